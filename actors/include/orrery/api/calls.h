@@ -1,0 +1,206 @@
+// Task(...), Actor(...) and handle.Task(...): the builders that submit remote work.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "orrery/api/object_ref.h"
+#include "orrery/api/registry.h"
+#include "orrery/api/runtime_api.h"
+
+namespace orrery {
+
+class PlacementGroup;
+template <typename T>
+class ActorHandle;
+
+namespace internal {
+
+// Packs one argument for a parameter of type P: ObjectRefs become references resolved by
+// the runtime; everything else is converted to P (a compile error if it cannot be) and
+// packed.
+template <typename P, typename A>
+ArgSlot MakeArg(A&& a) {
+  using D = std::decay_t<A>;
+  if constexpr (IsObjectRef<D>::value && !IsObjectRef<std::decay_t<P>>::value) {
+    return ArgSlot{std::string(), a.Holder()};
+  } else {
+    const std::decay_t<P>& value = std::forward<A>(a);
+    return ArgSlot{Pack(value), nullptr};
+  }
+}
+
+template <typename... Params, typename... As>
+std::vector<ArgSlot> MakeArgs(As&&... as) {
+  static_assert(sizeof...(Params) == sizeof...(As), "wrong number of arguments for the remote call");
+  std::vector<ArgSlot> slots;
+  slots.reserve(sizeof...(As));
+  (slots.push_back(MakeArg<Params>(std::forward<As>(as))), ...);
+  return slots;
+}
+
+template <typename R>
+struct RefValue {
+  using type = R;
+};
+
+// Shared option setters for the Task and Actor builders.
+template <typename Derived>
+class OptionsBuilder {
+ public:
+  Derived& SetResources(const Resources& resources) {
+    options_.resources = resources;
+    options_.resources_set = true;
+    return self();
+  }
+  Derived& SetResource(const std::string& name, double value) {
+    options_.resources[name] = value;
+    options_.resources_set = true;
+    return self();
+  }
+  Derived& SetLabelSelector(const Labels& selector) {
+    options_.label_selector = selector;
+    return self();
+  }
+  Derived& SetPlacementGroup(const PlacementGroup& pg, int bundle_index = -1);
+
+ protected:
+  Derived& self() { return static_cast<Derived&>(*this); }
+  CallOptions options_;
+};
+
+}  // namespace internal
+
+template <typename F>
+class TaskCaller;
+
+template <typename R, typename... Params>
+class TaskCaller<R (*)(Params...)> : public internal::OptionsBuilder<TaskCaller<R (*)(Params...)>> {
+ public:
+  explicit TaskCaller(R (*f)(Params...)) : name_(internal::NameOfOrThrow(internal::KeyOf(f), "function")) {}
+  TaskCaller& SetMaxRetries(int n) {
+    this->options_.max_retries = n;
+    return *this;
+  }
+  template <typename... As>
+  ObjectRef<R> Remote(As&&... as) {
+    return ObjectRef<R>(internal::SubmitTask(
+        name_, internal::MakeArgs<Params...>(std::forward<As>(as)...), this->options_));
+  }
+
+ private:
+  std::string name_;
+};
+
+template <typename F>
+class ActorCreator;
+
+template <typename T, typename... Params>
+class ActorCreator<T* (*)(Params...)> : public internal::OptionsBuilder<ActorCreator<T* (*)(Params...)>> {
+ public:
+  explicit ActorCreator(T* (*f)(Params...)) : name_(internal::NameOfOrThrow(internal::KeyOf(f), "actor factory")) {}
+  ActorCreator& SetName(const std::string& name, const std::string& namespace_ = "") {
+    this->options_.name = name;
+    this->options_.namespace_ = namespace_;
+    return *this;
+  }
+  ActorCreator& SetMaxRestarts(int n) {
+    this->options_.max_restarts = n;
+    return *this;
+  }
+  ActorCreator& SetMaxTaskRetries(int n) {
+    this->options_.max_task_retries = n;
+    return *this;
+  }
+  // Up to n calls run at once, each on its own thread of the actor's process.
+  ActorCreator& SetMaxConcurrency(int n) {
+    this->options_.max_concurrency = n;
+    return *this;
+  }
+  ActorCreator& SetLifetime(ActorLifetime lifetime) {
+    this->options_.lifetime = lifetime;
+    return *this;
+  }
+  template <typename... As>
+  ActorHandle<T> Remote(As&&... as);
+
+ private:
+  std::string name_;
+};
+
+template <typename F>
+class ActorTaskCaller;
+
+template <typename R, typename C, typename... Params>
+class ActorTaskCaller<R (C::*)(Params...)> {
+ public:
+  ActorTaskCaller(ActorId actor, std::string name) : actor_(std::move(actor)), name_(std::move(name)) {}
+  template <typename... As>
+  ObjectRef<R> Remote(As&&... as) {
+    return ObjectRef<R>(internal::SubmitActorTask(
+        actor_, name_, internal::MakeArgs<Params...>(std::forward<As>(as)...)));
+  }
+
+ private:
+  ActorId actor_;
+  std::string name_;
+};
+
+template <typename R, typename C, typename... Params>
+class ActorTaskCaller<R (C::*)(Params...) const> : public ActorTaskCaller<R (C::*)(Params...)> {
+ public:
+  using ActorTaskCaller<R (C::*)(Params...)>::ActorTaskCaller;
+};
+
+// A handle to an actor. Cheap to copy; serializable, so it can be passed to other actors
+// and tasks.
+template <typename T>
+class ActorHandle {
+ public:
+  ActorHandle() = default;
+  explicit ActorHandle(ActorId id) : id_(std::move(id)) {}
+
+  template <typename M>
+  ActorTaskCaller<M> Task(M method) const {
+    static_assert(std::is_member_function_pointer_v<M>, "Task() takes a member function pointer");
+    return ActorTaskCaller<M>(id_, internal::NameOfOrThrow(internal::KeyOf(method), "actor method"));
+  }
+  // Stops the actor. With no_restart=false it is restarted if it has restarts left.
+  void Kill(bool no_restart = true) const { internal::KillActor(id_, no_restart); }
+  const ActorId& ID() const { return id_; }
+
+  template <typename Packer>
+  void msgpack_pack(Packer& pk) const {
+    pk.pack(id_.Binary());
+  }
+  void msgpack_unpack(const msgpack::object& o) { id_ = ActorId(UniqueId::FromBinary(o.as<std::string>())); }
+
+ private:
+  ActorId id_;
+};
+
+template <typename T, typename... Params>
+template <typename... As>
+ActorHandle<T> ActorCreator<T* (*)(Params...)>::Remote(As&&... as) {
+  return ActorHandle<T>(internal::CreateActor(
+      name_, internal::MakeArgs<Params...>(std::forward<As>(as)...), this->options_));
+}
+
+// Task(Add).Remote(1, 2)
+template <typename R, typename... Params>
+TaskCaller<R (*)(Params...)> Task(R (*f)(Params...)) {
+  static_assert(!(std::is_pointer_v<R> && std::is_class_v<std::remove_pointer_t<R>>),
+                "a function returning a pointer is an actor factory: use orrery::Actor()");
+  return TaskCaller<R (*)(Params...)>(f);
+}
+
+// Actor(Counter::Create).Remote(0)
+template <typename T, typename... Params>
+ActorCreator<T* (*)(Params...)> Actor(T* (*factory)(Params...)) {
+  return ActorCreator<T* (*)(Params...)>(factory);
+}
+
+}  // namespace orrery

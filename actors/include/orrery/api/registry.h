@@ -1,0 +1,185 @@
+// The registry of remote functions, actor factories and actor methods, filled by
+// ORRERY_REMOTE at static-initialization time. Workers run the driver's own executable, so
+// the same registry exists in every process of a job.
+#pragma once
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "orrery/api/object_ref.h"
+#include "orrery/api/serialize.h"
+#include "orrery/status.h"
+
+namespace orrery::internal {
+
+enum class FunctionKind { kFunction, kFactory, kMethod };
+
+// Runs a registered callable. `self` is the actor instance for methods (else null); `args`
+// is a msgpack array. Returns the msgpack-encoded result (for factories: nothing; the new
+// instance is stored in *instance). Throws ConvertError for bad arguments; lets the user's
+// exceptions through for the caller to report.
+using Invoker = std::function<std::string(void* self, const msgpack::object& args, void** instance)>;
+using Deleter = void (*)(void*);
+
+struct FunctionEntry {
+  std::string name;
+  FunctionKind kind;
+  int arity;
+  Invoker invoke;
+  Deleter deleter = nullptr;  // factories: deletes the instance
+};
+
+// Registers `entry` under entry.name with the identity key of the C++ callable.
+// A name registered twice is an error: the registry remembers it, returns InvalidArgument,
+// and Init() refuses to start.
+Status RegisterEntry(FunctionEntry entry, const std::string& key);
+const FunctionEntry* FindByName(const std::string& name);
+// The registered name of a callable, or nullptr.
+const std::string* FindNameByKey(const std::string& key);
+std::vector<std::string> RegisteredNames();
+// Errors found during registration (duplicate names); empty when all is well.
+std::vector<std::string> RegistrationErrors();
+// For tests: forgets a name.
+void UnregisterForTest(const std::string& name);
+
+// Identity key of a function pointer or member function pointer.
+template <typename F>
+std::string KeyOf(F f) {
+  std::string key(typeid(F).name());
+  key.push_back('#');
+  key.append(reinterpret_cast<const char*>(&f), sizeof(F));
+  return key;
+}
+
+// Name a callable was registered under; throws FunctionNotFoundError listing the known ones.
+const std::string& NameOfOrThrow(const std::string& key, const char* what);
+
+template <typename T>
+T ConvertArg(const msgpack::object& o, size_t index, const char* fn) {
+  try {
+    return o.as<T>();
+  } catch (const std::exception&) {
+    throw ConvertError(std::string("argument ") + std::to_string(index + 1) + " of " + fn +
+                       ": cannot convert a msgpack " + MsgpackTypeName(o) + " to the parameter type");
+  }
+}
+
+template <typename... Args, size_t... I>
+std::tuple<std::decay_t<Args>...> ConvertArgs(const msgpack::object& args, const char* fn,
+                                              std::index_sequence<I...>) {
+  if (args.type != msgpack::type::ARRAY || args.via.array.size != sizeof...(Args)) {
+    throw ConvertError(std::string(fn) + " takes " + std::to_string(sizeof...(Args)) +
+                       " arguments, got " +
+                       std::to_string(args.type == msgpack::type::ARRAY ? args.via.array.size : 0));
+  }
+  return std::tuple<std::decay_t<Args>...>(
+      ConvertArg<std::decay_t<Args>>(args.via.array.ptr[I], I, fn)...);
+}
+
+template <typename R>
+std::string PackResult(R&& r) {
+  return Pack(r);
+}
+
+template <typename R, typename... Args>
+FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
+  FunctionEntry e{name, FunctionKind::kFunction, int(sizeof...(Args)), nullptr, nullptr};
+  if constexpr (std::is_pointer_v<R> && std::is_class_v<std::remove_pointer_t<R>>) {
+    using T = std::remove_pointer_t<R>;
+    e.kind = FunctionKind::kFactory;
+    e.deleter = [](void* p) { delete static_cast<T*>(p); };
+    e.invoke = [f, name](void*, const msgpack::object& args, void** instance) -> std::string {
+      auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+      *instance = std::apply(f, std::move(tuple));
+      return std::string();
+    };
+  } else {
+    e.invoke = [f, name](void*, const msgpack::object& args, void**) -> std::string {
+      auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+      if constexpr (std::is_void_v<R>) {
+        std::apply(f, std::move(tuple));
+        return PackNil();
+      } else {
+        return Pack(std::apply(f, std::move(tuple)));
+      }
+    };
+  }
+  return e;
+}
+
+template <typename R, typename C, typename... Args>
+FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...)) {
+  FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
+  e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
+    auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+    C* obj = static_cast<C*>(self);
+    if constexpr (std::is_void_v<R>) {
+      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); }, std::move(tuple));
+      return PackNil();
+    } else {
+      return Pack(std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+                             std::move(tuple)));
+    }
+  };
+  return e;
+}
+
+template <typename R, typename C, typename... Args>
+FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...) const) {
+  using NonConst = R (C::*)(Args...);
+  FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
+  e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
+    auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+    const C* obj = static_cast<const C*>(self);
+    if constexpr (std::is_void_v<R>) {
+      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); }, std::move(tuple));
+      return PackNil();
+    } else {
+      return Pack(std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+                             std::move(tuple)));
+    }
+  };
+  (void)sizeof(NonConst);
+  return e;
+}
+
+// Splits the stringified ORRERY_REMOTE argument list into clean names ("&Counter::Inc" ->
+// "Counter::Inc").
+std::vector<std::string> SplitRemoteNames(const char* csv);
+
+template <typename F>
+void RegisterOne(const std::string& name, F f) {
+  Status s;
+  if constexpr (std::is_member_function_pointer_v<F>) {
+    s = RegisterEntry(MakeMethodEntry(name, f), KeyOf(f));
+  } else {
+    s = RegisterEntry(MakeFunctionEntry(name, f), KeyOf(f));
+  }
+  (void)s;  // recorded in RegistrationErrors(); Init() reports it
+}
+
+template <typename... Fs>
+bool RegisterAll(const char* csv, Fs... fs) {
+  std::vector<std::string> names = SplitRemoteNames(csv);
+  size_t i = 0;
+  (RegisterOne(names.at(i++), fs), ...);
+  return true;
+}
+
+}  // namespace orrery::internal
+
+#define ORRERY_CONCAT_INNER(a, b) a##b
+#define ORRERY_CONCAT(a, b) ORRERY_CONCAT_INNER(a, b)
+
+// Registers functions, actor factories (static functions returning T*) and actor methods
+// by name: ORRERY_REMOTE(Add, Counter::Create, &Counter::Inc);
+#define ORRERY_REMOTE(...)                                                              \
+  [[maybe_unused]] static const bool ORRERY_CONCAT(orrery_registered_, __LINE__) =      \
+      ::orrery::internal::RegisterAll(#__VA_ARGS__, __VA_ARGS__)

@@ -1,0 +1,59 @@
+// The narrow interface between the header-only templates of the public API and the
+// runtime inside liborrery. Everything here is internal: users call orrery.h.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "orrery/api/object_ref.h"
+#include "orrery/config.h"
+#include "orrery/ids.h"
+
+namespace orrery {
+
+enum class ActorLifetime { kOwned = 0, kDetached = 1 };
+
+namespace internal {
+
+// One argument of a call: either the msgpack bytes of a value, or a reference to an object
+// that the runtime resolves to its value before the call is sent.
+struct ArgSlot {
+  std::string bytes;
+  std::shared_ptr<RefHolder> ref;  // set: pass the referenced value
+};
+
+struct CallOptions {
+  Resources resources;
+  Labels label_selector;
+  std::string name;        // actors: registered name; empty: anonymous
+  std::string namespace_;  // actors: namespace of the name; empty: the job's
+  int max_restarts = 0;
+  int max_task_retries = 0;
+  int max_retries = 0;  // tasks
+  int max_concurrency = 1;
+  ActorLifetime lifetime = ActorLifetime::kOwned;
+  PlacementGroupId placement_group;
+  int bundle_index = -1;
+  bool resources_set = false;
+};
+
+std::shared_ptr<RefHolder> SubmitTask(const std::string& function, std::vector<ArgSlot> args,
+                                      const CallOptions& options);
+ActorId CreateActor(const std::string& factory, std::vector<ArgSlot> args,
+                    const CallOptions& options);
+std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method,
+                                           std::vector<ArgSlot> args);
+std::shared_ptr<RefHolder> PutBytes(std::string bytes);
+// The msgpack bytes of a ready object; throws the producer's error, GetTimeoutError, ...
+std::shared_ptr<const std::string> GetBytes(const RefHolder& ref, int timeout_ms);
+// Indices of the first `num_returns` ready refs (or fewer at the timeout).
+std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_returns,
+                           int timeout_ms);
+// Looks a named actor up; Nil when there is none. Checks the class name when known.
+ActorId GetNamedActor(const std::string& name, const std::string& namespace_);
+void KillActor(const ActorId& actor, bool no_restart);
+void CheckInitialized();
+
+}  // namespace internal
+}  // namespace orrery

@@ -1,0 +1,128 @@
+// Orrery's public API (DESIGN.md section 3). Modelled on Ray's C++ API.
+//
+//   int Add(int a, int b);
+//   ORRERY_REMOTE(Add, Counter::Create, &Counter::Inc);
+//   orrery::Init();
+//   auto r = orrery::Task(Add).Remote(1, 2);
+//   int three = *orrery::Get(r);
+//
+// Threading: every function here may be called from any thread of the driver, and from
+// actor methods and tasks inside workers (where a Get waits cooperatively and never
+// deadlocks the actor). Errors are thrown as orrery::Error subclasses (orrery/errors.h).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "orrery/api/calls.h"
+#include "orrery/api/object_ref.h"
+#include "orrery/api/placement_group.h"
+#include "orrery/api/registry.h"
+#include "orrery/api/runtime_api.h"
+#include "orrery/config.h"
+#include "orrery/errors.h"
+#include "orrery/ids.h"
+
+namespace orrery {
+
+// Starts the runtime. With no address (and no ORRERY_ADDRESS) it starts the embedded default:
+// a head and a node inside this process and one worker process per actor, each running
+// this same executable. In a worker process Init() does not return: it serves calls until
+// the worker is told to exit. So code before Init() in main() runs in workers too.
+// Throws ConfigError (bad configuration, duplicate registrations) or ConnectionError.
+void Init();
+void Init(const Config& config);
+void Init(int argc, char** argv);
+void Init(const Config& config, int argc, char** argv);
+bool IsInitialized();
+// Stops this driver's workers (non-detached actors) and the embedded head and node.
+void Shutdown();
+
+// For programs whose main() cannot call Init() first (a test runner, say): call this at the
+// top of main(). In a worker process it serves and exits; elsewhere it returns at once.
+void RunWorkerIfRequested(int argc, char** argv);
+
+template <typename T>
+std::shared_ptr<T> Get(const ObjectRef<T>& ref, int timeout_ms = -1) {
+  auto bytes = internal::GetBytes(*ref.Holder(), timeout_ms);
+  return std::make_shared<T>(internal::Unpack<T>(*bytes, "result"));
+}
+
+inline void Get(const ObjectRef<void>& ref, int timeout_ms = -1) {
+  internal::GetBytes(*ref.Holder(), timeout_ms);
+}
+
+template <typename T>
+std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs, int timeout_ms = -1) {
+  std::vector<std::shared_ptr<T>> out;
+  out.reserve(refs.size());
+  for (const auto& r : refs) out.push_back(Get(r, timeout_ms));
+  return out;
+}
+
+template <typename T>
+auto ObjectRef<T>::Get() const {
+  return ::orrery::Get(*this);
+}
+template <typename T>
+auto ObjectRef<T>::Get(int timeout_ms) const {
+  return ::orrery::Get(*this, timeout_ms);
+}
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> unready;
+};
+
+// Waits until num_returns of refs are ready or timeout_ms passes (-1: no limit). Order
+// within ready and unready follows refs.
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_returns, int timeout_ms = -1) {
+  std::vector<const internal::RefHolder*> holders;
+  holders.reserve(refs.size());
+  for (const auto& r : refs) holders.push_back(r.Holder().get());
+  std::vector<bool> ready = internal::WaitRefs(holders, num_returns, timeout_ms);
+  WaitResult<T> result;
+  for (size_t i = 0; i < refs.size(); ++i) (ready[i] ? result.ready : result.unready).push_back(refs[i]);
+  return result;
+}
+
+template <typename T>
+ObjectRef<T> Put(const T& value) {
+  return ObjectRef<T>(internal::PutBytes(internal::Pack(value)));
+}
+
+// The named actor, or nullopt when no live actor has that name in the namespace.
+template <typename T>
+std::optional<ActorHandle<T>> GetActor(const std::string& name, const std::string& namespace_ = "") {
+  ActorId id = internal::GetNamedActor(name, namespace_);
+  if (id.IsNil()) return std::nullopt;
+  return ActorHandle<T>(id);
+}
+
+struct NodeInfo {
+  NodeId node_id;
+  std::string address;
+  bool alive = false;
+  Resources total;
+  Resources available;
+  Labels labels;
+};
+
+std::vector<NodeInfo> Nodes();
+Resources ClusterResources();
+Resources AvailableResources();
+
+namespace internal {
+template <typename Derived>
+Derived& OptionsBuilder<Derived>::SetPlacementGroup(const PlacementGroup& pg, int bundle_index) {
+  options_.placement_group = pg.Id();
+  options_.bundle_index = bundle_index;
+  return self();
+}
+}  // namespace internal
+
+}  // namespace orrery

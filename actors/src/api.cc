@@ -1,0 +1,308 @@
+// The public API's entry points: process roles, Init/Shutdown, and the functions that the
+// header templates call.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <limits>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "actors/src/errors_util.h"
+#include "actors/src/node_service.h"
+#include "actors/src/runtime.h"
+#include "actors/src/test_hooks.h"
+#include "actors/src/worker.h"
+#include "actors/src/zygote.h"
+#include "core/src/log.h"
+#include "orrery/orrery.h"
+#include "orrery/resources.h"
+#include "scheduler/src/head_service.h"
+
+namespace orrery {
+
+namespace {
+
+struct Embedded {
+  std::unique_ptr<scheduler::HeadService> head;
+  std::unique_ptr<runtime::NodeService> node;
+  std::unique_ptr<runtime::Runtime> runtime;
+};
+
+std::mutex g_mu;
+Embedded* g_state = nullptr;
+
+runtime::Runtime& Rt() {
+  runtime::Runtime* rt = runtime::Current();
+  if (!rt) throw Error("orrery::Init() has not been called");
+  return *rt;
+}
+
+std::vector<std::string> OwnCommandLine() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) out.push_back(arg);
+  if (out.empty()) out.push_back("orrery-worker");
+  return out;
+}
+
+void RaiseFileLimit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+long long TotalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && size > 0 ? (long long)pages * size : 0;
+}
+
+std::string WithScheme(const std::string& address) {
+  return address.find("://") == std::string::npos ? "tcp://" + address : address;
+}
+
+void DoInit(Config config, int argc, char** argv) {
+  RunWorkerIfRequested(argc, argv);
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_state) throw ConfigError("orrery::Init() was already called; call orrery::Shutdown() first");
+  if (argc > 0 && argv) {
+    std::vector<char*> copy(argv, argv + argc);
+    copy.push_back(nullptr);
+    int n = argc;
+    config = ApplyFlags(config, &n, copy.data());
+  }
+  config = ApplyEnvironment(config);
+  log::SetLevel(config.log_level.empty() ? "warn" : config.log_level);
+  auto errors = internal::RegistrationErrors();
+  if (!errors.empty()) {
+    std::string msg = "ORRERY_REMOTE registration failed:";
+    for (const auto& e : errors) msg += "\n  " + e;
+    throw ConfigError(msg);
+  }
+  if (config.num_cpus < -1) throw ConfigError("num_cpus must be >= 0");
+  Status rs = ValidateResources(config.resources);
+  if (!rs.ok()) throw ConfigError("Config::resources: " + rs.message());
+  RaiseFileLimit();
+
+  auto state = std::make_unique<Embedded>();
+  std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
+  std::string head_address;
+  if (config.address.empty()) {
+    scheduler::HeadOptions ho;
+    ho.bind_host = host;
+    ho.max_message_bytes = config.max_message_bytes;
+    state->head = std::make_unique<scheduler::HeadService>(ho);
+    Status s = state->head->Start();
+    if (!s.ok()) throw ConnectionError("cannot start the embedded head: " + s.message());
+    head_address = state->head->address();
+
+    runtime::NodeOptions no;
+    no.head_address = head_address;
+    no.bind_host = host;
+    int cpus = config.num_cpus >= 0 ? config.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
+    no.resources["CPU"] = cpus;
+    if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
+    for (const auto& [k, v] : config.resources) no.resources[k] = v;
+    no.labels = config.labels;
+    no.worker_argv = OwnCommandLine();
+    if (!config.log_level.empty()) no.worker_env["ORRERY_LOG_LEVEL"] = config.log_level;
+    if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;
+    no.worker_env["ORRERY_INFEASIBLE_TIMEOUT_S"] = std::to_string(config.infeasible_timeout_s);
+    no.worker_env["ORRERY_ADDRESS"] = "";
+    state->node = std::make_unique<runtime::NodeService>(no);
+    s = state->node->Start();
+    if (!s.ok()) throw ConnectionError("cannot start the embedded node: " + s.message());
+  } else {
+    head_address = WithScheme(config.address);
+  }
+  state->runtime = std::make_unique<runtime::Runtime>(config, head_address, JobId::Random(),
+                                                      "driver pid " + std::to_string(getpid()));
+  Status s = state->runtime->Start(host);
+  if (!s.ok()) throw ConnectionError("cannot start the driver runtime: " + s.message());
+  runtime::SetCurrent(state->runtime.get());
+  if (!config.address.empty()) {
+    try {
+      state->runtime->ClusterInfo();  // fails with ConnectionError when no head answers
+    } catch (...) {
+      runtime::SetCurrent(nullptr);
+      throw;
+    }
+  }
+  static bool atexit_registered = false;
+  if (!atexit_registered) {
+    atexit_registered = true;
+    std::atexit([] {
+      if (IsInitialized()) Shutdown();
+    });
+  }
+  g_state = state.release();
+}
+
+}  // namespace
+
+void RunWorkerIfRequested(int, char**) {
+  const char* role = std::getenv("ORRERY_ROLE");
+  if (!role) return;
+  std::string r = role;
+  if (r == "zygote") {
+    const char* fd = std::getenv("ORRERY_ZYGOTE_FD");
+    runtime::ZygoteMain(fd ? std::atoi(fd) : -1, &runtime::WorkerMain);
+  }
+  if (r == "worker") runtime::WorkerMain();
+}
+
+void Init() { DoInit(Config{}, 0, nullptr); }
+void Init(const Config& config) { DoInit(config, 0, nullptr); }
+void Init(int argc, char** argv) { DoInit(Config{}, argc, argv); }
+void Init(const Config& config, int argc, char** argv) { DoInit(config, argc, argv); }
+
+bool IsInitialized() { return runtime::Current() != nullptr; }
+
+void Shutdown() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_state) return;
+  std::unique_ptr<Embedded> state(g_state);
+  g_state = nullptr;
+  try {
+    state->runtime->KillOwnedActors();
+  } catch (...) {
+  }
+  runtime::SetCurrent(nullptr);
+  state->runtime->Stop();
+  if (state->node) state->node->Stop();
+  if (state->head) state->head->Stop();
+  transport::CloseThreadSockets();
+}
+
+std::vector<NodeInfo> Nodes() {
+  std::vector<NodeInfo> out;
+  for (const auto& n : Rt().ClusterInfo()) {
+    out.push_back(NodeInfo{NodeId(UniqueId::FromBinary(n.node_id)), n.address, n.alive, n.total, n.available, n.labels});
+  }
+  return out;
+}
+
+Resources ClusterResources() {
+  Resources out;
+  for (const auto& n : Rt().ClusterInfo())
+    if (n.alive) Add(out, n.total);
+  return out;
+}
+
+Resources AvailableResources() {
+  Resources out;
+  for (const auto& n : Rt().ClusterInfo())
+    if (n.alive) Add(out, n.available);
+  return out;
+}
+
+// ------------------------------------------------------------------ placement groups
+
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
+  if (options.bundles.empty()) throw ConfigError("a placement group needs at least one bundle");
+  for (size_t i = 0; i < options.bundles.size(); ++i) {
+    const auto& b = options.bundles[i];
+    if (b.empty()) throw ConfigError("bundle " + std::to_string(i) + " of the placement group is empty");
+    Status s = ValidateResources(b);
+    if (!s.ok()) throw ConfigError("bundle " + std::to_string(i) + ": " + s.message());
+  }
+  proto::PlacementGroupMsg m;
+  PlacementGroupId id = PlacementGroupId::Random();
+  m.pg_id = id.Binary();
+  m.name = options.name;
+  m.bundles = options.bundles;
+  m.strategy = int(options.strategy);
+  m.same_label = options.same_label;
+  m.label_selector = options.label_selector;
+  auto reply = Rt().PlacementGroupRpc(proto::MsgType::kCreatePlacementGroup, m, 30000);
+  if (!reply.ok) runtime::ThrowKind(reply.error_kind, reply.message);
+  return PlacementGroup(id, options);
+}
+
+bool PlacementGroup::Wait(double timeout_seconds) const {
+  proto::PlacementGroupMsg m;
+  m.pg_id = id_.Binary();
+  m.timeout_s = timeout_seconds < 0 ? -1 : timeout_seconds;
+  int rpc_timeout = timeout_seconds < 0 ? std::numeric_limits<int>::max() : int(timeout_seconds * 1000) + 10000;
+  auto reply = Rt().PlacementGroupRpc(proto::MsgType::kWaitPlacementGroup, m, rpc_timeout);
+  return reply.ok && reply.ready;
+}
+
+void RemovePlacementGroup(const PlacementGroupId& id) {
+  proto::PlacementGroupMsg m;
+  m.pg_id = id.Binary();
+  auto reply = Rt().PlacementGroupRpc(proto::MsgType::kRemovePlacementGroup, m, 30000);
+  if (!reply.ok) runtime::ThrowKind(reply.error_kind, reply.message);
+}
+
+std::optional<PlacementGroup> GetPlacementGroup(const std::string& name) {
+  proto::PlacementGroupMsg m;
+  m.name = name;
+  m.timeout_s = 0;
+  auto reply = Rt().PlacementGroupRpc(proto::MsgType::kWaitPlacementGroup, m, 30000);
+  if (!reply.ok) return std::nullopt;
+  PlacementGroupCreationOptions o;
+  o.name = reply.name;
+  o.bundles = reply.bundles;
+  o.strategy = PlacementStrategy(reply.strategy);
+  return PlacementGroup(PlacementGroupId(UniqueId::FromBinary(reply.pg_id)), o);
+}
+
+// ------------------------------------------------------------------ internal entry points
+
+namespace internal {
+
+RefHolder::RefHolder(ObjectId id, std::string owner) : id_(std::move(id)), owner_(std::move(owner)) {
+  if (auto* rt = runtime::Current()) rt->store().AddRef(id_);
+}
+
+RefHolder::~RefHolder() {
+  if (auto* rt = runtime::Current()) rt->store().RemoveRef(id_);
+}
+
+void RefHolder::Share() const {
+  if (auto* rt = runtime::Current()) rt->store().Pin(id_);
+}
+
+std::shared_ptr<RefHolder> MakeRef(const ObjectId& id, const std::string& owner) {
+  return std::make_shared<RefHolder>(id, owner);
+}
+
+std::shared_ptr<RefHolder> SubmitTask(const std::string& function, std::vector<ArgSlot> args, const CallOptions& options) {
+  return Rt().SubmitTask(function, std::move(args), options);
+}
+
+ActorId CreateActor(const std::string& factory, std::vector<ArgSlot> args, const CallOptions& options) {
+  return Rt().CreateActor(factory, std::move(args), options);
+}
+
+std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method, std::vector<ArgSlot> args) {
+  if (actor.IsNil()) throw Error("this ActorHandle does not refer to an actor");
+  return Rt().SubmitActorTask(actor, method, std::move(args));
+}
+
+std::shared_ptr<RefHolder> PutBytes(std::string bytes) { return Rt().Put(std::move(bytes)); }
+
+std::shared_ptr<const std::string> GetBytes(const RefHolder& ref, int timeout_ms) { return Rt().Get(ref, timeout_ms); }
+
+std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_returns, int timeout_ms) {
+  return Rt().Wait(refs, num_returns, timeout_ms);
+}
+
+ActorId GetNamedActor(const std::string& name, const std::string& namespace_) {
+  return Rt().GetNamedActor(name, namespace_);
+}
+
+void KillActor(const ActorId& actor, bool no_restart) { Rt().KillActor(actor, no_restart); }
+
+void CheckInitialized() { Rt(); }
+
+std::string HeadAddressForTest() { return Rt().head_address(); }
+std::string WorkerAddressForTest() { return Rt().address(); }
+
+}  // namespace internal
+}  // namespace orrery

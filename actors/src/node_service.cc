@@ -1,0 +1,357 @@
+#include "actors/src/node_service.h"
+
+#include <signal.h>
+
+#include <chrono>
+
+#include "core/src/log.h"
+#include "orrery/resources.h"
+
+namespace orrery::runtime {
+
+using proto::MsgType;
+
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+NodeService::NodeService(NodeOptions options) : options_(std::move(options)), id_(NodeId::Random()) {
+  options_.labels["orrery.io/node-id"] = id_.Hex();
+}
+
+NodeService::~NodeService() { Stop(); }
+
+Status NodeService::Start(int register_timeout_ms) {
+  Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
+  if (!s.ok()) return s;
+  inbox_.SetTick(500, [this] { Tick(); });
+  inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
+  // The zygote is started from the inbox thread: it dies with the thread that made it
+  // (PR_SET_PDEATHSIG), and that thread lives exactly as long as this node.
+  inbox_.Post([this] {
+    std::map<std::string, std::string> env = options_.worker_env;
+    env["ORRERY_ROLE"] = "zygote";
+    Status st = zygote_.Start(options_.worker_argv, env);
+    if (st.ok()) {
+      inbox_.AddFd(zygote_.fd(), [this] {
+        zygote_.OnReadable([this](uint64_t req, int pid) { OnSpawned(req, pid); },
+                           [this](int pid, const std::string& how) { OnExited(pid, how); });
+      });
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    zygote_status_ = st;
+    zygote_started_ = true;
+    cv_.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return zygote_started_; });
+    if (!zygote_status_.ok()) return zygote_status_;
+  }
+  proto::RegisterNodeMsg reg;
+  reg.node = {id_.Binary(), inbox_.address(), true, options_.resources, options_.resources, options_.labels};
+  reg.reply_to = inbox_.address();
+  transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, std::chrono::milliseconds(register_timeout_ms), [this] { return registered_; })) {
+    return Status::Unavailable("the head at " + options_.head_address + " did not answer the node's registration");
+  }
+  LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " + ToString(options_.resources));
+  return Status::Ok();
+}
+
+void NodeService::Stop() {
+  inbox_.Stop();
+  zygote_.Stop();  // workers die with the zygote
+  for (auto& [id, w] : workers_)
+    if (w.pid > 0) kill(w.pid, SIGKILL);
+  workers_.clear();
+}
+
+void NodeService::Handle(transport::Envelope& env) {
+  auto decode = [&](auto* m) {
+    Status s = env.Decode(m);
+    if (!s.ok()) throw std::runtime_error(s.message());
+  };
+  switch (env.type) {
+    case MsgType::kAck: {
+      std::lock_guard<std::mutex> lock(mu_);
+      registered_ = true;
+      cv_.notify_all();
+      return;
+    }
+    case MsgType::kStartActor: {
+      proto::StartActorMsg m;
+      decode(&m);
+      return OnStartActor(m);
+    }
+    case MsgType::kGrantLease: {
+      proto::GrantLeaseMsg m;
+      decode(&m);
+      return OnGrantLease(m.request);
+    }
+    case MsgType::kReleaseLease: {
+      proto::ReleaseLeaseMsg m;
+      decode(&m);
+      return OnReleaseLease(m.lease_id);
+    }
+    case MsgType::kKillWorker: {
+      proto::KillWorkerMsg m;
+      decode(&m);
+      return OnKillWorker(m);
+    }
+    case MsgType::kWorkerRegister: {
+      proto::WorkerRegisterMsg m;
+      decode(&m);
+      return OnWorkerRegister(m);
+    }
+    case MsgType::kAssignReply: {
+      proto::AssignReplyMsg m;
+      decode(&m);
+      return OnAssignReply(m);
+    }
+    case MsgType::kPing: {
+      proto::PingMsg m;
+      decode(&m);
+      if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
+      return;
+    }
+    case MsgType::kError: {
+      proto::ErrorMsg m;
+      (void)env.Decode(&m);
+      LOG_WARN("node: a peer rejected a message: " + m.message);
+      return;
+    }
+    default:
+      throw std::runtime_error(std::string("the node does not handle ") + proto::TypeName(env.type));
+  }
+}
+
+NodeService::Worker& NodeService::NewWorker(bool is_actor) {
+  std::string id = WorkerId::Random().Binary();
+  Worker& w = workers_[id];
+  w.id = id;
+  w.is_actor = is_actor;
+  uint64_t req = next_spawn_++;
+  by_spawn_[req] = id;
+  std::map<std::string, std::string> env;
+  env["ORRERY_ROLE"] = "worker";
+  env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(id)).Hex();
+  env["ORRERY_NODE_ADDRESS"] = inbox_.address();
+  env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
+  env["ORRERY_NODE_ID"] = id_.Hex();
+  Status s = zygote_.Spawn(req, env);
+  if (!s.ok()) {
+    LOG_ERROR("cannot start a worker: " + s.message());
+    w.kill_requested = true;
+    w.kill_reason = "the worker process could not be started: " + s.message();
+  }
+  return w;
+}
+
+void NodeService::OnStartActor(const proto::StartActorMsg& m) {
+  Worker& w = NewWorker(true);
+  w.actor = m;
+  if (w.kill_requested) ActorDied(w, "ActorDiedError", w.kill_reason);
+}
+
+void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
+  for (auto& [id, w] : workers_) {
+    if (!w.is_actor && w.ready && !w.has_lease && !w.kill_requested) {
+      w.has_lease = true;
+      w.lease = r;
+      GrantTo(w);
+      return;
+    }
+  }
+  Worker& w = NewWorker(false);
+  w.has_lease = true;
+  w.lease = r;
+  if (w.kill_requested) LeaseFailed(r, "Error", w.kill_reason);
+}
+
+void NodeService::GrantTo(Worker& w) {
+  proto::LeaseReplyMsg reply;
+  reply.request_id = w.lease.request_id;
+  reply.lease_id = w.lease.lease_id;
+  reply.ok = true;
+  reply.worker_address = w.address;
+  reply.worker_id = w.id;
+  reply.node_id = id_.Binary();
+  transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
+}
+
+void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind, const std::string& message) {
+  proto::LeaseReplyMsg reply;
+  reply.request_id = r.request_id;
+  reply.lease_id = r.lease_id;
+  reply.ok = false;
+  reply.error_kind = kind;
+  reply.message = message;
+  transport::Send(r.reply_to, MsgType::kLeaseReply, reply);
+  proto::WorkerEventMsg ev;
+  ev.kind = int(proto::WorkerEventKind::kLeaseWorkerDied);
+  ev.node_id = id_.Binary();
+  ev.lease_id = r.lease_id;
+  ev.cause = message;
+  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+}
+
+void NodeService::OnReleaseLease(const std::string& lease_id) {
+  if (Worker* w = ByLease(lease_id)) {
+    w->has_lease = false;
+    w->idle_since = Now();
+  }
+}
+
+void NodeService::Kill(Worker& w, const std::string& reason) {
+  if (!w.kill_requested) {
+    w.kill_requested = true;
+    w.kill_reason = reason;
+  }
+  if (w.pid > 0) kill(w.pid, SIGKILL);
+}
+
+void NodeService::OnKillWorker(const proto::KillWorkerMsg& m) {
+  Worker* w = !m.actor_id.empty() ? ByActor(m.actor_id) : ByLease(m.lease_id);
+  if (w) Kill(*w, m.reason);
+}
+
+void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
+  auto it = workers_.find(UniqueId::FromHex(m.worker_id).Binary());
+  if (it == workers_.end()) {
+    LOG_WARN("node: unknown worker " + m.worker_id + " registered; telling it to exit");
+    transport::Send(m.address, MsgType::kExit, proto::PingMsg{});
+    return;
+  }
+  Worker& w = it->second;
+  w.address = m.address;
+  if (w.pid == 0) {
+    w.pid = m.pid;
+    by_pid_[m.pid] = w.id;
+  }
+  if (w.kill_requested) {
+    Kill(w, w.kill_reason);
+    return;
+  }
+  proto::AssignMsg a;
+  a.worker_id = m.worker_id;
+  a.is_actor = w.is_actor;
+  if (w.is_actor) a.actor = w.actor;
+  a.node_id = id_.Binary();
+  a.head_address = options_.head_address;
+  transport::Send(w.address, MsgType::kAssign, a);
+}
+
+void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
+  auto it = workers_.find(UniqueId::FromHex(m.worker_id).Binary());
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  if (!m.ok) {
+    std::string cause = "the creation of the actor failed: " + (m.error_type.empty() ? "" : m.error_type + ": ") + m.message;
+    if (w.is_actor) {
+      ActorDied(w, "CreationFailed", cause);
+    } else if (w.has_lease) {
+      LeaseFailed(w.lease, "Error", cause);
+      w.has_lease = false;
+    }
+    Kill(w, cause);
+    return;
+  }
+  w.ready = true;
+  if (w.is_actor) {
+    proto::WorkerEventMsg ev;
+    ev.kind = int(proto::WorkerEventKind::kActorAlive);
+    ev.node_id = id_.Binary();
+    ev.actor_id = w.actor.spec.actor_id;
+    ev.incarnation = w.actor.incarnation;
+    ev.address = w.address;
+    ev.pid = w.pid;
+    transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  } else if (w.has_lease) {
+    GrantTo(w);
+  } else {
+    w.idle_since = Now();
+  }
+}
+
+void NodeService::ActorDied(Worker& w, const std::string& kind, const std::string& cause) {
+  if (w.reported || !w.is_actor) return;
+  w.reported = true;
+  proto::WorkerEventMsg ev;
+  ev.kind = int(proto::WorkerEventKind::kActorDied);
+  ev.node_id = id_.Binary();
+  ev.actor_id = w.actor.spec.actor_id;
+  ev.incarnation = w.actor.incarnation;
+  ev.pid = w.pid;
+  ev.error_kind = kind;
+  ev.cause = cause;
+  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+}
+
+void NodeService::OnSpawned(uint64_t request, int pid) {
+  auto it = by_spawn_.find(request);
+  if (it == by_spawn_.end()) return;
+  std::string id = it->second;
+  by_spawn_.erase(it);
+  auto w = workers_.find(id);
+  if (w == workers_.end()) {
+    if (pid > 0) kill(pid, SIGKILL);
+    return;
+  }
+  if (pid <= 0) {
+    std::string cause = "the worker process could not be forked";
+    if (w->second.is_actor) ActorDied(w->second, "ActorDiedError", cause);
+    if (w->second.has_lease) LeaseFailed(w->second.lease, "Error", cause);
+    workers_.erase(w);
+    return;
+  }
+  if (w->second.pid == 0) {
+    w->second.pid = pid;
+    by_pid_[pid] = id;
+  }
+  if (w->second.kill_requested) kill(pid, SIGKILL);
+}
+
+void NodeService::OnExited(int pid, const std::string& how) {
+  auto it = by_pid_.find(pid);
+  if (it == by_pid_.end()) return;
+  std::string id = it->second;
+  by_pid_.erase(it);
+  auto wit = workers_.find(id);
+  if (wit == workers_.end()) return;
+  Worker& w = wit->second;
+  std::string cause = w.kill_requested ? w.kill_reason
+                                       : "its worker process (pid " + std::to_string(pid) + ") " + how;
+  if (w.is_actor) ActorDied(w, "ActorDiedError", cause);
+  if (w.has_lease) LeaseFailed(w.lease, "WorkerDied", cause);
+  workers_.erase(wit);
+}
+
+void NodeService::Tick() {
+  // Idle task workers beyond the kept pool go after a while.
+  double now = Now();
+  int idle = 0;
+  for (auto& [id, w] : workers_) {
+    if (w.is_actor || !w.ready || w.has_lease || w.kill_requested) continue;
+    if (++idle > options_.idle_workers_kept && now - w.idle_since > options_.idle_worker_timeout_s) {
+      Kill(w, "idle");
+    }
+  }
+}
+
+NodeService::Worker* NodeService::ByActor(const std::string& actor_id) {
+  for (auto& [id, w] : workers_)
+    if (w.is_actor && w.actor.spec.actor_id == actor_id) return &w;
+  return nullptr;
+}
+
+NodeService::Worker* NodeService::ByLease(const std::string& lease_id) {
+  for (auto& [id, w] : workers_)
+    if (w.has_lease && w.lease.lease_id == lease_id) return &w;
+  return nullptr;
+}
+
+}  // namespace orrery::runtime

@@ -1,0 +1,95 @@
+// The node daemon (DESIGN.md section 2): registers the host's resources and labels with the
+// head, starts one worker process per actor (and task workers for leases) through the
+// zygote, hands them their assignment, supervises them and reports exits to the head.
+// All state lives on the node's inbox thread.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/src/zygote.h"
+#include "core/src/protocol.h"
+#include "core/src/transport.h"
+#include "orrery/config.h"
+#include "orrery/ids.h"
+
+namespace orrery::runtime {
+
+struct NodeOptions {
+  std::string head_address;
+  std::string bind_host = "127.0.0.1";
+  std::string advertise_host;
+  Resources resources;
+  Labels labels;
+  std::vector<std::string> worker_argv;          // the executable workers run (this one)
+  std::map<std::string, std::string> worker_env;  // passed to every worker
+  int idle_workers_kept = 2;
+  double idle_worker_timeout_s = 10;
+};
+
+class NodeService {
+ public:
+  explicit NodeService(NodeOptions options);
+  ~NodeService();
+  // Starts the zygote and the inbox, then registers with the head and waits for its answer.
+  Status Start(int register_timeout_ms = 10000);
+  void Stop();
+  const std::string& address() const { return inbox_.address(); }
+  const NodeId& id() const { return id_; }
+
+ private:
+  struct Worker {
+    std::string id;  // binary WorkerId
+    int pid = 0;
+    std::string address;
+    bool is_actor = false;
+    proto::StartActorMsg actor;
+    bool has_lease = false;
+    proto::LeaseRequestMsg lease;
+    bool ready = false;     // assignment accepted
+    bool reported = false;  // death already reported to the head
+    bool kill_requested = false;
+    std::string kill_reason;
+    double idle_since = 0;
+  };
+
+  void Handle(transport::Envelope& env);
+  void OnStartActor(const proto::StartActorMsg& m);
+  void OnGrantLease(const proto::LeaseRequestMsg& r);
+  void OnReleaseLease(const std::string& lease_id);
+  void OnKillWorker(const proto::KillWorkerMsg& m);
+  void OnWorkerRegister(const proto::WorkerRegisterMsg& m);
+  void OnAssignReply(const proto::AssignReplyMsg& m);
+  void OnSpawned(uint64_t request, int pid);
+  void OnExited(int pid, const std::string& how);
+  void Tick();
+
+  Worker& NewWorker(bool is_actor);
+  void Kill(Worker& w, const std::string& reason);
+  void GrantTo(Worker& w);
+  void LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind, const std::string& message);
+  void ActorDied(Worker& w, const std::string& kind, const std::string& cause);
+  Worker* ByActor(const std::string& actor_id);
+  Worker* ByLease(const std::string& lease_id);
+
+  NodeOptions options_;
+  NodeId id_;
+  transport::Inbox inbox_;
+  ZygoteClient zygote_;
+  std::map<std::string, Worker> workers_;
+  std::map<int, std::string> by_pid_;
+  std::map<uint64_t, std::string> by_spawn_;
+  uint64_t next_spawn_ = 1;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool registered_ = false;
+  Status zygote_status_;
+  bool zygote_started_ = false;
+};
+
+}  // namespace orrery::runtime

@@ -1,0 +1,82 @@
+// The process-local object store: values (msgpack bytes) and errors of the objects this
+// process owns or has fetched, keyed by ObjectId.
+//
+// Waits are fiber-aware (boost.fiber): inside a worker a Get suspends only the calling
+// fiber, so an actor keeps serving while one of its methods waits. From plain threads the
+// same waits block the thread.
+#pragma once
+
+#include <boost/fiber/condition_variable.hpp>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "orrery/ids.h"
+#include "orrery/status.h"
+
+namespace orrery::runtime {
+
+struct ObjectError {
+  std::string kind;  // orrery::Error subclass name: RemoteError, ActorDiedError, ...
+  std::string type;  // RemoteError: the user's exception type
+  std::string message;
+  std::string function;
+  std::string where;
+};
+
+struct ObjectValue {
+  std::shared_ptr<const std::string> bytes;  // set when ok
+  std::shared_ptr<const ObjectError> error;  // set on failure
+};
+
+class ObjectStore {
+ public:
+  using Callback = std::function<void(const ObjectValue&)>;
+
+  // Marks `id` as expected (a call's return value, a fetch in flight). Returns false when the
+  // object already had a state other than "referenced only".
+  bool MarkPending(const ObjectId& id);
+  void PutValue(const ObjectId& id, std::shared_ptr<const std::string> bytes);
+  void PutError(const ObjectId& id, ObjectError error);
+
+  enum class Presence { kAbsent, kReferenced, kPending, kReady };
+  Presence Lookup(const ObjectId& id);
+
+  // Waits for the value. Timeout (timeout_ms >= 0 elapsed) or NotFound (nobody will produce
+  // it) as Status.
+  Result<ObjectValue> Get(const ObjectId& id, int timeout_ms);
+  // Which of `ids` are ready once `num_returns` are, or at the timeout.
+  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_returns, int timeout_ms);
+  // Runs `cb` once the object is ready: at once (on this thread) if it is, else on the
+  // thread that completes it.
+  void OnReady(const ObjectId& id, Callback cb);
+
+  // Local reference counting by ObjectRef holders; the entry goes when the count drops to
+  // zero unless it was shared with other processes.
+  void AddRef(const ObjectId& id);
+  void RemoveRef(const ObjectId& id);
+  void Pin(const ObjectId& id);
+  size_t Size();
+
+  // Hooks for executor fibers: called around a blocking wait so the actor's slot is freed.
+  static void SetBlockHooks(void (*before)(), void (*after)());
+
+ private:
+  struct Entry {
+    enum State { kReferenced, kPending, kReady } state = kReferenced;
+    ObjectValue value;
+    int refs = 0;
+    bool pinned = false;
+    std::vector<Callback> callbacks;
+  };
+  void Complete(const ObjectId& id, ObjectValue value);
+
+  std::mutex mu_;
+  boost::fibers::condition_variable_any cv_;
+  std::unordered_map<ObjectId, Entry, IdHash> entries_;
+};
+
+}  // namespace orrery::runtime

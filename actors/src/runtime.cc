@@ -1,0 +1,668 @@
+#include "actors/src/runtime.h"
+
+#include <chrono>
+
+#include "actors/src/errors_util.h"
+#include "core/src/log.h"
+#include "orrery/errors.h"
+#include "orrery/resources.h"
+
+namespace orrery::runtime {
+
+using proto::MsgType;
+
+namespace {
+std::atomic<Runtime*> g_current{nullptr};
+constexpr size_t kMaxTasksInFlightPerLease = 8;
+constexpr int kMaxLeaseRequestsPerKey = 4;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Every request/reply message starts with its request_id (MSGPACK_DEFINE order).
+uint64_t RequestIdOf(const transport::Envelope& env) {
+  try {
+    auto meta = env.meta();
+    msgpack::object_handle oh = msgpack::unpack(meta.data(), meta.size());
+    const msgpack::object& o = oh.get();
+    if (o.type == msgpack::type::ARRAY && o.via.array.size > 0) return o.via.array.ptr[0].as<uint64_t>();
+  } catch (const std::exception&) {
+  }
+  return 0;
+}
+}  // namespace
+
+Runtime* Current() { return g_current.load(std::memory_order_acquire); }
+void SetCurrent(Runtime* r) { g_current.store(r, std::memory_order_release); }
+
+Runtime::Runtime(Config config, std::string head_address, JobId job, std::string where)
+    : config_(std::move(config)), head_address_(std::move(head_address)), job_(job), where_(std::move(where)) {}
+
+Runtime::~Runtime() { Stop(); }
+
+Status Runtime::Start(const std::string& bind_host) {
+  inbox_.SetMaxMessageBytes(config_.max_message_bytes);
+  Status s = inbox_.Bind(bind_host);
+  if (!s.ok()) return s;
+  inbox_.SetTick(20, [this] { Tick(); });
+  inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-rt");
+  return Status::Ok();
+}
+
+void Runtime::Stop() { inbox_.Stop(); }
+
+// ------------------------------------------------------------------ messages
+
+void Runtime::Handle(transport::Envelope& env) {
+  switch (env.type) {
+    case MsgType::kCallReply: return OnCallReply(env);
+    case MsgType::kActorUpdate: {
+      proto::ActorUpdateMsg m;
+      Status s = env.Decode(&m);
+      if (!s.ok()) throw std::runtime_error(s.message());
+      return OnActorUpdate(m);
+    }
+    case MsgType::kLeaseReply: {
+      proto::LeaseReplyMsg m;
+      Status s = env.Decode(&m);
+      if (!s.ok()) throw std::runtime_error(s.message());
+      return OnLeaseReply(m);
+    }
+    case MsgType::kGetObject: {
+      proto::GetObjectMsg m;
+      Status s = env.Decode(&m);
+      if (!s.ok()) throw std::runtime_error(s.message());
+      return OnGetObject(m);
+    }
+    case MsgType::kObjectReply: return OnObjectReply(env);
+    case MsgType::kAck:
+    case MsgType::kGetNamedActorReply:
+    case MsgType::kClusterInfoReply:
+    case MsgType::kPlacementGroupReply: return CompleteRpc(RequestIdOf(env), env);
+    case MsgType::kError: {
+      proto::ErrorMsg m;
+      (void)env.Decode(&m);
+      LOG_WARN("a peer rejected a message from " + address() + ": " + m.message);
+      return;
+    }
+    case MsgType::kPing: {
+      proto::PingMsg m;
+      Status s = env.Decode(&m);
+      if (!s.ok()) throw std::runtime_error(s.message());
+      if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
+      return;
+    }
+    default:
+      if (extra_ && extra_(env)) return;
+      throw std::runtime_error(std::string("unexpected message ") + proto::TypeName(env.type));
+  }
+}
+
+void Runtime::OnCallReply(transport::Envelope& env) {
+  proto::ReplyMsg r;
+  Status s = env.Decode(&r);
+  if (!s.ok()) throw std::runtime_error(s.message());
+  ObjectId id(UniqueId::FromBinary(r.object_id));
+  if (!r.actor_id.empty()) {
+    auto a = ActorFor(ActorId(UniqueId::FromBinary(r.actor_id)), false);
+    std::lock_guard<std::mutex> lock(a->mu);
+    a->inflight.erase(r.seq);
+  } else if (!r.lease_id.empty()) {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    auto it = leases_.find(r.lease_id);
+    if (it != leases_.end()) {
+      Lease& l = it->second;
+      l.inflight.erase(id);
+      PumpTasks(l.key);
+      if (l.inflight.empty()) l.idle_since = Now();
+    }
+  }
+  if (r.ok) {
+    store_.PutValue(id, std::make_shared<const std::string>(env.PayloadString()));
+  } else {
+    store_.PutError(id, ObjectError{r.error_kind, r.error_type, r.message, r.function, r.where});
+  }
+}
+
+void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
+  ObjectId id(UniqueId::FromBinary(m.object_id));
+  std::string reply_to = m.reply_to;
+  auto send = [reply_to, oid = m.object_id](const ObjectValue& v) {
+    proto::ReplyMsg r;
+    r.object_id = oid;
+    r.ok = v.bytes != nullptr;
+    if (v.error) {
+      r.error_kind = v.error->kind;
+      r.error_type = v.error->type;
+      r.message = v.error->message;
+      r.function = v.error->function;
+      r.where = v.error->where;
+    }
+    std::string empty;
+    transport::Send(reply_to, MsgType::kObjectReply, r, v.bytes ? v.bytes.get() : &empty);
+  };
+  if (store_.Lookup(id) == ObjectStore::Presence::kAbsent) {
+    send(ObjectValue{nullptr, std::make_shared<const ObjectError>(ObjectError{
+                                  "Error", "", "object " + id.Hex() + " is no longer held by its owner", "", where_})});
+    return;
+  }
+  store_.Pin(id);
+  store_.OnReady(id, send);
+}
+
+void Runtime::OnObjectReply(transport::Envelope& env) {
+  proto::ReplyMsg r;
+  Status s = env.Decode(&r);
+  if (!s.ok()) throw std::runtime_error(s.message());
+  ObjectId id(UniqueId::FromBinary(r.object_id));
+  if (r.ok) {
+    store_.PutValue(id, std::make_shared<const std::string>(env.PayloadString()));
+  } else {
+    store_.PutError(id, ObjectError{r.error_kind, r.error_type, r.message, r.function, r.where});
+  }
+}
+
+void Runtime::Tick() {
+  std::lock_guard<std::mutex> lock(tasks_mu_);
+  double now = Now();
+  double idle = config_.task_lease_idle_ms / 1000.0;
+  std::vector<std::string> expired;
+  for (auto& [id, l] : leases_) {
+    if (l.inflight.empty() && task_keys_[l.key].queue.empty() && now - l.idle_since >= idle) expired.push_back(id);
+  }
+  for (const auto& id : expired) ReturnLease(id, false);
+}
+
+// ------------------------------------------------------------------ objects
+
+std::shared_ptr<internal::RefHolder> Runtime::NewReturn(ObjectId* id) {
+  *id = ObjectId::Random();
+  store_.MarkPending(*id);
+  return internal::MakeRef(*id, address());
+}
+
+std::shared_ptr<internal::RefHolder> Runtime::Put(std::string bytes) {
+  ObjectId id = ObjectId::Random();
+  auto ref = internal::MakeRef(id, address());
+  store_.PutValue(id, std::make_shared<const std::string>(std::move(bytes)));
+  return ref;
+}
+
+void Runtime::EnsureFetch(const internal::RefHolder& ref) {
+  if (ref.owner() == address() || ref.owner().empty()) return;
+  if (store_.MarkPending(ref.id())) {
+    transport::Send(ref.owner(), MsgType::kGetObject, proto::GetObjectMsg{ref.id().Binary(), address()});
+  }
+}
+
+std::shared_ptr<const std::string> Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
+  auto presence = store_.Lookup(ref.id());
+  if (presence == ObjectStore::Presence::kAbsent || presence == ObjectStore::Presence::kReferenced) {
+    if (ref.owner() == address()) {
+      throw Error("object " + ref.id().Hex() + " is not available: no value was produced or it was freed");
+    }
+    EnsureFetch(ref);
+  }
+  Result<ObjectValue> r = store_.Get(ref.id(), timeout_ms);
+  if (!r.ok()) {
+    if (r.status().code() == StatusCode::kTimeout) throw GetTimeoutError("Get timed out: " + r.status().message());
+    throw Error(r.status().message());
+  }
+  if (r->error) ThrowError(*r->error);
+  return r->bytes;
+}
+
+std::vector<bool> Runtime::Wait(const std::vector<const internal::RefHolder*>& refs, int num_returns, int timeout_ms) {
+  if (num_returns < 0 || num_returns > int(refs.size())) {
+    throw ConfigError("Wait: num_returns must be between 0 and the number of refs (" + std::to_string(refs.size()) + ")");
+  }
+  std::vector<ObjectId> ids;
+  for (const auto* r : refs) {
+    if (!r) throw ConfigError("Wait: a null ObjectRef");
+    auto presence = store_.Lookup(r->id());
+    if (presence == ObjectStore::Presence::kAbsent || presence == ObjectStore::Presence::kReferenced) EnsureFetch(*r);
+    ids.push_back(r->id());
+  }
+  return store_.Wait(ids, num_returns, timeout_ms);
+}
+
+std::string Runtime::PackArgs(const std::vector<internal::ArgSlot>& slots) {
+  std::string out;
+  size_t total = 8;
+  for (const auto& s : slots) total += s.bytes.size();
+  out.reserve(total);
+  internal::StringWriter w{out};
+  msgpack::packer<internal::StringWriter> pk(w);
+  pk.pack_array(uint32_t(slots.size()));
+  for (const auto& s : slots) out.append(s.bytes);
+  return out;
+}
+
+void Runtime::Resolve(const std::shared_ptr<PendingCall>& call, std::function<void()> ready) {
+  int refs = 0;
+  for (const auto& s : call->slots) refs += s.ref != nullptr;
+  if (refs == 0) {
+    call->args = PackArgs(call->slots);
+    call->slots.clear();
+    ready();
+    return;
+  }
+  auto remaining = std::make_shared<std::atomic<int>>(refs + 1);
+  auto error_mu = std::make_shared<std::mutex>();
+  auto finish = [this, call, remaining, ready, error_mu]() {
+    if (remaining->fetch_sub(1) != 1) return;
+    if (!call->dep_error) call->args = PackArgs(call->slots);
+    call->slots.clear();
+    ready();
+  };
+  for (size_t i = 0; i < call->slots.size(); ++i) {
+    auto& slot = call->slots[i];
+    if (!slot.ref) continue;
+    EnsureFetch(*slot.ref);
+    store_.OnReady(slot.ref->id(), [call, i, finish, error_mu](const ObjectValue& v) {
+      if (v.bytes) {
+        call->slots[i].bytes = *v.bytes;
+      } else {
+        std::lock_guard<std::mutex> lock(*error_mu);
+        if (!call->dep_error) call->dep_error = v.error;
+      }
+      finish();
+    });
+  }
+  finish();
+}
+
+void Runtime::FailCall(const PendingCall& call, const ObjectError& error) {
+  store_.PutError(call.return_id, error);
+}
+
+// ------------------------------------------------------------------ actors
+
+std::shared_ptr<Runtime::ActorState> Runtime::ActorFor(const ActorId& id, bool subscribe) {
+  std::shared_ptr<ActorState> a;
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    auto& slot = actors_[id];
+    if (!slot) slot = std::make_shared<ActorState>();
+    a = slot;
+  }
+  if (subscribe) {
+    bool send = false;
+    {
+      std::lock_guard<std::mutex> lock(a->mu);
+      if (!a->subscribed) send = a->subscribed = true;
+    }
+    if (send) transport::Send(head_address_, MsgType::kSubscribeActor, proto::SubscribeActorMsg{id.Binary(), address()});
+  }
+  return a;
+}
+
+ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::ArgSlot> args,
+                             const internal::CallOptions& options) {
+  Status s = ValidateResources(options.resources);
+  if (!s.ok()) throw ConfigError("actor " + factory + ": " + s.message());
+  if (options.max_concurrency < 1) throw ConfigError("actor " + factory + ": max_concurrency must be at least 1");
+  if (options.bundle_index >= 0 && options.placement_group.IsNil()) {
+    throw ConfigError("actor " + factory + ": a bundle index needs a placement group");
+  }
+  // Constructor arguments are resolved before the actor is scheduled.
+  for (auto& slot : args) {
+    if (!slot.ref) continue;
+    slot.bytes = *Get(*slot.ref, -1);
+    slot.ref = nullptr;
+  }
+  ActorId id = ActorId::Random();
+  proto::CreateActorMsg m;
+  m.spec.actor_id = id.Binary();
+  m.spec.job_id = job_.Binary();
+  m.spec.factory = factory;
+  m.spec.args = PackArgs(args);
+  m.spec.owner = address();
+  auto& o = m.spec.options;
+  o.resources = options.resources;
+  o.label_selector = options.label_selector;
+  o.name = options.name;
+  o.namespace_ = options.namespace_.empty() ? (config_.namespace_.empty() ? "default" : config_.namespace_)
+                                             : options.namespace_;
+  o.max_restarts = options.max_restarts;
+  o.max_task_retries = options.max_task_retries;
+  o.max_concurrency = options.max_concurrency;
+  o.lifetime = int(options.lifetime);
+  o.placement_group = options.placement_group.IsNil() ? std::string() : options.placement_group.Binary();
+  o.bundle_index = options.bundle_index;
+  m.spec.infeasible_timeout_s = config_.infeasible_timeout_s;
+
+  auto a = ActorFor(id, false);
+  {
+    std::lock_guard<std::mutex> lock(a->mu);
+    a->subscribed = true;  // the owner is subscribed by the head
+    a->owned = true;
+    a->detached = options.lifetime == ActorLifetime::kDetached;
+    a->max_task_retries = options.max_task_retries;
+  }
+  auto reply = Rpc<proto::AckMsg>(MsgType::kCreateActor, m, MsgType::kAck);
+  if (!reply.ok) {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    actors_.erase(id);
+    ThrowKind(reply.error_kind, reply.message);
+  }
+  return id;
+}
+
+std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& actor, const std::string& method,
+                                                              std::vector<internal::ArgSlot> args) {
+  auto a = ActorFor(actor, true);
+  auto call = std::make_shared<PendingCall>();
+  auto ref = NewReturn(&call->return_id);
+  call->function = method;
+  call->slots = std::move(args);
+  {
+    std::lock_guard<std::mutex> lock(a->mu);
+    if (a->state == proto::ActorState::kDead) {
+      FailCall(*call, a->death);
+      return ref;
+    }
+    call->retries_left = a->max_task_retries;
+    call->unresolved = 1;
+    a->queue.push_back(call);
+  }
+  Resolve(call, [this, actor, a, call] {
+    std::lock_guard<std::mutex> lock(a->mu);
+    call->unresolved = 0;
+    DispatchActor(actor, *a);
+  });
+  return ref;
+}
+
+void Runtime::DispatchActor(const ActorId& id, ActorState& a) {
+  while (!a.queue.empty()) {
+    auto call = a.queue.front();
+    if (call->unresolved > 0) break;
+    if (call->dep_error) {
+      a.queue.pop_front();
+      FailCall(*call, *call->dep_error);
+      continue;
+    }
+    if (a.state == proto::ActorState::kDead) {
+      a.queue.pop_front();
+      FailCall(*call, a.death);
+      continue;
+    }
+    if (a.state != proto::ActorState::kAlive) break;
+    a.queue.pop_front();
+    call->seq = a.next_seq++;
+    proto::CallMsg m;
+    m.object_id = call->return_id.Binary();
+    m.reply_to = address();
+    m.actor_id = id.Binary();
+    m.seq = call->seq;
+    m.function = call->function;
+    a.inflight[call->seq] = call;
+    transport::Send(a.address, MsgType::kCall, m, &call->args);
+  }
+}
+
+void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
+  ActorId id(UniqueId::FromBinary(u.actor_id));
+  auto a = ActorFor(id, false);
+  std::lock_guard<std::mutex> lock(a->mu);
+  if (a->state == proto::ActorState::kDead) return;
+  if (u.incarnation < a->incarnation) return;
+  auto state = proto::ActorState(u.state);
+  // Calls sent to an incarnation that is gone: retry those with retries left, fail the rest.
+  auto requeue_inflight = [&](const std::string& why) {
+    for (auto it = a->inflight.rbegin(); it != a->inflight.rend(); ++it) {
+      auto& call = it->second;
+      if (call->retries_left != 0) {
+        if (call->retries_left > 0) --call->retries_left;
+        a->queue.push_front(call);
+      } else {
+        FailCall(*call, ObjectError{"ActorDiedError", "", "the actor died while running " + call->function + ": " + why, call->function, ""});
+      }
+    }
+    a->inflight.clear();
+  };
+  if (state == proto::ActorState::kAlive) {
+    if (u.incarnation != a->incarnation) {
+      if (a->incarnation >= 0) requeue_inflight(u.death_cause);
+      a->incarnation = u.incarnation;
+      a->next_seq = 0;
+    }
+    a->state = state;
+    a->address = u.address;
+    DispatchActor(id, *a);
+  } else if (state == proto::ActorState::kRestarting) {
+    requeue_inflight(u.death_cause);
+    a->state = state;
+    a->address.clear();
+  } else if (state == proto::ActorState::kDead) {
+    a->state = state;
+    std::string kind = u.death_kind.empty() ? "ActorDiedError" : u.death_kind;
+    a->death = ObjectError{kind, "", kind == "ActorDiedError" ? "actor " + id.Hex() + " died: " + u.death_cause : u.death_cause, "", ""};
+    for (auto& [seq, call] : a->inflight) FailCall(*call, a->death);
+    a->inflight.clear();
+    DispatchActor(id, *a);  // fails the queue
+  }
+}
+
+void Runtime::KillActor(const ActorId& actor, bool no_restart) {
+  transport::Send(head_address_, MsgType::kKillActor, proto::KillActorMsg{actor.Binary(), no_restart});
+  if (!no_restart) return;
+  auto a = ActorFor(actor, false);
+  std::lock_guard<std::mutex> lock(a->mu);
+  if (a->state == proto::ActorState::kDead) return;
+  a->state = proto::ActorState::kDead;
+  a->death = ObjectError{"ActorDiedError", "", "actor " + actor.Hex() + " was killed by orrery::Kill", "", ""};
+  for (auto& [seq, call] : a->inflight) FailCall(*call, a->death);
+  a->inflight.clear();
+  DispatchActor(actor, *a);
+}
+
+void Runtime::KillOwnedActors() {
+  std::vector<ActorId> owned;
+  {
+    std::lock_guard<std::mutex> lock(actors_mu_);
+    for (auto& [id, a] : actors_) {
+      std::lock_guard<std::mutex> l(a->mu);
+      if (a->owned && !a->detached && a->state != proto::ActorState::kDead) owned.push_back(id);
+    }
+  }
+  for (const auto& id : owned) KillActor(id, true);
+}
+
+ActorId Runtime::GetNamedActor(const std::string& name, const std::string& ns) {
+  proto::NamedActorMsg m;
+  m.name = name;
+  m.namespace_ = ns.empty() ? (config_.namespace_.empty() ? "default" : config_.namespace_) : ns;
+  auto reply = Rpc<proto::NamedActorMsg>(MsgType::kGetNamedActor, m, MsgType::kGetNamedActorReply);
+  if (reply.actor_id.empty()) return ActorId();
+  return ActorId(UniqueId::FromBinary(reply.actor_id));
+}
+
+// ------------------------------------------------------------------ tasks
+
+std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& function, std::vector<internal::ArgSlot> args,
+                                                         const internal::CallOptions& options) {
+  internal::CallOptions o = options;
+  if (!o.resources_set) o.resources = {{"CPU", 1}};
+  Status s = ValidateResources(o.resources);
+  if (!s.ok()) throw ConfigError("task " + function + ": " + s.message());
+  if (o.bundle_index >= 0 && o.placement_group.IsNil()) {
+    throw ConfigError("task " + function + ": a bundle index needs a placement group");
+  }
+  std::string key = internal::Pack(std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(), o.bundle_index));
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    auto& k = task_keys_[key];
+    k.options = o;
+  }
+  auto call = std::make_shared<PendingCall>();
+  auto ref = NewReturn(&call->return_id);
+  call->function = function;
+  call->slots = std::move(args);
+  call->retries_left = o.max_retries;
+  Resolve(call, [this, key, call] { EnqueueTask(key, call); });
+  return ref;
+}
+
+void Runtime::EnqueueTask(const std::string& key, std::shared_ptr<PendingCall> call) {
+  if (call->dep_error) {
+    FailCall(*call, *call->dep_error);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(tasks_mu_);
+  task_keys_[key].queue.push_back(std::move(call));
+  PumpTasks(key);
+}
+
+void Runtime::PumpTasks(const std::string& key) {
+  TaskKey& k = task_keys_[key];
+  for (const auto& lease_id : k.leases) {
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end()) continue;
+    Lease& l = it->second;
+    while (l.inflight.size() < kMaxTasksInFlightPerLease && !k.queue.empty()) {
+      auto call = k.queue.front();
+      k.queue.pop_front();
+      proto::CallMsg m;
+      m.object_id = call->return_id.Binary();
+      m.reply_to = address();
+      m.function = call->function;
+      m.lease_id = l.id;
+      l.inflight[call->return_id] = call;
+      transport::Send(l.worker_address, MsgType::kCall, m, &call->args);
+    }
+  }
+  if (k.queue.empty()) return;
+  int want = int(std::min<size_t>(kMaxLeaseRequestsPerKey,
+                                  (k.queue.size() + kMaxTasksInFlightPerLease - 1) / kMaxTasksInFlightPerLease));
+  while (k.requested < want) {
+    proto::LeaseRequestMsg r;
+    r.request_id = next_request_++;
+    r.lease_id = UniqueId::Random().Binary();
+    r.reply_to = address();
+    r.resources = k.options.resources;
+    r.label_selector = k.options.label_selector;
+    r.placement_group = k.options.placement_group.IsNil() ? std::string() : k.options.placement_group.Binary();
+    r.bundle_index = k.options.bundle_index;
+    r.infeasible_timeout_s = config_.infeasible_timeout_s;
+    r.job_id = job_.Binary();
+    Lease& l = leases_[r.lease_id];
+    l.id = r.lease_id;
+    l.key = key;
+    ++k.requested;
+    transport::Send(head_address_, MsgType::kRequestLease, r);
+  }
+}
+
+void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
+  std::lock_guard<std::mutex> lock(tasks_mu_);
+  auto it = leases_.find(r.lease_id);
+  if (it == leases_.end()) return;
+  Lease& l = it->second;
+  TaskKey& k = task_keys_[l.key];
+  std::string key = l.key;
+  bool granted = !l.worker_address.empty();
+  if (r.ok) {
+    if (granted) return;
+    --k.requested;
+    l.worker_address = r.worker_address;
+    l.idle_since = Now();
+    k.leases.push_back(l.id);
+    PumpTasks(key);
+    return;
+  }
+  if (!granted) {
+    // The request failed (infeasible): nothing of this shape can run.
+    --k.requested;
+    leases_.erase(it);
+    if (k.requested == 0 && k.leases.empty()) {
+      for (auto& call : k.queue) FailCall(*call, ObjectError{r.error_kind, "", r.message, call->function, ""});
+      k.queue.clear();
+    }
+    return;
+  }
+  // The leased worker died: retry its calls or fail them.
+  for (auto& [id, call] : l.inflight) {
+    if (call->retries_left != 0) {
+      if (call->retries_left > 0) --call->retries_left;
+      k.queue.push_front(call);
+    } else {
+      FailCall(*call, ObjectError{"Error", "", "the worker running task " + call->function + " died: " + r.message,
+                                  call->function, ""});
+    }
+  }
+  l.inflight.clear();
+  k.leases.erase(std::remove(k.leases.begin(), k.leases.end(), r.lease_id), k.leases.end());
+  leases_.erase(it);
+  PumpTasks(key);
+}
+
+void Runtime::ReturnLease(const std::string& lease_id, bool failed) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  auto& k = task_keys_[it->second.key];
+  k.leases.erase(std::remove(k.leases.begin(), k.leases.end(), lease_id), k.leases.end());
+  transport::Send(head_address_, MsgType::kReturnLease, proto::ReturnLeaseMsg{lease_id, failed});
+  leases_.erase(it);
+}
+
+// ------------------------------------------------------------------ control RPCs
+
+template <typename Reply, typename Meta>
+Reply Runtime::Rpc(MsgType type, Meta meta, MsgType reply_type, int timeout_ms) {
+  meta.request_id = next_request_++;
+  meta.reply_to = address();
+  uint64_t id = meta.request_id;
+  {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    rpc_replies_[id] = nullptr;
+  }
+  transport::Send(head_address_, type, meta);
+  std::unique_lock<std::mutex> lock(rpc_mu_);
+  bool done = rpc_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return rpc_replies_[id] != nullptr; });
+  auto env = rpc_replies_[id];
+  rpc_replies_.erase(id);
+  lock.unlock();
+  if (!done) {
+    throw ConnectionError(std::string("the head at ") + head_address_ + " did not answer " + proto::TypeName(type) +
+                          " within " + std::to_string(timeout_ms / 1000) + " s");
+  }
+  Reply reply;
+  if (env->type != reply_type) {
+    throw Error(std::string("the head answered ") + proto::TypeName(type) + " with " + proto::TypeName(env->type));
+  }
+  Status s = env->Decode(&reply);
+  if (!s.ok()) throw Error("bad reply from the head: " + s.message());
+  return reply;
+}
+
+void Runtime::CompleteRpc(uint64_t request_id, transport::Envelope& env) {
+  {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    auto it = rpc_replies_.find(request_id);
+    if (it == rpc_replies_.end()) return;  // the caller gave up
+    it->second = std::make_shared<transport::Envelope>(std::move(env));
+  }
+  rpc_cv_.notify_all();
+}
+
+proto::PlacementGroupReplyMsg Runtime::PlacementGroupRpc(MsgType type, proto::PlacementGroupMsg msg, int timeout_ms) {
+  if (type == MsgType::kRemovePlacementGroup) {
+    auto ack = Rpc<proto::AckMsg>(type, msg, MsgType::kAck, timeout_ms);
+    proto::PlacementGroupReplyMsg r;
+    r.ok = ack.ok;
+    r.error_kind = ack.error_kind;
+    r.message = ack.message;
+    return r;
+  }
+  return Rpc<proto::PlacementGroupReplyMsg>(type, msg, MsgType::kPlacementGroupReply, timeout_ms);
+}
+
+std::vector<proto::NodeInfoMsg> Runtime::ClusterInfo() {
+  auto reply = Rpc<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{}, MsgType::kClusterInfoReply);
+  return reply.nodes;
+}
+
+}  // namespace orrery::runtime

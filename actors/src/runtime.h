@@ -1,0 +1,152 @@
+// The per-process runtime behind the public API: one in every driver and every worker.
+//
+// It owns the process's inbox (where replies, actor updates and object fetches arrive), the
+// object store, and the submitters that send calls straight to actor and task workers.
+// Control requests (create actor, named lookup, placement groups, cluster info) go to the
+// head as small RPCs. Thread-safety: every public method may be called from any thread;
+// inbox handlers run on the inbox thread.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/src/object_store.h"
+#include "core/src/protocol.h"
+#include "core/src/transport.h"
+#include "orrery/api/runtime_api.h"
+#include "orrery/config.h"
+
+namespace orrery::runtime {
+
+// A call waiting to be sent: its return object, function and arguments.
+struct PendingCall {
+  ObjectId return_id;
+  std::string function;
+  std::vector<internal::ArgSlot> slots;
+  std::string args;       // packed msgpack array, once every slot is resolved
+  int unresolved = 0;     // dependencies not yet ready
+  int retries_left = 0;
+  uint64_t seq = 0;
+  std::shared_ptr<const ObjectError> dep_error;
+};
+
+class Runtime {
+ public:
+  Runtime(Config config, std::string head_address, JobId job, std::string where);
+  ~Runtime();
+  Status Start(const std::string& bind_host);
+  void Stop();
+
+  const std::string& address() const { return inbox_.address(); }
+  const std::string& head_address() const { return head_address_; }
+  const Config& config() const { return config_; }
+  ObjectStore& store() { return store_; }
+  transport::Inbox& inbox() { return inbox_; }
+  // Extra handler for messages the runtime does not handle itself (the worker's).
+  void SetExtraHandler(std::function<bool(transport::Envelope&)> handler) { extra_ = std::move(handler); }
+
+  // ---- the public API's operations (throw orrery::Error subclasses) ----
+  std::shared_ptr<internal::RefHolder> SubmitTask(const std::string& function, std::vector<internal::ArgSlot> args,
+                                                  const internal::CallOptions& options);
+  ActorId CreateActor(const std::string& factory, std::vector<internal::ArgSlot> args,
+                      const internal::CallOptions& options);
+  std::shared_ptr<internal::RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method,
+                                                       std::vector<internal::ArgSlot> args);
+  std::shared_ptr<internal::RefHolder> Put(std::string bytes);
+  std::shared_ptr<const std::string> Get(const internal::RefHolder& ref, int timeout_ms);
+  std::vector<bool> Wait(const std::vector<const internal::RefHolder*>& refs, int num_returns, int timeout_ms);
+  ActorId GetNamedActor(const std::string& name, const std::string& ns);
+  void KillActor(const ActorId& actor, bool no_restart);
+  proto::PlacementGroupReplyMsg PlacementGroupRpc(proto::MsgType type, proto::PlacementGroupMsg msg, int timeout_ms);
+  std::vector<proto::NodeInfoMsg> ClusterInfo();
+  // Kills the non-detached actors this process created.
+  void KillOwnedActors();
+
+ private:
+  struct ActorState {
+    std::mutex mu;
+    proto::ActorState state = proto::ActorState::kPending;
+    std::string address;
+    int incarnation = -1;
+    uint64_t next_seq = 0;
+    int max_task_retries = 0;
+    bool subscribed = false;
+    bool owned = false;
+    bool detached = false;
+    std::deque<std::shared_ptr<PendingCall>> queue;          // submission order, not yet sent
+    std::map<uint64_t, std::shared_ptr<PendingCall>> inflight;  // sent, by seq
+    ObjectError death;
+  };
+  struct Lease {
+    std::string id;
+    std::string key;
+    std::string worker_address;
+    std::unordered_map<ObjectId, std::shared_ptr<PendingCall>, IdHash> inflight;
+    double idle_since = 0;
+  };
+  struct TaskKey {
+    internal::CallOptions options;
+    std::deque<std::shared_ptr<PendingCall>> queue;  // resolved, waiting for a lease slot
+    int requested = 0;                                // lease requests in flight
+    std::vector<std::string> leases;
+  };
+
+  void Handle(transport::Envelope& env);
+  void OnCallReply(transport::Envelope& env);
+  void OnActorUpdate(const proto::ActorUpdateMsg& update);
+  void OnLeaseReply(const proto::LeaseReplyMsg& reply);
+  void OnGetObject(const proto::GetObjectMsg& msg);
+  void OnObjectReply(transport::Envelope& env);
+  void Tick();
+
+  std::shared_ptr<internal::RefHolder> NewReturn(ObjectId* id);
+  // Resolves the call's ObjectRef arguments, then runs `ready` (possibly on another thread).
+  void Resolve(const std::shared_ptr<PendingCall>& call, std::function<void()> ready);
+  void EnsureFetch(const internal::RefHolder& ref);
+  static std::string PackArgs(const std::vector<internal::ArgSlot>& slots);
+
+  std::shared_ptr<ActorState> ActorFor(const ActorId& id, bool subscribe);
+  void DispatchActor(const ActorId& id, ActorState& a);  // a.mu held
+  void FailCall(const PendingCall& call, const ObjectError& error);
+
+  void EnqueueTask(const std::string& key, std::shared_ptr<PendingCall> call);
+  void PumpTasks(const std::string& key);  // tasks_mu_ held
+  void ReturnLease(const std::string& lease_id, bool failed);  // tasks_mu_ held
+
+  // Synchronous control RPC to the head: sends, then waits for the reply with request_id.
+  template <typename Reply, typename Meta>
+  Reply Rpc(proto::MsgType type, Meta meta, proto::MsgType reply_type, int timeout_ms = 30000);
+  void CompleteRpc(uint64_t request_id, transport::Envelope& env);
+
+  Config config_;
+  std::string head_address_;
+  JobId job_;
+  std::string where_;
+  transport::Inbox inbox_;
+  ObjectStore store_;
+  std::function<bool(transport::Envelope&)> extra_;
+  std::atomic<uint64_t> next_request_{1};
+
+  std::mutex actors_mu_;
+  std::unordered_map<ActorId, std::shared_ptr<ActorState>, IdHash> actors_;
+
+  std::mutex tasks_mu_;
+  std::map<std::string, TaskKey> task_keys_;
+  std::map<std::string, Lease> leases_;
+
+  std::mutex rpc_mu_;
+  boost::fibers::condition_variable_any rpc_cv_;
+  std::map<uint64_t, std::shared_ptr<transport::Envelope>> rpc_replies_;  // null: waiting
+};
+
+// The runtime of this process, or null before Init / after Shutdown.
+Runtime* Current();
+void SetCurrent(Runtime* runtime);
+
+}  // namespace orrery::runtime

@@ -1,0 +1,54 @@
+// orrery::Config: how a driver (or daemon) is configured. An aggregate, so designated
+// initializers work: orrery::Init(orrery::Config{.address = "10.0.0.1:6380"}).
+//
+// Precedence, lowest first: defaults, environment (ORRERY_*), command-line flags
+// (--orrery-*), fields set in code.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace orrery {
+
+using Resources = std::map<std::string, double>;
+using Labels = std::map<std::string, std::string>;
+
+struct Config {
+  // Head address "host:port". Empty: the embedded default (a head and a node in this
+  // process). Env ORRERY_ADDRESS, flag --orrery-address.
+  std::string address;
+  // Redis "host:port" for the state store; empty: in memory (embedded only).
+  // Env ORRERY_REDIS_ADDRESS, flag --orrery-redis-address.
+  std::string redis_address;
+  // Namespace for named actors. Env ORRERY_NAMESPACE, flag --orrery-namespace.
+  std::string namespace_;
+  // CPUs the embedded node offers; -1: the machine's core count. Env ORRERY_NUM_CPUS.
+  int num_cpus = -1;
+  // Extra resources the embedded node offers (merged over the detected ones).
+  Resources resources;
+  // Labels of the embedded node.
+  Labels labels;
+  // trace, debug, info, warn, error, off. Env ORRERY_LOG_LEVEL, flag --orrery-log-level.
+  std::string log_level;
+  // How long a demand that no node can ever hold waits before InfeasibleError; -1 forever.
+  double infeasible_timeout_s = 5.0;
+  // Directory for this session's logs and sockets; empty: /tmp/orrery/session_<time>_<pid>.
+  std::string session_dir;
+  // Maximum size of one message accepted from a peer, in bytes.
+  long long max_message_bytes = 512ll << 20;
+  // How long an idle task worker lease is kept before it is returned, in milliseconds.
+  int task_lease_idle_ms = 100;
+  // Host address to bind and advertise (embedded default: 127.0.0.1).
+  std::string node_ip;
+};
+
+// Applies ORRERY_* environment variables over `base` where `base` left a field unset.
+// Throws ConfigError on malformed values.
+Config ApplyEnvironment(Config base);
+
+// Consumes --orrery-* flags from argv (removing them, updating argc) and applies them.
+// Throws ConfigError on unknown --orrery-* flags or malformed values.
+Config ApplyFlags(Config base, int* argc, char** argv);
+
+}  // namespace orrery

@@ -1,0 +1,56 @@
+// The exception family that the public API throws (DESIGN.md section 3).
+//
+// Internally Orrery returns Status/Result; exceptions appear only at the public edge.
+// Every error a user can catch derives from orrery::Error.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace orrery {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  // A short name for the kind of error, e.g. "RemoteError".
+  virtual const char* kind() const noexcept { return "Error"; }
+};
+
+#define ORRERY_DECLARE_ERROR(Name)                                           \
+  class Name : public Error {                                                \
+   public:                                                                   \
+    explicit Name(const std::string& message) : Error(message) {}            \
+    const char* kind() const noexcept override { return #Name; }             \
+  }
+
+ORRERY_DECLARE_ERROR(ActorDiedError);
+ORRERY_DECLARE_ERROR(GetTimeoutError);
+ORRERY_DECLARE_ERROR(InfeasibleError);
+ORRERY_DECLARE_ERROR(PlacementGroupError);
+ORRERY_DECLARE_ERROR(FunctionNotFoundError);
+ORRERY_DECLARE_ERROR(ConfigError);
+ORRERY_DECLARE_ERROR(ConnectionError);
+ORRERY_DECLARE_ERROR(AcceleratorNotAvailableError);
+ORRERY_DECLARE_ERROR(TrainingFailedError);
+
+#undef ORRERY_DECLARE_ERROR
+
+// User code threw. Carries the original exception's type name and message, what was
+// running (function or actor method) and where (node and process).
+class RemoteError : public Error {
+ public:
+  RemoteError(std::string type, std::string message, std::string function, std::string where);
+  const char* kind() const noexcept override { return "RemoteError"; }
+  const std::string& type() const { return type_; }
+  const std::string& message() const { return message_; }
+  const std::string& function() const { return function_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string type_;
+  std::string message_;
+  std::string function_;
+  std::string where_;
+};
+
+}  // namespace orrery

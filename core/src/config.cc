@@ -1,0 +1,151 @@
+#include "orrery/config.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "orrery/errors.h"
+
+namespace orrery {
+
+namespace {
+
+const Config kDefaults{};
+
+double ParseDouble(const std::string& what, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') throw ConfigError(what + ": expected a number, got '" + text + "'");
+  return v;
+}
+
+int ParseInt(const std::string& what, const std::string& text) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0') throw ConfigError(what + ": expected an integer, got '" + text + "'");
+  return int(v);
+}
+
+Resources ParseResources(const std::string& what, const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw ConfigError(what + ": not valid JSON (" + e.what() + "): " + text);
+  }
+  if (!j.is_object()) throw ConfigError(what + ": expected a JSON object like {\"GPU\": 2}, got " + text);
+  Resources out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_number()) {
+      throw ConfigError(what + ": the value of '" + it.key() + "' must be a number");
+    }
+    out[it.key()] = it.value().get<double>();
+  }
+  return out;
+}
+
+Labels ParseLabels(const std::string& what, const std::string& text) {
+  Labels out;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError(what + ": expected key=value[,key=value...], got '" + text + "'");
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void CheckLogLevel(const std::string& what, const std::string& level) {
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  for (const char* l : kLevels)
+    if (level == l) return;
+  throw ConfigError(what + ": unknown log level '" + level + "' (trace, debug, info, warn, error, off)");
+}
+
+// Sets one field from a textual value, if the field is still at its default.
+void SetField(Config& c, const std::string& key, const std::string& value, const std::string& what) {
+  if (key == "address") {
+    if (c.address.empty()) c.address = value;
+  } else if (key == "redis-address") {
+    if (c.redis_address.empty()) c.redis_address = value;
+  } else if (key == "namespace") {
+    if (c.namespace_.empty()) c.namespace_ = value;
+  } else if (key == "num-cpus") {
+    int n = ParseInt(what, value);
+    if (n < 0) throw ConfigError(what + ": must be >= 0");
+    if (c.num_cpus == kDefaults.num_cpus) c.num_cpus = n;
+  } else if (key == "resources") {
+    Resources r = ParseResources(what, value);
+    for (auto& [k, v] : r) c.resources.emplace(k, v);
+  } else if (key == "labels") {
+    Labels l = ParseLabels(what, value);
+    for (auto& [k, v] : l) c.labels.emplace(k, v);
+  } else if (key == "log-level") {
+    CheckLogLevel(what, value);
+    if (c.log_level.empty()) c.log_level = value;
+  } else if (key == "infeasible-timeout-s") {
+    double v = ParseDouble(what, value);
+    if (c.infeasible_timeout_s == kDefaults.infeasible_timeout_s) c.infeasible_timeout_s = v;
+  } else if (key == "session-dir") {
+    if (c.session_dir.empty()) c.session_dir = value;
+  } else if (key == "node-ip") {
+    if (c.node_ip.empty()) c.node_ip = value;
+  } else {
+    throw ConfigError("unknown option " + what);
+  }
+}
+
+const char* kKeys[] = {"address", "redis-address", "namespace", "num-cpus", "resources", "labels",
+                       "log-level", "infeasible-timeout-s", "session-dir", "node-ip"};
+
+std::string EnvName(const std::string& key) {
+  std::string out = "ORRERY_";
+  for (char ch : key) out.push_back(ch == '-' ? '_' : char(std::toupper(ch)));
+  return out;
+}
+
+}  // namespace
+
+Config ApplyEnvironment(Config base) {
+  for (const char* key : kKeys) {
+    std::string name = EnvName(key);
+    const char* value = std::getenv(name.c_str());
+    if (value && *value) SetField(base, key, value, name);
+  }
+  return base;
+}
+
+Config ApplyFlags(Config base, int* argc, char** argv) {
+  if (!argc || !argv) return base;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    std::string arg = argv[i];
+    const std::string prefix = "--orrery-";
+    if (arg.rfind(prefix, 0) != 0) {
+      argv[out++] = argv[i];
+      continue;
+    }
+    std::string key = arg.substr(prefix.size());
+    std::string value;
+    size_t eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      if (i + 1 >= *argc) throw ConfigError("option --orrery-" + key + " needs a value");
+      value = argv[++i];
+    }
+    SetField(base, key, value, "--orrery-" + key);
+  }
+  *argc = out;
+  argv[out] = nullptr;
+  return base;
+}
+
+}  // namespace orrery

@@ -1,0 +1,31 @@
+#include "core/src/state_store.h"
+
+namespace orrery {
+
+void InMemoryStateStore::Put(const std::string& table, const std::string& key, const std::string& json) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tables_[table][key] = json;
+}
+
+void InMemoryStateStore::Delete(const std::string& table, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tables_[table].erase(key);
+}
+
+std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string& table) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tables_.find(table);
+  return it == tables_.end() ? std::map<std::string, std::string>() : it->second;
+}
+
+void InMemoryStateStore::Publish(const std::string&) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++events_;
+}
+
+size_t InMemoryStateStore::EventCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+}  // namespace orrery

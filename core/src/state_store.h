@@ -1,0 +1,38 @@
+// The cluster state store (DESIGN.md section 6): tables of id -> JSON value. The head writes
+// every state change here and rebuilds itself from it on restart. The embedded default uses
+// the in-memory store; a Redis-backed one implements the same interface.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace orrery {
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  virtual void Put(const std::string& table, const std::string& key, const std::string& json) = 0;
+  virtual void Delete(const std::string& table, const std::string& key) = 0;
+  virtual std::map<std::string, std::string> GetAll(const std::string& table) = 0;
+  // Publishes a state-change event (JSON) on the events channel.
+  virtual void Publish(const std::string& event_json) = 0;
+};
+
+// Thread-safe in-memory store.
+class InMemoryStateStore : public StateStore {
+ public:
+  void Put(const std::string& table, const std::string& key, const std::string& json) override;
+  void Delete(const std::string& table, const std::string& key) override;
+  std::map<std::string, std::string> GetAll(const std::string& table) override;
+  void Publish(const std::string& event_json) override;
+  size_t EventCount() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::map<std::string, std::string>> tables_;
+  size_t events_ = 0;
+};
+
+}  // namespace orrery

@@ -1,0 +1,249 @@
+#include "core/src/transport.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <unordered_map>
+
+#include "core/src/log.h"
+
+namespace orrery::transport {
+
+zmq::context_t& Context() {
+  static zmq::context_t* ctx = [] {
+    auto* c = new zmq::context_t(1);
+    c->set(zmq::ctxopt::max_sockets, 65536);
+    return c;
+  }();
+  return *ctx;
+}
+
+// ---------------------------------------------------------------- sending
+
+namespace {
+
+struct ThreadSockets {
+  std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
+  ~ThreadSockets() {
+    for (auto& [addr, s] : sockets) s->close();
+  }
+};
+
+ThreadSockets& Sockets() {
+  thread_local ThreadSockets sockets;
+  return sockets;
+}
+
+zmq::socket_t& SocketFor(const std::string& address) {
+  auto& map = Sockets().sockets;
+  auto it = map.find(address);
+  if (it != map.end()) return *it->second;
+  auto s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
+  s->set(zmq::sockopt::sndhwm, 0);
+  s->set(zmq::sockopt::linger, 2000);
+  s->connect(address);
+  auto& ref = *s;
+  map.emplace(address, std::move(s));
+  return ref;
+}
+
+void FreeString(void*, void* hint) { delete static_cast<std::string*>(hint); }
+
+zmq::message_t MessageFrom(const std::string& s) {
+  if (s.size() < 64 * 1024) return zmq::message_t(s.data(), s.size());
+  // Large payloads: one copy into a heap string owned by ZeroMQ until sent.
+  auto* copy = new std::string(s);
+  return zmq::message_t(copy->data(), copy->size(), FreeString, copy);
+}
+
+}  // namespace
+
+void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload) {
+  zmq::socket_t& s = SocketFor(address);
+  zmq::message_t f0(frame0.data(), frame0.size());
+  if (payload) {
+    s.send(f0, zmq::send_flags::sndmore);
+    s.send(MessageFrom(*payload), zmq::send_flags::none);
+  } else {
+    s.send(f0, zmq::send_flags::none);
+  }
+}
+
+void CloseThreadSockets() {
+  auto& map = Sockets().sockets;
+  for (auto& [addr, s] : map) s->close();
+  map.clear();
+}
+
+void DropPeer(const std::string& address) {
+  auto& map = Sockets().sockets;
+  auto it = map.find(address);
+  if (it != map.end()) {
+    it->second->close();
+    map.erase(it);
+  }
+}
+
+// ---------------------------------------------------------------- Inbox
+
+Inbox::Inbox() { wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+Inbox::~Inbox() {
+  Stop();
+  if (router_) router_->close();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+Status Inbox::Bind(const std::string& host, int port, const std::string& advertise_host) {
+  try {
+    router_ = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::router);
+    router_->set(zmq::sockopt::rcvhwm, 0);
+    router_->set(zmq::sockopt::sndhwm, 0);
+    router_->set(zmq::sockopt::linger, 0);
+    router_->set(zmq::sockopt::maxmsgsize, int64_t(max_message_bytes_));
+    router_->bind("tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*")));
+    std::string endpoint = router_->get(zmq::sockopt::last_endpoint);
+    port_ = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+    std::string adv = advertise_host.empty() ? (host == "0.0.0.0" || host == "*" ? "127.0.0.1" : host)
+                                             : advertise_host;
+    address_ = "tcp://" + adv + ":" + std::to_string(port_);
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot bind tcp://" + host + ":" + std::to_string(port) + ": " + e.what());
+  }
+}
+
+void Inbox::AddFd(int fd, std::function<void()> on_readable) { fds_.emplace_back(fd, std::move(on_readable)); }
+
+void Inbox::SetTick(int period_ms, std::function<void()> tick) {
+  tick_ms_ = period_ms;
+  tick_ = std::move(tick);
+}
+
+void Inbox::Start(Handler handler, const std::string& thread_name) {
+  handler_ = std::move(handler);
+  stop_ = false;
+  thread_ = std::thread([this, thread_name] {
+    pthread_setname_np(pthread_self(), thread_name.substr(0, 15).c_str());
+    Loop();
+    CloseThreadSockets();
+  });
+}
+
+void Inbox::Wake() {
+  uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(wake_fd_, &one, sizeof(one));
+}
+
+void Inbox::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    posted_.push_back(std::move(fn));
+  }
+  Wake();
+}
+
+void Inbox::Stop() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  Wake();
+  if (std::this_thread::get_id() == thread_.get_id()) {
+    thread_.detach();
+    return;
+  }
+  thread_.join();
+}
+
+void Inbox::ReplyError(const std::string& identity, const std::string& message) {
+  LOG_WARN("rejected a message on " + address_ + ": " + message);
+  if (identity.empty()) return;
+  try {
+    proto::ErrorMsg err{0, message};
+    std::string f0 = proto::EncodeFrame(proto::MsgType::kError, err);
+    router_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router_->send(zmq::buffer(f0), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    LOG_WARN(std::string("could not send an error reply: ") + e.what());
+  }
+}
+
+void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
+  std::string identity = frames.empty() ? std::string() : frames[0].to_string();
+  if (frames.size() < 2 || frames.size() > 3) {
+    ReplyError(identity, "expected 1 or 2 frames after the identity, got " +
+                             std::to_string(frames.empty() ? 0 : frames.size() - 1));
+    return;
+  }
+  Result<proto::Header> header = proto::DecodeHeader(frames[1].data(), frames[1].size());
+  if (!header.ok()) {
+    ReplyError(identity, header.status().message());
+    return;
+  }
+  Envelope env;
+  env.type = header->type;
+  env.identity = std::move(identity);
+  env.frame0 = std::move(frames[1]);
+  if (frames.size() == 3) {
+    env.payload = std::move(frames[2]);
+    env.has_payload = true;
+  }
+  try {
+    handler_(env);
+  } catch (const std::exception& e) {
+    // Handlers report errors themselves; an exception here is a bug or bad input that got
+    // through decoding. Keep serving.
+    ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": " + e.what());
+  }
+}
+
+void Inbox::Loop() {
+  std::vector<zmq::pollitem_t> items;
+  auto next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
+  std::vector<zmq::message_t> frames;
+  while (!stop_) {
+    if (items.size() != fds_.size() + 2) {  // fds added from the inbox thread
+      items.clear();
+      items.push_back({static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0});
+      items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+      for (auto& [fd, cb] : fds_) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
+    }
+    auto now = std::chrono::steady_clock::now();
+    long timeout = tick_ ? std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now).count())
+                         : 1000;
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      LOG_ERROR(std::string("inbox poll failed: ") + e.what());
+      break;
+    }
+    if (stop_) break;
+    if (items[1].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t n = read(wake_fd_, &v, sizeof(v));
+      std::vector<std::function<void()>> posted;
+      {
+        std::lock_guard<std::mutex> lock(posted_mu_);
+        posted.swap(posted_);
+      }
+      for (auto& fn : posted) fn();
+    }
+    for (size_t i = 0; i + 2 < items.size(); ++i)
+      if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) fds_[i].second();
+    // Drain the router (bounded, so ticks and posted work are not starved).
+    for (int n = 0; n < 1024; ++n) {
+      frames.clear();
+      auto r = zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait);
+      if (!r) break;
+      HandleRaw(frames);
+    }
+    if (tick_ && std::chrono::steady_clock::now() >= next_tick) {
+      tick_();
+      next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
+    }
+  }
+}
+
+}  // namespace orrery::transport

@@ -1,0 +1,114 @@
+// ZeroMQ transport (docs/protocol.md).
+//
+// Every process that receives messages owns one Inbox: a ROUTER socket bound to an
+// ephemeral TCP port and a thread that drains it and calls a handler. Sending is done from
+// any thread with Send(address, ...), which uses a DEALER socket owned by the calling thread
+// (one per destination, created on first use), so senders never contend on a lock and no
+// thread hand-off sits on the call path. Replies are just messages sent to the caller's
+// inbox address, which every request carries.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "core/src/protocol.h"
+#include "orrery/status.h"
+
+namespace orrery::transport {
+
+// The process-wide ZeroMQ context. Never destroyed (sockets of exiting threads may outlive
+// static destruction), so the process never blocks in zmq_ctx_term at exit.
+zmq::context_t& Context();
+
+struct Envelope {
+  proto::MsgType type = proto::MsgType::kError;
+  zmq::message_t frame0;   // header + meta
+  zmq::message_t payload;  // empty when the message had none
+  bool has_payload = false;
+  std::string identity;    // the sending socket's ROUTER identity
+
+  std::string_view meta() const {
+    return std::string_view(static_cast<const char*>(frame0.data()) + proto::kHeaderSize,
+                            frame0.size() - proto::kHeaderSize);
+  }
+  std::string PayloadString() const { return std::string(static_cast<const char*>(payload.data()), payload.size()); }
+  template <typename T>
+  Status Decode(T* out) const {
+    return proto::DecodeMeta(meta(), out);
+  }
+};
+
+class Inbox {
+ public:
+  using Handler = std::function<void(Envelope&)>;
+
+  Inbox();
+  ~Inbox();
+  Inbox(const Inbox&) = delete;
+  Inbox& operator=(const Inbox&) = delete;
+
+  // Binds tcp://<host>:<port> (port 0: ephemeral). Advertised address uses `advertise_host`
+  // when given (binding 0.0.0.0 for other hosts to reach).
+  Status Bind(const std::string& host, int port = 0, const std::string& advertise_host = "");
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+  void SetMaxMessageBytes(long long bytes) { max_message_bytes_ = bytes; }
+
+  // Polls `fd` on the inbox thread; on_readable runs there. Call before Start() or from
+  // the inbox thread.
+  void AddFd(int fd, std::function<void()> on_readable);
+  // Calls `tick` on the inbox thread about every `period_ms`.
+  void SetTick(int period_ms, std::function<void()> tick);
+
+  // Starts the inbox thread. `handler` runs on it for every well-formed message; malformed
+  // ones are answered with a kError and logged, and the inbox keeps serving.
+  void Start(Handler handler, const std::string& thread_name = "orrery-inbox");
+  // Runs `fn` on the inbox thread soon (thread-safe).
+  void Post(std::function<void()> fn);
+  // Stops and joins the thread. Idempotent.
+  void Stop();
+  bool OnInboxThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void Loop();
+  void Wake();
+  void HandleRaw(std::vector<zmq::message_t>& frames);
+  void ReplyError(const std::string& identity, const std::string& message);
+
+  std::unique_ptr<zmq::socket_t> router_;
+  std::string address_;
+  int port_ = 0;
+  long long max_message_bytes_ = 512ll << 20;
+  int wake_fd_ = -1;
+  std::vector<std::pair<int, std::function<void()>>> fds_;
+  int tick_ms_ = 1000;
+  std::function<void()> tick_;
+  Handler handler_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;
+};
+
+// Sends frame0 (+ payload) to the inbox at `address` from the calling thread.
+void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload);
+
+template <typename Meta>
+void Send(const std::string& address, proto::MsgType type, const Meta& meta,
+          const std::string* payload = nullptr) {
+  SendFrames(address, proto::EncodeFrame(type, meta), payload);
+}
+
+// Closes the calling thread's sending sockets (they close at thread exit anyway).
+void CloseThreadSockets();
+// Forgets the calling thread's socket to `address` (peer gone).
+void DropPeer(const std::string& address);
+
+}  // namespace orrery::transport

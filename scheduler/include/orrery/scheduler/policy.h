@@ -1,0 +1,71 @@
+// Scheduling policies: pure functions of (demand, cluster view) -> decision. No I/O, no
+// clocks; the head calls them and acts on the result (DESIGN.md section 5).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "orrery/config.h"
+#include "orrery/ids.h"
+#include "orrery/placement.h"
+
+namespace orrery::scheduler {
+
+struct NodeView {
+  NodeId id;
+  bool alive = true;
+  Resources total;
+  Resources available;
+  Labels labels;
+};
+
+using ClusterView = std::vector<NodeView>;
+
+enum class SchedulingStrategy { kDefault, kSpread, kNodeAffinity };
+
+struct Demand {
+  Resources resources;
+  // Equality ("key": "value"), or "in(a,b)" / "!in(a,b)" on the value.
+  Labels label_selector;
+  SchedulingStrategy strategy = SchedulingStrategy::kDefault;
+  NodeId affinity_node;       // kNodeAffinity
+  bool affinity_soft = false; // soft: fall back to the default policy
+};
+
+enum class Outcome {
+  kPlaced,      // node_index is set
+  kWait,        // feasible, but no node has the resources free now
+  kInfeasible,  // no alive node could ever hold it
+};
+
+struct Decision {
+  Outcome outcome = Outcome::kWait;
+  int node_index = -1;
+  std::string reason;  // for kWait and kInfeasible: why, in words
+};
+
+// True when `labels` satisfy every entry of `selector`.
+bool MatchesSelector(const Labels& labels, const Labels& selector);
+
+// Hybrid default: pack onto the first nodes (in view order) while their utilisation stays
+// below `spread_threshold`, then choose the least utilised node.
+Decision ScheduleHybrid(const Demand& demand, const ClusterView& view, double spread_threshold = 0.5);
+// Least utilised feasible node, ties broken by `round_robin_hint`.
+Decision ScheduleSpread(const Demand& demand, const ClusterView& view, size_t round_robin_hint = 0);
+Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view);
+// Dispatches on demand.strategy.
+Decision Schedule(const Demand& demand, const ClusterView& view, size_t round_robin_hint = 0);
+
+struct BundleDecision {
+  Outcome outcome = Outcome::kWait;
+  std::vector<int> node_of_bundle;  // kPlaced: a node index per bundle
+  std::string reason;
+};
+
+// Places all bundles atomically with `strategy`. With `same_label` set, every bundle lands
+// on nodes that share one value of that label. `selector` restricts the nodes used.
+BundleDecision PlaceBundles(const std::vector<Resources>& bundles, PlacementStrategy strategy,
+                            const ClusterView& view, const std::string& same_label = "",
+                            const Labels& selector = {});
+
+}  // namespace orrery::scheduler

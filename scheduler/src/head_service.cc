@@ -1,0 +1,627 @@
+#include "scheduler/src/head_service.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "core/src/log.h"
+#include "orrery/resources.h"
+
+namespace orrery::scheduler {
+
+using proto::MsgType;
+
+namespace {
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+std::string Hex(const std::string& binary_id) { return UniqueId::FromBinary(binary_id).Hex(); }
+const char* StateName(proto::ActorState s) {
+  switch (s) {
+    case proto::ActorState::kPending: return "PENDING";
+    case proto::ActorState::kAlive: return "ALIVE";
+    case proto::ActorState::kRestarting: return "RESTARTING";
+    case proto::ActorState::kDead: return "DEAD";
+  }
+  return "UNKNOWN";
+}
+}  // namespace
+
+HeadService::HeadService(HeadOptions options) : options_(std::move(options)) {
+  if (!options_.store) options_.store = std::make_shared<InMemoryStateStore>();
+}
+
+HeadService::~HeadService() { Stop(); }
+
+Status HeadService::Start() {
+  inbox_.SetMaxMessageBytes(options_.max_message_bytes);
+  Status s = inbox_.Bind(options_.bind_host, options_.port, options_.advertise_host);
+  if (!s.ok()) return s;
+  inbox_.SetTick(100, [this] { Tick(); });
+  inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-head");
+  LOG_INFO("head listening on " + inbox_.address());
+  return Status::Ok();
+}
+
+void HeadService::Stop() { inbox_.Stop(); }
+
+void HeadService::Handle(transport::Envelope& env) {
+  switch (env.type) {
+    case MsgType::kRegisterNode: return OnRegisterNode(env);
+    case MsgType::kCreateActor: return OnCreateActor(env);
+    case MsgType::kSubscribeActor: return OnSubscribeActor(env);
+    case MsgType::kGetNamedActor: return OnGetNamedActor(env);
+    case MsgType::kKillActor: return OnKillActor(env);
+    case MsgType::kRequestLease: return OnRequestLease(env);
+    case MsgType::kReturnLease: return OnReturnLease(env);
+    case MsgType::kCreatePlacementGroup: return OnCreatePg(env);
+    case MsgType::kWaitPlacementGroup: return OnWaitPg(env);
+    case MsgType::kRemovePlacementGroup: return OnRemovePg(env);
+    case MsgType::kGetClusterInfo: return OnClusterInfo(env);
+    case MsgType::kWorkerEvent: return OnWorkerEvent(env);
+    case MsgType::kPing: return OnPing(env);
+    default:
+      throw std::runtime_error(std::string("the head does not handle ") + proto::TypeName(env.type));
+  }
+}
+
+// Decodes or throws (the inbox answers a thrown error with kError and keeps serving).
+#define DECODE_OR_THROW(env, msg)                                                         \
+  do {                                                                                    \
+    Status s_ = (env).Decode(&(msg));                                                     \
+    if (!s_.ok()) throw std::runtime_error(s_.message());                                 \
+  } while (0)
+
+void HeadService::ReplyAck(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
+                           const std::string& message) {
+  if (to.empty()) return;
+  transport::Send(to, MsgType::kAck, proto::AckMsg{request_id, ok, kind, message});
+}
+
+void HeadService::OnPing(const transport::Envelope& env) {
+  proto::PingMsg m;
+  DECODE_OR_THROW(env, m);
+  if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
+}
+
+// ------------------------------------------------------------------ nodes
+
+void HeadService::OnRegisterNode(const transport::Envelope& env) {
+  proto::RegisterNodeMsg m;
+  DECODE_OR_THROW(env, m);
+  NodeId id(UniqueId::FromBinary(m.node.node_id));
+  size_t i = 0;
+  for (; i < nodes_.size(); ++i)
+    if (nodes_[i].id == id) break;
+  if (i == nodes_.size()) {
+    nodes_.push_back({});
+    node_addresses_.push_back({});
+  }
+  nodes_[i] = NodeView{id, true, m.node.total, m.node.total, m.node.labels};
+  node_addresses_[i] = m.node.address;
+  LOG_INFO("node " + id.Hex() + " registered at " + m.node.address + " with " + ToString(m.node.total));
+  PersistNode(i);
+  ReplyAck(m.reply_to, 0, true, "", "");
+  ScheduleAll();
+}
+
+ClusterView HeadService::View() const { return nodes_; }
+
+void HeadService::OnClusterInfo(const transport::Envelope& env) {
+  proto::ClusterInfoMsg m;
+  DECODE_OR_THROW(env, m);
+  proto::ClusterInfoMsg reply{m.request_id, "", {}};
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const auto& n = nodes_[i];
+    reply.nodes.push_back({n.id.Binary(), node_addresses_[i], n.alive, n.total, n.available, n.labels});
+  }
+  transport::Send(m.reply_to, MsgType::kClusterInfoReply, reply);
+}
+
+// ------------------------------------------------------------------ actors
+
+void HeadService::OnCreateActor(const transport::Envelope& env) {
+  proto::CreateActorMsg m;
+  DECODE_OR_THROW(env, m);
+  auto& opts = m.spec.options;
+  if (!opts.name.empty()) {
+    auto key = std::make_pair(opts.namespace_, opts.name);
+    auto it = named_.find(key);
+    if (it != named_.end()) {
+      auto a = actors_.find(it->second);
+      if (a != actors_.end() && a->second.state != proto::ActorState::kDead) {
+        ReplyAck(m.reply_to, m.request_id, false, "Error",
+                 "an actor named '" + opts.name + "' already exists in namespace '" + opts.namespace_ + "'");
+        return;
+      }
+    }
+    named_[key] = m.spec.actor_id;
+  }
+  ActorRec& a = actors_[m.spec.actor_id];
+  a.spec = m.spec;
+  a.subscribers.insert(m.spec.owner);
+  pending_.push_back({PendingKind::kActor, m.spec.actor_id, Now()});
+  PersistActor(a);
+  ReplyAck(m.reply_to, m.request_id, true, "", "");
+  ScheduleAll();
+}
+
+proto::ActorUpdateMsg HeadService::UpdateOf(const ActorRec& a) const {
+  proto::ActorUpdateMsg u;
+  u.actor_id = a.spec.actor_id;
+  u.state = int(a.state);
+  u.address = a.address;
+  u.incarnation = a.incarnation;
+  u.death_kind = a.death_kind;
+  u.death_cause = a.death_cause;
+  u.node_id = a.node >= 0 ? nodes_[a.node].id.Binary() : std::string();
+  u.pid = a.pid;
+  return u;
+}
+
+void HeadService::Notify(const ActorRec& a) {
+  proto::ActorUpdateMsg u = UpdateOf(a);
+  for (const auto& s : a.subscribers) transport::Send(s, MsgType::kActorUpdate, u);
+}
+
+void HeadService::OnSubscribeActor(const transport::Envelope& env) {
+  proto::SubscribeActorMsg m;
+  DECODE_OR_THROW(env, m);
+  auto it = actors_.find(m.actor_id);
+  if (it == actors_.end()) {
+    proto::ActorUpdateMsg u;
+    u.actor_id = m.actor_id;
+    u.state = int(proto::ActorState::kDead);
+    u.death_kind = "ActorDiedError";
+    u.death_cause = "no actor with id " + Hex(m.actor_id) + " is known to the head";
+    transport::Send(m.reply_to, MsgType::kActorUpdate, u);
+    return;
+  }
+  it->second.subscribers.insert(m.reply_to);
+  transport::Send(m.reply_to, MsgType::kActorUpdate, UpdateOf(it->second));
+}
+
+void HeadService::OnGetNamedActor(const transport::Envelope& env) {
+  proto::NamedActorMsg m;
+  DECODE_OR_THROW(env, m);
+  auto it = named_.find({m.namespace_, m.name});
+  m.actor_id.clear();
+  if (it != named_.end()) {
+    auto a = actors_.find(it->second);
+    if (a != actors_.end() && a->second.state != proto::ActorState::kDead) m.actor_id = it->second;
+  }
+  transport::Send(m.reply_to, MsgType::kGetNamedActorReply, m);
+}
+
+void HeadService::OnKillActor(const transport::Envelope& env) {
+  proto::KillActorMsg m;
+  DECODE_OR_THROW(env, m);
+  auto it = actors_.find(m.actor_id);
+  if (it == actors_.end()) return;
+  ActorRec& a = it->second;
+  if (a.state == proto::ActorState::kDead) return;
+  a.kill_requested = m.no_restart;
+  if (a.node >= 0 && !a.address.empty()) {
+    transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
+                    proto::KillWorkerMsg{a.spec.actor_id, "", "killed by orrery::Kill"});
+    return;
+  }
+  if (a.node >= 0) {
+    // Placed but not yet alive: the node kills the worker as soon as it can.
+    transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
+                    proto::KillWorkerMsg{a.spec.actor_id, "", "killed by orrery::Kill"});
+    return;
+  }
+  // Not placed: nothing runs; it dies here.
+  for (auto p = pending_.begin(); p != pending_.end(); ++p) {
+    if (p->kind == PendingKind::kActor && p->id == m.actor_id) {
+      pending_.erase(p);
+      break;
+    }
+  }
+  ActorDied(a, "ActorDiedError", "the actor was killed by orrery::Kill before it started", false);
+}
+
+void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::string& cause, bool allow_restart) {
+  if (a.node >= 0) {
+    Release(a.node, a.spec.options.placement_group, a.bundle, a.spec.options.resources);
+    a.node = -1;
+    a.bundle = -1;
+  }
+  a.address.clear();
+  a.pid = 0;
+  int max = a.spec.options.max_restarts;
+  if (allow_restart && !a.kill_requested && (max < 0 || a.restarts_used < max)) {
+    ++a.restarts_used;
+    ++a.incarnation;
+    a.state = proto::ActorState::kRestarting;
+    a.death_cause = cause;
+    LOG_INFO("actor " + Hex(a.spec.actor_id) + " restarting (" + std::to_string(a.restarts_used) + "/" +
+             std::to_string(max) + "): " + cause);
+    pending_.push_back({PendingKind::kActor, a.spec.actor_id, Now()});
+    PersistActor(a);
+    Notify(a);
+    return;
+  }
+  a.state = proto::ActorState::kDead;
+  a.death_kind = kind;
+  a.death_cause = cause;
+  LOG_INFO("actor " + Hex(a.spec.actor_id) + " is dead: " + cause);
+  if (!a.spec.options.name.empty()) {
+    auto it = named_.find({a.spec.options.namespace_, a.spec.options.name});
+    if (it != named_.end() && it->second == a.spec.actor_id) named_.erase(it);
+  }
+  PersistActor(a);
+  Notify(a);
+}
+
+void HeadService::OnWorkerEvent(const transport::Envelope& env) {
+  proto::WorkerEventMsg m;
+  DECODE_OR_THROW(env, m);
+  switch (proto::WorkerEventKind(m.kind)) {
+    case proto::WorkerEventKind::kActorAlive: {
+      auto it = actors_.find(m.actor_id);
+      if (it == actors_.end() || it->second.incarnation != m.incarnation) return;
+      ActorRec& a = it->second;
+      a.state = proto::ActorState::kAlive;
+      a.address = m.address;
+      a.pid = m.pid;
+      PersistActor(a);
+      Notify(a);
+      return;
+    }
+    case proto::WorkerEventKind::kActorDied: {
+      auto it = actors_.find(m.actor_id);
+      if (it == actors_.end() || it->second.incarnation != m.incarnation) return;
+      if (it->second.state == proto::ActorState::kDead) return;
+      bool creation_failed = m.error_kind == "CreationFailed";
+      ActorDied(it->second, "ActorDiedError", m.cause, !creation_failed);
+      ScheduleAll();
+      return;
+    }
+    case proto::WorkerEventKind::kLeaseWorkerDied:
+    case proto::WorkerEventKind::kLeaseFailed: {
+      auto it = leases_.find(m.lease_id);
+      if (it == leases_.end()) return;
+      Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
+      leases_.erase(it);
+      ScheduleAll();
+      return;
+    }
+  }
+}
+
+// ------------------------------------------------------------------ leases
+
+void HeadService::OnRequestLease(const transport::Envelope& env) {
+  proto::LeaseRequestMsg m;
+  DECODE_OR_THROW(env, m);
+  LeaseRec& l = leases_[m.lease_id];
+  l.request = m;
+  pending_.push_back({PendingKind::kLease, m.lease_id, Now()});
+  ScheduleAll();
+}
+
+void HeadService::OnReturnLease(const transport::Envelope& env) {
+  proto::ReturnLeaseMsg m;
+  DECODE_OR_THROW(env, m);
+  auto it = leases_.find(m.lease_id);
+  if (it == leases_.end()) return;
+  LeaseRec& l = it->second;
+  if (l.node < 0) {
+    // Still pending: cancel it.
+    for (auto p = pending_.begin(); p != pending_.end(); ++p) {
+      if (p->kind == PendingKind::kLease && p->id == m.lease_id) {
+        pending_.erase(p);
+        break;
+      }
+    }
+  } else {
+    Release(l.node, l.request.placement_group, l.bundle, l.request.resources);
+    transport::Send(node_addresses_[l.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{m.lease_id});
+  }
+  leases_.erase(it);
+  ScheduleAll();
+}
+
+// ------------------------------------------------------------------ scheduling
+
+void HeadService::Release(int node, const std::string& pg_id, int bundle, const Resources& demand) {
+  if (!pg_id.empty()) {
+    auto it = pgs_.find(pg_id);
+    if (it != pgs_.end() && it->second.state == PgRec::kCreated && bundle >= 0) {
+      Add(it->second.bundle_available[bundle], demand);
+    }
+    return;  // a removed group already gave its whole reservation back
+  }
+  if (node >= 0 && node < int(nodes_.size())) Add(nodes_[node].available, demand);
+}
+
+Decision HeadService::PlaceInBundle(PgRec& pg, int bundle_index, const Resources& demand, int* bundle_out) {
+  if (pg.state == PgRec::kRemoved) return {Outcome::kInfeasible, -1, "its placement group was removed"};
+  int n = int(pg.spec.bundles.size());
+  if (bundle_index >= n) {
+    return {Outcome::kInfeasible, -1,
+            "bundle index " + std::to_string(bundle_index) + " is out of range (the group has " +
+                std::to_string(n) + " bundles)"};
+  }
+  bool feasible = false;
+  for (int b = 0; b < n; ++b) {
+    if (bundle_index >= 0 && b != bundle_index) continue;
+    if (!Fits(demand, pg.spec.bundles[b])) continue;
+    feasible = true;
+    if (pg.state == PgRec::kCreated && Fits(demand, pg.bundle_available[b])) {
+      *bundle_out = b;
+      return {Outcome::kPlaced, pg.node_of_bundle[b], ""};
+    }
+  }
+  if (!feasible) {
+    return {Outcome::kInfeasible, -1,
+            "no bundle of placement group '" + pg.spec.name + "' can hold " + ToString(demand)};
+  }
+  return {Outcome::kWait, -1, pg.state == PgRec::kPending ? "waiting for its placement group to be placed"
+                                                          : "waiting for room in its placement group bundle"};
+}
+
+bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
+  if (a.state == proto::ActorState::kDead) return true;
+  const auto& o = a.spec.options;
+  Decision d;
+  int bundle = -1;
+  if (!o.placement_group.empty()) {
+    auto it = pgs_.find(o.placement_group);
+    d = it == pgs_.end() ? Decision{Outcome::kInfeasible, -1, "its placement group does not exist"}
+                         : PlaceInBundle(it->second, o.bundle_index, o.resources, &bundle);
+  } else {
+    Demand demand{o.resources, o.label_selector, SchedulingStrategy::kDefault, {}, false};
+    d = Schedule(demand, nodes_, round_robin_++);
+  }
+  if (d.outcome == Outcome::kPlaced) {
+    a.node = d.node_index;
+    a.bundle = bundle;
+    if (bundle >= 0) {
+      Subtract(pgs_[o.placement_group].bundle_available[bundle], o.resources);
+    } else {
+      Subtract(nodes_[a.node].available, o.resources);
+    }
+    transport::Send(node_addresses_[a.node], MsgType::kStartActor, proto::StartActorMsg{a.spec, a.incarnation});
+    return true;
+  }
+  if (d.outcome == Outcome::kInfeasible) {
+    double limit = a.spec.infeasible_timeout_s;
+    if (limit >= 0 && now - p.since >= limit) {
+      ActorDied(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason, false);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
+  const auto& r = l.request;
+  Decision d;
+  int bundle = -1;
+  if (!r.placement_group.empty()) {
+    auto it = pgs_.find(r.placement_group);
+    d = it == pgs_.end() ? Decision{Outcome::kInfeasible, -1, "its placement group does not exist"}
+                         : PlaceInBundle(it->second, r.bundle_index, r.resources, &bundle);
+  } else {
+    Demand demand{r.resources, r.label_selector, SchedulingStrategy::kDefault, {}, false};
+    d = Schedule(demand, nodes_, round_robin_++);
+  }
+  if (d.outcome == Outcome::kPlaced) {
+    l.node = d.node_index;
+    l.bundle = bundle;
+    if (bundle >= 0) {
+      Subtract(pgs_[r.placement_group].bundle_available[bundle], r.resources);
+    } else {
+      Subtract(nodes_[l.node].available, r.resources);
+    }
+    transport::Send(node_addresses_[l.node], MsgType::kGrantLease, proto::GrantLeaseMsg{r});
+    return true;
+  }
+  if (d.outcome == Outcome::kInfeasible && r.infeasible_timeout_s >= 0 && now - p.since >= r.infeasible_timeout_s) {
+    proto::LeaseReplyMsg reply;
+    reply.request_id = r.request_id;
+    reply.lease_id = r.lease_id;
+    reply.ok = false;
+    reply.error_kind = "InfeasibleError";
+    reply.message = "task cannot be scheduled: " + d.reason;
+    transport::Send(r.reply_to, MsgType::kLeaseReply, reply);
+    leases_.erase(r.lease_id);
+    return true;
+  }
+  return false;
+}
+
+bool HeadService::TryPlacePg(PgRec& pg) {
+  if (pg.state != PgRec::kPending) return true;
+  BundleDecision d = PlaceBundles(pg.spec.bundles, PlacementStrategy(pg.spec.strategy), nodes_,
+                                  pg.spec.same_label, pg.spec.label_selector);
+  if (d.outcome != Outcome::kPlaced) {
+    pg.reason = d.reason;
+    return false;  // placement groups stay pending until removed
+  }
+  pg.state = PgRec::kCreated;
+  pg.node_of_bundle = d.node_of_bundle;
+  pg.bundle_available = pg.spec.bundles;
+  for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Subtract(nodes_[d.node_of_bundle[b]].available, pg.spec.bundles[b]);
+  pg.reason.clear();
+  for (const auto& w : pg.waiters) ReplyPg(w.reply_to, w.request_id, &pg, true, "", "");
+  pg.waiters.clear();
+  PersistPg(pg);
+  return true;
+}
+
+void HeadService::ScheduleAll() {
+  double now = Now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    bool done = true;
+    switch (it->kind) {
+      case PendingKind::kActor: {
+        auto a = actors_.find(it->id);
+        done = a == actors_.end() || TryPlaceActor(a->second, *it, now);
+        break;
+      }
+      case PendingKind::kLease: {
+        auto l = leases_.find(it->id);
+        done = l == leases_.end() || TryPlaceLease(l->second, *it, now);
+        break;
+      }
+      case PendingKind::kPg: {
+        auto pg = pgs_.find(it->id);
+        done = pg == pgs_.end() || TryPlacePg(pg->second);
+        break;
+      }
+    }
+    it = done ? pending_.erase(it) : std::next(it);
+  }
+}
+
+void HeadService::Tick() {
+  ScheduleAll();
+  double now = Now();
+  for (auto& [id, pg] : pgs_) {
+    for (auto w = pg.waiters.begin(); w != pg.waiters.end();) {
+      if (w->deadline >= 0 && now >= w->deadline) {
+        ReplyPg(w->reply_to, w->request_id, &pg, true, "", "");
+        w = pg.waiters.erase(w);
+      } else {
+        ++w;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------ placement groups
+
+void HeadService::ReplyPg(const std::string& to, uint64_t request_id, const PgRec* pg, bool ok,
+                          const std::string& kind, const std::string& message) {
+  proto::PlacementGroupReplyMsg r;
+  r.request_id = request_id;
+  r.ok = ok;
+  r.error_kind = kind;
+  r.message = message;
+  if (pg) {
+    r.ready = pg->state == PgRec::kCreated;
+    r.pg_id = pg->spec.pg_id;
+    r.bundles = pg->spec.bundles;
+    r.strategy = pg->spec.strategy;
+    r.name = pg->spec.name;
+    if (!r.ready && r.message.empty()) r.message = pg->reason;
+  }
+  transport::Send(to, MsgType::kPlacementGroupReply, r);
+}
+
+void HeadService::OnCreatePg(const transport::Envelope& env) {
+  proto::PlacementGroupMsg m;
+  DECODE_OR_THROW(env, m);
+  if (m.bundles.empty()) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "a placement group needs at least one bundle");
+  if (m.strategy < 0 || m.strategy > 3) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "unknown placement strategy");
+  for (const auto& b : m.bundles) {
+    Status s = ValidateResources(b);
+    if (!s.ok() || b.empty()) {
+      return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError",
+                     "bad bundle " + ToString(b) + ": " + (b.empty() ? "a bundle must not be empty" : s.message()));
+    }
+  }
+  if (!m.name.empty()) {
+    auto it = pg_names_.find(m.name);
+    if (it != pg_names_.end() && pgs_.count(it->second) && pgs_[it->second].state != PgRec::kRemoved) {
+      return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
+                     "a placement group named '" + m.name + "' already exists");
+    }
+    pg_names_[m.name] = m.pg_id;
+  }
+  PgRec& pg = pgs_[m.pg_id];
+  pg.spec = m;
+  pending_.push_back({PendingKind::kPg, m.pg_id, Now()});
+  ScheduleAll();
+  if (pg.state == PgRec::kPending) PersistPg(pg);
+  ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
+}
+
+void HeadService::OnWaitPg(const transport::Envelope& env) {
+  proto::PlacementGroupMsg m;
+  DECODE_OR_THROW(env, m);
+  std::string id = m.pg_id;
+  if (id.empty() && !m.name.empty()) {
+    auto it = pg_names_.find(m.name);
+    if (it != pg_names_.end()) id = it->second;
+  }
+  auto it = pgs_.find(id);
+  if (it == pgs_.end() || it->second.state == PgRec::kRemoved) {
+    return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
+                   "no placement group " + (m.name.empty() ? Hex(m.pg_id) : "named '" + m.name + "'"));
+  }
+  PgRec& pg = it->second;
+  if (pg.state == PgRec::kCreated || m.timeout_s == 0) return ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
+  pg.waiters.push_back({m.request_id, m.reply_to, m.timeout_s < 0 ? -1.0 : Now() + m.timeout_s});
+}
+
+void HeadService::OnRemovePg(const transport::Envelope& env) {
+  proto::PlacementGroupMsg m;
+  DECODE_OR_THROW(env, m);
+  auto it = pgs_.find(m.pg_id);
+  if (it == pgs_.end() || it->second.state == PgRec::kRemoved) {
+    return ReplyAck(m.reply_to, m.request_id, true, "", "");
+  }
+  PgRec& pg = it->second;
+  if (pg.state == PgRec::kCreated) {
+    for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Add(nodes_[pg.node_of_bundle[b]].available, pg.spec.bundles[b]);
+  }
+  pg.state = PgRec::kRemoved;
+  for (const auto& w : pg.waiters) ReplyPg(w.reply_to, w.request_id, &pg, false, "PlacementGroupError", "the placement group was removed");
+  pg.waiters.clear();
+  // Actors in the group die with it.
+  for (auto& [id, a] : actors_) {
+    if (a.spec.options.placement_group != m.pg_id || a.state == proto::ActorState::kDead) continue;
+    a.kill_requested = true;
+    if (a.node >= 0) {
+      transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
+                      proto::KillWorkerMsg{a.spec.actor_id, "", "its placement group was removed"});
+    }
+  }
+  PersistPg(pg);
+  ReplyAck(m.reply_to, m.request_id, true, "", "");
+  ScheduleAll();
+}
+
+// ------------------------------------------------------------------ persistence
+
+void HeadService::PersistNode(size_t i) {
+  const auto& n = nodes_[i];
+  nlohmann::json j{{"node_id", n.id.Hex()}, {"address", node_addresses_[i]}, {"alive", n.alive},
+                   {"total", n.total}, {"labels", n.labels}};
+  options_.store->Put("nodes", n.id.Hex(), j.dump());
+}
+
+void HeadService::PersistActor(const ActorRec& a) {
+  const auto& o = a.spec.options;
+  nlohmann::json j{{"actor_id", Hex(a.spec.actor_id)},
+                   {"class", a.spec.factory},
+                   {"state", StateName(a.state)},
+                   {"name", o.name},
+                   {"namespace", o.namespace_},
+                   {"resources", o.resources},
+                   {"address", a.address},
+                   {"pid", a.pid},
+                   {"node_id", a.node >= 0 ? nodes_[a.node].id.Hex() : std::string()},
+                   {"restarts", a.restarts_used},
+                   {"max_restarts", o.max_restarts},
+                   {"detached", o.lifetime == 1},
+                   {"death_cause", a.death_cause}};
+  options_.store->Put("actors", Hex(a.spec.actor_id), j.dump());
+}
+
+void HeadService::PersistPg(const PgRec& pg) {
+  static const char* kStates[] = {"PENDING", "CREATED", "REMOVED"};
+  nlohmann::json nodes = nlohmann::json::array();
+  for (int n : pg.node_of_bundle) nodes.push_back(n >= 0 ? nodes_[n].id.Hex() : std::string());
+  nlohmann::json j{{"placement_group_id", Hex(pg.spec.pg_id)}, {"name", pg.spec.name},
+                   {"strategy", PlacementStrategyName(PlacementStrategy(pg.spec.strategy))},
+                   {"bundles", pg.spec.bundles}, {"bundle_nodes", nodes}, {"state", kStates[pg.state]},
+                   {"reason", pg.reason}};
+  options_.store->Put("placement_groups", Hex(pg.spec.pg_id), j.dump());
+}
+
+}  // namespace orrery::scheduler

@@ -1,0 +1,126 @@
+// The head: node registry, resource view, actor directory and scheduling, named actors,
+// leases for tasks, placement groups (DESIGN.md section 2). All state lives on the head's
+// inbox thread; handlers never block. Every state change is written to the StateStore.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/src/protocol.h"
+#include "core/src/state_store.h"
+#include "core/src/transport.h"
+#include "orrery/scheduler/policy.h"
+
+namespace orrery::scheduler {
+
+struct HeadOptions {
+  std::string bind_host = "127.0.0.1";
+  int port = 0;
+  std::string advertise_host;
+  std::shared_ptr<StateStore> store;
+  long long max_message_bytes = 512ll << 20;
+};
+
+class HeadService {
+ public:
+  explicit HeadService(HeadOptions options);
+  ~HeadService();
+  Status Start();
+  void Stop();
+  const std::string& address() const { return inbox_.address(); }
+
+ private:
+  struct ActorRec {
+    proto::ActorSpecMsg spec;
+    proto::ActorState state = proto::ActorState::kPending;
+    int incarnation = 0;
+    int restarts_used = 0;
+    bool kill_requested = false;
+    int node = -1;  // index in nodes_, while placed
+    int bundle = -1;
+    std::string address;
+    int pid = 0;
+    std::string death_kind, death_cause;
+    std::set<std::string> subscribers;
+  };
+  struct LeaseRec {
+    proto::LeaseRequestMsg request;
+    int node = -1;
+    int bundle = -1;
+  };
+  struct PgWaiter {
+    uint64_t request_id;
+    std::string reply_to;
+    double deadline;
+  };
+  struct PgRec {
+    proto::PlacementGroupMsg spec;
+    enum State { kPending, kCreated, kRemoved } state = kPending;
+    std::vector<int> node_of_bundle;
+    std::vector<Resources> bundle_available;
+    std::vector<PgWaiter> waiters;
+    std::string reason;
+  };
+  enum class PendingKind { kActor, kLease, kPg };
+  struct Pending {
+    PendingKind kind;
+    std::string id;
+    double since;
+  };
+
+  void Handle(transport::Envelope& env);
+  void OnRegisterNode(const transport::Envelope& env);
+  void OnCreateActor(const transport::Envelope& env);
+  void OnSubscribeActor(const transport::Envelope& env);
+  void OnGetNamedActor(const transport::Envelope& env);
+  void OnKillActor(const transport::Envelope& env);
+  void OnRequestLease(const transport::Envelope& env);
+  void OnReturnLease(const transport::Envelope& env);
+  void OnCreatePg(const transport::Envelope& env);
+  void OnWaitPg(const transport::Envelope& env);
+  void OnRemovePg(const transport::Envelope& env);
+  void OnClusterInfo(const transport::Envelope& env);
+  void OnWorkerEvent(const transport::Envelope& env);
+  void OnPing(const transport::Envelope& env);
+  void Tick();
+
+  // Tries to place every pending demand, in arrival order.
+  void ScheduleAll();
+  // Returns true when the pending item is done (placed or failed).
+  bool TryPlaceActor(ActorRec& a, const Pending& p, double now);
+  bool TryPlaceLease(LeaseRec& l, const Pending& p, double now);
+  bool TryPlacePg(PgRec& pg);
+  // Places `demand` inside a placement group's bundles. Outcome as for nodes.
+  Decision PlaceInBundle(PgRec& pg, int bundle_index, const Resources& demand, int* bundle_out);
+  void Release(int node, const std::string& pg_id, int bundle, const Resources& demand);
+
+  void ActorDied(ActorRec& a, const std::string& kind, const std::string& cause, bool allow_restart);
+  void Notify(const ActorRec& a);
+  proto::ActorUpdateMsg UpdateOf(const ActorRec& a) const;
+  ClusterView View() const;
+  void PersistActor(const ActorRec& a);
+  void PersistNode(size_t i);
+  void PersistPg(const PgRec& pg);
+  void ReplyAck(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
+                const std::string& message);
+  void ReplyPg(const std::string& to, uint64_t request_id, const PgRec* pg, bool ok,
+               const std::string& kind, const std::string& message);
+
+  HeadOptions options_;
+  transport::Inbox inbox_;
+  std::vector<NodeView> nodes_;
+  std::vector<std::string> node_addresses_;
+  std::map<std::string, ActorRec> actors_;                       // by binary id
+  std::map<std::pair<std::string, std::string>, std::string> named_;  // (ns, name) -> id
+  std::map<std::string, LeaseRec> leases_;
+  std::map<std::string, PgRec> pgs_;
+  std::map<std::string, std::string> pg_names_;
+  std::deque<Pending> pending_;
+  size_t round_robin_ = 0;
+};
+
+}  // namespace orrery::scheduler

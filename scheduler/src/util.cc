@@ -1,0 +1,46 @@
+#include "scheduler/src/util.h"
+
+namespace orrery::scheduler {
+
+double Utilisation(const NodeView& node, const Resources& demand) {
+  double u = 0;
+  for (const auto& [name, amount] : demand) {
+    auto t = node.total.find(name);
+    if (t == node.total.end() || t->second <= 0) continue;
+    auto a = node.available.find(name);
+    double avail = a == node.available.end() ? 0 : a->second;
+    u = std::max(u, 1.0 - avail / t->second);
+  }
+  return u;
+}
+
+bool Eligible(const NodeView& node, const Labels& selector) {
+  return node.alive && MatchesSelector(node.labels, selector);
+}
+
+std::string InfeasibleReason(const Resources& demand, const Labels& selector, const ClusterView& view) {
+  const NodeView* largest = nullptr;
+  double best = -1;
+  for (const auto& n : view) {
+    if (!n.alive) continue;
+    double sum = 0;
+    for (const auto& [name, amount] : demand) {
+      auto it = n.total.find(name);
+      if (it != n.total.end()) sum += std::min(it->second, amount);
+    }
+    if (sum > best) {
+      best = sum;
+      largest = &n;
+    }
+  }
+  std::string out = "no alive node can ever hold the demand " + ToString(demand);
+  if (!selector.empty()) out += " with labels " + ToString(selector);
+  if (largest) {
+    out += "; the largest node offers " + ToString(largest->total);
+  } else {
+    out += "; there are no alive nodes";
+  }
+  return out;
+}
+
+}  // namespace orrery::scheduler
