@@ -2,42 +2,23 @@
 
 #include <pthread.h>
 
-#include <boost/fiber/all.hpp>
-
-#include "actors/src/object_store.h"
-
 namespace orrery::runtime {
 
 namespace {
-// Per executor thread: how many of its call fibers are running (not parked in a Get).
-struct ThreadSlot {
-  int active = 0;
-  boost::fibers::mutex mu;
-  boost::fibers::condition_variable cv;
-};
-thread_local ThreadSlot* t_slot = nullptr;
-
-void ReleaseSlot() {
-  if (!t_slot) return;
-  std::unique_lock<boost::fibers::mutex> lock(t_slot->mu);
-  --t_slot->active;
-  t_slot->cv.notify_all();
-}
-
-void ReacquireSlot() {
-  if (!t_slot) return;
-  std::unique_lock<boost::fibers::mutex> lock(t_slot->mu);
-  ++t_slot->active;
-}
+thread_local Executor* t_executor = nullptr;
 }  // namespace
 
-Executor::Executor(int concurrency) {
-  ObjectStore::SetBlockHooks(&ReleaseSlot, &ReacquireSlot);
-  if (concurrency < 1) concurrency = 1;
-  for (int i = 0; i < concurrency; ++i) threads_.emplace_back([this] { ThreadMain(); });
+Executor::Executor(int concurrency, int max_threads)
+    : concurrency_(concurrency < 1 ? 1 : concurrency), max_threads_(std::max(max_threads, concurrency)) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < concurrency_; ++i) SpawnLocked();
 }
 
 Executor::~Executor() { Stop(); }
+
+void Executor::SpawnLocked() {
+  threads_.emplace_back([this] { ThreadMain(); });
+}
 
 void Executor::Submit(Work work) {
   {
@@ -47,51 +28,67 @@ void Executor::Submit(Work work) {
   cv_.notify_one();
 }
 
-bool Executor::Pop(Work* out) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return closed_ || !queue_.empty(); });
-  if (queue_.empty()) return false;
-  *out = std::move(queue_.front());
-  queue_.pop_front();
-  return true;
-}
-
 void Executor::ThreadMain() {
   pthread_setname_np(pthread_self(), "orrery-exec");
-  ThreadSlot slot;
-  t_slot = &slot;
+  t_executor = this;
+  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    {
-      std::unique_lock<boost::fibers::mutex> lock(slot.mu);
-      slot.cv.wait(lock, [&] { return slot.active == 0; });
-      slot.active = 1;
-    }
-    Work work;
-    if (!Pop(&work)) break;
-    boost::fibers::fiber([&slot, w = std::move(work)]() mutable {
-      w();
-      std::unique_lock<boost::fibers::mutex> lock(slot.mu);
-      --slot.active;
-      slot.cv.notify_all();
-    }).detach();
+    ++idle_;
+    cv_.wait(lock, [this] { return closed_ || (!queue_.empty() && active_ < concurrency_); });
+    --idle_;
+    if (closed_ && queue_.empty()) break;
+    Work work = std::move(queue_.front());
+    queue_.pop_front();
+    ++active_;
+    lock.unlock();
+    work();
+    work = nullptr;
+    lock.lock();
+    --active_;
+    if (!queue_.empty()) cv_.notify_one();
   }
-  // Let call fibers still parked in a wait finish before the thread goes.
-  std::unique_lock<boost::fibers::mutex> lock(slot.mu);
-  slot.active -= 1;
-  slot.cv.wait(lock, [&] { return slot.active <= 0; });
-  t_slot = nullptr;
+  t_executor = nullptr;
+}
+
+void Executor::OnBlock() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --active_;
+  if (queue_.empty()) return;
+  if (idle_ == 0 && int(threads_.size()) < max_threads_ && !closed_) {
+    SpawnLocked();
+  } else {
+    cv_.notify_one();
+  }
+}
+
+void Executor::OnUnblock() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++active_;
+}
+
+void Executor::BeforeBlock() {
+  if (t_executor) t_executor->OnBlock();
+}
+
+void Executor::AfterBlock() {
+  if (t_executor) t_executor->OnUnblock();
 }
 
 void Executor::Stop() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ && threads_.empty()) return;
     closed_ = true;
+    threads.swap(threads_);
   }
   cv_.notify_all();
-  for (auto& t : threads_)
-    if (t.joinable()) t.join();
-  threads_.clear();
+  for (auto& t : threads) {
+    if (t.get_id() == std::this_thread::get_id()) {
+      t.detach();
+    } else if (t.joinable()) {
+      t.join();
+    }
+  }
 }
 
 }  // namespace orrery::runtime

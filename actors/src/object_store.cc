@@ -8,7 +8,7 @@ namespace {
 void (*g_before_block)() = nullptr;
 void (*g_after_block)() = nullptr;
 
-// Frees the executor slot of the calling fiber for the duration of a blocking wait.
+// Frees the executor slot of the calling thread for the duration of a blocking wait.
 struct BlockScope {
   BlockScope() {
     if (g_before_block) g_before_block();

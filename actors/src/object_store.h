@@ -1,12 +1,11 @@
 // The process-local object store: values (msgpack bytes) and errors of the objects this
 // process owns or has fetched, keyed by ObjectId.
 //
-// Waits are fiber-aware (boost.fiber): inside a worker a Get suspends only the calling
-// fiber, so an actor keeps serving while one of its methods waits. From plain threads the
-// same waits block the thread.
+// Waits block the calling thread; inside a worker they first tell the executor (through the
+// block hooks) so the actor keeps serving while one of its methods waits.
 #pragma once
 
-#include <boost/fiber/condition_variable.hpp>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,7 +60,7 @@ class ObjectStore {
   void Pin(const ObjectId& id);
   size_t Size();
 
-  // Hooks for executor fibers: called around a blocking wait so the actor's slot is freed.
+  // Hooks called around a blocking wait, so an executor can free the caller's slot.
   static void SetBlockHooks(void (*before)(), void (*after)());
 
  private:
@@ -75,7 +74,7 @@ class ObjectStore {
   void Complete(const ObjectId& id, ObjectValue value);
 
   std::mutex mu_;
-  boost::fibers::condition_variable_any cv_;
+  std::condition_variable cv_;
   std::unordered_map<ObjectId, Entry, IdHash> entries_;
 };
 

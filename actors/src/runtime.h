@@ -141,7 +141,7 @@ class Runtime {
   std::map<std::string, Lease> leases_;
 
   std::mutex rpc_mu_;
-  boost::fibers::condition_variable_any rpc_cv_;
+  std::condition_variable rpc_cv_;
   std::map<uint64_t, std::shared_ptr<transport::Envelope>> rpc_replies_;  // null: waiting
 };
 

@@ -154,7 +154,7 @@ class WorkerServer {
     transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
   }
 
-  // On an executor fiber.
+  // On an executor thread.
   void Execute(const proto::CallMsg& call, const std::string& args) {
     const internal::FunctionEntry* e = internal::FindByName(call.function);
     bool is_actor = !call.actor_id.empty();
@@ -227,6 +227,7 @@ void WorkerMain() {
   }
   log::SetLevel(config.log_level.empty() ? "warn" : config.log_level);
   log::SetProcessTag("worker " + std::to_string(getpid()));
+  ObjectStore::SetBlockHooks(&Executor::BeforeBlock, &Executor::AfterBlock);
   // Leaked on purpose: the process ends with _exit, never by unwinding.
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));
   auto* server = new WorkerServer(rt, worker_id, node);
