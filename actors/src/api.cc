@@ -76,6 +76,7 @@ void DoInit(Config config, int argc, char** argv) {
     config = ApplyFlags(config, &n, copy.data());
   }
   config = ApplyEnvironment(config);
+  ValidateConfig(config);
   log::SetLevel(config.log_level.empty() ? "warn" : config.log_level);
   auto errors = internal::RegistrationErrors();
   if (!errors.empty()) {
@@ -83,7 +84,6 @@ void DoInit(Config config, int argc, char** argv) {
     for (const auto& e : errors) msg += "\n  " + e;
     throw ConfigError(msg);
   }
-  if (config.num_cpus < -1) throw ConfigError("num_cpus must be >= 0");
   Status rs = ValidateResources(config.resources);
   if (!rs.ok()) throw ConfigError("Config::resources: " + rs.message());
   RaiseFileLimit();

@@ -177,7 +177,7 @@ void NodeService::GrantTo(Worker& w) {
   reply.request_id = w.lease.request_id;
   reply.lease_id = w.lease.lease_id;
   reply.ok = true;
-  reply.worker_address = w.address;
+  reply.worker_address = w.call_address;
   reply.worker_id = w.id;
   reply.node_id = id_.Binary();
   transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
@@ -228,6 +228,7 @@ void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
   }
   Worker& w = it->second;
   w.address = m.address;
+  w.call_address = m.call_address.empty() ? m.address : m.call_address;
   if (w.pid == 0) {
     w.pid = m.pid;
     by_pid_[m.pid] = w.id;
@@ -267,7 +268,7 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
     ev.node_id = id_.Binary();
     ev.actor_id = w.actor.spec.actor_id;
     ev.incarnation = w.actor.incarnation;
-    ev.address = w.address;
+    ev.address = w.call_address;
     ev.pid = w.pid;
     transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
   } else if (w.has_lease) {

@@ -45,7 +45,8 @@ class NodeService {
   struct Worker {
     std::string id;  // binary WorkerId
     int pid = 0;
-    std::string address;
+    std::string address;       // control
+    std::string call_address;  // calls
     bool is_actor = false;
     proto::StartActorMsg actor;
     bool has_lease = false;

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 
@@ -20,12 +21,27 @@ using proto::MsgType;
 
 namespace {
 
+class WorkerServer;
+WorkerServer* g_server = nullptr;
+
+// Calls of actors with max_concurrency 1 and of task workers run inline on the call inbox's
+// loop thread: no thread hand-off on the call path. When such a call blocks in Get/Wait,
+// the loop moves to a new thread so the worker keeps serving. Actors with a higher
+// max_concurrency run calls on an Executor.
 class WorkerServer {
  public:
   WorkerServer(Runtime* rt, std::string worker_id, std::string node_address)
       : rt_(rt), worker_id_(std::move(worker_id)), node_address_(std::move(node_address)) {
     where_ = "worker pid " + std::to_string(getpid());
   }
+
+  Status StartCallInbox(const std::string& host) {
+    Status s = calls_.Bind(host);
+    if (!s.ok()) return s;
+    calls_.Start([this](transport::Envelope& env) { HandleCallInbox(env); }, "orrery-calls");
+    return Status::Ok();
+  }
+  const std::string& call_address() const { return calls_.address(); }
 
   // On the runtime's inbox thread.
   bool Handle(transport::Envelope& env) {
@@ -37,14 +53,8 @@ class WorkerServer {
         OnAssign(m);
         return true;
       }
-      case MsgType::kCall: {
-        auto call = std::make_shared<proto::CallMsg>();
-        Status s = env.Decode(call.get());
-        if (!s.ok()) throw std::runtime_error(s.message());
-        auto payload = std::make_shared<std::string>(env.PayloadString());
-        OnCall(std::move(call), std::move(payload));
-        return true;
-      }
+      case MsgType::kCall:
+        throw std::runtime_error("calls go to this worker's call address " + calls_.address());
       case MsgType::kExit: {
         RequestExit();
         return true;
@@ -59,6 +69,14 @@ class WorkerServer {
     cv_.wait(lock, [this] { return exit_; });
   }
 
+  static void BeforeBlock() {
+    if (g_server && g_server->calls_.OwnsLoop()) {
+      g_server->calls_.HandOff([] { g_server->RunReady(); });
+    }
+    Executor::BeforeBlock();
+  }
+  static void AfterBlock() { Executor::AfterBlock(); }
+
  private:
   void RequestExit() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -66,56 +84,74 @@ class WorkerServer {
     cv_.notify_all();
   }
 
+  // On the call inbox's loop thread.
+  void HandleCallInbox(transport::Envelope& env) {
+    if (env.type != MsgType::kCall) {
+      throw std::runtime_error(std::string("the call address only takes calls, not ") + proto::TypeName(env.type));
+    }
+    auto call = std::make_shared<proto::CallMsg>();
+    Status s = env.Decode(call.get());
+    if (!s.ok()) throw std::runtime_error(s.message());
+    OnCall(std::move(call), std::make_shared<std::string>(env.PayloadString()));
+  }
+
   void OnAssign(const proto::AssignMsg& m) {
-    if (executor_) return;  // assigned already
+    if (assigned_.exchange(true)) return;
     where_ += " on node " + UniqueId::FromBinary(m.node_id).Hex().substr(0, 8);
     if (!m.is_actor) {
-      executor_ = std::make_unique<Executor>(1);
+      ready_ = true;
       transport::Send(node_address_, MsgType::kAssignReply, proto::AssignReplyMsg{worker_id_, "", true, "", "", ""});
       return;
     }
     const auto& spec = m.actor.spec;
     actor_id_ = spec.actor_id;
-    executor_ = std::make_unique<Executor>(spec.options.max_concurrency);
     log::SetProcessTag("worker " + std::to_string(getpid()) + " " + spec.factory);
-    executor_->Submit([this, spec] {
-      proto::AssignReplyMsg reply{worker_id_, spec.actor_id, true, "", "", ""};
-      const internal::FunctionEntry* e = internal::FindByName(spec.factory);
-      if (!e || e->kind != internal::FunctionKind::kFactory) {
+    auto create = [this, spec] { CreateActor(spec); };
+    if (spec.options.max_concurrency > 1) {
+      executor_ = std::make_unique<Executor>(spec.options.max_concurrency);
+      executor_->Submit(create);
+    } else {
+      calls_.Post(create);
+    }
+  }
+
+  void CreateActor(const proto::ActorSpecMsg& spec) {
+    proto::AssignReplyMsg reply{worker_id_, spec.actor_id, true, "", "", ""};
+    const internal::FunctionEntry* e = internal::FindByName(spec.factory);
+    if (!e || e->kind != internal::FunctionKind::kFactory) {
+      reply.ok = false;
+      reply.error_kind = "FunctionNotFoundError";
+      reply.message = "actor factory '" + spec.factory + "' is not registered in this executable";
+    } else {
+      try {
+        msgpack::object_handle oh = msgpack::unpack(spec.args.data(), spec.args.size());
+        void* instance = nullptr;
+        e->invoke(nullptr, oh.get(), &instance);
+        instance_ = instance;
+      } catch (const std::exception& ex) {
         reply.ok = false;
-        reply.error_kind = "FunctionNotFoundError";
-        reply.message = "actor factory '" + spec.factory + "' is not registered in this executable";
-      } else {
-        try {
-          msgpack::object_handle oh = msgpack::unpack(spec.args.data(), spec.args.size());
-          void* instance = nullptr;
-          e->invoke(nullptr, oh.get(), &instance);
-          instance_ = instance;
-          deleter_ = e->deleter;
-        } catch (const std::exception& ex) {
-          reply.ok = false;
-          reply.error_kind = "RemoteError";
-          reply.error_type = CurrentExceptionType(&ex);
-          reply.message = ex.what();
-        } catch (...) {
-          reply.ok = false;
-          reply.error_kind = "RemoteError";
-          reply.error_type = CurrentExceptionType(nullptr);
-          reply.message = "a non-standard exception";
-        }
+        reply.error_kind = "RemoteError";
+        reply.error_type = CurrentExceptionType(&ex);
+        reply.message = ex.what();
+      } catch (...) {
+        reply.ok = false;
+        reply.error_kind = "RemoteError";
+        reply.error_type = CurrentExceptionType(nullptr);
+        reply.message = "a non-standard exception";
       }
-      ready_ = reply.ok;
-      transport::Send(node_address_, MsgType::kAssignReply, reply);
-    });
+    }
+    ready_ = reply.ok;
+    transport::Send(node_address_, MsgType::kAssignReply, reply);
   }
 
   void OnCall(std::shared_ptr<proto::CallMsg> call, std::shared_ptr<std::string> payload) {
-    if (!executor_) {
+    if (!ready_) {
       Reply(*call, false, "Error", "", "this worker has no assignment yet", nullptr);
       return;
     }
     if (call->actor_id.empty()) {
-      executor_->Submit([this, call, payload] { Execute(*call, *payload); });
+      ready_calls_.emplace_back(call, payload);
+      RunReady();
       return;
     }
     if (call->actor_id != actor_id_) {
@@ -130,10 +166,23 @@ class WorkerServer {
     }
     order.waiting.emplace(call->seq, std::make_pair(call, payload));
     while (!order.waiting.empty() && order.waiting.begin()->first == order.next) {
-      auto [c, p] = order.waiting.begin()->second;
+      ready_calls_.push_back(order.waiting.begin()->second);
       order.waiting.erase(order.waiting.begin());
       ++order.next;
-      executor_->Submit([this, c = c, p = p] { Execute(*c, *p); });
+    }
+    RunReady();
+  }
+
+  // Runs the calls that are ready, in order, while this thread owns the call loop.
+  void RunReady() {
+    while (calls_.OwnsLoop() && !ready_calls_.empty()) {
+      auto [call, payload] = ready_calls_.front();
+      ready_calls_.pop_front();
+      if (executor_) {
+        executor_->Submit([this, call = call, payload = payload] { Execute(*call, *payload); });
+      } else {
+        Execute(*call, *payload);
+      }
     }
   }
 
@@ -154,7 +203,6 @@ class WorkerServer {
     transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
   }
 
-  // On an executor thread.
   void Execute(const proto::CallMsg& call, const std::string& args) {
     const internal::FunctionEntry* e = internal::FindByName(call.function);
     bool is_actor = !call.actor_id.empty();
@@ -166,10 +214,6 @@ class WorkerServer {
     if (is_actor ? e->kind != internal::FunctionKind::kMethod : e->kind != internal::FunctionKind::kFunction) {
       Reply(call, false, "FunctionNotFoundError", "",
             "'" + call.function + "' is not " + (is_actor ? "an actor method" : "a remote function"), nullptr);
-      return;
-    }
-    if (is_actor && !ready_) {
-      Reply(call, false, "ActorDiedError", "", "the actor was not created", nullptr);
       return;
     }
     try {
@@ -189,22 +233,29 @@ class WorkerServer {
     uint64_t next = 0;
     std::map<uint64_t, std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>> waiting;
   };
+  using ReadyCall = std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>;
 
   Runtime* rt_;
   std::string worker_id_;
   std::string node_address_;
   std::string where_;
   std::string actor_id_;
+  transport::Inbox calls_;
   std::unique_ptr<Executor> executor_;
   void* instance_ = nullptr;
-  internal::Deleter deleter_ = nullptr;
+  std::atomic<bool> assigned_{false};
   std::atomic<bool> ready_{false};
+  // Owned by the call loop's current thread.
   std::map<std::string, CallerOrder> order_;
+  std::deque<ReadyCall> ready_calls_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool exit_ = false;
 };
 
+}  // namespace
+
+namespace {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -227,18 +278,21 @@ void WorkerMain() {
   }
   log::SetLevel(config.log_level.empty() ? "warn" : config.log_level);
   log::SetProcessTag("worker " + std::to_string(getpid()));
-  ObjectStore::SetBlockHooks(&Executor::BeforeBlock, &Executor::AfterBlock);
+  ObjectStore::SetBlockHooks(&WorkerServer::BeforeBlock, &WorkerServer::AfterBlock);
   // Leaked on purpose: the process ends with _exit, never by unwinding.
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));
   auto* server = new WorkerServer(rt, worker_id, node);
+  g_server = server;
   rt->SetExtraHandler([server](transport::Envelope& env) { return server->Handle(env); });
-  Status s = rt->Start(config.node_ip.empty() ? "127.0.0.1" : config.node_ip);
+  std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
+  Status s = rt->Start(host);
+  if (s.ok()) s = server->StartCallInbox(host);
   if (!s.ok()) {
     std::fprintf(stderr, "orrery worker: %s\n", s.message().c_str());
     _exit(2);
   }
   SetCurrent(rt);
-  transport::Send(node, MsgType::kWorkerRegister, proto::WorkerRegisterMsg{worker_id, rt->address(), int(getpid())});
+  transport::Send(node, MsgType::kWorkerRegister, proto::WorkerRegisterMsg{worker_id, rt->address(), int(getpid()), server->call_address()});
   server->WaitForExit();
   std::fflush(nullptr);
   _exit(0);

@@ -68,11 +68,26 @@ void CheckLogLevel(const std::string& what, const std::string& level) {
   throw ConfigError(what + ": unknown log level '" + level + "' (trace, debug, info, warn, error, off)");
 }
 
+// "host:port" with a port in 1..65535 (a tcp:// prefix is accepted).
+void CheckAddress(const std::string& what, const std::string& value) {
+  std::string v = value.rfind("tcp://", 0) == 0 ? value.substr(6) : value;
+  size_t colon = v.rfind(':');
+  bool ok = colon != std::string::npos && colon > 0 && colon + 1 < v.size();
+  if (ok) {
+    char* end = nullptr;
+    long port = std::strtol(v.c_str() + colon + 1, &end, 10);
+    ok = *end == '\0' && port > 0 && port < 65536;
+  }
+  if (!ok) throw ConfigError(what + ": expected host:port, got '" + value + "'");
+}
+
 // Sets one field from a textual value, if the field is still at its default.
 void SetField(Config& c, const std::string& key, const std::string& value, const std::string& what) {
   if (key == "address") {
+    CheckAddress(what, value);
     if (c.address.empty()) c.address = value;
   } else if (key == "redis-address") {
+    CheckAddress(what, value);
     if (c.redis_address.empty()) c.redis_address = value;
   } else if (key == "namespace") {
     if (c.namespace_.empty()) c.namespace_ = value;
@@ -111,6 +126,14 @@ std::string EnvName(const std::string& key) {
 }
 
 }  // namespace
+
+void ValidateConfig(const Config& c) {
+  if (!c.address.empty()) CheckAddress("Config::address", c.address);
+  if (!c.redis_address.empty()) CheckAddress("Config::redis_address", c.redis_address);
+  if (!c.log_level.empty()) CheckLogLevel("Config::log_level", c.log_level);
+  if (c.num_cpus < -1) throw ConfigError("Config::num_cpus must be >= 0 (or -1 for the core count)");
+  if (c.max_message_bytes <= 0) throw ConfigError("Config::max_message_bytes must be positive");
+}
 
 Config ApplyEnvironment(Config base) {
   for (const char* key : kKeys) {

@@ -346,9 +346,10 @@ struct ReleaseLeaseMsg {
 
 struct WorkerRegisterMsg {
   std::string worker_id;
-  std::string address;
+  std::string address;       // the worker's runtime inbox (control, replies, objects)
   int pid = 0;
-  MSGPACK_DEFINE(worker_id, address, pid);
+  std::string call_address;  // where callers send kCall
+  MSGPACK_DEFINE(worker_id, address, pid, call_address);
 };
 
 struct AssignMsg {

@@ -88,6 +88,29 @@ void DropPeer(const std::string& address) {
 
 // ---------------------------------------------------------------- Inbox
 
+namespace {
+// The inbox loop this thread runs, and which generation of it.
+struct LoopOwner {
+  const Inbox* inbox = nullptr;
+  uint64_t generation = 0;
+};
+thread_local LoopOwner t_loop;
+}  // namespace
+
+bool Inbox::OwnsLoop() const { return t_loop.inbox == this && t_loop.generation == generation_.load(); }
+
+void Inbox::HandOff(std::function<void()> first) {
+  uint64_t next = generation_.load() + 1;
+  generation_.store(next);
+  std::thread([this, next, first = std::move(first)] {
+    pthread_setname_np(pthread_self(), "orrery-inbox+");
+    t_loop = {this, next};
+    if (first) first();
+    if (OwnsLoop()) RunLoop(next);
+    CloseThreadSockets();
+  }).detach();
+}
+
 Inbox::Inbox() { wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 Inbox::~Inbox() {
@@ -199,6 +222,11 @@ void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
 }
 
 void Inbox::Loop() {
+  t_loop = {this, generation_.load()};
+  RunLoop(t_loop.generation);
+}
+
+void Inbox::RunLoop(uint64_t generation) {
   std::vector<zmq::pollitem_t> items;
   auto next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
   std::vector<zmq::message_t> frames;
@@ -229,6 +257,7 @@ void Inbox::Loop() {
         posted.swap(posted_);
       }
       for (auto& fn : posted) fn();
+      if (generation_.load() != generation) return;
     }
     for (size_t i = 0; i + 2 < items.size(); ++i)
       if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) fds_[i].second();
@@ -238,6 +267,7 @@ void Inbox::Loop() {
       auto r = zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait);
       if (!r) break;
       HandleRaw(frames);
+      if (generation_.load() != generation) return;  // handed off: the socket is not ours
     }
     if (tick_ && std::chrono::steady_clock::now() >= next_tick) {
       tick_();

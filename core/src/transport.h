@@ -74,10 +74,17 @@ class Inbox {
   void Post(std::function<void()> fn);
   // Stops and joins the thread. Idempotent.
   void Stop();
-  bool OnInboxThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  // True on the thread that currently runs this inbox's loop.
+  bool OwnsLoop() const;
+  // From inside a handler on the loop thread: a new thread takes the loop over (running
+  // `first` before it polls), and this thread leaves the loop once its handler returns.
+  // Lets a handler that runs user code block without stopping the inbox. An inbox that has
+  // handed off is never stopped (its loop thread is detached); workers end with _exit.
+  void HandOff(std::function<void()> first);
 
  private:
   void Loop();
+  void RunLoop(uint64_t generation);
   void Wake();
   void HandleRaw(std::vector<zmq::message_t>& frames);
   void ReplyError(const std::string& identity, const std::string& message);
@@ -93,6 +100,7 @@ class Inbox {
   Handler handler_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> generation_{0};
   std::mutex posted_mu_;
   std::vector<std::function<void()>> posted_;
 };

@@ -43,6 +43,10 @@ struct Config {
   std::string node_ip;
 };
 
+// Throws ConfigError naming the first malformed field (an address that is not host:port, an
+// unknown log level, ...).
+void ValidateConfig(const Config& config);
+
 // Applies ORRERY_* environment variables over `base` where `base` left a field unset.
 // Throws ConfigError on malformed values.
 Config ApplyEnvironment(Config base);
