@@ -15,6 +15,8 @@ namespace {
 std::atomic<Runtime*> g_current{nullptr};
 constexpr size_t kMaxTasksInFlightPerLease = 8;
 constexpr int kMaxLeaseRequestsPerKey = 4;
+constexpr int kLeaseTickMs = 20;
+constexpr int kIdleTickMs = 1000;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -45,7 +47,8 @@ Status Runtime::Start(const std::string& bind_host) {
   inbox_.SetMaxMessageBytes(config_.max_message_bytes);
   Status s = inbox_.Bind(bind_host);
   if (!s.ok()) return s;
-  inbox_.SetTick(20, [this] { Tick(); });
+  // Ticks return idle task leases; they run often only while this process holds leases.
+  inbox_.SetTick(kIdleTickMs, [this] { Tick(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-rt");
   return Status::Ok();
 }
@@ -172,6 +175,7 @@ void Runtime::Tick() {
     if (l.inflight.empty() && task_keys_[l.key].queue.empty() && now - l.idle_since >= idle) expired.push_back(id);
   }
   for (const auto& id : expired) ReturnLease(id, false);
+  if (leases_.empty()) inbox_.SetTickPeriod(kIdleTickMs);
 }
 
 // ------------------------------------------------------------------ objects
@@ -433,10 +437,12 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
     a->address = u.address;
     DispatchActor(id, *a);
   } else if (state == proto::ActorState::kRestarting) {
+    transport::MarkPeerGone(a->address);
     requeue_inflight(u.death_cause);
     a->state = state;
     a->address.clear();
   } else if (state == proto::ActorState::kDead) {
+    transport::MarkPeerGone(a->address);
     a->state = state;
     std::string kind = u.death_kind.empty() ? "ActorDiedError" : u.death_kind;
     a->death = ObjectError{kind, "", kind == "ActorDiedError" ? "actor " + id.Hex() + " died: " + u.death_cause : u.death_cause, "", ""};
@@ -548,6 +554,7 @@ void Runtime::PumpTasks(const std::string& key) {
     r.bundle_index = k.options.bundle_index;
     r.infeasible_timeout_s = config_.infeasible_timeout_s;
     r.job_id = job_.Binary();
+    inbox_.SetTickPeriod(kLeaseTickMs);
     Lease& l = leases_[r.lease_id];
     l.id = r.lease_id;
     l.key = key;

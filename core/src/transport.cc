@@ -24,8 +24,14 @@ zmq::context_t& Context() {
 
 namespace {
 
+// Peers known to be gone; threads purge their sockets to them lazily.
+std::mutex g_gone_mu;
+std::vector<std::string> g_gone;
+std::atomic<uint64_t> g_gone_generation{0};
+
 struct ThreadSockets {
   std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
+  uint64_t gone_seen = 0;
   ~ThreadSockets() {
     for (auto& [addr, s] : sockets) s->close();
   }
@@ -36,13 +42,34 @@ ThreadSockets& Sockets() {
   return sockets;
 }
 
+constexpr size_t kMaxGone = 4096;
+
+void PurgeGone(ThreadSockets& ts) {
+  uint64_t gen = g_gone_generation.load(std::memory_order_acquire);
+  if (gen == ts.gone_seen) return;
+  std::lock_guard<std::mutex> lock(g_gone_mu);
+  for (const auto& addr : g_gone) {
+    auto it = ts.sockets.find(addr);
+    if (it != ts.sockets.end()) {
+      it->second->set(zmq::sockopt::linger, 0);
+      it->second->close();
+      ts.sockets.erase(it);
+    }
+  }
+  ts.gone_seen = gen;
+}
+
 zmq::socket_t& SocketFor(const std::string& address) {
-  auto& map = Sockets().sockets;
+  ThreadSockets& ts = Sockets();
+  PurgeGone(ts);
+  auto& map = ts.sockets;
   auto it = map.find(address);
   if (it != map.end()) return *it->second;
   auto s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
   s->set(zmq::sockopt::sndhwm, 0);
   s->set(zmq::sockopt::linger, 2000);
+  s->set(zmq::sockopt::reconnect_ivl, 100);
+  s->set(zmq::sockopt::reconnect_ivl_max, 5000);  // back off from peers that are gone
   s->connect(address);
   auto& ref = *s;
   map.emplace(address, std::move(s));
@@ -75,6 +102,16 @@ void CloseThreadSockets() {
   auto& map = Sockets().sockets;
   for (auto& [addr, s] : map) s->close();
   map.clear();
+}
+
+void MarkPeerGone(const std::string& address) {
+  if (address.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(g_gone_mu);
+    g_gone.push_back(address);
+    if (g_gone.size() > kMaxGone) g_gone.erase(g_gone.begin(), g_gone.begin() + kMaxGone / 2);
+  }
+  g_gone_generation.fetch_add(1, std::memory_order_release);
 }
 
 void DropPeer(const std::string& address) {
@@ -143,6 +180,12 @@ void Inbox::AddFd(int fd, std::function<void()> on_readable) { fds_.emplace_back
 void Inbox::SetTick(int period_ms, std::function<void()> tick) {
   tick_ms_ = period_ms;
   tick_ = std::move(tick);
+}
+
+void Inbox::SetTickPeriod(int period_ms) {
+  if (tick_ms_.exchange(period_ms) == period_ms) return;
+  tick_changed_ = true;
+  Wake();
 }
 
 void Inbox::Start(Handler handler, const std::string& thread_name) {
@@ -238,6 +281,7 @@ void Inbox::RunLoop(uint64_t generation) {
       for (auto& [fd, cb] : fds_) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
     }
     auto now = std::chrono::steady_clock::now();
+    if (tick_changed_.exchange(false)) next_tick = now + std::chrono::milliseconds(tick_ms_);
     long timeout = tick_ ? std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now).count())
                          : 1000;
     try {

@@ -66,6 +66,8 @@ class Inbox {
   void AddFd(int fd, std::function<void()> on_readable);
   // Calls `tick` on the inbox thread about every `period_ms`.
   void SetTick(int period_ms, std::function<void()> tick);
+  // Changes the tick period (thread-safe); takes effect after the next tick.
+  void SetTickPeriod(int period_ms);
 
   // Starts the inbox thread. `handler` runs on it for every well-formed message; malformed
   // ones are answered with a kError and logged, and the inbox keeps serving.
@@ -95,7 +97,8 @@ class Inbox {
   long long max_message_bytes_ = 512ll << 20;
   int wake_fd_ = -1;
   std::vector<std::pair<int, std::function<void()>>> fds_;
-  int tick_ms_ = 1000;
+  std::atomic<int> tick_ms_{1000};
+  std::atomic<bool> tick_changed_{false};
   std::function<void()> tick_;
   Handler handler_;
   std::thread thread_;
@@ -118,5 +121,8 @@ void Send(const std::string& address, proto::MsgType type, const Meta& meta,
 void CloseThreadSockets();
 // Forgets the calling thread's socket to `address` (peer gone).
 void DropPeer(const std::string& address);
+// The peer at `address` is gone for good: every thread closes its socket to it on its next
+// send, so ZeroMQ stops reconnecting to it.
+void MarkPeerGone(const std::string& address);
 
 }  // namespace orrery::transport
