@@ -428,6 +428,7 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
     a->inflight.clear();
   };
   if (state == proto::ActorState::kAlive) {
+    if (u.incarnation <= a->killed_incarnation) return;  // the instance we killed
     if (u.incarnation != a->incarnation) {
       if (a->incarnation >= 0) requeue_inflight(u.death_cause);
       a->incarnation = u.incarnation;
@@ -454,10 +455,18 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
 
 void Runtime::KillActor(const ActorId& actor, bool no_restart) {
   transport::Send(head_address_, MsgType::kKillActor, proto::KillActorMsg{actor.Binary(), no_restart});
-  if (!no_restart) return;
   auto a = ActorFor(actor, false);
   std::lock_guard<std::mutex> lock(a->mu);
   if (a->state == proto::ActorState::kDead) return;
+  if (!no_restart) {
+    // Later calls wait for the next incarnation (or fail if there is none).
+    if (a->state == proto::ActorState::kAlive) {
+      a->killed_incarnation = a->incarnation;
+      a->state = proto::ActorState::kRestarting;
+      a->address.clear();
+    }
+    return;
+  }
   a->state = proto::ActorState::kDead;
   a->death = ObjectError{"ActorDiedError", "", "actor " + actor.Hex() + " was killed by orrery::Kill", "", ""};
   for (auto& [seq, call] : a->inflight) FailCall(*call, a->death);

@@ -74,6 +74,7 @@ class Runtime {
     proto::ActorState state = proto::ActorState::kPending;
     std::string address;
     int incarnation = -1;
+    int killed_incarnation = -1;  // Kill(no_restart=false): ignore this one's updates
     uint64_t next_seq = 0;
     int max_task_retries = 0;
     bool subscribed = false;
