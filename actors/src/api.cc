@@ -16,6 +16,7 @@
 #include "actors/src/worker.h"
 #include "actors/src/zygote.h"
 #include "core/src/log.h"
+#include "core/src/redis_store.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
 #include "scheduler/src/head_service.h"
@@ -95,6 +96,11 @@ void DoInit(Config config, int argc, char** argv) {
     scheduler::HeadOptions ho;
     ho.bind_host = host;
     ho.max_message_bytes = config.max_message_bytes;
+    if (!config.redis_address.empty()) {
+      auto store = RedisStateStore::Connect(config.redis_address, "default");
+      if (!store.ok()) throw ConnectionError("state store: " + store.status().message());
+      ho.store = store.value();
+    }
     state->head = std::make_unique<scheduler::HeadService>(ho);
     Status s = state->head->Start();
     if (!s.ok()) throw ConnectionError("cannot start the embedded head: " + s.message());
