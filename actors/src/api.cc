@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <limits>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -38,15 +37,6 @@ runtime::Runtime& Rt() {
   runtime::Runtime* rt = runtime::Current();
   if (!rt) throw Error("orrery::Init() has not been called");
   return *rt;
-}
-
-std::vector<std::string> OwnCommandLine() {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string arg;
-  while (std::getline(in, arg, '\0')) out.push_back(arg);
-  if (out.empty()) out.push_back("orrery-worker");
-  return out;
 }
 
 void RaiseFileLimit() {
@@ -114,7 +104,7 @@ void DoInit(Config config, int argc, char** argv) {
     if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
     for (const auto& [k, v] : config.resources) no.resources[k] = v;
     no.labels = config.labels;
-    no.worker_argv = OwnCommandLine();
+    no.worker_argv = runtime::SelfCommandLine();
     if (!config.log_level.empty()) no.worker_env["ORRERY_LOG_LEVEL"] = config.log_level;
     if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;
     no.worker_env["ORRERY_INFEASIBLE_TIMEOUT_S"] = std::to_string(config.infeasible_timeout_s);

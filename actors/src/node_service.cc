@@ -1,6 +1,7 @@
 #include "actors/src/node_service.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -26,34 +27,26 @@ NodeService::~NodeService() { Stop(); }
 Status NodeService::Start(int register_timeout_ms) {
   Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
   if (!s.ok()) return s;
-  inbox_.SetTick(500, [this] { Tick(); });
+  inbox_.SetTick(int(options_.heartbeat_period_s * 1000), [this] { Tick(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
-  // The zygote is started from the inbox thread: it dies with the thread that made it
-  // (PR_SET_PDEATHSIG), and that thread lives exactly as long as this node.
-  inbox_.Post([this] {
-    std::map<std::string, std::string> env = options_.worker_env;
-    env["ORRERY_ROLE"] = "zygote";
-    Status st = zygote_.Start(options_.worker_argv, env);
-    if (st.ok()) {
-      inbox_.AddFd(zygote_.fd(), [this] {
-        zygote_.OnReadable([this](uint64_t req, int pid) { OnSpawned(req, pid); },
-                           [this](int pid, const std::string& how) { OnExited(pid, how); });
-      });
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    zygote_status_ = st;
-    zygote_started_ = true;
-    cv_.notify_all();
-  });
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return zygote_started_; });
-    if (!zygote_status_.ok()) return zygote_status_;
+  if (!options_.worker_argv.empty()) {
+    // Start the default zygote now, so the first actor does not wait for it.
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Status st;
+    inbox_.Post([&] {
+      auto z = ZygoteFor(options_.worker_argv);
+      std::lock_guard<std::mutex> lock(mu);
+      st = z.ok() ? Status::Ok() : z.status();
+      done = true;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    if (!st.ok()) return st;
   }
-  proto::RegisterNodeMsg reg;
-  reg.node = {id_.Binary(), inbox_.address(), true, options_.resources, options_.resources, options_.labels};
-  reg.reply_to = inbox_.address();
-  transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
+  inbox_.Post([this] { SendRegistration(true); });
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_for(lock, std::chrono::milliseconds(register_timeout_ms), [this] { return registered_; })) {
     return Status::Unavailable("the head at " + options_.head_address + " did not answer the node's registration");
@@ -62,9 +55,47 @@ Status NodeService::Start(int register_timeout_ms) {
   return Status::Ok();
 }
 
+Result<ZygoteClient*> NodeService::ZygoteFor(const std::vector<std::string>& requested) {
+  const std::vector<std::string>& argv = requested.empty() ? options_.worker_argv : requested;
+  if (argv.empty()) return Status::InvalidArgument("the request names no executable for its workers");
+  auto it = zygotes_.find(argv[0]);
+  if (it != zygotes_.end()) return it->second.get();
+  if (access(argv[0].c_str(), X_OK) != 0) {
+    return Status::NotFound("the driver's executable " + argv[0] + " is not on this node");
+  }
+  // Started from the inbox thread: a zygote dies with the thread that made it
+  // (PR_SET_PDEATHSIG), and this thread lives exactly as long as the node.
+  auto z = std::make_unique<ZygoteClient>();
+  std::map<std::string, std::string> env = options_.worker_env;
+  env["ORRERY_ROLE"] = "zygote";
+  Status st = z->Start(argv, env);
+  if (!st.ok()) return st;
+  ZygoteClient* raw = z.get();
+  inbox_.AddFd(raw->fd(), [this, raw] {
+    raw->OnReadable([this](uint64_t req, int pid) { OnSpawned(req, pid); },
+                    [this](int pid, const std::string& how) { OnExited(pid, how); });
+  });
+  zygotes_[argv[0]] = std::move(z);
+  return raw;
+}
+
+void NodeService::SendRegistration(bool alive) {
+  proto::RegisterNodeMsg reg;
+  reg.node = {id_.Binary(), inbox_.address(), alive, options_.resources, options_.resources, options_.labels};
+  reg.reply_to = inbox_.address();
+  transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
+}
+
 void NodeService::Stop() {
+  bool was_running = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    was_running = registered_;
+    registered_ = false;
+  }
+  if (was_running) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
-  zygote_.Stop();  // workers die with the zygote
+  for (auto& [exe, z] : zygotes_) z->Stop();  // workers die with their zygote
   for (auto& [id, w] : workers_)
     if (w.pid > 0) kill(w.pid, SIGKILL);
   workers_.clear();
@@ -129,7 +160,7 @@ void NodeService::Handle(transport::Envelope& env) {
   }
 }
 
-NodeService::Worker& NodeService::NewWorker(bool is_actor) {
+NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std::string>& argv) {
   std::string id = WorkerId::Random().Binary();
   Worker& w = workers_[id];
   w.id = id;
@@ -142,7 +173,8 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor) {
   env["ORRERY_NODE_ADDRESS"] = inbox_.address();
   env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
   env["ORRERY_NODE_ID"] = id_.Hex();
-  Status s = zygote_.Spawn(req, env);
+  auto zygote = ZygoteFor(argv);
+  Status s = zygote.ok() ? zygote.value()->Spawn(req, env) : zygote.status();
   if (!s.ok()) {
     LOG_ERROR("cannot start a worker: " + s.message());
     w.kill_requested = true;
@@ -152,7 +184,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor) {
 }
 
 void NodeService::OnStartActor(const proto::StartActorMsg& m) {
-  Worker& w = NewWorker(true);
+  Worker& w = NewWorker(true, m.spec.argv);
   w.actor = m;
   if (w.kill_requested) ActorDied(w, "ActorDiedError", w.kill_reason);
 }
@@ -166,7 +198,7 @@ void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
       return;
     }
   }
-  Worker& w = NewWorker(false);
+  Worker& w = NewWorker(false, r.argv);
   w.has_lease = true;
   w.lease = r;
   if (w.kill_requested) LeaseFailed(r, "Error", w.kill_reason);
@@ -332,6 +364,7 @@ void NodeService::OnExited(int pid, const std::string& how) {
 }
 
 void NodeService::Tick() {
+  SendRegistration(true);  // the heartbeat
   // Idle task workers beyond the kept pool go after a while.
   double now = Now();
   int idle = 0;

@@ -16,6 +16,7 @@
 #include "core/src/transport.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
+#include "orrery/status.h"
 
 namespace orrery::runtime {
 
@@ -25,10 +26,13 @@ struct NodeOptions {
   std::string advertise_host;
   Resources resources;
   Labels labels;
-  std::vector<std::string> worker_argv;          // the executable workers run (this one)
+  // The command line of the executable workers run when a request names none (the
+  // embedded node: the driver itself). Requests from drivers elsewhere name theirs.
+  std::vector<std::string> worker_argv;
   std::map<std::string, std::string> worker_env;  // passed to every worker
   int idle_workers_kept = 2;
   double idle_worker_timeout_s = 10;
+  double heartbeat_period_s = 1.0;
 };
 
 class NodeService {
@@ -68,8 +72,11 @@ class NodeService {
   void OnSpawned(uint64_t request, int pid);
   void OnExited(int pid, const std::string& how);
   void Tick();
+  void SendRegistration(bool alive);
 
-  Worker& NewWorker(bool is_actor);
+  Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv);
+  // The zygote for an executable, started on first use (on the inbox thread).
+  Result<ZygoteClient*> ZygoteFor(const std::vector<std::string>& argv);
   void Kill(Worker& w, const std::string& reason);
   void GrantTo(Worker& w);
   void LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind, const std::string& message);
@@ -80,7 +87,7 @@ class NodeService {
   NodeOptions options_;
   NodeId id_;
   transport::Inbox inbox_;
-  ZygoteClient zygote_;
+  std::map<std::string, std::unique_ptr<ZygoteClient>> zygotes_;  // by executable path
   std::map<std::string, Worker> workers_;
   std::map<int, std::string> by_pid_;
   std::map<uint64_t, std::string> by_spawn_;
@@ -89,8 +96,7 @@ class NodeService {
   std::mutex mu_;
   std::condition_variable cv_;
   bool registered_ = false;
-  Status zygote_status_;
-  bool zygote_started_ = false;
+
 };
 
 }  // namespace orrery::runtime

@@ -1,6 +1,9 @@
 #include "actors/src/runtime.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 
 #include "actors/src/errors_util.h"
 #include "core/src/log.h"
@@ -35,11 +38,28 @@ uint64_t RequestIdOf(const transport::Envelope& env) {
 }
 }  // namespace
 
+std::vector<std::string> SelfCommandLine() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) out.push_back(arg);
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  std::string path = n > 0 ? std::string(exe, size_t(n)) : std::string();
+  if (out.empty()) out.push_back(path);
+  if (!path.empty()) out[0] = path;
+  return out;
+}
+
 Runtime* Current() { return g_current.load(std::memory_order_acquire); }
 void SetCurrent(Runtime* r) { g_current.store(r, std::memory_order_release); }
 
 Runtime::Runtime(Config config, std::string head_address, JobId job, std::string where)
-    : config_(std::move(config)), head_address_(std::move(head_address)), job_(job), where_(std::move(where)) {}
+    : config_(std::move(config)),
+      head_address_(std::move(head_address)),
+      job_(job),
+      where_(std::move(where)),
+      argv_(SelfCommandLine()) {}
 
 Runtime::~Runtime() { Stop(); }
 
@@ -336,6 +356,7 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   o.placement_group = options.placement_group.IsNil() ? std::string() : options.placement_group.Binary();
   o.bundle_index = options.bundle_index;
   m.spec.infeasible_timeout_s = config_.infeasible_timeout_s;
+  m.spec.argv = argv_;
 
   auto a = ActorFor(id, false);
   {
@@ -563,6 +584,7 @@ void Runtime::PumpTasks(const std::string& key) {
     r.bundle_index = k.options.bundle_index;
     r.infeasible_timeout_s = config_.infeasible_timeout_s;
     r.job_id = job_.Binary();
+    r.argv = argv_;
     inbox_.SetTickPeriod(kLeaseTickMs);
     Lease& l = leases_[r.lease_id];
     l.id = r.lease_id;

@@ -129,6 +129,7 @@ class Runtime {
   std::string head_address_;
   JobId job_;
   std::string where_;
+  std::vector<std::string> argv_;  // what workers of this process's actors and tasks run
   transport::Inbox inbox_;
   ObjectStore store_;
   std::function<bool(transport::Envelope&)> extra_;
@@ -145,6 +146,9 @@ class Runtime {
   std::condition_variable rpc_cv_;
   std::map<uint64_t, std::shared_ptr<transport::Envelope>> rpc_replies_;  // null: waiting
 };
+
+// This process's command line, argv[0] replaced by the absolute path of its executable.
+std::vector<std::string> SelfCommandLine();
 
 // The runtime of this process, or null before Init / after Shutdown.
 Runtime* Current();

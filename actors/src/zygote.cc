@@ -140,7 +140,7 @@ Status ZygoteClient::Start(const std::vector<std::string>& argv, const std::map<
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, sv[1], kChildFd);
   pid_t pid;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, cargv.data(), cenv.data());
+  int rc = posix_spawn(&pid, argv.at(0).c_str(), &actions, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&actions);
   close(sv[1]);
   if (rc != 0) {

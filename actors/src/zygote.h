@@ -29,7 +29,7 @@ class ZygoteClient {
  public:
   ZygoteClient() = default;
   ~ZygoteClient();
-  // Starts the zygote (the current executable with `argv`).
+  // Starts the zygote: the executable argv[0] (an absolute path) with `argv`.
   Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
   // Asks for a worker with extra environment variables; the pid comes back via OnReadable.
   Status Spawn(uint64_t request_id, const std::map<std::string, std::string>& env);

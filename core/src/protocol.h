@@ -179,7 +179,8 @@ struct ActorSpecMsg {
   std::string owner;  // owner's inbox address
   ActorOptionsMsg options;
   double infeasible_timeout_s = 5;
-  MSGPACK_DEFINE(actor_id, job_id, factory, args, owner, options, infeasible_timeout_s);
+  std::vector<std::string> argv;  // the driver's command line; argv[0] is its executable
+  MSGPACK_DEFINE(actor_id, job_id, factory, args, owner, options, infeasible_timeout_s, argv);
 };
 
 struct CreateActorMsg {
@@ -234,8 +235,9 @@ struct LeaseRequestMsg {
   int bundle_index = -1;
   double infeasible_timeout_s = 5;
   std::string job_id;
+  std::vector<std::string> argv;  // the driver's command line; argv[0] is its executable
   MSGPACK_DEFINE(request_id, lease_id, reply_to, resources, label_selector, placement_group,
-                 bundle_index, infeasible_timeout_s, job_id);
+                 bundle_index, infeasible_timeout_s, job_id, argv);
 };
 
 struct LeaseReplyMsg {

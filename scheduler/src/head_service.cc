@@ -92,12 +92,23 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
   size_t i = 0;
   for (; i < nodes_.size(); ++i)
     if (nodes_[i].id == id) break;
+  if (!m.node.alive) {  // a clean exit: dead at once
+    if (i < nodes_.size() && nodes_[i].alive) MarkNodeDead(i, "the node left the cluster");
+    return;
+  }
+  if (i < nodes_.size() && nodes_[i].alive) {  // a heartbeat
+    node_last_seen_[i] = Now();
+    ReplyAck(m.reply_to, 0, true, "", "");
+    return;
+  }
   if (i == nodes_.size()) {
     nodes_.push_back({});
     node_addresses_.push_back({});
+    node_last_seen_.push_back(0);
   }
   nodes_[i] = NodeView{id, true, m.node.total, m.node.total, m.node.labels};
   node_addresses_[i] = m.node.address;
+  node_last_seen_[i] = Now();
   LOG_INFO("node " + id.Hex() + " registered at " + m.node.address + " with " + ToString(m.node.total));
   PersistNode(i);
   ReplyAck(m.reply_to, 0, true, "", "");
@@ -477,9 +488,42 @@ void HeadService::ScheduleAll() {
   }
 }
 
+void HeadService::MarkNodeDead(size_t i, const std::string& cause) {
+  NodeView& n = nodes_[i];
+  n.alive = false;
+  LOG_WARN("node " + n.id.Hex() + " is dead: " + cause);
+  for (auto& [id, a] : actors_) {
+    if (a.node == int(i) && a.state != proto::ActorState::kDead) {
+      ActorDied(a, "ActorDiedError", "its node " + n.id.Hex() + " died: " + cause, true);
+    }
+  }
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.node != int(i)) {
+      ++it;
+      continue;
+    }
+    proto::LeaseReplyMsg r;
+    r.lease_id = it->first;
+    r.ok = false;
+    r.error_kind = "WorkerDied";
+    r.message = "its node " + n.id.Hex() + " died: " + cause;
+    transport::Send(it->second.request.reply_to, MsgType::kLeaseReply, r);
+    it = leases_.erase(it);
+  }
+  n.available.clear();
+  PersistNode(i);
+  ScheduleAll();
+}
+
 void HeadService::Tick() {
   ScheduleAll();
   double now = Now();
+  double limit = options_.health_check_period_s * options_.health_check_failure_threshold;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].alive && now - node_last_seen_[i] > limit) {
+      MarkNodeDead(i, "no heartbeat for " + std::to_string(int(now - node_last_seen_[i])) + " s");
+    }
+  }
   for (auto& [id, pg] : pgs_) {
     for (auto w = pg.waiters.begin(); w != pg.waiters.end();) {
       if (w->deadline >= 0 && now >= w->deadline) {

@@ -23,6 +23,9 @@ struct HeadOptions {
   std::string advertise_host;
   std::shared_ptr<StateStore> store;
   long long max_message_bytes = 512ll << 20;
+  // A node that has not been heard from for period x threshold is dead.
+  double health_check_period_s = 1.0;
+  int health_check_failure_threshold = 5;
 };
 
 class HeadService {
@@ -87,6 +90,7 @@ class HeadService {
   void OnWorkerEvent(const transport::Envelope& env);
   void OnPing(const transport::Envelope& env);
   void Tick();
+  void MarkNodeDead(size_t i, const std::string& cause);
 
   // Tries to place every pending demand, in arrival order.
   void ScheduleAll();
@@ -114,6 +118,7 @@ class HeadService {
   transport::Inbox inbox_;
   std::vector<NodeView> nodes_;
   std::vector<std::string> node_addresses_;
+  std::vector<double> node_last_seen_;
   std::map<std::string, ActorRec> actors_;                       // by binary id
   std::map<std::pair<std::string, std::string>, std::string> named_;  // (ns, name) -> id
   std::map<std::string, LeaseRec> leases_;

@@ -1,0 +1,89 @@
+#include "cli/src/daemons.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "actors/src/node_service.h"
+#include "core/src/log.h"
+#include "core/src/redis_store.h"
+#include "scheduler/src/head_service.h"
+
+namespace orrery::cli {
+
+namespace {
+// Blocks SIGTERM/SIGINT in every thread (call before any thread starts), then waits for one.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+}  // namespace
+
+int RunHead(const HeadFlags& flags) {
+  sigset_t set = BlockStopSignals();
+  log::SetLevel("info");
+  log::SetProcessTag("head");
+  scheduler::HeadOptions ho;
+  ho.bind_host = flags.bind;
+  ho.port = flags.port;
+  ho.health_check_period_s = flags.health_period_s;
+  ho.health_check_failure_threshold = flags.health_threshold;
+  if (!flags.redis_address.empty()) {
+    auto store = RedisStateStore::Connect(flags.redis_address, "default");
+    if (!store.ok()) {
+      std::fprintf(stderr, "orrery head: %s\n", store.status().message().c_str());
+      return 1;
+    }
+    ho.store = store.value();
+  }
+  scheduler::HeadService head(ho);
+  Status s = head.Start();
+  if (!s.ok()) {
+    std::fprintf(stderr, "orrery head: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("head listening on %s\n", head.address().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  head.Stop();
+  return 0;
+}
+
+int RunNode(const NodeFlags& flags) {
+  sigset_t set = BlockStopSignals();
+  log::SetLevel("info");
+  log::SetProcessTag("node");
+  runtime::NodeOptions no;
+  no.head_address = flags.address.find("://") == std::string::npos ? "tcp://" + flags.address : flags.address;
+  no.bind_host = flags.bind;
+  no.heartbeat_period_s = flags.heartbeat_s;
+  int cpus = flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
+  no.resources["CPU"] = cpus;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  double memory = flags.memory >= 0 ? flags.memory : double(pages) * double(page);
+  if (memory > 0) no.resources["memory"] = memory;
+  for (const auto& [k, v] : flags.resources) no.resources[k] = v;
+  no.labels = flags.labels;
+  no.worker_env["ORRERY_ADDRESS"] = flags.address;
+  runtime::NodeService node(no);
+  Status s = node.Start();
+  if (!s.ok()) {
+    std::fprintf(stderr, "orrery node: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("node %s up at %s\n", node.id().Hex().c_str(), node.address().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  node.Stop();
+  return 0;
+}
+
+}  // namespace orrery::cli

@@ -1,0 +1,132 @@
+#include "cli/src/inspect.h"
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/src/redis_store.h"
+#include "orrery/orrery.h"
+#include "orrery/resources.h"
+
+namespace orrery::cli {
+
+namespace {
+
+std::string Used(const Resources& total, const Resources& available) {
+  std::string out;
+  for (const auto& [name, t] : total) {
+    auto it = available.find(name);
+    double used = t - (it == available.end() ? 0 : it->second);
+    char buf[128];
+    if (name == "memory") {
+      std::snprintf(buf, sizeof(buf), "%s %.1f/%.1f GiB", name.c_str(), used / (1 << 30), t / (1 << 30));
+    } else {
+      std::snprintf(buf, sizeof(buf), "%s %g/%g", name.c_str(), used, t);
+    }
+    out += (out.empty() ? "" : ", ") + std::string(buf);
+  }
+  return out;
+}
+
+nlohmann::json NodesJson() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& n : Nodes()) {
+    out.push_back({{"node_id", n.node_id.Hex()}, {"address", n.address}, {"alive", n.alive},
+                   {"total", n.total}, {"available", n.available}, {"labels", n.labels}});
+  }
+  return out;
+}
+
+nlohmann::json Table(const std::string& redis, const std::string& table) {
+  nlohmann::json out = nlohmann::json::array();
+  if (redis.empty()) return out;
+  auto store = RedisStateStore::Connect(redis, "default");
+  if (!store.ok()) throw ConnectionError("Redis at " + redis + ": " + store.status().message());
+  for (const auto& [id, value] : store.value()->GetAll(table)) {
+    try {
+      out.push_back(nlohmann::json::parse(value));
+    } catch (const std::exception&) {
+      out.push_back({{"id", id}, {"error", "unparsable record"}});
+    }
+  }
+  return out;
+}
+
+bool Connect(const InspectFlags& flags) {
+  if (flags.address.empty()) {
+    std::cerr << "orrery: no cluster found on this host; pass --address HOST:PORT (or start one with "
+                 "`orrery start --head`)\n";
+    return false;
+  }
+  Config c;
+  c.address = flags.address;
+  c.log_level = "error";
+  Init(c);
+  return true;
+}
+
+}  // namespace
+
+int Status(const InspectFlags& flags) {
+  if (!Connect(flags)) return 1;
+  nlohmann::json nodes = NodesJson();
+  nlohmann::json actors = Table(flags.redis_address, "actors");
+  nlohmann::json pgs = Table(flags.redis_address, "placement_groups");
+  if (flags.json) {
+    std::cout << nlohmann::json{{"nodes", nodes}, {"actors", actors}, {"placement_groups", pgs}}.dump(2) << "\n";
+    Shutdown();
+    return 0;
+  }
+  std::cout << "Cluster at " << flags.address << "\n\nNodes\n";
+  for (const auto& n : nodes) {
+    std::cout << "  " << n["node_id"].get<std::string>().substr(0, 12) << "  " << (n["alive"].get<bool>() ? "ALIVE" : "DEAD ")
+              << "  " << n["address"].get<std::string>() << "  "
+              << Used(n["total"].get<Resources>(), n["available"].get<Resources>()) << "\n";
+  }
+  std::map<std::string, int> by_state;
+  for (const auto& a : actors) by_state[a.value("state", "?")]++;
+  std::cout << "\nActors\n";
+  if (by_state.empty()) std::cout << "  (none)\n";
+  for (const auto& [state, n] : by_state) std::cout << "  " << state << ": " << n << "\n";
+  std::cout << "\nPlacement groups\n";
+  if (pgs.empty()) std::cout << "  (none)\n";
+  for (const auto& p : pgs) {
+    std::cout << "  " << p.value("name", "") << " " << p.value("state", "") << " " << p.value("strategy", "");
+    if (!p.value("reason", "").empty()) std::cout << "  (" << p.value("reason", "") << ")";
+    std::cout << "\n";
+  }
+  Shutdown();
+  return 0;
+}
+
+int List(const std::string& what, const InspectFlags& flags) {
+  static const std::map<std::string, std::string> kTables = {
+      {"actors", "actors"}, {"placement-groups", "placement_groups"}, {"jobs", "jobs"}, {"runs", "train_runs"}};
+  if (what != "nodes" && !kTables.count(what)) {
+    std::cerr << "orrery list: unknown table '" << what << "' (nodes, actors, placement-groups, jobs, runs)\n";
+    return 2;
+  }
+  if (!Connect(flags)) return 1;
+  nlohmann::json rows = what == "nodes" ? NodesJson() : Table(flags.redis_address, kTables.at(what));
+  if (flags.json) {
+    std::cout << rows.dump(2) << "\n";
+  } else {
+    for (const auto& r : rows) {
+      if (what == "nodes") {
+        std::cout << r["node_id"].get<std::string>() << "  " << (r["alive"].get<bool>() ? "ALIVE" : "DEAD") << "  "
+                  << r["address"].get<std::string>() << "  " << Used(r["total"].get<Resources>(), r["available"].get<Resources>())
+                  << "\n";
+      } else if (what == "actors") {
+        std::cout << r.value("actor_id", "") << "  " << r.value("state", "") << "  " << r.value("class", "") << "  "
+                  << r.value("name", "") << "  " << r.value("death_cause", "") << "\n";
+      } else {
+        std::cout << r.dump() << "\n";
+      }
+    }
+    if (rows.empty()) std::cout << "(none)\n";
+  }
+  Shutdown();
+  return 0;
+}
+
+}  // namespace orrery::cli

@@ -1,0 +1,259 @@
+// The `orrery` command (DESIGN.md section 8). Parses flags and wires components; the work
+// is in session.cc (launching daemons), daemons.cc and inspect.cc.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/src/daemons.h"
+#include "cli/src/inspect.h"
+#include "cli/src/session.h"
+#include "core/src/redis_store.h"
+#include "orrery/errors.h"
+#include "orrery/orrery.h"
+#include "orrery/resources.h"
+
+namespace oc = orrery::cli;
+
+namespace {
+
+struct ResourceFlags {
+  int num_cpus = -1;
+  double memory = -1;
+  std::string resources_json;
+  std::string labels;
+  void Add(CLI::App* app) {
+    app->add_option("--num-cpus", num_cpus, "CPUs this node offers (default: all cores)")->check(CLI::NonNegativeNumber);
+    app->add_option("--memory", memory, "memory this node offers, in bytes")->check(CLI::NonNegativeNumber);
+    app->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"GPU\": 2}'");
+    app->add_option("--labels", labels, "node labels: k=v,k2=v2");
+  }
+  // Throws orrery::ConfigError on malformed values.
+  orrery::Config Parsed() const {
+    std::vector<std::string> args{"orrery"};
+    if (!resources_json.empty()) args.push_back("--orrery-resources=" + resources_json);
+    if (!labels.empty()) args.push_back("--orrery-labels=" + labels);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int argc = int(args.size());
+    orrery::Config c = orrery::ApplyFlags(orrery::Config{}, &argc, argv.data());
+    orrery::Status s = orrery::ValidateResources(c.resources);
+    if (!s.ok()) throw orrery::ConfigError("--resources: " + s.message());
+    return c;
+  }
+  void AppendTo(std::vector<std::string>& argv) const {
+    if (num_cpus >= 0) argv.insert(argv.end(), {"--num-cpus", std::to_string(num_cpus)});
+    if (memory >= 0) argv.insert(argv.end(), {"--memory", std::to_string((long long)memory)});
+    if (!resources_json.empty()) argv.insert(argv.end(), {"--resources", resources_json});
+    if (!labels.empty()) argv.insert(argv.end(), {"--labels", labels});
+  }
+};
+
+// Waits (with a deadline) until `log` contains `needle`, or the process dies.
+bool WaitForLog(const std::string& log, const std::string& needle, int pid, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(log);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (content.find(needle) != std::string::npos) return true;
+    if (!oc::Alive(pid)) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a file with a deadline
+  }
+  return false;
+}
+
+void StopPids(const std::vector<int>& pids) {
+  for (auto it = pids.rbegin(); it != pids.rend(); ++it)
+    if (oc::Alive(*it)) kill(*it, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (int pid : pids) {
+    while (oc::Alive(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // waiting for exit with a deadline
+    }
+    if (oc::Alive(pid)) kill(pid, SIGKILL);
+  }
+}
+
+int Fail(const std::string& message, oc::Session* session = nullptr) {
+  std::cerr << "orrery start: " << message << "\n";
+  if (session) StopPids(session->pids);
+  return 1;
+}
+
+int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf, const std::string& bind) {
+  std::string log = s.dir + "/logs/node.log";
+  std::vector<std::string> argv{oc::SelfExe(), "node", "--address", head, "--bind", bind};
+  rf.AppendTo(argv);
+  auto pid = oc::SpawnDaemon(argv, log);
+  if (!pid.ok()) return Fail(pid.status().message(), &s);
+  s.pids.push_back(pid.value());
+  s.Save();
+  if (!WaitForLog(log, " up at ", pid.value(), 15000)) return Fail("the node did not start; see " + log, &s);
+  return 0;
+}
+
+int Block(oc::Session& s) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  timespec tick{0, 200 * 1000 * 1000};
+  while (true) {
+    if (sigtimedwait(&set, nullptr, &tick) > 0) break;
+    bool all = true;
+    for (int pid : s.pids) all = all && oc::Alive(pid);
+    if (!all) {
+      std::cerr << "orrery: a process of this session exited; stopping the rest\n";
+      break;
+    }
+  }
+  StopPids(s.pids);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  orrery::RunWorkerIfRequested(argc, argv);
+  CLI::App app{"orrery: start, inspect and stop Orrery clusters"};
+  app.require_subcommand(1);
+
+  // orrery start
+  auto* start = app.add_subcommand("start", "start a head (--head) or a node joining one (--address)");
+  bool head_mode = false, block = false;
+  int port = 6380;
+  std::string redis_address, join_address, bind = "127.0.0.1";
+  ResourceFlags rf;
+  start->add_flag("--head", head_mode, "start Redis (unless --redis-address), a head and a node here");
+  start->add_option("--port", port, "the head's port (0: any free port)")->check(CLI::Range(0, 65535));
+  start->add_option("--redis-address", redis_address, "use this Redis (host:port) instead of starting one");
+  start->add_option("--address", join_address, "join the head at host:port");
+  start->add_option("--bind", bind, "address to bind and advertise (default 127.0.0.1)");
+  start->add_flag("--block", block, "stay in the foreground; Ctrl-C stops what was started");
+  rf.Add(start);
+
+  // orrery stop / status / list
+  auto* stop = app.add_subcommand("stop", "stop what `orrery start` started on this host");
+  oc::InspectFlags inspect;
+  auto* status = app.add_subcommand("status", "nodes with used/total resources, actors, placement groups");
+  auto* list = app.add_subcommand("list", "list nodes|actors|placement-groups|jobs|runs");
+  std::string what;
+  list->add_option("what", what, "nodes, actors, placement-groups, jobs or runs")->required();
+  for (auto* sub : {status, list}) {
+    sub->add_option("--address", inspect.address, "the head (host:port); default: this host's latest session");
+    sub->add_option("--redis-address", inspect.redis_address, "the cluster's Redis (host:port)");
+    sub->add_flag("--json", inspect.json, "print JSON");
+  }
+
+  // Daemons (started by `orrery start`).
+  oc::HeadFlags hf;
+  auto* head = app.add_subcommand("head", "run a head daemon in the foreground");
+  head->add_option("--port", hf.port)->check(CLI::Range(0, 65535));
+  head->add_option("--bind", hf.bind);
+  head->add_option("--redis-address", hf.redis_address);
+  head->add_option("--health-check-period-s", hf.health_period_s)->check(CLI::PositiveNumber);
+  head->add_option("--health-check-failure-threshold", hf.health_threshold)->check(CLI::PositiveNumber);
+  oc::NodeFlags nf;
+  ResourceFlags nrf;
+  auto* node = app.add_subcommand("node", "run a node daemon in the foreground");
+  node->add_option("--address", nf.address, "the head (host:port)")->required();
+  node->add_option("--bind", nf.bind);
+  node->add_option("--heartbeat-s", nf.heartbeat_s)->check(CLI::PositiveNumber);
+  nrf.Add(node);
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*head) return oc::RunHead(hf);
+    if (*node) {
+      orrery::Config c = nrf.Parsed();
+      nf.num_cpus = nrf.num_cpus;
+      nf.memory = nrf.memory;
+      nf.resources = c.resources;
+      nf.labels = c.labels;
+      return oc::RunNode(nf);
+    }
+    if (*start) {
+      rf.Parsed();  // validate before starting anything
+      if (head_mode == !join_address.empty()) {
+        std::cerr << "orrery start: give exactly one of --head and --address HOST:PORT\n";
+        return 2;
+      }
+      oc::Session s = oc::NewSession();
+      std::string head_address;
+      if (head_mode) {
+        if (redis_address.empty()) {
+          int rport = oc::FreePort();
+          std::string log = s.dir + "/logs/redis.log";
+          auto pid = oc::SpawnDaemon({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", s.dir,
+                                      "--appendonly", "yes", "--daemonize", "no"},
+                                     log);
+          if (!pid.ok()) return Fail(pid.status().message() + " (is redis-server installed?)", &s);
+          s.pids.push_back(pid.value());
+          redis_address = "127.0.0.1:" + std::to_string(rport);
+          if (!WaitForLog(log, "Ready to accept connections", pid.value(), 15000)) {
+            return Fail("Redis did not start; see " + log, &s);
+          }
+        } else if (!orrery::RedisStateStore::Connect(redis_address, "default").ok()) {
+          return Fail("cannot reach Redis at " + redis_address, &s);
+        }
+        if (port == 0) port = oc::FreePort();
+        std::string log = s.dir + "/logs/head.log";
+        auto pid = oc::SpawnDaemon({oc::SelfExe(), "head", "--port", std::to_string(port), "--bind", bind,
+                                    "--redis-address", redis_address},
+                                   log);
+        if (!pid.ok()) return Fail(pid.status().message(), &s);
+        s.pids.push_back(pid.value());
+        s.Save();
+        if (!WaitForLog(log, "head listening on", pid.value(), 15000)) return Fail("the head did not start; see " + log, &s);
+        head_address = (bind == "0.0.0.0" ? "127.0.0.1" : bind) + ":" + std::to_string(port);
+        s.values["redis_address"] = redis_address;
+      } else {
+        head_address = join_address;
+      }
+      s.values["head_address"] = head_address;
+      s.Save();
+      if (int rc = StartNode(s, head_address, rf, bind)) return rc;
+      if (head_mode) {
+        std::cout << "Orrery head started at " << head_address << " (Redis at " << redis_address << ").\n"
+                  << "  Join another node:   orrery start --address " << head_address << "\n"
+                  << "  Connect a driver:    ORRERY_ADDRESS=" << head_address << " ./your_program\n"
+                  << "  Status:              orrery status\n"
+                  << "  Stop:                orrery stop\n";
+      } else {
+        std::cout << "Orrery node joined the head at " << head_address << ".\n";
+      }
+      std::cout << "  Logs: " << s.dir << "/logs\n";
+      if (block) return Block(s);
+      return 0;
+    }
+    if (*stop) {
+      auto sessions = oc::LiveSessions();
+      for (auto& s : sessions) {
+        StopPids(s.pids);
+        std::cout << "stopped " << s.pids.size() << " process(es) of " << s.dir << "\n";
+      }
+      if (sessions.empty()) std::cout << "nothing to stop\n";
+      return 0;
+    }
+    if (*status || *list) {
+      auto latest = oc::LatestSession();
+      const char* env = std::getenv("ORRERY_ADDRESS");
+      if (inspect.address.empty() && env && *env) inspect.address = env;
+      if (inspect.address.empty() && latest.ok()) inspect.address = latest->values["head_address"];
+      if (inspect.redis_address.empty() && latest.ok()) inspect.redis_address = latest->values["redis_address"];
+      return *status ? oc::Status(inspect) : oc::List(what, inspect);
+    }
+  } catch (const orrery::Error& e) {
+    std::cerr << "orrery: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,122 @@
+#include "cli/src/session.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace orrery::cli {
+
+namespace fs = std::filesystem;
+
+std::string SessionRoot() {
+  const char* t = std::getenv("ORRERY_TMPDIR");
+  return t && *t ? t : "/tmp/orrery";
+}
+
+void Session::Save() const {
+  nlohmann::json j{{"values", values}, {"pids", pids}};
+  std::ofstream(dir + "/session.json") << j.dump(2) << "\n";
+}
+
+static Result<Session> Load(const std::string& dir) {
+  std::ifstream in(dir + "/session.json");
+  if (!in) return Status::NotFound("no session in " + dir);
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    Session s;
+    s.dir = dir;
+    s.values = j.at("values").get<std::map<std::string, std::string>>();
+    s.pids = j.at("pids").get<std::vector<int>>();
+    return s;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument("bad session file in " + dir + ": " + e.what());
+  }
+}
+
+Session NewSession() {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  Session s;
+  s.dir = SessionRoot() + "/session_" + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) +
+          "_" + std::to_string(getpid());
+  fs::create_directories(s.dir + "/logs");
+  std::error_code ec;
+  fs::remove(SessionRoot() + "/session_latest", ec);
+  fs::create_symlink(s.dir, SessionRoot() + "/session_latest", ec);
+  return s;
+}
+
+bool Alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
+
+std::vector<Session> LiveSessions() {
+  std::vector<Session> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(SessionRoot(), ec)) {
+    if (!entry.is_directory() || entry.is_symlink()) continue;
+    auto s = Load(entry.path().string());
+    if (!s.ok()) continue;
+    for (int pid : s->pids) {
+      if (Alive(pid)) {
+        out.push_back(s.value());
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+Result<Session> LatestSession() { return Load(SessionRoot() + "/session_latest"); }
+
+Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Status::Unavailable("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return int(pid);
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : "orrery";
+}
+
+}  // namespace orrery::cli

@@ -1,0 +1,36 @@
+// Sessions of the `orrery` command: what `orrery start` launched on this host (pids, the
+// head and Redis addresses, log files), kept in a directory so `orrery stop` and
+// `orrery status` find them. Default root: /tmp/orrery (env ORRERY_TMPDIR).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "orrery/status.h"
+
+namespace orrery::cli {
+
+struct Session {
+  std::string dir;
+  std::map<std::string, std::string> values;  // head_address, redis_address, ...
+  std::vector<int> pids;                      // processes started here, in start order
+
+  void Save() const;
+};
+
+std::string SessionRoot();
+Session NewSession();
+// Every session directory on this host that still has live processes.
+std::vector<Session> LiveSessions();
+Result<Session> LatestSession();
+
+// Starts `argv` detached (own session, output to `log`), returns its pid.
+Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log);
+bool Alive(int pid);
+// A free TCP port on 127.0.0.1.
+int FreePort();
+// The absolute path of this executable.
+std::string SelfExe();
+
+}  // namespace orrery::cli
