@@ -1,0 +1,140 @@
+#include "metrics.h"
+
+#include <orrery/orrery.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace orrery::bench {
+
+// What Ray's benchmarks call and return: small_value() -> b"ok".
+std::string SmallValue() { return "ok"; }
+
+class BenchActor {
+ public:
+  static BenchActor* Create() { return new BenchActor(); }
+  std::string SmallValue() { return "ok"; }
+};
+
+}  // namespace orrery::bench
+
+ORRERY_REMOTE(orrery::bench::SmallValue, orrery::bench::BenchActor::Create,
+              &orrery::bench::BenchActor::SmallValue);
+
+namespace orrery::bench {
+namespace {
+
+ActorHandle<BenchActor> NewActor(int max_concurrency = 1) {
+  return Actor(BenchActor::Create)
+      .SetResources({{kActorResource, 1}})
+      .SetMaxConcurrency(max_concurrency)
+      .Remote();
+}
+
+void Expect(const std::shared_ptr<std::string>& v) {
+  if (!v || *v != "ok") throw std::runtime_error("unexpected result: " + (v ? *v : std::string("null")));
+}
+
+template <typename T>
+void GetAll(const std::vector<ObjectRef<T>>& refs, int timeout_ms) {
+  for (const auto& r : refs) Expect(Get(r, timeout_ms));
+}
+
+// ray.get(a.small_value.remote())
+Rate ActorCallsSync(const MetricOptions& o) {
+  auto a = NewActor();
+  Rate r = TimeIt([&] { Expect(Get(a.Task(&BenchActor::SmallValue).Remote(), o.timeout_ms)); }, 1, o.timing);
+  a.Kill();
+  return r;
+}
+
+// ray.get([a.small_value.remote() for _ in range(1000)])
+Rate ActorCallsBatch(const MetricOptions& o, int max_concurrency) {
+  auto a = NewActor(max_concurrency);
+  auto step = [&] {
+    std::vector<ObjectRef<std::string>> refs;
+    refs.reserve(o.batch);
+    for (int i = 0; i < o.batch; ++i) refs.push_back(a.Task(&BenchActor::SmallValue).Remote());
+    GetAll(refs, o.timeout_ms);
+  };
+  Rate r = TimeIt(step, o.batch, o.timing);
+  a.Kill();
+  return r;
+}
+
+Rate ActorCallsAsync(const MetricOptions& o) { return ActorCallsBatch(o, 1); }
+Rate ActorCallsConcurrent(const MetricOptions& o) { return ActorCallsBatch(o, o.concurrency); }
+
+// ray.get(small_value.remote())
+Rate TasksSync(const MetricOptions& o) {
+  return TimeIt([&] { Expect(Get(Task(SmallValue).Remote(), o.timeout_ms)); }, 1, o.timing);
+}
+
+// ray.get([small_value.remote() for _ in range(1000)])
+Rate TasksAsync(const MetricOptions& o) {
+  auto step = [&] {
+    std::vector<ObjectRef<std::string>> refs;
+    refs.reserve(o.batch);
+    for (int i = 0; i < o.batch; ++i) refs.push_back(Task(SmallValue).Remote());
+    GetAll(refs, o.timeout_ms);
+  };
+  return TimeIt(step, o.batch, o.timing);
+}
+
+// ray.put(0)
+Rate PutCalls(const MetricOptions& o) {
+  return TimeIt([] { (void)Put(0); }, 1, o.timing);
+}
+
+// value = ray.put(0); ray.get(value)
+Rate GetCalls(const MetricOptions& o) {
+  ObjectRef<int> value = Put(0);
+  return TimeIt(
+      [&] {
+        if (*Get(value, o.timeout_ms) != 0) throw std::runtime_error("Get(Put(0)) != 0");
+      },
+      1, o.timing);
+}
+
+// Create N actors (one worker process each), call a method on each and wait for every
+// reply, then kill them. Counts actors per second, from the first creation request to the
+// last reply.
+Rate ActorCreation(const MetricOptions& o) {
+  auto step = [&] {
+    std::vector<ActorHandle<BenchActor>> actors;
+    actors.reserve(o.actors);
+    for (int i = 0; i < o.actors; ++i) actors.push_back(NewActor());
+    std::vector<ObjectRef<std::string>> refs;
+    refs.reserve(o.actors);
+    for (auto& a : actors) refs.push_back(a.Task(&BenchActor::SmallValue).Remote());
+    GetAll(refs, o.timeout_ms);
+    for (auto& a : actors) a.Kill();
+  };
+  return TimeIt(step, o.actors, o.timing);
+}
+
+}  // namespace
+
+const std::vector<Metric>& Metrics() {
+  static const std::vector<Metric> metrics = {
+      {"1_1_actor_calls_sync", "one actor; call a method and wait for its reply, one at a time",
+       ActorCallsSync},
+      {"1_1_actor_calls_async", "one actor; submit a batch of calls, then wait for all replies",
+       ActorCallsAsync},
+      {"1_1_actor_calls_concurrent",
+       "one actor with max concurrency 16; submit a batch of calls, then wait for all replies",
+       ActorCallsConcurrent},
+      {"single_client_tasks_sync", "submit one task and wait for its result, one at a time",
+       TasksSync},
+      {"single_client_tasks_async", "submit a batch of tasks, then wait for all results", TasksAsync},
+      {"single_client_put_calls", "Put(0) into the driver's object store", PutCalls},
+      {"single_client_get_calls", "Get() of one ready object put by the driver", GetCalls},
+      {"actor_creation",
+       "create N actors (a process each), call a method on each, wait for all replies, kill them",
+       ActorCreation},
+  };
+  return metrics;
+}
+
+}  // namespace orrery::bench

@@ -1,0 +1,216 @@
+// orrery_microbench: Ray's microbenchmarks for Orrery, each compared with the raw ZeroMQ
+// round-trip limit measured in the same run. See bench/README.md and docs/benchmarks.md.
+//
+//   orrery_microbench [--duration-s 5] [--warmup-s 1] [--rounds 4] [--batch 1000]
+//                     [--actors 10] [--only NAME[,NAME...]] [--json] [--list]
+//
+// Prints one line per metric: operations per second (mean +- standard deviation over the
+// rounds, as Ray's timeit) and the ratio to zmq_roundtrip_limit. With --json the lines go to
+// stderr and stdout gets one JSON document. Exits 1 when a metric failed.
+#include <orrery/orrery.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "metrics.h"
+#include "zmq_limit.h"
+
+namespace {
+
+using orrery::bench::Rate;
+
+constexpr const char* kLimitName = "zmq_roundtrip_limit";
+
+struct Outcome {
+  std::string name;
+  bool ok = false;
+  Rate rate;
+  std::string error;
+};
+
+std::vector<std::string> SplitCsv(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    std::stringstream ss(item);
+    std::string part;
+    while (std::getline(ss, part, ',')) {
+      if (!part.empty()) out.push_back(part);
+    }
+  }
+  return out;
+}
+
+std::string MachineLine() {
+  struct utsname u {};
+  uname(&u);
+  std::ostringstream os;
+  os << u.sysname << " " << u.release << " " << u.machine << ", "
+     << std::thread::hardware_concurrency() << " cores";
+  return os.str();
+}
+
+void PrintLine(std::ostream& os, const Outcome& o, double limit) {
+  char buf[256];
+  if (!o.ok) {
+    std::snprintf(buf, sizeof(buf), "%-28s FAILED: %s\n", o.name.c_str(), o.error.c_str());
+  } else if (o.name == kLimitName) {
+    std::snprintf(buf, sizeof(buf), "%-28s %12.1f ops/s +- %9.1f   (the limit)\n", o.name.c_str(),
+                  o.rate.mean, o.rate.sd);
+  } else if (limit > 0) {
+    std::snprintf(buf, sizeof(buf), "%-28s %12.1f ops/s +- %9.1f   ratio %.3f\n", o.name.c_str(),
+                  o.rate.mean, o.rate.sd, o.rate.mean / limit);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%-28s %12.1f ops/s +- %9.1f   ratio n/a\n", o.name.c_str(),
+                  o.rate.mean, o.rate.sd);
+  }
+  os << buf << std::flush;
+}
+
+template <typename F>
+Outcome Measure(const std::string& name, F&& run) {
+  Outcome o;
+  o.name = name;
+  try {
+    o.rate = run();
+    o.ok = o.rate.mean > 0;
+    if (!o.ok) o.error = "no operation completed";
+  } catch (const orrery::Error& e) {
+    o.error = std::string(e.kind()) + ": " + e.what();
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The echo server of the ZeroMQ limit is this executable re-run; it never starts Orrery.
+  if (argc >= 2 && std::string(argv[1]) == orrery::bench::kEchoServerFlag) {
+    return orrery::bench::RunZmqEchoServer(argc >= 3 ? std::atoi(argv[2]) : 0);
+  }
+  // Orrery's workers are this executable re-run too: in a worker this serves and exits.
+  orrery::RunWorkerIfRequested(argc, argv);
+
+  orrery::bench::MetricOptions opt;
+  std::vector<std::string> only_args;
+  bool json = false;
+  bool list = false;
+  CLI::App app{"Orrery microbenchmarks (Ray's metric names), each with its ratio to the raw "
+               "ZeroMQ round-trip rate between two processes measured in the same run."};
+  app.add_option("--duration-s", opt.timing.duration_s, "measured seconds per metric")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--warmup-s", opt.timing.warmup_s, "warm-up seconds per metric")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--rounds", opt.timing.rounds, "rounds the measured time is split into")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch", opt.batch, "calls per batch in the async and concurrent metrics")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--actors", opt.actors, "actors created per step of actor_creation")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--only", only_args, "run only these metrics (comma-separated or repeated)");
+  app.add_flag("--json", json, "write the results to stdout as JSON (the table goes to stderr)");
+  app.add_flag("--list", list, "list the metrics and exit");
+  app.allow_extras();  // --orrery-* flags are Orrery's (orrery::Init consumes them)
+  try {
+    app.parse(argc, argv);
+    // Left over: --orrery-key=value, or --orrery-key followed by its value.
+    std::vector<std::string> extras = app.remaining();
+    for (size_t i = 0; i < extras.size(); ++i) {
+      if (extras[i].rfind("--orrery-", 0) != 0) throw CLI::ExtrasError({extras[i]});
+      if (extras[i].find('=') == std::string::npos && i + 1 < extras.size() &&
+          extras[i + 1].rfind("--", 0) != 0) {
+        ++i;
+      }
+    }
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  std::vector<std::string> all = {kLimitName};
+  for (const auto& m : orrery::bench::Metrics()) all.push_back(m.name);
+  if (list) {
+    for (const auto& m : orrery::bench::Metrics()) std::cout << m.name << "\t" << m.definition << "\n";
+    std::cout << kLimitName << "\tsynchronous ZeroMQ DEALER->ROUTER round trips between two processes over loopback TCP\n";
+    return 0;
+  }
+  std::set<std::string> only;
+  for (const auto& name : SplitCsv(only_args)) {
+    if (std::find(all.begin(), all.end(), name) == all.end()) {
+      std::cerr << "unknown metric '" << name << "'; known: ";
+      for (const auto& n : all) std::cerr << n << " ";
+      std::cerr << "\n";
+      return 2;
+    }
+    only.insert(name);
+  }
+  auto wanted = [&](const std::string& name) { return only.empty() || only.count(name) > 0; };
+  std::ostream& table = json ? std::cerr : std::cout;
+
+  table << "orrery_microbench: " << MachineLine() << "; " << opt.timing.duration_s << " s measured in "
+        << opt.timing.rounds << " rounds after " << opt.timing.warmup_s << " s warm-up per metric\n";
+
+  std::vector<Outcome> outcomes;
+  // The limit is measured always (every ratio needs it), first, before Orrery starts.
+  Outcome limit = Measure(kLimitName, [&] { return orrery::bench::MeasureZmqRoundTrip(opt.timing); });
+  PrintLine(table, limit, 0);
+  if (wanted(kLimitName)) outcomes.push_back(limit);
+  const double limit_rate = limit.ok ? limit.rate.mean : 0;
+
+  bool any_orrery = false;
+  for (const auto& m : orrery::bench::Metrics()) any_orrery = any_orrery || wanted(m.name);
+  if (any_orrery) {
+    orrery::Config config;
+    config.resources[orrery::bench::kActorResource] = orrery::bench::kActorResourceCapacity;
+    try {
+      orrery::Init(config, argc, argv);
+    } catch (const orrery::Error& e) {
+      std::cerr << "orrery::Init failed: " << e.kind() << ": " << e.what() << "\n";
+      return 1;
+    }
+    for (const auto& m : orrery::bench::Metrics()) {
+      if (!wanted(m.name)) continue;
+      Outcome o = Measure(m.name, [&] { return m.run(opt); });
+      PrintLine(table, o, limit_rate);
+      outcomes.push_back(o);
+    }
+    orrery::Shutdown();
+  }
+
+  bool failed = !limit.ok;
+  for (const auto& o : outcomes) failed = failed || !o.ok;
+  if (json) {
+    nlohmann::json doc;
+    doc["machine"] = MachineLine();
+    doc["options"] = {{"duration_s", opt.timing.duration_s}, {"warmup_s", opt.timing.warmup_s},
+                      {"rounds", opt.timing.rounds},         {"batch", opt.batch},
+                      {"actors", opt.actors},                {"concurrency", opt.concurrency}};
+    doc["limit"] = {{"name", kLimitName}, {"ops_per_s", limit_rate}};
+    nlohmann::json results = nlohmann::json::array();
+    for (const auto& o : outcomes) {
+      nlohmann::json r = {{"name", o.name}, {"ok", o.ok}};
+      if (o.ok) {
+        r["ops_per_s"] = o.rate.mean;
+        r["sd"] = o.rate.sd;
+        r["ratio"] = limit_rate > 0 ? nlohmann::json(o.rate.mean / limit_rate) : nlohmann::json();
+      } else {
+        r["error"] = o.error;
+      }
+      results.push_back(r);
+    }
+    doc["results"] = results;
+    std::cout << doc.dump(2) << std::endl;
+  }
+  return failed ? 1 : 0;
+}

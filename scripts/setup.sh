@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The first command on a fresh Debian 12 machine: installs Orrery's dependencies (Debian
+# packages only), builds everything into build/, and runs the hello_actors example.
+# Re-running it is fast: installed packages and an up-to-date build are skipped.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/common.sh
+
+orrery_install_deps
+orrery_build
+
+dir="${ORRERY_BUILD_DIR:-build}"
+orrery_log "Running $dir/examples/hello_actors"
+"$dir/examples/hello_actors"
+orrery_log "Done. Run the test suite with: bash scripts/test.sh"
