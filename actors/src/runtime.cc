@@ -127,6 +127,7 @@ void Runtime::OnCallReply(transport::Envelope& env) {
   Status s = env.Decode(&r);
   if (!s.ok()) throw std::runtime_error(s.message());
   ObjectId id(UniqueId::FromBinary(r.object_id));
+  LOG_DEBUG("reply " + r.function + " " + id.Hex().substr(0, 8) + (r.ok ? " ok" : " error"));
   if (!r.actor_id.empty()) {
     auto a = ActorFor(ActorId(UniqueId::FromBinary(r.actor_id)), false);
     std::lock_guard<std::mutex> lock(a->mu);
@@ -192,6 +193,7 @@ void Runtime::Tick() {
   double idle = config_.task_lease_idle_ms / 1000.0;
   std::vector<std::string> expired;
   for (auto& [id, l] : leases_) {
+    if (l.worker_address.empty()) continue;  // requested, not granted yet
     if (l.inflight.empty() && task_keys_[l.key].queue.empty() && now - l.idle_since >= idle) expired.push_back(id);
   }
   for (const auto& id : expired) ReturnLease(id, false);
@@ -567,6 +569,7 @@ void Runtime::PumpTasks(const std::string& key) {
       m.function = call->function;
       m.lease_id = l.id;
       l.inflight[call->return_id] = call;
+      LOG_DEBUG("task " + call->function + " " + call->return_id.Hex().substr(0, 8) + " -> " + l.worker_address);
       transport::Send(l.worker_address, MsgType::kCall, m, &call->args);
     }
   }
@@ -597,11 +600,16 @@ void Runtime::PumpTasks(const std::string& key) {
 void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
   std::lock_guard<std::mutex> lock(tasks_mu_);
   auto it = leases_.find(r.lease_id);
-  if (it == leases_.end()) return;
+  if (it == leases_.end()) {
+    // A grant for a lease this process no longer wants: give it straight back.
+    if (r.ok) transport::Send(head_address_, MsgType::kReturnLease, proto::ReturnLeaseMsg{r.lease_id, false});
+    return;
+  }
   Lease& l = it->second;
   TaskKey& k = task_keys_[l.key];
   std::string key = l.key;
   bool granted = !l.worker_address.empty();
+  LOG_DEBUG("lease " + UniqueId::FromBinary(r.lease_id).Hex().substr(0, 8) + (r.ok ? " granted " + r.worker_address : " failed: " + r.message));
   if (r.ok) {
     if (granted) return;
     --k.requested;

@@ -145,6 +145,7 @@ class WorkerServer {
   }
 
   void OnCall(std::shared_ptr<proto::CallMsg> call, std::shared_ptr<std::string> payload) {
+    LOG_DEBUG("call " + call->function + " " + UniqueId::FromBinary(call->object_id).Hex().substr(0, 8));
     if (!ready_) {
       Reply(*call, false, "Error", "", "this worker has no assignment yet", nullptr);
       return;
