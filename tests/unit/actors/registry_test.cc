@@ -1,0 +1,279 @@
+// The registry of remote callables (orrery/api/registry.h): ORRERY_REMOTE registers
+// functions, factories and methods by name; entries invoke through msgpack arrays; bad
+// arguments are ConvertErrors; duplicate names are reported, not silently replaced.
+#include "orrery/api/registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "orrery/errors.h"
+
+namespace {
+
+using orrery::internal::ConvertError;
+using orrery::internal::FindByName;
+using orrery::internal::FunctionEntry;
+using orrery::internal::FunctionKind;
+using orrery::internal::Pack;
+using orrery::internal::Unpack;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+int RegAdd(int a, int b) { return a + b; }
+std::string RegConcat(const std::string& a, std::vector<std::string> rest) {
+  std::string out = a;
+  for (const auto& r : rest) out += r;
+  return out;
+}
+int g_side_effect = 0;
+void RegSetSideEffect(int v) { g_side_effect = v; }
+int RegThrows(int) { throw std::invalid_argument("bad input"); }
+int RegNotRegistered(int x) { return x; }
+
+struct RegPoint {
+  int x = 0;
+  int y = 0;
+  MSGPACK_DEFINE(x, y);
+};
+int RegManhattan(RegPoint p) { return std::abs(p.x) + std::abs(p.y); }
+
+class RegCounter {
+ public:
+  explicit RegCounter(int start) : value_(start) {}
+  static RegCounter* Create(int start) { return new RegCounter(start); }
+  static RegCounter* CreateFailing(std::string why) { throw std::runtime_error(why); }
+  int Inc(int by) {
+    value_ += by;
+    return value_;
+  }
+  int Get() const { return value_; }
+  void Reset() { value_ = 0; }
+  int NotRegistered() { return -1; }
+
+ private:
+  int value_;
+};
+
+ORRERY_REMOTE(RegAdd, RegConcat, RegSetSideEffect, RegThrows, RegManhattan, RegCounter::Create,
+              RegCounter::CreateFailing, &RegCounter::Inc, &RegCounter::Get, &RegCounter::Reset);
+
+// Invokes `entry` with `args` packed as a msgpack array, as a worker would.
+template <typename... A>
+std::string Invoke(const FunctionEntry& entry, void* self, void** instance, const A&... args) {
+  std::string bytes = Pack(std::make_tuple(args...));
+  msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+  return entry.invoke(self, oh.get(), instance);
+}
+
+std::string InvokeRaw(const FunctionEntry& entry, const std::string& bytes) {
+  msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+  return entry.invoke(nullptr, oh.get(), nullptr);
+}
+
+const FunctionEntry& MustFind(const std::string& name) {
+  const FunctionEntry* e = FindByName(name);
+  if (e == nullptr) throw std::runtime_error("not registered: " + name);
+  return *e;
+}
+
+TEST(RegistryTest, RemoteRegistersEveryKindByName) {
+  const FunctionEntry* add = FindByName("RegAdd");
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(add->name, "RegAdd");
+  EXPECT_EQ(add->kind, FunctionKind::kFunction);
+  EXPECT_EQ(add->arity, 2);
+
+  const FunctionEntry* create = FindByName("RegCounter::Create");
+  ASSERT_NE(create, nullptr);
+  EXPECT_EQ(create->kind, FunctionKind::kFactory);
+  EXPECT_EQ(create->arity, 1);
+  EXPECT_NE(create->deleter, nullptr);
+
+  const FunctionEntry* inc = FindByName("RegCounter::Inc");
+  ASSERT_NE(inc, nullptr) << "'&RegCounter::Inc' must register as 'RegCounter::Inc'";
+  EXPECT_EQ(inc->kind, FunctionKind::kMethod);
+  EXPECT_EQ(inc->arity, 1);
+
+  const FunctionEntry* get = FindByName("RegCounter::Get");
+  ASSERT_NE(get, nullptr) << "const methods register too";
+  EXPECT_EQ(get->kind, FunctionKind::kMethod);
+  EXPECT_EQ(get->arity, 0);
+
+  EXPECT_EQ(FindByName("RegNotRegistered"), nullptr);
+  EXPECT_EQ(FindByName("&RegCounter::Inc"), nullptr);
+  EXPECT_EQ(FindByName(""), nullptr);
+}
+
+TEST(RegistryTest, RegisteredNamesListsEverything) {
+  std::vector<std::string> names = orrery::internal::RegisteredNames();
+  for (const char* n : {"RegAdd", "RegConcat", "RegSetSideEffect", "RegThrows", "RegManhattan",
+                        "RegCounter::Create", "RegCounter::CreateFailing", "RegCounter::Inc",
+                        "RegCounter::Get", "RegCounter::Reset"}) {
+    EXPECT_THAT(names, Contains(std::string(n)));
+  }
+}
+
+TEST(RegistryTest, KeysMapBackToNames) {
+  using orrery::internal::FindNameByKey;
+  using orrery::internal::KeyOf;
+  const std::string* add = FindNameByKey(KeyOf(&RegAdd));
+  ASSERT_NE(add, nullptr);
+  EXPECT_EQ(*add, "RegAdd");
+  const std::string* inc = FindNameByKey(KeyOf(&RegCounter::Inc));
+  ASSERT_NE(inc, nullptr);
+  EXPECT_EQ(*inc, "RegCounter::Inc");
+  const std::string* create = FindNameByKey(KeyOf(&RegCounter::Create));
+  ASSERT_NE(create, nullptr);
+  EXPECT_EQ(*create, "RegCounter::Create");
+  EXPECT_EQ(FindNameByKey(KeyOf(&RegNotRegistered)), nullptr);
+  EXPECT_EQ(FindNameByKey(KeyOf(&RegCounter::NotRegistered)), nullptr);
+  EXPECT_NE(KeyOf(&RegAdd), KeyOf(&RegThrows));
+}
+
+TEST(RegistryTest, NameOfOrThrowThrowsFunctionNotFoundListingKnownNames) {
+  using orrery::internal::KeyOf;
+  using orrery::internal::NameOfOrThrow;
+  EXPECT_EQ(NameOfOrThrow(KeyOf(&RegAdd), "function"), "RegAdd");
+  try {
+    NameOfOrThrow(KeyOf(&RegNotRegistered), "function");
+    FAIL() << "expected FunctionNotFoundError";
+  } catch (const orrery::FunctionNotFoundError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("RegAdd")) << "the message should list what is registered";
+  }
+}
+
+TEST(RegistryTest, InvokesFunctions) {
+  EXPECT_EQ(Unpack<int>(Invoke(MustFind("RegAdd"), nullptr, nullptr, 2, 3), "r"), 5);
+  EXPECT_EQ(Unpack<std::string>(Invoke(MustFind("RegConcat"), nullptr, nullptr, std::string("a"),
+                                       std::vector<std::string>{"b", "c"}),
+                                "r"),
+            "abc");
+  EXPECT_EQ(Unpack<int>(Invoke(MustFind("RegManhattan"), nullptr, nullptr, RegPoint{3, -4}), "r"),
+            7);
+}
+
+TEST(RegistryTest, VoidFunctionReturnsNil) {
+  g_side_effect = 0;
+  std::string result = Invoke(MustFind("RegSetSideEffect"), nullptr, nullptr, 17);
+  EXPECT_EQ(g_side_effect, 17);
+  msgpack::object_handle oh = msgpack::unpack(result.data(), result.size());
+  EXPECT_EQ(oh.get().type, msgpack::type::NIL);
+}
+
+TEST(RegistryTest, FactoryCreatesInstanceAndMethodsRunOnIt) {
+  void* instance = nullptr;
+  std::string r = Invoke(MustFind("RegCounter::Create"), nullptr, &instance, 10);
+  ASSERT_NE(instance, nullptr);
+  EXPECT_EQ(Unpack<int>(Invoke(MustFind("RegCounter::Inc"), instance, nullptr, 5), "r"), 15);
+  EXPECT_EQ(Unpack<int>(Invoke(MustFind("RegCounter::Inc"), instance, nullptr, -2), "r"), 13);
+  EXPECT_EQ(Unpack<int>(Invoke(MustFind("RegCounter::Get"), instance, nullptr), "r"), 13);
+  std::string nil = Invoke(MustFind("RegCounter::Reset"), instance, nullptr);
+  EXPECT_EQ(nil, orrery::internal::PackNil());
+  EXPECT_EQ(static_cast<RegCounter*>(instance)->Get(), 0);
+  MustFind("RegCounter::Create").deleter(instance);
+}
+
+TEST(RegistryTest, UserExceptionsPassThrough) {
+  EXPECT_THROW(Invoke(MustFind("RegThrows"), nullptr, nullptr, 1), std::invalid_argument);
+  void* instance = nullptr;
+  EXPECT_THROW(Invoke(MustFind("RegCounter::CreateFailing"), nullptr, &instance, std::string("no")),
+               std::runtime_error);
+}
+
+TEST(RegistryTest, WrongArityIsConvertError) {
+  const FunctionEntry& add = MustFind("RegAdd");
+  EXPECT_THROW(Invoke(add, nullptr, nullptr, 1), ConvertError);
+  EXPECT_THROW(Invoke(add, nullptr, nullptr, 1, 2, 3), ConvertError);
+  EXPECT_THROW(InvokeRaw(add, Pack(std::vector<int>{})), ConvertError);
+  try {
+    Invoke(add, nullptr, nullptr, 1);
+    FAIL() << "expected ConvertError";
+  } catch (const ConvertError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("RegAdd"));
+    EXPECT_THAT(e.what(), HasSubstr("2"));
+  }
+}
+
+TEST(RegistryTest, ArgumentsNotAnArrayIsConvertError) {
+  const FunctionEntry& add = MustFind("RegAdd");
+  EXPECT_THROW(InvokeRaw(add, Pack(1)), ConvertError);
+  EXPECT_THROW(InvokeRaw(add, orrery::internal::PackNil()), ConvertError);
+  EXPECT_THROW(InvokeRaw(add, Pack(std::map<std::string, int>{{"a", 1}})), ConvertError);
+}
+
+TEST(RegistryTest, WrongArgumentTypeIsConvertErrorNamingTheArgument) {
+  const FunctionEntry& add = MustFind("RegAdd");
+  try {
+    Invoke(add, nullptr, nullptr, 1, std::string("two"));
+    FAIL() << "expected ConvertError";
+  } catch (const ConvertError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("argument 2"));
+    EXPECT_THAT(e.what(), HasSubstr("RegAdd"));
+  }
+  EXPECT_THROW(Invoke(MustFind("RegManhattan"), nullptr, nullptr, std::string("point")),
+               ConvertError);
+  void* instance = nullptr;
+  EXPECT_THROW(Invoke(MustFind("RegCounter::Create"), nullptr, &instance, std::string("ten")),
+               ConvertError);
+  EXPECT_EQ(instance, nullptr);
+}
+
+TEST(RegistryTest, DuplicateNameIsRejectedAndReported) {
+  using orrery::internal::RegisterEntry;
+  using orrery::internal::UnregisterForTest;
+  const std::string name = "RegistryTest_duplicate_name_7f3a";
+  FunctionEntry first = orrery::internal::MakeFunctionEntry(name, &RegAdd);
+  FunctionEntry second = orrery::internal::MakeFunctionEntry(name, &RegThrows);
+
+  orrery::Status s1 = RegisterEntry(first, "registry-test-key-1");
+  ASSERT_TRUE(s1.ok()) << s1.ToString();
+  orrery::Status s2 = RegisterEntry(second, "registry-test-key-2");
+  EXPECT_FALSE(s2.ok());
+  EXPECT_EQ(s2.code(), orrery::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s2.message(), HasSubstr(name));
+
+  std::vector<std::string> errors = orrery::internal::RegistrationErrors();
+  EXPECT_THAT(errors, Contains(HasSubstr(name)));
+
+  // The first registration stays in force.
+  const FunctionEntry* found = FindByName(name);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(Unpack<int>(Invoke(*found, nullptr, nullptr, 20, 22), "r"), 42);
+
+  UnregisterForTest(name);
+  EXPECT_EQ(FindByName(name), nullptr);
+}
+
+TEST(RegistryTest, UnregisterForgetsAName) {
+  const std::string name = "RegistryTest_unregister_91bc";
+  ASSERT_TRUE(orrery::internal::RegisterEntry(orrery::internal::MakeFunctionEntry(name, &RegAdd),
+                                              "registry-test-key-3")
+                  .ok());
+  ASSERT_NE(FindByName(name), nullptr);
+  orrery::internal::UnregisterForTest(name);
+  EXPECT_EQ(FindByName(name), nullptr);
+  // A forgotten name may be registered again.
+  EXPECT_TRUE(orrery::internal::RegisterEntry(orrery::internal::MakeFunctionEntry(name, &RegAdd),
+                                              "registry-test-key-4")
+                  .ok());
+  orrery::internal::UnregisterForTest(name);
+}
+
+TEST(SplitRemoteNamesTest, StripsSpacesAndAmpersands) {
+  using orrery::internal::SplitRemoteNames;
+  EXPECT_THAT(SplitRemoteNames("Add, Counter::Create, &Counter::Inc"),
+              ElementsAre("Add", "Counter::Create", "Counter::Inc"));
+  EXPECT_THAT(SplitRemoteNames("Add"), ElementsAre("Add"));
+  EXPECT_THAT(SplitRemoteNames("  A,\n\t&B::C  ,D"), ElementsAre("A", "B::C", "D"));
+  EXPECT_THAT(SplitRemoteNames("& ns::Klass::Method"), ElementsAre("ns::Klass::Method"));
+}
+
+}  // namespace

@@ -1,0 +1,294 @@
+// Wire frames (core/src/protocol.h): well-formed frames decode to what was encoded, and
+// every kind of malformed input becomes a non-OK Status: never a crash, never a throw.
+#include "core/src/protocol.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace orrery::proto {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string HeaderBytes(uint8_t m0, uint8_t m1, uint8_t version, uint8_t type) {
+  return std::string{char(m0), char(m1), char(version), char(type)};
+}
+
+CallMsg SampleCall() {
+  CallMsg call;
+  call.request_id = 0x1234567890abcdefULL;
+  call.object_id = std::string(16, '\x07');
+  call.reply_to = "tcp://127.0.0.1:5555";
+  call.actor_id = std::string("\0\1\2\3\4\5\6\7\x8\x9\xa\xb\xc\xd\xe\xf", 16);
+  call.seq = 42;
+  call.function = "Counter::Inc";
+  call.lease_id = "lease-1";
+  return call;
+}
+
+const std::vector<MsgType>& AllTypes() {
+  static const std::vector<MsgType> types{
+      MsgType::kError,
+      MsgType::kCall,
+      MsgType::kCallReply,
+      MsgType::kGetObject,
+      MsgType::kObjectReply,
+      MsgType::kCreateActor,
+      MsgType::kCreateActorReply,
+      MsgType::kSubscribeActor,
+      MsgType::kActorUpdate,
+      MsgType::kGetNamedActor,
+      MsgType::kGetNamedActorReply,
+      MsgType::kKillActor,
+      MsgType::kRequestLease,
+      MsgType::kLeaseReply,
+      MsgType::kReturnLease,
+      MsgType::kCreatePlacementGroup,
+      MsgType::kPlacementGroupReply,
+      MsgType::kRemovePlacementGroup,
+      MsgType::kWaitPlacementGroup,
+      MsgType::kGetClusterInfo,
+      MsgType::kClusterInfoReply,
+      MsgType::kAck,
+      MsgType::kRegisterNode,
+      MsgType::kStartActor,
+      MsgType::kGrantLease,
+      MsgType::kKillWorker,
+      MsgType::kWorkerEvent,
+      MsgType::kReleaseLease,
+      MsgType::kWorkerRegister,
+      MsgType::kAssign,
+      MsgType::kAssignReply,
+      MsgType::kExit,
+      MsgType::kPing,
+      MsgType::kPong,
+  };
+  return types;
+}
+
+TEST(ProtocolTest, EncodedFrameDecodesToTheSameMessage) {
+  CallMsg call = SampleCall();
+  std::string frame = EncodeFrame(MsgType::kCall, call);
+  ASSERT_GE(frame.size(), kHeaderSize);
+  EXPECT_EQ(uint8_t(frame[0]), kMagic0);
+  EXPECT_EQ(uint8_t(frame[1]), kMagic1);
+  EXPECT_EQ(uint8_t(frame[2]), kProtocolVersion);
+
+  Result<Header> header = DecodeHeader(frame.data(), frame.size());
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->type, MsgType::kCall);
+
+  CallMsg decoded;
+  Status s = DecodeMeta(header->meta, &decoded);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(decoded.request_id, call.request_id);
+  EXPECT_EQ(decoded.object_id, call.object_id);
+  EXPECT_EQ(decoded.reply_to, call.reply_to);
+  EXPECT_EQ(decoded.actor_id, call.actor_id);
+  EXPECT_EQ(decoded.seq, call.seq);
+  EXPECT_EQ(decoded.function, call.function);
+  EXPECT_EQ(decoded.lease_id, call.lease_id);
+}
+
+TEST(ProtocolTest, NestedMessagesRoundTrip) {
+  CreateActorMsg msg;
+  msg.request_id = 9;
+  msg.reply_to = "inproc://driver";
+  msg.spec.actor_id = std::string(16, 'a');
+  msg.spec.factory = "Counter::Create";
+  msg.spec.args = internal::Pack(std::make_tuple(5));
+  msg.spec.options.resources = {{"CPU", 1}, {"TPU", 4}};
+  msg.spec.options.label_selector = {{"orrery.io/accelerator-type", "TPU-V4"}};
+  msg.spec.options.name = "counter";
+  msg.spec.options.max_concurrency = 3;
+  msg.spec.options.bundle_index = 1;
+  msg.spec.infeasible_timeout_s = 0.5;
+
+  std::string frame = EncodeFrame(MsgType::kCreateActor, msg);
+  Result<Header> header = DecodeHeader(frame.data(), frame.size());
+  ASSERT_TRUE(header.ok()) << header.status().ToString();
+  EXPECT_EQ(header->type, MsgType::kCreateActor);
+  CreateActorMsg decoded;
+  ASSERT_TRUE(DecodeMeta(header->meta, &decoded).ok());
+  EXPECT_EQ(decoded.request_id, 9u);
+  EXPECT_EQ(decoded.spec.factory, "Counter::Create");
+  EXPECT_EQ(decoded.spec.args, msg.spec.args);
+  EXPECT_EQ(decoded.spec.options.resources, msg.spec.options.resources);
+  EXPECT_EQ(decoded.spec.options.label_selector, msg.spec.options.label_selector);
+  EXPECT_EQ(decoded.spec.options.name, "counter");
+  EXPECT_EQ(decoded.spec.options.max_concurrency, 3);
+  EXPECT_EQ(decoded.spec.options.bundle_index, 1);
+  EXPECT_DOUBLE_EQ(decoded.spec.infeasible_timeout_s, 0.5);
+
+  ClusterInfoMsg info;
+  info.request_id = 3;
+  NodeInfoMsg node;
+  node.node_id = std::string(16, 'n');
+  node.total = {{"CPU", 8}};
+  node.available = {{"CPU", 6.5}};
+  node.labels = {{"k", "v"}};
+  info.nodes = {node, node};
+  frame = EncodeFrame(MsgType::kClusterInfoReply, info);
+  header = DecodeHeader(frame.data(), frame.size());
+  ASSERT_TRUE(header.ok());
+  ClusterInfoMsg info2;
+  ASSERT_TRUE(DecodeMeta(header->meta, &info2).ok());
+  ASSERT_EQ(info2.nodes.size(), 2u);
+  EXPECT_EQ(info2.nodes[1].available, node.available);
+  EXPECT_EQ(info2.nodes[1].labels, node.labels);
+}
+
+TEST(ProtocolTest, EveryDeclaredTypeIsKnownAndNamed) {
+  for (MsgType t : AllTypes()) {
+    EXPECT_TRUE(IsKnownType(uint8_t(t))) << int(t);
+    ASSERT_NE(TypeName(t), nullptr);
+    EXPECT_STRNE(TypeName(t), "") << int(t);
+    std::string frame = EncodeFrame(t, PingMsg{});
+    Result<Header> header = DecodeHeader(frame.data(), frame.size());
+    ASSERT_TRUE(header.ok()) << int(t) << ": " << header.status().ToString();
+    EXPECT_EQ(header->type, t);
+  }
+}
+
+TEST(ProtocolTest, UndeclaredTypesAreUnknown) {
+  std::vector<bool> declared(256, false);
+  for (MsgType t : AllTypes()) declared[uint8_t(t)] = true;
+  for (int v = 0; v < 256; ++v) {
+    if (!declared[v]) {
+      EXPECT_FALSE(IsKnownType(uint8_t(v))) << v;
+    }
+  }
+}
+
+TEST(ProtocolTest, EmptyInputIsRejected) {
+  EXPECT_FALSE(DecodeHeader(nullptr, 0).ok());
+  std::string empty;
+  EXPECT_FALSE(DecodeHeader(empty.data(), 0).ok());
+}
+
+TEST(ProtocolTest, ShortHeaderIsRejected) {
+  std::string full = EncodeFrame(MsgType::kPing, PingMsg{});
+  for (size_t n = 1; n < kHeaderSize; ++n) {
+    Result<Header> r = DecodeHeader(full.data(), n);
+    EXPECT_FALSE(r.ok()) << "size " << n;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(ProtocolTest, WrongMagicIsRejected) {
+  std::string meta = internal::Pack(PingMsg{});
+  for (auto h : {HeaderBytes('X', 'R', kProtocolVersion, uint8_t(MsgType::kPing)),
+                 HeaderBytes('O', 'X', kProtocolVersion, uint8_t(MsgType::kPing)),
+                 HeaderBytes('R', 'O', kProtocolVersion, uint8_t(MsgType::kPing)),
+                 HeaderBytes(0, 0, 0, 0)}) {
+    std::string frame = h + meta;
+    EXPECT_FALSE(DecodeHeader(frame.data(), frame.size()).ok());
+  }
+}
+
+TEST(ProtocolTest, WrongVersionIsRejectedAndNamed) {
+  std::string frame = HeaderBytes(kMagic0, kMagic1, kProtocolVersion + 1, uint8_t(MsgType::kPing)) +
+                      internal::Pack(PingMsg{});
+  Result<Header> r = DecodeHeader(frame.data(), frame.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("version"));
+  frame[2] = 0;
+  EXPECT_FALSE(DecodeHeader(frame.data(), frame.size()).ok());
+}
+
+TEST(ProtocolTest, UnknownTypeIsRejected) {
+  for (uint8_t type : {uint8_t(0), uint8_t(2), uint8_t(99), uint8_t(255)}) {
+    std::string frame =
+        HeaderBytes(kMagic0, kMagic1, kProtocolVersion, type) + internal::Pack(PingMsg{});
+    EXPECT_FALSE(DecodeHeader(frame.data(), frame.size()).ok()) << int(type);
+  }
+}
+
+TEST(ProtocolTest, GarbageMetaIsInvalidArgument) {
+  CallMsg out;
+  const std::vector<std::string> garbage{
+      std::string(),                           // no body at all
+      std::string("\xc1", 1),                  // a byte msgpack never uses
+      std::string("\xdd\xff\xff\xff\xff", 5),  // array32 claiming 4 billion elements, no data
+      std::string("\x95\x01", 2),              // array of 5 with 1 element present
+      std::string("\xdb\x00\x00\x01\x00", 5),  // str32 of 256 bytes, truncated
+  };
+  for (const auto& meta : garbage) {
+    Status s = Status::Ok();
+    EXPECT_NO_THROW(s = DecodeMeta(meta, &out));
+    EXPECT_FALSE(s.ok()) << "meta of " << meta.size() << " bytes";
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(ProtocolTest, WrongMetaShapeIsInvalidArgument) {
+  CallMsg out;
+  // Not an array at all.
+  EXPECT_FALSE(DecodeMeta(internal::Pack(std::string("hello")), &out).ok());
+  EXPECT_FALSE(DecodeMeta(internal::Pack(7), &out).ok());
+  EXPECT_FALSE(DecodeMeta(internal::PackNil(), &out).ok());
+  // An array whose fields have the wrong types: request_id should be an integer.
+  EXPECT_FALSE(DecodeMeta(internal::Pack(std::make_tuple(std::string("id"), 1, 2)), &out).ok());
+  // A map where an array is expected.
+  EXPECT_FALSE(
+      DecodeMeta(internal::Pack(std::map<std::string, int>{{"request_id", 1}}), &out).ok());
+  // The right shape for one message decoded as another with different field types.
+  CreateActorMsg create;
+  EXPECT_FALSE(DecodeMeta(internal::Pack(SampleCall()), &create).ok());
+}
+
+TEST(ProtocolTest, RandomBytesNeverThrow) {
+  std::mt19937 rng(20240611);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_int_distribution<int> len(0, 64);
+  int accepted_headers = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes(len(rng), '\0');
+    for (char& c : bytes) c = char(byte(rng));
+    if (i % 2 == 0 && bytes.size() >= kHeaderSize) {  // half of them with a valid header
+      bytes[0] = char(kMagic0);
+      bytes[1] = char(kMagic1);
+      bytes[2] = char(kProtocolVersion);
+      bytes[3] = char(MsgType::kCall);
+    }
+    EXPECT_NO_THROW({
+      Result<Header> h = DecodeHeader(bytes.data(), bytes.size());
+      if (h.ok()) {
+        ++accepted_headers;
+        CallMsg call;
+        (void)DecodeMeta(h->meta, &call);
+        ActorSpecMsg spec;
+        (void)DecodeMeta(h->meta, &spec);
+      }
+    });
+  }
+  EXPECT_GT(accepted_headers, 0);
+}
+
+TEST(ProtocolTest, MutatedValidFramesNeverThrow) {
+  std::string good = EncodeFrame(MsgType::kCall, SampleCall());
+  std::mt19937 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes = good;
+    int flips = 1 + int(rng() % 4);
+    for (int f = 0; f < flips; ++f) bytes[rng() % bytes.size()] = char(rng() % 256);
+    if (rng() % 3 == 0) bytes.resize(rng() % bytes.size());
+    EXPECT_NO_THROW({
+      Result<Header> h = DecodeHeader(bytes.data(), bytes.size());
+      if (h.ok()) {
+        CallMsg call;
+        (void)DecodeMeta(h->meta, &call);
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace orrery::proto
