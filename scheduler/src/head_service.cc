@@ -11,6 +11,24 @@ namespace orrery::scheduler {
 using proto::MsgType;
 
 namespace {
+// Binary blobs (msgpack specs) are stored hex-encoded inside the JSON records.
+std::string UniqueIdHexBytes(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(d[c >> 4]);
+    out.push_back(d[c & 15]);
+  }
+  return out;
+}
+
+std::string FromHexBytes(const std::string& hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  return out;
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -32,7 +50,99 @@ HeadService::HeadService(HeadOptions options) : options_(std::move(options)) {
 
 HeadService::~HeadService() { Stop(); }
 
+void HeadService::Recover() {
+  double now = Now();
+  for (const auto& [id, text] : options_.store->GetAll("nodes")) {
+    try {
+      auto j = nlohmann::json::parse(text);
+      NodeView n{NodeId::FromHex(j.at("node_id")), j.value("alive", false), j.at("total").get<Resources>(),
+                 j.at("total").get<Resources>(), j.value("labels", Labels{})};
+      if (!n.alive) n.available.clear();
+      nodes_.push_back(n);
+      node_addresses_.push_back(j.value("address", ""));
+      node_last_seen_.push_back(now);  // a full grace period to send a heartbeat
+    } catch (const std::exception& e) {
+      LOG_WARN("skipping an unreadable node record " + id + ": " + e.what());
+    }
+  }
+  auto node_index = [&](const std::string& hex) {
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i].id.Hex() == hex) return int(i);
+    return -1;
+  };
+  for (const auto& [id, text] : options_.store->GetAll("placement_groups")) {
+    try {
+      auto j = nlohmann::json::parse(text);
+      PgRec pg;
+      pg.spec = internal::Unpack<proto::PlacementGroupMsg>(FromHexBytes(j.at("spec")), "placement group");
+      std::string state = j.value("state", "PENDING");
+      if (state == "REMOVED") continue;
+      if (state == "CREATED") {
+        pg.state = PgRec::kCreated;
+        pg.bundle_available = pg.spec.bundles;
+        for (const auto& hex : j.at("bundle_nodes")) pg.node_of_bundle.push_back(node_index(hex.get<std::string>()));
+        for (size_t b = 0; b < pg.node_of_bundle.size(); ++b) {
+          if (pg.node_of_bundle[b] >= 0) Subtract(nodes_[pg.node_of_bundle[b]].available, pg.spec.bundles[b]);
+        }
+      } else {
+        pending_.push_back({PendingKind::kPg, pg.spec.pg_id, now});
+      }
+      if (!pg.spec.name.empty()) pg_names_[pg.spec.name] = pg.spec.pg_id;
+      pgs_[pg.spec.pg_id] = std::move(pg);
+    } catch (const std::exception& e) {
+      LOG_WARN("skipping an unreadable placement group record " + id + ": " + e.what());
+    }
+  }
+  for (const auto& [id, text] : options_.store->GetAll("actors")) {
+    try {
+      auto j = nlohmann::json::parse(text);
+      ActorRec a;
+      a.spec = internal::Unpack<proto::ActorSpecMsg>(FromHexBytes(j.at("spec")), "actor");
+      std::string state = j.value("state", "PENDING");
+      a.incarnation = j.value("incarnation", 0);
+      a.restarts_used = j.value("restarts", 0);
+      a.kill_requested = j.value("kill_requested", false);
+      a.death_cause = j.value("death_cause", "");
+      for (const auto& sub : j.value("subscribers", nlohmann::json::array())) a.subscribers.insert(sub.get<std::string>());
+      a.node = node_index(j.value("node_id", ""));
+      a.bundle = j.value("bundle", -1);
+      a.address = j.value("address", "");
+      a.pid = j.value("pid", 0);
+      if (state == "DEAD") {
+        a.state = proto::ActorState::kDead;
+        a.death_kind = "ActorDiedError";
+        a.node = -1;
+      } else {
+        a.state = state == "ALIVE" ? proto::ActorState::kAlive
+                                   : (state == "RESTARTING" ? proto::ActorState::kRestarting : proto::ActorState::kPending);
+        if (a.node >= 0) {
+          // Placed before the restart: it still holds its resources.
+          const auto& o = a.spec.options;
+          auto pg = pgs_.find(o.placement_group);
+          if (!o.placement_group.empty() && pg != pgs_.end() && a.bundle >= 0 &&
+              a.bundle < int(pg->second.bundle_available.size())) {
+            Subtract(pg->second.bundle_available[a.bundle], o.resources);
+          } else {
+            Subtract(nodes_[a.node].available, o.resources);
+          }
+        } else {
+          pending_.push_back({PendingKind::kActor, a.spec.actor_id, now});
+        }
+        if (!a.spec.options.name.empty()) named_[{a.spec.options.namespace_, a.spec.options.name}] = a.spec.actor_id;
+      }
+      actors_[a.spec.actor_id] = std::move(a);
+    } catch (const std::exception& e) {
+      LOG_WARN("skipping an unreadable actor record " + id + ": " + e.what());
+    }
+  }
+  if (!nodes_.empty() || !actors_.empty() || !pgs_.empty()) {
+    LOG_INFO("recovered " + std::to_string(nodes_.size()) + " nodes, " + std::to_string(actors_.size()) + " actors and " +
+             std::to_string(pgs_.size()) + " placement groups from the state store");
+  }
+}
+
 Status HeadService::Start() {
+  Recover();
   inbox_.SetMaxMessageBytes(options_.max_message_bytes);
   Status s = inbox_.Bind(options_.bind_host, options_.port, options_.advertise_host);
   if (!s.ok()) return s;
@@ -653,7 +763,12 @@ void HeadService::PersistActor(const ActorRec& a) {
                    {"restarts", a.restarts_used},
                    {"max_restarts", o.max_restarts},
                    {"detached", o.lifetime == 1},
-                   {"death_cause", a.death_cause}};
+                   {"death_cause", a.death_cause},
+                   {"incarnation", a.incarnation},
+                   {"bundle", a.bundle},
+                   {"kill_requested", a.kill_requested},
+                   {"subscribers", a.subscribers},
+                   {"spec", UniqueIdHexBytes(internal::Pack(a.spec))}};
   options_.store->Put("actors", Hex(a.spec.actor_id), j.dump());
 }
 
@@ -664,7 +779,7 @@ void HeadService::PersistPg(const PgRec& pg) {
   nlohmann::json j{{"placement_group_id", Hex(pg.spec.pg_id)}, {"name", pg.spec.name},
                    {"strategy", PlacementStrategyName(PlacementStrategy(pg.spec.strategy))},
                    {"bundles", pg.spec.bundles}, {"bundle_nodes", nodes}, {"state", kStates[pg.state]},
-                   {"reason", pg.reason}};
+                   {"reason", pg.reason}, {"spec", UniqueIdHexBytes(internal::Pack(pg.spec))}};
   options_.store->Put("placement_groups", Hex(pg.spec.pg_id), j.dump());
 }
 

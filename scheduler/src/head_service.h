@@ -75,6 +75,8 @@ class HeadService {
     double since;
   };
 
+  // Rebuilds nodes, actors, named actors and placement groups from the state store.
+  void Recover();
   void Handle(transport::Envelope& env);
   void OnRegisterNode(const transport::Envelope& env);
   void OnCreateActor(const transport::Envelope& env);
