@@ -1,0 +1,55 @@
+// A real cluster on loopback for tests: redis-server, an `orrery head` daemon and node
+// daemons, each its own process on an ephemeral port, stopped (SIGKILL) by the destructor.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace orrery_cluster {
+
+// Waits for `cond` with a deadline, checking every few milliseconds.
+inline bool WaitFor(const std::function<bool()>& cond, int timeout_ms = 20000) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return cond();
+}
+
+int FreePort();
+// Starts argv (stdout/stderr appended to `log`), returns the pid.
+int Spawn(const std::vector<std::string>& argv, const std::string& log);
+void KillHard(int pid);
+std::string CliPath();
+
+class Cluster {
+ public:
+  Cluster();
+  ~Cluster();
+  // Starts Redis and the head (with the given health-check settings).
+  void StartHead(double health_period_s = 0.2, int health_threshold = 3);
+  void KillHead() { KillHard(head_pid_); head_pid_ = -1; }
+  // Returns the node daemon's pid.
+  int AddNode(const std::string& extra_flags_json_resources, const std::string& labels, int cpus);
+  const std::string& head_address() const { return head_address_; }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::string redis_address_;
+  std::string head_address_;
+  double health_period_s_ = 0.2;
+  int health_threshold_ = 3;
+  int redis_pid_ = -1, head_pid_ = -1;
+  std::vector<int> node_pids_;
+};
+
+}  // namespace orrery_cluster

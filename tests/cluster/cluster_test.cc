@@ -1,0 +1,192 @@
+// Multi-node integration tests: a real redis-server, an `orrery head` daemon and node
+// daemons with different resources and labels, all on loopback; this binary is the driver.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+#include "orrery/orrery.h"
+#include "tests/cluster/cluster_fixture.h"
+
+using ::testing::HasSubstr;
+using orrery_cluster::WaitFor;
+
+namespace {
+
+class Probe {
+ public:
+  static Probe* Create() { return new Probe(); }
+  // The node this actor runs on (the node daemon sets ORRERY_NODE_ID for its workers).
+  std::string Node() {
+    const char* n = std::getenv("ORRERY_NODE_ID");
+    return n ? n : "";
+  }
+  int Inc(int by) { return value_ += by; }
+
+ private:
+  int value_ = 0;
+};
+ORRERY_REMOTE(Probe::Create, &Probe::Node, &Probe::Inc);
+
+std::string NodeWithLabel(const std::string& key, const std::string& value) {
+  for (const auto& n : orrery::Nodes())
+    if (n.alive && n.labels.count(key) && n.labels.at(key) == value) return n.node_id.Hex();
+  return "";
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_.StartHead(0.2, 3);
+    node_a_ = cluster_.AddNode("", "zone=a", 2);
+    node_b_ = cluster_.AddNode("{\"GPU\": 2}", "zone=b", 2);
+    node_c_ = cluster_.AddNode("{\"Custom\": 4}", "zone=c", 4);
+    orrery::Config c;
+    c.address = cluster_.head_address();
+    c.infeasible_timeout_s = 1;
+    orrery::Init(c);
+    ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 3; })) << "three nodes should register";
+  }
+  void TearDown() override { orrery::Shutdown(); }
+
+  orrery_cluster::Cluster cluster_;
+  int node_a_ = -1, node_b_ = -1, node_c_ = -1;
+};
+
+TEST_F(ClusterTest, ClusterResourcesAddUpOverNodes) {
+  auto total = orrery::ClusterResources();
+  EXPECT_EQ(total["CPU"], 8);
+  EXPECT_EQ(total["GPU"], 2);
+  EXPECT_EQ(total["Custom"], 4);
+}
+
+TEST_F(ClusterTest, ActorsLandByResourcesAndLabels) {
+  auto gpu = orrery::Actor(Probe::Create).SetResources({{"GPU", 1}}).Remote();
+  EXPECT_EQ(*orrery::Get(gpu.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "b"));
+  auto custom = orrery::Actor(Probe::Create).SetResources({{"Custom", 1}}).Remote();
+  EXPECT_EQ(*orrery::Get(custom.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "c"));
+  auto in_a = orrery::Actor(Probe::Create).SetLabelSelector({{"zone", "a"}}).Remote();
+  EXPECT_EQ(*orrery::Get(in_a.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "a"));
+  auto not_ab = orrery::Actor(Probe::Create).SetLabelSelector({{"zone", "!in(a,b)"}}).Remote();
+  EXPECT_EQ(*orrery::Get(not_ab.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "c"));
+  auto in_bc = orrery::Actor(Probe::Create).SetResources({{"CPU", 1}}).SetLabelSelector({{"zone", "in(b, c)"}}).Remote();
+  std::string n = *orrery::Get(in_bc.Task(&Probe::Node).Remote(), 30000);
+  EXPECT_TRUE(n == NodeWithLabel("zone", "b") || n == NodeWithLabel("zone", "c"));
+}
+
+TEST_F(ClusterTest, StrictSpreadPutsEachBundleOnItsOwnNode) {
+  auto pg = orrery::CreatePlacementGroup(
+      {.name = "spread3", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, .strategy = orrery::PlacementStrategy::STRICT_SPREAD});
+  ASSERT_TRUE(pg.Wait(30));
+  std::set<std::string> nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto a = orrery::Actor(Probe::Create).SetResources({{"CPU", 1}}).SetPlacementGroup(pg, i).Remote();
+    nodes.insert(*orrery::Get(a.Task(&Probe::Node).Remote(), 30000));
+  }
+  EXPECT_EQ(nodes.size(), 3u);
+  orrery::RemovePlacementGroup(pg.Id());
+  // Four bundles cannot be strictly spread over three nodes: the group stays pending.
+  auto pg4 = orrery::CreatePlacementGroup(
+      {.name = "spread4", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+       .strategy = orrery::PlacementStrategy::STRICT_SPREAD});
+  EXPECT_FALSE(pg4.Wait(1));
+  orrery::RemovePlacementGroup(pg4.Id());
+}
+
+TEST_F(ClusterTest, StrictPackNeedsOneNodeThatHoldsEverything) {
+  auto pg = orrery::CreatePlacementGroup(
+      {.name = "pack", .bundles = {{{"CPU", 3}}, {{"CPU", 1}}}, .strategy = orrery::PlacementStrategy::STRICT_PACK});
+  ASSERT_TRUE(pg.Wait(30));
+  auto a = orrery::Actor(Probe::Create).SetResources({{"CPU", 3}}).SetPlacementGroup(pg, 0).Remote();
+  EXPECT_EQ(*orrery::Get(a.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "c"));
+  orrery::RemovePlacementGroup(pg.Id());
+}
+
+TEST_F(ClusterTest, InfeasibleDemandFailsFastNamingIt) {
+  auto a = orrery::Actor(Probe::Create).SetResources({{"TPU", 4}}).Remote();
+  try {
+    orrery::Get(a.Task(&Probe::Node).Remote(), 30000);
+    FAIL() << "expected InfeasibleError";
+  } catch (const orrery::InfeasibleError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("TPU"));
+    EXPECT_THAT(e.what(), HasSubstr("largest node"));
+  }
+}
+
+TEST_F(ClusterTest, ANewDriverSeesADetachedNamedActor) {
+  auto a = orrery::Actor(Probe::Create).SetName("shared").SetLifetime(orrery::ActorLifetime::kDetached).Remote();
+  EXPECT_EQ(*orrery::Get(a.Task(&Probe::Inc).Remote(41), 30000), 41);
+  orrery::Shutdown();  // the first driver goes; the detached actor stays
+  orrery::Config c;
+  c.address = cluster_.head_address();
+  orrery::Init(c);
+  auto again = orrery::GetActor<Probe>("shared");
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(*orrery::Get(again->Task(&Probe::Inc).Remote(1), 30000), 42);
+}
+
+TEST_F(ClusterTest, NodeKilledHardIsDetectedAndItsActorsDie) {
+  auto on_b = orrery::Actor(Probe::Create).SetResources({{"GPU", 1}}).Remote();
+  ASSERT_EQ(*orrery::Get(on_b.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "b"));
+  std::string b = NodeWithLabel("zone", "b");
+  orrery_cluster::KillHard(node_b_);
+  // Threshold: 3 missed heartbeats of 0.2 s; allow generous scheduling slack.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& n : orrery::Nodes())
+          if (n.node_id.Hex() == b) return !n.alive;
+        return false;
+      },
+      10000));
+  EXPECT_THROW(orrery::Get(on_b.Task(&Probe::Inc).Remote(1), 30000), orrery::ActorDiedError);
+  EXPECT_EQ(orrery::ClusterResources()["GPU"], 0);
+}
+
+TEST_F(ClusterTest, HeadKilledAndRestartedLosesNothing) {
+  auto keeper = orrery::Actor(Probe::Create).SetName("keeper").Remote();
+  ASSERT_EQ(*orrery::Get(keeper.Task(&Probe::Inc).Remote(1), 30000), 1);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::thread caller([&] {
+    while (!stop) {
+      try {
+        orrery::Get(keeper.Task(&Probe::Inc).Remote(1), 10000);
+        ++ok;
+      } catch (const std::exception&) {
+        ++failed;
+      }
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return ok > 20; }));
+  cluster_.KillHead();
+  int before = ok;
+  // Calls to the existing actor keep working while the head is down.
+  EXPECT_TRUE(WaitFor([&] { return ok > before + 50; }));
+  cluster_.StartHead(0.2, 3);  // the same command, the same port
+  EXPECT_TRUE(WaitFor([&] {
+    try {
+      return orrery::GetActor<Probe>("keeper").has_value();
+    } catch (const orrery::Error&) {
+      return false;
+    }
+  }));
+  stop = true;
+  caller.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(orrery::Nodes().size(), 3u);
+  // New actors can be created.
+  auto fresh = orrery::Actor(Probe::Create).Remote();
+  EXPECT_EQ(*orrery::Get(fresh.Task(&Probe::Inc).Remote(7), 30000), 7);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  orrery::RunWorkerIfRequested(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
