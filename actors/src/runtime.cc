@@ -73,7 +73,17 @@ Status Runtime::Start(const std::string& bind_host) {
   return Status::Ok();
 }
 
-void Runtime::Stop() { inbox_.Stop(); }
+void Runtime::Stop() {
+  {
+    // Leases (granted or still requested) go back to the head, so their resources do not
+    // stay reserved for a driver that is gone.
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    std::vector<std::string> ids;
+    for (const auto& [id, l] : leases_) ids.push_back(id);
+    for (const auto& id : ids) ReturnLease(id, false);
+  }
+  inbox_.Stop();
+}
 
 // ------------------------------------------------------------------ messages
 

@@ -248,7 +248,17 @@ int main(int argc, char** argv) {
       const char* env = std::getenv("ORRERY_ADDRESS");
       if (inspect.address.empty() && env && *env) inspect.address = env;
       if (inspect.address.empty() && latest.ok()) inspect.address = latest->values["head_address"];
-      if (inspect.redis_address.empty() && latest.ok()) inspect.redis_address = latest->values["redis_address"];
+      if (inspect.redis_address.empty() && latest.ok() && latest->values["head_address"] == inspect.address) {
+        inspect.redis_address = latest->values["redis_address"];
+      }
+      if (inspect.redis_address.empty()) {
+        // A node-only session does not know Redis: take it from this host's head session.
+        for (auto& s : oc::LiveSessions()) {
+          if (s.values["head_address"] == inspect.address && !s.values["redis_address"].empty()) {
+            inspect.redis_address = s.values["redis_address"];
+          }
+        }
+      }
       return *status ? oc::Status(inspect) : oc::List(what, inspect);
     }
   } catch (const orrery::Error& e) {
