@@ -120,13 +120,11 @@ void DoInit(Config config, int argc, char** argv) {
   Status s = state->runtime->Start(host);
   if (!s.ok()) throw ConnectionError("cannot start the driver runtime: " + s.message());
   runtime::SetCurrent(state->runtime.get());
-  if (!config.address.empty()) {
-    try {
-      state->runtime->ClusterInfo();  // fails with ConnectionError when no head answers
-    } catch (...) {
-      runtime::SetCurrent(nullptr);
-      throw;
-    }
+  try {
+    state->runtime->RegisterJob();  // fails with ConnectionError when no head answers
+  } catch (...) {
+    runtime::SetCurrent(nullptr);
+    throw;
   }
   static bool atexit_registered = false;
   if (!atexit_registered) {
@@ -165,6 +163,7 @@ void Shutdown() {
   g_state = nullptr;
   try {
     state->runtime->KillOwnedActors();
+    state->runtime->EndJob();
   } catch (...) {
   }
   runtime::SetCurrent(nullptr);

@@ -197,9 +197,36 @@ void Runtime::OnObjectReply(transport::Envelope& env) {
   }
 }
 
+proto::JobMsg JobInfo(const JobId& job, const std::string& address, const Config& config,
+                      const std::vector<std::string>& argv, bool alive) {
+  proto::JobMsg m;
+  m.job_id = job.Binary();
+  m.driver_address = address;
+  m.pid = int(getpid());
+  m.namespace_ = config.namespace_.empty() ? "default" : config.namespace_;
+  m.entrypoint = argv.empty() ? "" : argv[0];
+  m.alive = alive;
+  return m;
+}
+
+void Runtime::RegisterJob() {
+  auto m = JobInfo(job_, address(), config_, argv_, true);
+  Rpc<proto::AckMsg>(MsgType::kRegisterJob, m, MsgType::kAck);
+  job_registered_ = true;
+}
+
+void Runtime::EndJob() {
+  if (!job_registered_.exchange(false)) return;
+  transport::Send(head_address_, MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, false));
+}
+
 void Runtime::Tick() {
-  std::lock_guard<std::mutex> lock(tasks_mu_);
   double now = Now();
+  if (job_registered_ && now - last_job_heartbeat_ >= 1.0) {
+    last_job_heartbeat_ = now;
+    transport::Send(head_address_, MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, true));
+  }
+  std::lock_guard<std::mutex> lock(tasks_mu_);
   double idle = config_.task_lease_idle_ms / 1000.0;
   std::vector<std::string> expired;
   for (auto& [id, l] : leases_) {

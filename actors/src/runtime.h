@@ -67,6 +67,10 @@ class Runtime {
   std::vector<proto::NodeInfoMsg> ClusterInfo();
   // Kills the non-detached actors this process created.
   void KillOwnedActors();
+  // Drivers: registers the job with the head (and heartbeats it from the tick); Shutdown
+  // ends it.
+  void RegisterJob();
+  void EndJob();
 
  private:
   struct ActorState {
@@ -134,6 +138,8 @@ class Runtime {
   ObjectStore store_;
   std::function<bool(transport::Envelope&)> extra_;
   std::atomic<uint64_t> next_request_{1};
+  std::atomic<bool> job_registered_{false};
+  double last_job_heartbeat_ = 0;
 
   std::mutex actors_mu_;
   std::unordered_map<ActorId, std::shared_ptr<ActorState>, IdHash> actors_;

@@ -51,6 +51,7 @@ enum class MsgType : uint8_t {
   kGetClusterInfo = 34,
   kClusterInfoReply = 35,
   kAck = 36,  // generic reply: AckMsg
+  kRegisterJob = 37,  // driver -> head, also its heartbeat: JobMsg
 
   // Node <-> head.
   kRegisterNode = 40,
@@ -371,6 +372,18 @@ struct AssignReplyMsg {
   std::string error_type;
   std::string message;
   MSGPACK_DEFINE(worker_id, actor_id, ok, error_kind, error_type, message);
+};
+
+struct JobMsg {
+  uint64_t request_id = 0;
+  std::string reply_to;
+  std::string job_id;
+  std::string driver_address;
+  int pid = 0;
+  std::string namespace_;
+  std::string entrypoint;
+  bool alive = true;
+  MSGPACK_DEFINE(request_id, reply_to, job_id, driver_address, pid, namespace_, entrypoint, alive);
 };
 
 struct PingMsg {

@@ -29,6 +29,10 @@ std::string FromHexBytes(const std::string& hex) {
   return out;
 }
 
+// Drivers heartbeat every second; a driver silent this long is gone.
+constexpr double kJobTimeoutS = 5.0;
+constexpr int kDetachedLifetime = 1;  // ActorOptionsMsg::lifetime of a detached actor
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -135,6 +139,24 @@ void HeadService::Recover() {
       LOG_WARN("skipping an unreadable actor record " + id + ": " + e.what());
     }
   }
+  for (const auto& [id, text] : options_.store->GetAll("jobs")) {
+    try {
+      auto j = nlohmann::json::parse(text);
+      JobRec rec;
+      rec.info.job_id = UniqueId::FromHex(j.at("job_id")).Binary();
+      rec.info.driver_address = j.value("driver_address", "");
+      rec.info.pid = j.value("pid", 0);
+      rec.info.namespace_ = j.value("namespace", "");
+      rec.info.entrypoint = j.value("entrypoint", "");
+      rec.alive = j.value("state", "") == "RUNNING";
+      rec.start_time = j.value("start_time", 0.0);
+      rec.end_cause = j.value("end_cause", "");
+      rec.last_seen = now;  // a grace period for its driver to reconnect
+      jobs_[rec.info.job_id] = rec;
+    } catch (const std::exception& e) {
+      LOG_WARN("skipping an unreadable job record " + id + ": " + e.what());
+    }
+  }
   if (!nodes_.empty() || !actors_.empty() || !pgs_.empty()) {
     LOG_INFO("recovered " + std::to_string(nodes_.size()) + " nodes, " + std::to_string(actors_.size()) + " actors and " +
              std::to_string(pgs_.size()) + " placement groups from the state store");
@@ -169,6 +191,7 @@ void HeadService::Handle(transport::Envelope& env) {
     case MsgType::kGetClusterInfo: return OnClusterInfo(env);
     case MsgType::kWorkerEvent: return OnWorkerEvent(env);
     case MsgType::kPing: return OnPing(env);
+    case MsgType::kRegisterJob: return OnRegisterJob(env);
     default:
       throw std::runtime_error(std::string("the head does not handle ") + proto::TypeName(env.type));
   }
@@ -191,6 +214,83 @@ void HeadService::OnPing(const transport::Envelope& env) {
   proto::PingMsg m;
   DECODE_OR_THROW(env, m);
   if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
+}
+
+// ------------------------------------------------------------------ jobs
+
+void HeadService::OnRegisterJob(const transport::Envelope& env) {
+  proto::JobMsg m;
+  DECODE_OR_THROW(env, m);
+  auto it = jobs_.find(m.job_id);
+  if (!m.alive) {
+    if (it != jobs_.end() && it->second.alive) JobDied(m.job_id, "the driver shut down");
+    return;
+  }
+  if (it != jobs_.end()) {
+    if (it->second.alive) it->second.last_seen = Now();
+    return;
+  }
+  JobRec& j = jobs_[m.job_id];
+  j.info = m;
+  j.last_seen = Now();
+  j.start_time = double(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
+  LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" + m.entrypoint + ")");
+  PersistJob(m.job_id);
+  ReplyAck(m.reply_to, m.request_id, true, "", "");
+}
+
+void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
+  JobRec& j = jobs_[job_id];
+  j.alive = false;
+  j.end_cause = cause;
+  LOG_INFO("job " + Hex(job_id) + " ended: " + cause);
+  for (auto& [id, a] : actors_) {
+    if (a.spec.job_id != job_id || a.spec.options.lifetime == kDetachedLifetime) continue;
+    if (a.state == proto::ActorState::kDead) continue;
+    a.kill_requested = true;
+    if (a.node >= 0) {
+      transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
+                      proto::KillWorkerMsg{a.spec.actor_id, "", "its owner (job " + Hex(job_id) + ") is gone"});
+    } else {
+      for (auto p = pending_.begin(); p != pending_.end(); ++p) {
+        if (p->kind == PendingKind::kActor && p->id == id) {
+          pending_.erase(p);
+          break;
+        }
+      }
+      ActorDied(a, "ActorDiedError", "its owner (job " + Hex(job_id) + ") is gone", false);
+    }
+  }
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.request.job_id != job_id) {
+      ++it;
+      continue;
+    }
+    if (it->second.node >= 0) {
+      Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
+      transport::Send(node_addresses_[it->second.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{it->first});
+    } else {
+      for (auto p = pending_.begin(); p != pending_.end(); ++p) {
+        if (p->kind == PendingKind::kLease && p->id == it->first) {
+          pending_.erase(p);
+          break;
+        }
+      }
+    }
+    it = leases_.erase(it);
+  }
+  PersistJob(job_id);
+  ScheduleAll();
+}
+
+void HeadService::PersistJob(const std::string& job_id) {
+  const JobRec& j = jobs_[job_id];
+  nlohmann::json out{{"job_id", Hex(job_id)}, {"driver_address", j.info.driver_address}, {"pid", j.info.pid},
+                     {"namespace", j.info.namespace_}, {"entrypoint", j.info.entrypoint},
+                     {"state", j.alive ? "RUNNING" : "FINISHED"}, {"start_time", j.start_time},
+                     {"end_cause", j.end_cause}};
+  options_.store->Put("jobs", Hex(job_id), out.dump());
 }
 
 // ------------------------------------------------------------------ nodes
@@ -634,6 +734,10 @@ void HeadService::Tick() {
       MarkNodeDead(i, "no heartbeat for " + std::to_string(int(now - node_last_seen_[i])) + " s");
     }
   }
+  std::vector<std::string> silent;
+  for (const auto& [id, j] : jobs_)
+    if (j.alive && now - j.last_seen > std::max(limit, kJobTimeoutS)) silent.push_back(id);
+  for (const auto& id : silent) JobDied(id, "the driver stopped sending heartbeats (it died)");
   for (auto& [id, pg] : pgs_) {
     for (auto w = pg.waiters.begin(); w != pg.waiters.end();) {
       if (w->deadline >= 0 && now >= w->deadline) {

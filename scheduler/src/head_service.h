@@ -91,6 +91,10 @@ class HeadService {
   void OnClusterInfo(const transport::Envelope& env);
   void OnWorkerEvent(const transport::Envelope& env);
   void OnPing(const transport::Envelope& env);
+  void OnRegisterJob(const transport::Envelope& env);
+  // The driver is gone: its non-detached actors and its leases go with it.
+  void JobDied(const std::string& job_id, const std::string& cause);
+  void PersistJob(const std::string& job_id);
   void Tick();
   void MarkNodeDead(size_t i, const std::string& cause);
 
@@ -126,6 +130,14 @@ class HeadService {
   std::map<std::string, LeaseRec> leases_;
   std::map<std::string, PgRec> pgs_;
   std::map<std::string, std::string> pg_names_;
+  struct JobRec {
+    proto::JobMsg info;
+    bool alive = true;
+    double last_seen = 0;
+    double start_time = 0;
+    std::string end_cause;
+  };
+  std::map<std::string, JobRec> jobs_;
   std::deque<Pending> pending_;
   size_t round_robin_ = 0;
 };

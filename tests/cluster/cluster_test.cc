@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -26,11 +30,24 @@ class Probe {
     return n ? n : "";
   }
   int Inc(int by) { return value_ += by; }
+  int Pid() { return int(getpid()); }
 
  private:
   int value_ = 0;
 };
-ORRERY_REMOTE(Probe::Create, &Probe::Node, &Probe::Inc);
+ORRERY_REMOTE(Probe::Create, &Probe::Node, &Probe::Inc, &Probe::Pid);
+
+// `cluster_test --child-driver HOST:PORT`: a second driver process that creates an actor
+// holding a GPU, prints the actor's worker pid, and waits to be killed.
+int ChildDriver(const std::string& address) {
+  orrery::Config c;
+  c.address = address;
+  orrery::Init(c);
+  auto a = orrery::Actor(Probe::Create).SetResources({{"GPU", 1}}).Remote();
+  std::printf("worker pid %d\n", *orrery::Get(a.Task(&Probe::Pid).Remote(), 30000));
+  std::fflush(stdout);
+  while (true) pause();
+}
 
 std::string NodeWithLabel(const std::string& key, const std::string& value) {
   for (const auto& n : orrery::Nodes())
@@ -146,6 +163,23 @@ TEST_F(ClusterTest, NodeKilledHardIsDetectedAndItsActorsDie) {
   EXPECT_EQ(orrery::ClusterResources()["GPU"], 0);
 }
 
+TEST_F(ClusterTest, ADriverKilledHardLosesItsActorsAndTheirResources) {
+  std::string log = cluster_.dir() + "/child.log";
+  int child = orrery_cluster::Spawn({"/proc/self/exe", "--child-driver", cluster_.head_address()}, log);
+  int worker = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(log);
+    std::string word1, word2;
+    in >> word1 >> word2 >> worker;
+    return word1 == "worker" && worker > 0;
+  }));
+  EXPECT_EQ(orrery::AvailableResources()["GPU"], 1);
+  orrery_cluster::KillHard(child);
+  // The head notices the silent driver and stops its (non-detached) actor.
+  EXPECT_TRUE(WaitFor([&] { return kill(worker, 0) != 0; }, 30000)) << "worker " << worker << " outlived its driver";
+  EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources()["GPU"] == 2; }, 10000));
+}
+
 TEST_F(ClusterTest, HeadKilledAndRestartedLosesNothing) {
   auto keeper = orrery::Actor(Probe::Create).SetName("keeper").Remote();
   ASSERT_EQ(*orrery::Get(keeper.Task(&Probe::Inc).Remote(1), 30000), 1);
@@ -187,6 +221,7 @@ TEST_F(ClusterTest, HeadKilledAndRestartedLosesNothing) {
 
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
+  if (argc == 3 && std::string(argv[1]) == "--child-driver") return ChildDriver(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -54,7 +54,7 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kWaitPlacementGroup,
       MsgType::kGetClusterInfo,
       MsgType::kClusterInfoReply,
-      MsgType::kAck,
+      MsgType::kAck, MsgType::kRegisterJob,
       MsgType::kRegisterNode,
       MsgType::kStartActor,
       MsgType::kGrantLease,
