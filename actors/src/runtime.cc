@@ -394,6 +394,9 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   o.lifetime = int(options.lifetime);
   o.placement_group = options.placement_group.IsNil() ? std::string() : options.placement_group.Binary();
   o.bundle_index = options.bundle_index;
+  o.strategy = options.strategy;
+  o.affinity_node = options.affinity_node.IsNil() ? std::string() : options.affinity_node.Binary();
+  o.affinity_soft = options.affinity_soft;
   m.spec.infeasible_timeout_s = config_.infeasible_timeout_s;
   m.spec.argv = argv_;
 
@@ -566,7 +569,8 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
   if (o.bundle_index >= 0 && o.placement_group.IsNil()) {
     throw ConfigError("task " + function + ": a bundle index needs a placement group");
   }
-  std::string key = internal::Pack(std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(), o.bundle_index));
+  std::string key = internal::Pack(std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(),
+                                                   o.bundle_index, o.strategy, o.affinity_node.Binary(), o.affinity_soft));
   {
     std::lock_guard<std::mutex> lock(tasks_mu_);
     auto& k = task_keys_[key];
@@ -625,6 +629,9 @@ void Runtime::PumpTasks(const std::string& key) {
     r.infeasible_timeout_s = config_.infeasible_timeout_s;
     r.job_id = job_.Binary();
     r.argv = argv_;
+    r.strategy = k.options.strategy;
+    r.affinity_node = k.options.affinity_node.IsNil() ? std::string() : k.options.affinity_node.Binary();
+    r.affinity_soft = k.options.affinity_soft;
     inbox_.SetTickPeriod(kLeaseTickMs);
     Lease& l = leases_[r.lease_id];
     l.id = r.lease_id;

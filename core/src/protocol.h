@@ -168,8 +168,12 @@ struct ActorOptionsMsg {
   int lifetime = 0;
   std::string placement_group;
   int bundle_index = -1;
+  int strategy = 0;  // 0 default, 1 spread, 2 node affinity
+  std::string affinity_node;
+  bool affinity_soft = false;
   MSGPACK_DEFINE(resources, label_selector, name, namespace_, max_restarts, max_task_retries,
-                 max_concurrency, lifetime, placement_group, bundle_index);
+                 max_concurrency, lifetime, placement_group, bundle_index, strategy, affinity_node,
+                 affinity_soft);
 };
 
 struct ActorSpecMsg {
@@ -237,8 +241,12 @@ struct LeaseRequestMsg {
   double infeasible_timeout_s = 5;
   std::string job_id;
   std::vector<std::string> argv;  // the driver's command line; argv[0] is its executable
+  int strategy = 0;
+  std::string affinity_node;
+  bool affinity_soft = false;
   MSGPACK_DEFINE(request_id, lease_id, reply_to, resources, label_selector, placement_group,
-                 bundle_index, infeasible_timeout_s, job_id, argv);
+                 bundle_index, infeasible_timeout_s, job_id, argv, strategy, affinity_node,
+                 affinity_soft);
 };
 
 struct LeaseReplyMsg {

@@ -593,7 +593,8 @@ bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
     d = it == pgs_.end() ? Decision{Outcome::kInfeasible, -1, "its placement group does not exist"}
                          : PlaceInBundle(it->second, o.bundle_index, o.resources, &bundle);
   } else {
-    Demand demand{o.resources, o.label_selector, SchedulingStrategy::kDefault, {}, false};
+    Demand demand{o.resources, o.label_selector, SchedulingStrategy(o.strategy),
+                  NodeId(UniqueId::FromBinary(o.affinity_node)), o.affinity_soft};
     d = Schedule(demand, nodes_, round_robin_++);
   }
   if (d.outcome == Outcome::kPlaced) {
@@ -626,7 +627,8 @@ bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
     d = it == pgs_.end() ? Decision{Outcome::kInfeasible, -1, "its placement group does not exist"}
                          : PlaceInBundle(it->second, r.bundle_index, r.resources, &bundle);
   } else {
-    Demand demand{r.resources, r.label_selector, SchedulingStrategy::kDefault, {}, false};
+    Demand demand{r.resources, r.label_selector, SchedulingStrategy(r.strategy),
+                  NodeId(UniqueId::FromBinary(r.affinity_node)), r.affinity_soft};
     d = Schedule(demand, nodes_, round_robin_++);
   }
   if (d.outcome == Outcome::kPlaced) {

@@ -123,6 +123,51 @@ TEST_F(ClusterTest, StrictPackNeedsOneNodeThatHoldsEverything) {
   orrery::RemovePlacementGroup(pg.Id());
 }
 
+TEST_F(ClusterTest, SpreadPutsActorsOnDistinctNodes) {
+  std::set<std::string> nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto a = orrery::Actor(Probe::Create)
+                 .SetResources({{"CPU", 1}})
+                 .SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{})
+                 .Remote();
+    nodes.insert(*orrery::Get(a.Task(&Probe::Node).Remote(), 30000));
+  }
+  EXPECT_EQ(nodes.size(), 3u);
+}
+
+TEST_F(ClusterTest, NodeAffinityHardAndSoft) {
+  std::string c = NodeWithLabel("zone", "c");
+  auto pinned = orrery::Actor(Probe::Create)
+                    .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{orrery::NodeId::FromHex(c), false})
+                    .Remote();
+  EXPECT_EQ(*orrery::Get(pinned.Task(&Probe::Node).Remote(), 30000), c);
+  // A node that does not exist: hard affinity cannot be met, soft affinity goes elsewhere.
+  auto nowhere = orrery::NodeId::Random();
+  auto hard = orrery::Actor(Probe::Create).SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, false}).Remote();
+  EXPECT_THROW(orrery::Get(hard.Task(&Probe::Node).Remote(), 30000), orrery::InfeasibleError);
+  auto soft = orrery::Actor(Probe::Create).SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, true}).Remote();
+  EXPECT_FALSE(orrery::Get(soft.Task(&Probe::Node).Remote(), 30000)->empty());
+}
+
+TEST_F(ClusterTest, BundlesConstrainedToShareALabelValue) {
+  // Two CPU bundles that must share a zone: only zone c (4 CPUs) can hold both with PACK
+  // once zone a is busy; STRICT_SPREAD inside one zone (one node per zone) is impossible.
+  auto pg = orrery::CreatePlacementGroup({.name = "same_zone",
+                                          .bundles = {{{"CPU", 2}}, {{"CPU", 2}}},
+                                          .strategy = orrery::PlacementStrategy::PACK,
+                                          .same_label = "zone"});
+  ASSERT_TRUE(pg.Wait(30));
+  auto a = orrery::Actor(Probe::Create).SetResources({{"CPU", 2}}).SetPlacementGroup(pg, 1).Remote();
+  EXPECT_EQ(*orrery::Get(a.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "c"));
+  orrery::RemovePlacementGroup(pg.Id());
+  auto spread = orrery::CreatePlacementGroup({.name = "spread_same_zone",
+                                              .bundles = {{{"CPU", 1}}, {{"CPU", 1}}},
+                                              .strategy = orrery::PlacementStrategy::STRICT_SPREAD,
+                                              .same_label = "zone"});
+  EXPECT_FALSE(spread.Wait(1));
+  orrery::RemovePlacementGroup(spread.Id());
+}
+
 TEST_F(ClusterTest, InfeasibleDemandFailsFastNamingIt) {
   auto a = orrery::Actor(Probe::Create).SetResources({{"TPU", 4}}).Remote();
   try {

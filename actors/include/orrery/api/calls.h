@@ -66,6 +66,20 @@ class OptionsBuilder {
     return self();
   }
   Derived& SetPlacementGroup(const PlacementGroup& pg, int bundle_index = -1);
+  Derived& SetSchedulingStrategy(DefaultSchedulingStrategy) {
+    options_.strategy = 0;
+    return self();
+  }
+  Derived& SetSchedulingStrategy(SpreadSchedulingStrategy) {
+    options_.strategy = 1;
+    return self();
+  }
+  Derived& SetSchedulingStrategy(const NodeAffinitySchedulingStrategy& s) {
+    options_.strategy = 2;
+    options_.affinity_node = s.node_id;
+    options_.affinity_soft = s.soft;
+    return self();
+  }
 
  protected:
   Derived& self() { return static_cast<Derived&>(*this); }

@@ -14,6 +14,17 @@ namespace orrery {
 
 enum class ActorLifetime { kOwned = 0, kDetached = 1 };
 
+// Where a task or actor goes (DESIGN.md section 5), as in Ray:
+//  - DefaultSchedulingStrategy: pack onto the first nodes until they are half used, then spread;
+//  - SpreadSchedulingStrategy: the least used node that fits;
+//  - NodeAffinitySchedulingStrategy: that node; with soft = true, elsewhere when it cannot.
+struct DefaultSchedulingStrategy {};
+struct SpreadSchedulingStrategy {};
+struct NodeAffinitySchedulingStrategy {
+  NodeId node_id;
+  bool soft = false;
+};
+
 namespace internal {
 
 // One argument of a call: either the msgpack bytes of a value, or a reference to an object
@@ -36,6 +47,9 @@ struct CallOptions {
   PlacementGroupId placement_group;
   int bundle_index = -1;
   bool resources_set = false;
+  int strategy = 0;  // 0 default, 1 spread, 2 node affinity
+  NodeId affinity_node;
+  bool affinity_soft = false;
 };
 
 std::shared_ptr<RefHolder> SubmitTask(const std::string& function, std::vector<ArgSlot> args,

@@ -21,7 +21,7 @@ struct NodeView {
 
 using ClusterView = std::vector<NodeView>;
 
-enum class SchedulingStrategy { kDefault, kSpread, kNodeAffinity };
+enum class SchedulingStrategy { kDefault = 0, kSpread = 1, kNodeAffinity = 2 };
 
 struct Demand {
   Resources resources;
