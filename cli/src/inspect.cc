@@ -72,8 +72,10 @@ int Status(const InspectFlags& flags) {
   nlohmann::json nodes = NodesJson();
   nlohmann::json actors = Table(flags.redis_address, "actors");
   nlohmann::json pgs = Table(flags.redis_address, "placement_groups");
+  nlohmann::json pending = Table(flags.redis_address, "pending");
   if (flags.json) {
-    std::cout << nlohmann::json{{"nodes", nodes}, {"actors", actors}, {"placement_groups", pgs}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"nodes", nodes}, {"actors", actors}, {"placement_groups", pgs}, {"pending", pending}}.dump(2)
+              << "\n";
     Shutdown();
     return 0;
   }
@@ -88,6 +90,11 @@ int Status(const InspectFlags& flags) {
   std::cout << "\nActors\n";
   if (by_state.empty()) std::cout << "  (none)\n";
   for (const auto& [state, n] : by_state) std::cout << "  " << state << ": " << n << "\n";
+  std::cout << "\nPending demands\n";
+  if (pending.empty()) std::cout << "  (none)\n";
+  for (const auto& p : pending) {
+    std::cout << "  " << p.value("kind", "") << " " << p.value("demand", "") << ": " << p.value("reason", "") << "\n";
+  }
   std::cout << "\nPlacement groups\n";
   if (pgs.empty()) std::cout << "  (none)\n";
   for (const auto& p : pgs) {

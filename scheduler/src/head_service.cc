@@ -614,6 +614,9 @@ bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
       ActorDied(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason, false);
       return true;
     }
+    wait_reason_ = "infeasible: " + d.reason;
+  } else {
+    wait_reason_ = d.reason;
   }
   return false;
 }
@@ -653,6 +656,7 @@ bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
     leases_.erase(r.lease_id);
     return true;
   }
+  wait_reason_ = (d.outcome == Outcome::kInfeasible ? "infeasible: " : "") + d.reason;
   return false;
 }
 
@@ -662,6 +666,7 @@ bool HeadService::TryPlacePg(PgRec& pg) {
                                   pg.spec.same_label, pg.spec.label_selector);
   if (d.outcome != Outcome::kPlaced) {
     pg.reason = d.reason;
+    wait_reason_ = d.reason;
     return false;  // placement groups stay pending until removed
   }
   pg.state = PgRec::kCreated;
@@ -696,7 +701,23 @@ void HeadService::ScheduleAll() {
         break;
       }
     }
-    it = done ? pending_.erase(it) : std::next(it);
+    if (done) {
+      if (!it->reason.empty()) options_.store->Delete("pending", Hex(it->id));
+      it = pending_.erase(it);
+      continue;
+    }
+    if (wait_reason_ != it->reason) {  // written only when it changes, not every tick
+      it->reason = wait_reason_;
+      static const char* kKinds[] = {"actor", "task", "placement_group"};
+      std::string what;
+      if (it->kind == PendingKind::kActor) what = actors_[it->id].spec.factory + " " + ToString(actors_[it->id].spec.options.resources);
+      if (it->kind == PendingKind::kLease) what = "tasks needing " + ToString(leases_[it->id].request.resources);
+      if (it->kind == PendingKind::kPg) what = "placement group '" + pgs_[it->id].spec.name + "'";
+      nlohmann::json j{{"id", Hex(it->id)}, {"kind", kKinds[int(it->kind)]}, {"demand", what},
+                       {"reason", it->reason}, {"waiting_s", now - it->since}};
+      options_.store->Put("pending", Hex(it->id), j.dump());
+    }
+    ++it;
   }
 }
 

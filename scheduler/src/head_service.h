@@ -73,6 +73,7 @@ class HeadService {
     PendingKind kind;
     std::string id;
     double since;
+    std::string reason;  // why it waits, as last written to the "pending" table
   };
 
   // Rebuilds nodes, actors, named actors and placement groups from the state store.
@@ -140,6 +141,7 @@ class HeadService {
   std::map<std::string, JobRec> jobs_;
   std::deque<Pending> pending_;
   size_t round_robin_ = 0;
+  std::string wait_reason_;  // set by TryPlace* when they return false
 };
 
 }  // namespace orrery::scheduler

@@ -128,6 +128,47 @@ TEST(LabelSelectorTest, MatchingSelectorRunsAndOtherwiseInfeasible) {
                orrery::InfeasibleError);
 }
 
+TEST(SchedulingStrategyTest, StrategiesOnTheEmbeddedNode) {
+  orrery::NodeId node = orrery::Nodes().at(0).node_id;
+  orrery_test::ActorReaper reaper;
+  auto pinned =
+      reaper.Add(orrery::Actor(Counter::Create)
+                     .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{node, false})
+                     .Remote(1));
+  EXPECT_EQ(*orrery::Get(pinned.Task(&Counter::Value).Remote(), kGetTimeoutMs), 1);
+  EXPECT_EQ(
+      *orrery::Get(
+          orrery::Task(Add).SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{}).Remote(1, 2),
+          kGetTimeoutMs),
+      3);
+  EXPECT_EQ(
+      *orrery::Get(
+          orrery::Task(Add).SetSchedulingStrategy(orrery::DefaultSchedulingStrategy{}).Remote(2, 2),
+          kGetTimeoutMs),
+      4);
+  // Soft affinity to a node that does not exist falls back to the embedded node.
+  orrery::NodeId nowhere = orrery::NodeId::Random();
+  EXPECT_EQ(
+      *orrery::Get(orrery::Task(Add)
+                       .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, true})
+                       .Remote(3, 3),
+                   kGetTimeoutMs),
+      6);
+  // Hard affinity to it can never be met.
+  EXPECT_THROW(
+      orrery::Get(orrery::Task(Add)
+                      .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, false})
+                      .Remote(1, 1),
+                  kGetTimeoutMs),
+      orrery::InfeasibleError);
+  auto lost =
+      reaper.Add(orrery::Actor(Counter::Create)
+                     .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, false})
+                     .Remote(0));
+  EXPECT_THROW(orrery::Get(lost.Task(&Counter::Value).Remote(), kGetTimeoutMs),
+               orrery::InfeasibleError);
+}
+
 TEST(ActorResourcesTest, InvalidResourcesAreConfigErrorAtSubmission) {
   for (const orrery::Resources& bad :
        {orrery::Resources{{"CPU", 1.5}}, orrery::Resources{{"", 1}}, orrery::Resources{{"GPU", 0}},
