@@ -1,10 +1,14 @@
 #include "actors/src/node_service.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 
+#include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/resources.h"
 
@@ -19,6 +23,10 @@ double Now() {
 }  // namespace
 
 NodeService::NodeService(NodeOptions options) : options_(std::move(options)), id_(NodeId::Random()) {
+  if (options_.binary_cache_dir.empty()) {
+    const char* t = std::getenv("ORRERY_TMPDIR");
+    options_.binary_cache_dir = std::string(t && *t ? t : "/tmp/orrery") + "/node_binaries";
+  }
   options_.labels["orrery.io/node-id"] = id_.Hex();
 }
 
@@ -149,6 +157,11 @@ void NodeService::Handle(transport::Envelope& env) {
       if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
       return;
     }
+    case MsgType::kBinaryReply: {
+      proto::BinaryMsg m;
+      decode(&m);
+      return OnBinaryReply(m, env.PayloadString());
+    }
     case MsgType::kError: {
       proto::ErrorMsg m;
       (void)env.Decode(&m);
@@ -160,16 +173,107 @@ void NodeService::Handle(transport::Envelope& env) {
   }
 }
 
-NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std::string>& argv) {
+NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std::string>& argv,
+                                            const std::string& hash, const std::string& arch) {
   std::string id = WorkerId::Random().Binary();
   Worker& w = workers_[id];
   w.id = id;
   w.is_actor = is_actor;
+  std::string local_arch = MachineArch();
+  if (!arch.empty() && arch != local_arch) {
+    w.kill_requested = true;
+    w.kill_reason = "node " + id_.Hex().substr(0, 12) + " runs on " + local_arch +
+                    ", but the driver's executable is built for " + arch;
+    return w;
+  }
+  std::vector<std::string> resolved = argv.empty() ? options_.worker_argv : argv;
+  if (!hash.empty() && !resolved.empty()) {
+    std::string path = LocalExecutable(resolved[0], hash);
+    if (path.empty()) {
+      w.argv = resolved;
+      auto& waiting = awaiting_binary_[hash];
+      if (waiting.empty()) {
+        LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
+        transport::Send(options_.head_address, MsgType::kFetchBinary,
+                        proto::BinaryMsg{0, inbox_.address(), hash, "", true, ""});
+      }
+      waiting.push_back(id);
+      return w;
+    }
+    resolved[0] = path;
+  }
+  Spawn(w, resolved);
+  return w;
+}
+
+std::string NodeService::LocalExecutable(const std::string& path, const std::string& hash) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    long long stamp = (long long)st.st_mtime * 1000003 + st.st_size;
+    auto& cached = hash_cache_[path];
+    if (cached.first != stamp || cached.second.empty()) cached = {stamp, HashFile(path)};
+    if (cached.second == hash) return path;
+  }
+  std::string cached_path = options_.binary_cache_dir + "/" + hash;
+  if (access(cached_path.c_str(), X_OK) == 0) return cached_path;
+  return "";
+}
+
+void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
+  auto waiting = std::move(awaiting_binary_[m.hash]);
+  awaiting_binary_.erase(m.hash);
+  std::string error;
+  std::string path = options_.binary_cache_dir + "/" + m.hash;
+  if (!m.ok) {
+    error = m.message;
+  } else if (HashBytes(bytes) != m.hash) {
+    error = "the executable fetched from the head does not match its hash " + m.hash;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.binary_cache_dir, ec);
+    std::string tmp = path + ".tmp" + std::to_string(getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(bytes.data(), std::streamsize(bytes.size()));
+      if (!out) error = "cannot write " + tmp;
+    }
+    if (error.empty()) {
+      chmod(tmp.c_str(), 0755);
+      std::filesystem::rename(tmp, path, ec);
+      if (ec) error = "cannot store " + path + ": " + ec.message();
+    }
+  }
+  if (error.empty()) LOG_INFO("node: cached the driver's executable as " + path);
+  for (const auto& id : waiting) {
+    auto it = workers_.find(id);
+    if (it == workers_.end()) continue;
+    Worker& w = it->second;
+    if (!error.empty()) {
+      FailWorker(w, "the driver's executable is not on this node and could not be fetched: " + error);
+      continue;
+    }
+    if (w.kill_requested) {
+      FailWorker(w, w.kill_reason);
+      continue;
+    }
+    std::vector<std::string> argv = w.argv;
+    argv[0] = path;
+    Spawn(w, argv);
+  }
+}
+
+void NodeService::FailWorker(Worker& w, const std::string& reason) {
+  if (w.is_actor) ActorDied(w, "ActorDiedError", reason);
+  if (w.has_lease) LeaseFailed(w.lease, "Error", reason);
+  workers_.erase(w.id);
+}
+
+void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   uint64_t req = next_spawn_++;
-  by_spawn_[req] = id;
+  by_spawn_[req] = w.id;
   std::map<std::string, std::string> env;
   env["ORRERY_ROLE"] = "worker";
-  env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(id)).Hex();
+  env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(w.id)).Hex();
   env["ORRERY_NODE_ADDRESS"] = inbox_.address();
   env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
   env["ORRERY_NODE_ID"] = id_.Hex();
@@ -180,13 +284,12 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
     w.kill_requested = true;
     w.kill_reason = "the worker process could not be started: " + s.message();
   }
-  return w;
 }
 
 void NodeService::OnStartActor(const proto::StartActorMsg& m) {
-  Worker& w = NewWorker(true, m.spec.argv);
+  Worker& w = NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch);
   w.actor = m;
-  if (w.kill_requested) ActorDied(w, "ActorDiedError", w.kill_reason);
+  if (w.kill_requested) FailWorker(w, w.kill_reason);
 }
 
 void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
@@ -198,10 +301,10 @@ void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
       return;
     }
   }
-  Worker& w = NewWorker(false, r.argv);
+  Worker& w = NewWorker(false, r.argv, r.binary_hash, r.arch);
   w.has_lease = true;
   w.lease = r;
-  if (w.kill_requested) LeaseFailed(r, "Error", w.kill_reason);
+  if (w.kill_requested) FailWorker(w, w.kill_reason);
 }
 
 void NodeService::GrantTo(Worker& w) {

@@ -33,6 +33,9 @@ struct NodeOptions {
   int idle_workers_kept = 2;
   double idle_worker_timeout_s = 10;
   double heartbeat_period_s = 1.0;
+  // Where executables fetched from the head are cached; empty: $ORRERY_TMPDIR (or
+  // /tmp/orrery) + "/node_binaries".
+  std::string binary_cache_dir;
 };
 
 class NodeService {
@@ -60,6 +63,7 @@ class NodeService {
     bool kill_requested = false;
     std::string kill_reason;
     double idle_since = 0;
+    std::vector<std::string> argv;  // while waiting for the executable
   };
 
   void Handle(transport::Envelope& env);
@@ -74,7 +78,17 @@ class NodeService {
   void Tick();
   void SendRegistration(bool alive);
 
-  Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv);
+  // Creates the worker record and spawns its process, or queues it until the driver's
+  // executable (named by hash) has been fetched from the head. On failure the record has
+  // kill_requested set with the reason.
+  Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
+                    const std::string& arch);
+  void Spawn(Worker& w, const std::vector<std::string>& argv);
+  // The local path of the executable with this content: argv[0] when it matches, else the
+  // cache; empty when it must be fetched.
+  std::string LocalExecutable(const std::string& path, const std::string& hash);
+  void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
+  void FailWorker(Worker& w, const std::string& reason);
   // The zygote for an executable, started on first use (on the inbox thread).
   Result<ZygoteClient*> ZygoteFor(const std::vector<std::string>& argv);
   void Kill(Worker& w, const std::string& reason);
@@ -92,6 +106,8 @@ class NodeService {
   std::map<int, std::string> by_pid_;
   std::map<uint64_t, std::string> by_spawn_;
   uint64_t next_spawn_ = 1;
+  std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
+  std::map<std::string, std::pair<long long, std::string>> hash_cache_;  // path -> (mtime+size, hash)
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "actors/src/errors_util.h"
+#include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/errors.h"
 #include "orrery/resources.h"
@@ -211,7 +212,23 @@ proto::JobMsg JobInfo(const JobId& job, const std::string& address, const Config
 
 void Runtime::RegisterJob() {
   auto m = JobInfo(job_, address(), config_, argv_, true);
-  Rpc<proto::AckMsg>(MsgType::kRegisterJob, m, MsgType::kAck);
+  if (!config_.address.empty()) {
+    // A cluster: nodes on other hosts may lack this executable and fetch it from the head.
+    binary_hash_ = HashFile(argv_[0]);
+    arch_ = MachineArch();
+    m.binary_hash = binary_hash_;
+    m.arch = arch_;
+  }
+  auto ack = Rpc<proto::AckMsg>(MsgType::kRegisterJob, m, MsgType::kAck);
+  if (!ack.ok && ack.error_kind == "NeedBinary") {
+    std::ifstream in(argv_[0], std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    proto::BinaryMsg put{0, "", binary_hash_, arch_, true, ""};
+    auto stored = RpcWithPayload<proto::AckMsg>(MsgType::kPutBinary, put, bytes, MsgType::kAck);
+    if (!stored.ok) throw ConnectionError("the head could not store this program's executable: " + stored.message);
+    ack = Rpc<proto::AckMsg>(MsgType::kRegisterJob, m, MsgType::kAck);
+  }
+  if (!ack.ok) ThrowKind(ack.error_kind, "the head refused the job: " + ack.message);
   job_registered_ = true;
 }
 
@@ -399,6 +416,8 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   o.affinity_soft = options.affinity_soft;
   m.spec.infeasible_timeout_s = config_.infeasible_timeout_s;
   m.spec.argv = argv_;
+  m.spec.binary_hash = binary_hash_;
+  m.spec.arch = arch_;
 
   auto a = ActorFor(id, false);
   {
@@ -629,6 +648,8 @@ void Runtime::PumpTasks(const std::string& key) {
     r.infeasible_timeout_s = config_.infeasible_timeout_s;
     r.job_id = job_.Binary();
     r.argv = argv_;
+    r.binary_hash = binary_hash_;
+    r.arch = arch_;
     r.strategy = k.options.strategy;
     r.affinity_node = k.options.affinity_node.IsNil() ? std::string() : k.options.affinity_node.Binary();
     r.affinity_soft = k.options.affinity_soft;
@@ -702,6 +723,12 @@ void Runtime::ReturnLease(const std::string& lease_id, bool failed) {
 
 template <typename Reply, typename Meta>
 Reply Runtime::Rpc(MsgType type, Meta meta, MsgType reply_type, int timeout_ms) {
+  return RpcWithPayload<Reply>(type, std::move(meta), std::string(), reply_type, timeout_ms, false);
+}
+
+template <typename Reply, typename Meta>
+Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payload, MsgType reply_type,
+                              int timeout_ms, bool has_payload) {
   meta.request_id = next_request_++;
   meta.reply_to = address();
   uint64_t id = meta.request_id;
@@ -709,7 +736,7 @@ Reply Runtime::Rpc(MsgType type, Meta meta, MsgType reply_type, int timeout_ms) 
     std::lock_guard<std::mutex> lock(rpc_mu_);
     rpc_replies_[id] = nullptr;
   }
-  transport::Send(head_address_, type, meta);
+  transport::Send(head_address_, type, meta, has_payload ? &payload : nullptr);
   std::unique_lock<std::mutex> lock(rpc_mu_);
   bool done = rpc_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return rpc_replies_[id] != nullptr; });
   auto env = rpc_replies_[id];

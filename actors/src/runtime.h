@@ -127,6 +127,9 @@ class Runtime {
   // Synchronous control RPC to the head: sends, then waits for the reply with request_id.
   template <typename Reply, typename Meta>
   Reply Rpc(proto::MsgType type, Meta meta, proto::MsgType reply_type, int timeout_ms = 30000);
+  template <typename Reply, typename Meta>
+  Reply RpcWithPayload(proto::MsgType type, Meta meta, const std::string& payload, proto::MsgType reply_type,
+                       int timeout_ms = 120000, bool has_payload = true);
   void CompleteRpc(uint64_t request_id, transport::Envelope& env);
 
   Config config_;
@@ -134,6 +137,8 @@ class Runtime {
   JobId job_;
   std::string where_;
   std::vector<std::string> argv_;  // what workers of this process's actors and tasks run
+  std::string binary_hash_;        // cluster mode: content hash of argv_[0]
+  std::string arch_;
   transport::Inbox inbox_;
   ObjectStore store_;
   std::function<bool(transport::Envelope&)> extra_;

@@ -11,7 +11,8 @@ bool IsKnownType(uint8_t t) {
     case MsgType::kLeaseReply: case MsgType::kReturnLease: case MsgType::kCreatePlacementGroup:
     case MsgType::kPlacementGroupReply: case MsgType::kRemovePlacementGroup:
     case MsgType::kWaitPlacementGroup: case MsgType::kGetClusterInfo: case MsgType::kClusterInfoReply:
-    case MsgType::kAck: case MsgType::kRegisterJob: case MsgType::kRegisterNode: case MsgType::kStartActor:
+    case MsgType::kAck: case MsgType::kRegisterJob: case MsgType::kPutBinary:
+    case MsgType::kFetchBinary: case MsgType::kBinaryReply: case MsgType::kRegisterNode: case MsgType::kStartActor:
     case MsgType::kGrantLease: case MsgType::kKillWorker: case MsgType::kWorkerEvent:
     case MsgType::kReleaseLease: case MsgType::kWorkerRegister: case MsgType::kAssign:
     case MsgType::kAssignReply: case MsgType::kExit: case MsgType::kPing: case MsgType::kPong:
@@ -45,6 +46,9 @@ const char* TypeName(MsgType t) {
     case MsgType::kClusterInfoReply: return "ClusterInfoReply";
     case MsgType::kAck: return "Ack";
     case MsgType::kRegisterJob: return "RegisterJob";
+    case MsgType::kPutBinary: return "PutBinary";
+    case MsgType::kFetchBinary: return "FetchBinary";
+    case MsgType::kBinaryReply: return "BinaryReply";
     case MsgType::kRegisterNode: return "RegisterNode";
     case MsgType::kStartActor: return "StartActor";
     case MsgType::kGrantLease: return "GrantLease";

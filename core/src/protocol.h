@@ -52,6 +52,9 @@ enum class MsgType : uint8_t {
   kClusterInfoReply = 35,
   kAck = 36,  // generic reply: AckMsg
   kRegisterJob = 37,  // driver -> head, also its heartbeat: JobMsg
+  kPutBinary = 38,    // driver -> head: BinaryMsg + payload (the driver's executable)
+  kFetchBinary = 39,  // node -> head: BinaryMsg
+  kBinaryReply = 46,  // head -> node: BinaryMsg + payload
 
   // Node <-> head.
   kRegisterNode = 40,
@@ -185,7 +188,10 @@ struct ActorSpecMsg {
   ActorOptionsMsg options;
   double infeasible_timeout_s = 5;
   std::vector<std::string> argv;  // the driver's command line; argv[0] is its executable
-  MSGPACK_DEFINE(actor_id, job_id, factory, args, owner, options, infeasible_timeout_s, argv);
+  std::string binary_hash;        // content of argv[0]; empty: use the path as it is
+  std::string arch;               // the architecture it was built for
+  MSGPACK_DEFINE(actor_id, job_id, factory, args, owner, options, infeasible_timeout_s, argv,
+                 binary_hash, arch);
 };
 
 struct CreateActorMsg {
@@ -244,9 +250,11 @@ struct LeaseRequestMsg {
   int strategy = 0;
   std::string affinity_node;
   bool affinity_soft = false;
+  std::string binary_hash;
+  std::string arch;
   MSGPACK_DEFINE(request_id, lease_id, reply_to, resources, label_selector, placement_group,
                  bundle_index, infeasible_timeout_s, job_id, argv, strategy, affinity_node,
-                 affinity_soft);
+                 affinity_soft, binary_hash, arch);
 };
 
 struct LeaseReplyMsg {
@@ -391,7 +399,20 @@ struct JobMsg {
   std::string namespace_;
   std::string entrypoint;
   bool alive = true;
-  MSGPACK_DEFINE(request_id, reply_to, job_id, driver_address, pid, namespace_, entrypoint, alive);
+  std::string binary_hash;  // cluster mode: the head asks for the binary when it lacks it
+  std::string arch;
+  MSGPACK_DEFINE(request_id, reply_to, job_id, driver_address, pid, namespace_, entrypoint, alive,
+                 binary_hash, arch);
+};
+
+struct BinaryMsg {
+  uint64_t request_id = 0;
+  std::string reply_to;
+  std::string hash;
+  std::string arch;
+  bool ok = true;
+  std::string message;
+  MSGPACK_DEFINE(request_id, reply_to, hash, arch, ok, message);
 };
 
 struct PingMsg {

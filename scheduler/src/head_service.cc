@@ -1,8 +1,13 @@
 #include "scheduler/src/head_service.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/resources.h"
 
@@ -50,6 +55,10 @@ const char* StateName(proto::ActorState s) {
 
 HeadService::HeadService(HeadOptions options) : options_(std::move(options)) {
   if (!options_.store) options_.store = std::make_shared<InMemoryStateStore>();
+  if (options_.binary_dir.empty()) {
+    const char* t = std::getenv("ORRERY_TMPDIR");
+    options_.binary_dir = std::string(t && *t ? t : "/tmp/orrery") + "/head_binaries";
+  }
 }
 
 HeadService::~HeadService() { Stop(); }
@@ -192,6 +201,8 @@ void HeadService::Handle(transport::Envelope& env) {
     case MsgType::kWorkerEvent: return OnWorkerEvent(env);
     case MsgType::kPing: return OnPing(env);
     case MsgType::kRegisterJob: return OnRegisterJob(env);
+    case MsgType::kPutBinary: return OnPutBinary(env);
+    case MsgType::kFetchBinary: return OnFetchBinary(env);
     default:
       throw std::runtime_error(std::string("the head does not handle ") + proto::TypeName(env.type));
   }
@@ -230,6 +241,11 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
     if (it->second.alive) it->second.last_seen = Now();
     return;
   }
+  if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
+    // Nodes may need this executable: ask the driver for it before the job starts.
+    ReplyAck(m.reply_to, m.request_id, false, "NeedBinary", "upload " + m.binary_hash);
+    return;
+  }
   JobRec& j = jobs_[m.job_id];
   j.info = m;
   j.last_seen = Now();
@@ -238,6 +254,43 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
   LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" + m.entrypoint + ")");
   PersistJob(m.job_id);
   ReplyAck(m.reply_to, m.request_id, true, "", "");
+}
+
+std::string HeadService::BinaryPath(const std::string& hash) const {
+  for (char c : hash)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return "/nonexistent";
+  return options_.binary_dir + "/" + hash;
+}
+
+void HeadService::OnPutBinary(const transport::Envelope& env) {
+  proto::BinaryMsg m;
+  DECODE_OR_THROW(env, m);
+  std::string bytes = env.PayloadString();
+  std::string got = HashBytes(bytes);
+  if (got != m.hash) {
+    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the uploaded binary's hash is " + got + ", not " + m.hash);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options_.binary_dir, ec);
+  std::string path = BinaryPath(m.hash), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) return ReplyAck(m.reply_to, m.request_id, false, "Error", "cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path, ec);
+  LOG_INFO("stored a driver executable (" + std::to_string(bytes.size()) + " bytes) as " + path);
+  ReplyAck(m.reply_to, m.request_id, !ec, ec ? "Error" : "", ec ? ec.message() : "");
+}
+
+void HeadService::OnFetchBinary(const transport::Envelope& env) {
+  proto::BinaryMsg m;
+  DECODE_OR_THROW(env, m);
+  std::ifstream in(BinaryPath(m.hash), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  proto::BinaryMsg reply{m.request_id, "", m.hash, "", bool(in) || !bytes.empty(), ""};
+  if (!reply.ok) reply.message = "the head has no executable with hash " + m.hash;
+  transport::Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
 }
 
 void HeadService::JobDied(const std::string& job_id, const std::string& cause) {

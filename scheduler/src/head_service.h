@@ -26,6 +26,9 @@ struct HeadOptions {
   // A node that has not been heard from for period x threshold is dead.
   double health_check_period_s = 1.0;
   int health_check_failure_threshold = 5;
+  // Where drivers' executables are kept for nodes that lack them; empty: $ORRERY_TMPDIR
+  // (or /tmp/orrery) + "/head_binaries".
+  std::string binary_dir;
 };
 
 class HeadService {
@@ -93,6 +96,9 @@ class HeadService {
   void OnWorkerEvent(const transport::Envelope& env);
   void OnPing(const transport::Envelope& env);
   void OnRegisterJob(const transport::Envelope& env);
+  void OnPutBinary(const transport::Envelope& env);
+  void OnFetchBinary(const transport::Envelope& env);
+  std::string BinaryPath(const std::string& hash) const;
   // The driver is gone: its non-detached actors and its leases go with it.
   void JobDied(const std::string& job_id, const std::string& cause);
   void PersistJob(const std::string& job_id);

@@ -64,6 +64,8 @@ bool LogHas(const std::string& log, const std::string& needle) {
 Cluster::Cluster() {
   char tmpl[] = "/tmp/orrery_cluster_test_XXXXXX";
   dir_ = mkdtemp(tmpl);
+  // Daemons keep their files (fetched executables, sessions) under this test's directory.
+  setenv("ORRERY_TMPDIR", dir_.c_str(), 1);
 }
 
 Cluster::~Cluster() {

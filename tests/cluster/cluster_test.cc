@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <cstdlib>
 #include <set>
@@ -225,6 +226,35 @@ TEST_F(ClusterTest, ADriverKilledHardLosesItsActorsAndTheirResources) {
   EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources()["GPU"] == 2; }, 10000));
 }
 
+TEST_F(ClusterTest, ANodeWithoutTheDriversExecutableFetchesItFromTheHead) {
+  // A copy of this executable runs as a driver; once it has joined, the copy is deleted, so
+  // the nodes cannot find it at its path and must fetch it from the head by content hash.
+  std::string copy = cluster_.dir() + "/driver_copy";
+  std::filesystem::copy_file("/proc/self/exe", copy);
+  std::filesystem::permissions(copy, std::filesystem::perms::owner_all);
+  std::string marker = cluster_.dir() + "/go", log = cluster_.dir() + "/copy_driver.log";
+  int child = orrery_cluster::Spawn({copy, "--fetch-driver", cluster_.head_address(), marker}, log);
+  auto log_has = [&](const std::string& needle) {
+    std::ifstream in(log);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return content.find(needle) != std::string::npos;
+  };
+  ASSERT_TRUE(WaitFor([&] { return log_has("registered"); }));
+  std::filesystem::remove(copy);
+  std::ofstream(marker).close();
+  EXPECT_TRUE(WaitFor([&] { return log_has("value 5"); }, 60000)) << "the actor did not run";
+  orrery_cluster::KillHard(child);
+  bool fetched = false;
+  for (const auto& entry : std::filesystem::directory_iterator(cluster_.dir())) {
+    std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.rfind("node", 0) != 0) continue;
+    std::ifstream in(entry.path());
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fetched = fetched || content.find("cached the driver's executable") != std::string::npos;
+  }
+  EXPECT_TRUE(fetched) << "no node logged fetching the executable";
+}
+
 TEST_F(ClusterTest, HeadKilledAndRestartedLosesNothing) {
   auto keeper = orrery::Actor(Probe::Create).SetName("keeper").Remote();
   ASSERT_EQ(*orrery::Get(keeper.Task(&Probe::Inc).Remote(1), 30000), 1);
@@ -264,8 +294,24 @@ TEST_F(ClusterTest, HeadKilledAndRestartedLosesNothing) {
 
 }  // namespace
 
+// `driver_copy --fetch-driver HOST:PORT MARKER`: joins, says so, waits for MARKER, then
+// creates an actor and prints what it returns.
+int FetchDriver(const std::string& address, const std::string& marker) {
+  orrery::Config c;
+  c.address = address;
+  orrery::Init(c);
+  std::printf("registered\n");
+  std::fflush(stdout);
+  WaitFor([&] { return access(marker.c_str(), F_OK) == 0; }, 60000);
+  auto a = orrery::Actor(Probe::Create).Remote();
+  std::printf("value %d\n", *orrery::Get(a.Task(&Probe::Inc).Remote(5), 60000));
+  std::fflush(stdout);
+  while (true) pause();
+}
+
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
+  if (argc == 4 && std::string(argv[1]) == "--fetch-driver") return FetchDriver(argv[2], argv[3]);
   if (argc == 3 && std::string(argv[1]) == "--child-driver") return ChildDriver(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

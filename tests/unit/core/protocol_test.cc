@@ -55,7 +55,7 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kGetClusterInfo,
       MsgType::kClusterInfoReply,
       MsgType::kAck,
-      MsgType::kRegisterJob,
+      MsgType::kRegisterJob, MsgType::kPutBinary, MsgType::kFetchBinary, MsgType::kBinaryReply,
       MsgType::kRegisterNode,
       MsgType::kStartActor,
       MsgType::kGrantLease,
