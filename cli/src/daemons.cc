@@ -72,6 +72,8 @@ int RunNode(const NodeFlags& flags) {
   for (const auto& [k, v] : flags.resources) no.resources[k] = v;
   no.labels = flags.labels;
   no.worker_env["ORRERY_ADDRESS"] = flags.address;
+  // Workers listen where the node does, so callers on other hosts reach them.
+  if (flags.bind != "127.0.0.1") no.worker_env["ORRERY_NODE_IP"] = flags.bind;
   runtime::NodeService node(no);
   Status s = node.Start();
   if (!s.ok()) {

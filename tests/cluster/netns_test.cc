@@ -1,0 +1,111 @@
+// A node in its own network namespace (its own address, reached over a veth pair), joining a
+// head in the root namespace: the cluster works across real separate addresses. Skipped
+// where network namespaces cannot be created (not root, no iproute2).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "orrery/orrery.h"
+#include "tests/cluster/cluster_fixture.h"
+
+namespace {
+
+using orrery_cluster::WaitFor;
+
+class Where {
+ public:
+  static Where* Create() { return new Where(); }
+  std::string Ip() {
+    const char* ip = std::getenv("ORRERY_NODE_IP");
+    return ip ? ip : "127.0.0.1";
+  }
+  int Twice(int x) { return 2 * x; }
+};
+ORRERY_REMOTE(Where::Create, &Where::Ip, &Where::Twice);
+
+bool Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
+
+bool LogHas(const std::string& log, const std::string& needle) {
+  std::ifstream in(log);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return content.find(needle) != std::string::npos;
+}
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int id = getpid() % 200 + 20;
+    ns_ = "orrery_t" + std::to_string(getpid());
+    veth_ = "orv" + std::to_string(getpid());
+    host_ip_ = "10.231." + std::to_string(id) + ".1";
+    ns_ip_ = "10.231." + std::to_string(id) + ".2";
+    if (!Sh("ip netns add " + ns_)) GTEST_SKIP() << "cannot create network namespaces here";
+    created_ = true;
+    ASSERT_TRUE(Sh("ip netns exec " + ns_ + " ip link set lo up"));
+    ASSERT_TRUE(Sh("ip link add " + veth_ + "a type veth peer name " + veth_ + "b"));
+    ASSERT_TRUE(Sh("ip link set " + veth_ + "b netns " + ns_));
+    ASSERT_TRUE(Sh("ip addr add " + host_ip_ + "/24 dev " + veth_ + "a"));
+    ASSERT_TRUE(Sh("ip link set " + veth_ + "a up"));
+    ASSERT_TRUE(Sh("ip netns exec " + ns_ + " ip addr add " + ns_ip_ + "/24 dev " + veth_ + "b"));
+    ASSERT_TRUE(Sh("ip netns exec " + ns_ + " ip link set " + veth_ + "b up"));
+
+    char tmpl[] = "/tmp/orrery_netns_test_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    setenv("ORRERY_TMPDIR", dir_.c_str(), 1);
+    int rport = orrery_cluster::FreePort();
+    redis_ = orrery_cluster::Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--save", "",
+                                    "--dir", dir_},
+                                   dir_ + "/redis.log");
+    ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/redis.log", "Ready to accept connections"); }));
+    head_address_ = host_ip_ + ":" + std::to_string(orrery_cluster::FreePort());
+    head_ = orrery_cluster::Spawn({orrery_cluster::CliPath(), "head", "--bind", host_ip_, "--port",
+                                   head_address_.substr(head_address_.rfind(':') + 1), "--redis-address",
+                                   "127.0.0.1:" + std::to_string(rport)},
+                                  dir_ + "/head.log");
+    ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/head.log", "head listening on"); }));
+    // The node lives in the namespace: its only way to the head is the veth pair.
+    node_ = orrery_cluster::Spawn({"ip", "netns", "exec", ns_, orrery_cluster::CliPath(), "node", "--address",
+                                   head_address_, "--bind", ns_ip_, "--num-cpus", "2", "--labels", "place=netns"},
+                                  dir_ + "/node.log");
+    ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/node.log", " up at "); }));
+  }
+
+  void TearDown() override {
+    if (IsSkipped() || !created_) return;
+    if (orrery::IsInitialized()) orrery::Shutdown();
+    orrery_cluster::KillHard(node_);
+    orrery_cluster::KillHard(head_);
+    orrery_cluster::KillHard(redis_);
+    Sh("ip link del " + veth_ + "a");
+    Sh("ip netns del " + ns_);
+    std::system(("rm -rf " + dir_).c_str());
+  }
+
+  std::string ns_, veth_, host_ip_, ns_ip_, dir_, head_address_;
+  bool created_ = false;
+  int redis_ = -1, head_ = -1, node_ = -1;
+};
+
+TEST_F(NetnsTest, ANodeInItsOwnNamespaceRunsActorsForADriverOutsideIt) {
+  orrery::Config c;
+  c.address = head_address_;
+  c.node_ip = host_ip_;  // the driver's own socket must be reachable from the namespace
+  orrery::Init(c);
+  ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
+  auto nodes = orrery::Nodes();
+  EXPECT_NE(nodes[0].address.find(ns_ip_), std::string::npos) << nodes[0].address;
+  auto a = orrery::Actor(Where::Create).SetLabelSelector({{"place", "netns"}}).Remote();
+  EXPECT_EQ(*orrery::Get(a.Task(&Where::Ip).Remote(), 30000), ns_ip_);
+  EXPECT_EQ(*orrery::Get(a.Task(&Where::Twice).Remote(21), 30000), 42);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  orrery::RunWorkerIfRequested(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
