@@ -344,6 +344,7 @@ void HeadService::PersistJob(const std::string& job_id) {
                      {"state", j.alive ? "RUNNING" : "FINISHED"}, {"start_time", j.start_time},
                      {"end_cause", j.end_cause}};
   options_.store->Put("jobs", Hex(job_id), out.dump());
+  Publish("jobs", Hex(job_id), j.alive ? "RUNNING" : "FINISHED");
 }
 
 // ------------------------------------------------------------------ nodes
@@ -922,11 +923,17 @@ void HeadService::OnRemovePg(const transport::Envelope& env) {
 
 // ------------------------------------------------------------------ persistence
 
+void HeadService::Publish(const std::string& table, const std::string& id, const std::string& state) {
+  nlohmann::json e{{"table", table}, {"id", id}, {"state", state}};
+  options_.store->Publish(e.dump());
+}
+
 void HeadService::PersistNode(size_t i) {
   const auto& n = nodes_[i];
   nlohmann::json j{{"node_id", n.id.Hex()}, {"address", node_addresses_[i]}, {"alive", n.alive},
                    {"total", n.total}, {"labels", n.labels}};
   options_.store->Put("nodes", n.id.Hex(), j.dump());
+  Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }
 
 void HeadService::PersistActor(const ActorRec& a) {
@@ -950,6 +957,7 @@ void HeadService::PersistActor(const ActorRec& a) {
                    {"subscribers", a.subscribers},
                    {"spec", UniqueIdHexBytes(internal::Pack(a.spec))}};
   options_.store->Put("actors", Hex(a.spec.actor_id), j.dump());
+  Publish("actors", Hex(a.spec.actor_id), StateName(a.state));
 }
 
 void HeadService::PersistPg(const PgRec& pg) {
@@ -961,6 +969,7 @@ void HeadService::PersistPg(const PgRec& pg) {
                    {"bundles", pg.spec.bundles}, {"bundle_nodes", nodes}, {"state", kStates[pg.state]},
                    {"reason", pg.reason}, {"spec", UniqueIdHexBytes(internal::Pack(pg.spec))}};
   options_.store->Put("placement_groups", Hex(pg.spec.pg_id), j.dump());
+  Publish("placement_groups", Hex(pg.spec.pg_id), kStates[pg.state]);
 }
 
 }  // namespace orrery::scheduler

@@ -120,6 +120,8 @@ class HeadService {
   proto::ActorUpdateMsg UpdateOf(const ActorRec& a) const;
   ClusterView View() const;
   void PersistActor(const ActorRec& a);
+  // Announces a state change on the events channel: {"table", "id", "state"}.
+  void Publish(const std::string& table, const std::string& id, const std::string& state);
   void PersistNode(size_t i);
   void PersistPg(const PgRec& pg);
   void ReplyAck(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,

@@ -41,6 +41,7 @@ class Cluster {
   int AddNode(const std::string& extra_flags_json_resources, const std::string& labels, int cpus);
   const std::string& head_address() const { return head_address_; }
   const std::string& dir() const { return dir_; }
+  const std::string& redis_address() const { return redis_address_; }
 
  private:
   std::string dir_;
