@@ -427,6 +427,14 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
     a->detached = options.lifetime == ActorLifetime::kDetached;
     a->max_task_retries = options.max_task_retries;
   }
+  if (o.name.empty()) {
+    // Nothing to check synchronously: any failure reaches the caller as an actor update
+    // (the owner is subscribed), so creation does not wait for the head.
+    m.reply_to.clear();  // no acknowledgement wanted
+    transport::Send(head_address_, MsgType::kCreateActor, m);
+    return id;
+  }
+  // A name must be unique in its namespace: the head's answer decides, now.
   auto reply = Rpc<proto::AckMsg>(MsgType::kCreateActor, m, MsgType::kAck);
   if (!reply.ok) {
     std::lock_guard<std::mutex> lock(actors_mu_);

@@ -36,7 +36,8 @@ std::string FromHexBytes(const std::string& hex) {
 
 // Drivers heartbeat every second; a driver silent this long is gone.
 constexpr double kJobTimeoutS = 5.0;
-constexpr int kDetachedLifetime = 1;  // ActorOptionsMsg::lifetime of a detached actor
+constexpr int kDetachedLifetime = 1;
+constexpr const char* kLeftCleanly = "the node left the cluster";  // ActorOptionsMsg::lifetime of a detached actor
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -357,7 +358,7 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
   for (; i < nodes_.size(); ++i)
     if (nodes_[i].id == id) break;
   if (!m.node.alive) {  // a clean exit: dead at once
-    if (i < nodes_.size() && nodes_[i].alive) MarkNodeDead(i, "the node left the cluster");
+    if (i < nodes_.size() && nodes_[i].alive) MarkNodeDead(i, kLeftCleanly);
     return;
   }
   if (i < nodes_.size() && nodes_[i].alive) {  // a heartbeat
@@ -778,7 +779,11 @@ void HeadService::ScheduleAll() {
 void HeadService::MarkNodeDead(size_t i, const std::string& cause) {
   NodeView& n = nodes_[i];
   n.alive = false;
-  LOG_WARN("node " + n.id.Hex() + " is dead: " + cause);
+  if (cause == kLeftCleanly) {
+    LOG_INFO("node " + n.id.Hex() + " left the cluster");
+  } else {
+    LOG_WARN("node " + n.id.Hex() + " is dead: " + cause);
+  }
   for (auto& [id, a] : actors_) {
     if (a.node == int(i) && a.state != proto::ActorState::kDead) {
       ActorDied(a, "ActorDiedError", "its node " + n.id.Hex() + " died: " + cause, true);
