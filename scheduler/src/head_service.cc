@@ -638,65 +638,52 @@ Decision HeadService::PlaceInBundle(PgRec& pg, int bundle_index, const Resources
                                                           : "waiting for room in its placement group bundle"};
 }
 
-bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
-  if (a.state == proto::ActorState::kDead) return true;
-  const auto& o = a.spec.options;
+Decision HeadService::PlaceAndReserve(const Resources& resources, const Labels& selector, int strategy,
+                                      const std::string& affinity_node, bool affinity_soft,
+                                      const std::string& pg_id, int bundle_index, int* bundle) {
   Decision d;
-  int bundle = -1;
-  if (!o.placement_group.empty()) {
-    auto it = pgs_.find(o.placement_group);
+  *bundle = -1;
+  if (!pg_id.empty()) {
+    auto it = pgs_.find(pg_id);
     d = it == pgs_.end() ? Decision{Outcome::kInfeasible, -1, "its placement group does not exist"}
-                         : PlaceInBundle(it->second, o.bundle_index, o.resources, &bundle);
+                         : PlaceInBundle(it->second, bundle_index, resources, bundle);
   } else {
-    Demand demand{o.resources, o.label_selector, SchedulingStrategy(o.strategy),
-                  NodeId(UniqueId::FromBinary(o.affinity_node)), o.affinity_soft};
+    Demand demand{resources, selector, SchedulingStrategy(strategy), NodeId(UniqueId::FromBinary(affinity_node)),
+                  affinity_soft};
     d = Schedule(demand, nodes_, round_robin_++);
   }
   if (d.outcome == Outcome::kPlaced) {
+    Subtract(*bundle >= 0 ? pgs_[pg_id].bundle_available[*bundle] : nodes_[d.node_index].available, resources);
+  } else {
+    wait_reason_ = (d.outcome == Outcome::kInfeasible ? "infeasible: " : "") + d.reason;
+  }
+  return d;
+}
+
+bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
+  if (a.state == proto::ActorState::kDead) return true;
+  const auto& o = a.spec.options;
+  Decision d = PlaceAndReserve(o.resources, o.label_selector, o.strategy, o.affinity_node, o.affinity_soft,
+                               o.placement_group, o.bundle_index, &a.bundle);
+  if (d.outcome == Outcome::kPlaced) {
     a.node = d.node_index;
-    a.bundle = bundle;
-    if (bundle >= 0) {
-      Subtract(pgs_[o.placement_group].bundle_available[bundle], o.resources);
-    } else {
-      Subtract(nodes_[a.node].available, o.resources);
-    }
     transport::Send(node_addresses_[a.node], MsgType::kStartActor, proto::StartActorMsg{a.spec, a.incarnation});
     return true;
   }
-  if (d.outcome == Outcome::kInfeasible) {
-    double limit = a.spec.infeasible_timeout_s;
-    if (limit >= 0 && now - p.since >= limit) {
-      ActorDied(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason, false);
-      return true;
-    }
-    wait_reason_ = "infeasible: " + d.reason;
-  } else {
-    wait_reason_ = d.reason;
+  double limit = a.spec.infeasible_timeout_s;
+  if (d.outcome == Outcome::kInfeasible && limit >= 0 && now - p.since >= limit) {
+    ActorDied(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason, false);
+    return true;
   }
   return false;
 }
 
 bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
   const auto& r = l.request;
-  Decision d;
-  int bundle = -1;
-  if (!r.placement_group.empty()) {
-    auto it = pgs_.find(r.placement_group);
-    d = it == pgs_.end() ? Decision{Outcome::kInfeasible, -1, "its placement group does not exist"}
-                         : PlaceInBundle(it->second, r.bundle_index, r.resources, &bundle);
-  } else {
-    Demand demand{r.resources, r.label_selector, SchedulingStrategy(r.strategy),
-                  NodeId(UniqueId::FromBinary(r.affinity_node)), r.affinity_soft};
-    d = Schedule(demand, nodes_, round_robin_++);
-  }
+  Decision d = PlaceAndReserve(r.resources, r.label_selector, r.strategy, r.affinity_node, r.affinity_soft,
+                               r.placement_group, r.bundle_index, &l.bundle);
   if (d.outcome == Outcome::kPlaced) {
     l.node = d.node_index;
-    l.bundle = bundle;
-    if (bundle >= 0) {
-      Subtract(pgs_[r.placement_group].bundle_available[bundle], r.resources);
-    } else {
-      Subtract(nodes_[l.node].available, r.resources);
-    }
     transport::Send(node_addresses_[l.node], MsgType::kGrantLease, proto::GrantLeaseMsg{r});
     return true;
   }
@@ -711,7 +698,6 @@ bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
     leases_.erase(r.lease_id);
     return true;
   }
-  wait_reason_ = (d.outcome == Outcome::kInfeasible ? "infeasible: " : "") + d.reason;
   return false;
 }
 

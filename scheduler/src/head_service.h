@@ -111,6 +111,11 @@ class HeadService {
   bool TryPlaceActor(ActorRec& a, const Pending& p, double now);
   bool TryPlaceLease(LeaseRec& l, const Pending& p, double now);
   bool TryPlacePg(PgRec& pg);
+  // Chooses a node (or a bundle of placement group `pg_id`) for a demand and, when placed,
+  // reserves the resources there. Otherwise sets wait_reason_.
+  Decision PlaceAndReserve(const Resources& resources, const Labels& selector, int strategy,
+                           const std::string& affinity_node, bool affinity_soft, const std::string& pg_id,
+                           int bundle_index, int* bundle);
   // Places `demand` inside a placement group's bundles. Outcome as for nodes.
   Decision PlaceInBundle(PgRec& pg, int bundle_index, const Resources& demand, int* bundle_out);
   void Release(int node, const std::string& pg_id, int bundle, const Resources& demand);
