@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "actors/src/errors_util.h"
@@ -215,10 +216,21 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
   m.label_selector = options.label_selector;
   auto reply = Rt().PlacementGroupRpc(proto::MsgType::kCreatePlacementGroup, m, 30000);
   if (!reply.ok) runtime::ThrowKind(reply.error_kind, reply.message);
-  return PlacementGroup(id, options);
+  PlacementGroup pg(id, options);
+  if (reply.ready) pg.MarkReadyAtCreation();
+  return pg;
 }
 
+namespace {
+std::mutex g_removed_mu;
+std::set<PlacementGroupId> g_removed;  // groups this process removed
+}  // namespace
+
 bool PlacementGroup::Wait(double timeout_seconds) const {
+  if (ready_at_creation_) {
+    std::lock_guard<std::mutex> lock(g_removed_mu);
+    if (!g_removed.count(id_)) return true;
+  }
   proto::PlacementGroupMsg m;
   m.pg_id = id_.Binary();
   m.timeout_s = timeout_seconds < 0 ? -1 : timeout_seconds;
@@ -228,10 +240,11 @@ bool PlacementGroup::Wait(double timeout_seconds) const {
 }
 
 void RemovePlacementGroup(const PlacementGroupId& id) {
-  proto::PlacementGroupMsg m;
-  m.pg_id = id.Binary();
-  auto reply = Rt().PlacementGroupRpc(proto::MsgType::kRemovePlacementGroup, m, 30000);
-  if (!reply.ok) runtime::ThrowKind(reply.error_kind, reply.message);
+  {
+    std::lock_guard<std::mutex> lock(g_removed_mu);
+    g_removed.insert(id);
+  }
+  Rt().RemovePlacementGroup(id);
 }
 
 std::optional<PlacementGroup> GetPlacementGroup(const std::string& name) {

@@ -774,15 +774,13 @@ void Runtime::CompleteRpc(uint64_t request_id, transport::Envelope& env) {
 }
 
 proto::PlacementGroupReplyMsg Runtime::PlacementGroupRpc(MsgType type, proto::PlacementGroupMsg msg, int timeout_ms) {
-  if (type == MsgType::kRemovePlacementGroup) {
-    auto ack = Rpc<proto::AckMsg>(type, msg, MsgType::kAck, timeout_ms);
-    proto::PlacementGroupReplyMsg r;
-    r.ok = ack.ok;
-    r.error_kind = ack.error_kind;
-    r.message = ack.message;
-    return r;
-  }
   return Rpc<proto::PlacementGroupReplyMsg>(type, msg, MsgType::kPlacementGroupReply, timeout_ms);
+}
+
+void Runtime::RemovePlacementGroup(const PlacementGroupId& id) {
+  proto::PlacementGroupMsg m;
+  m.pg_id = id.Binary();
+  transport::Send(head_address_, MsgType::kRemovePlacementGroup, m);  // no reply_to: no ack
 }
 
 std::vector<proto::NodeInfoMsg> Runtime::ClusterInfo() {

@@ -65,6 +65,8 @@ class Runtime {
   void KillActor(const ActorId& actor, bool no_restart);
   proto::PlacementGroupReplyMsg PlacementGroupRpc(proto::MsgType type, proto::PlacementGroupMsg msg, int timeout_ms);
   std::vector<proto::NodeInfoMsg> ClusterInfo();
+  // Fire-and-forget: the head releases the group's bundles and stops its actors.
+  void RemovePlacementGroup(const PlacementGroupId& id);
   // Kills the non-detached actors this process created.
   void KillOwnedActors();
   // Drivers: registers the job with the head (and heartbeats it from the tick); Shutdown

@@ -35,14 +35,19 @@ class PlacementGroup {
   // True once every bundle is reserved; false when timeout_seconds passed first.
   bool Wait(double timeout_seconds) const;
   bool Empty() const { return id_.IsNil(); }
+  // Set by CreatePlacementGroup when the head placed every bundle at once: Wait then need
+  // not ask again (unless this process removed the group).
+  void MarkReadyAtCreation() { ready_at_creation_ = true; }
 
  private:
   PlacementGroupId id_;
   PlacementGroupCreationOptions options_;
+  bool ready_at_creation_ = false;
 };
 
 // Validates (ConfigError on an empty group or bad bundle) and asks the head to reserve.
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
+// Asks the head to release the group (asynchronous, as in Ray); actors in it are stopped.
 void RemovePlacementGroup(const PlacementGroupId& id);
 std::optional<PlacementGroup> GetPlacementGroup(const std::string& name);
 
