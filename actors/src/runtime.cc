@@ -21,6 +21,7 @@ constexpr size_t kMaxTasksInFlightPerLease = 8;
 constexpr int kMaxLeaseRequestsPerKey = 4;
 constexpr int kLeaseTickMs = 20;
 constexpr int kIdleTickMs = 1000;
+constexpr int kRpcResendMs = 1000;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -211,6 +212,12 @@ proto::JobMsg JobInfo(const JobId& job, const std::string& address, const Config
 }
 
 void Runtime::RegisterJob() {
+  if (const char* c = std::getenv("ORRERY_CLIENT_ONLY"); c && std::string(c) == "1") {
+    // Inspection tools (`orrery status`): no job, no executable upload; still check that
+    // the head answers.
+    ClusterInfo();
+    return;
+  }
   auto m = JobInfo(job_, address(), config_, argv_, true);
   if (!config_.address.empty()) {
     // A cluster: nodes on other hosts may lack this executable and fetch it from the head.
@@ -744,9 +751,18 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
     std::lock_guard<std::mutex> lock(rpc_mu_);
     rpc_replies_[id] = nullptr;
   }
-  transport::Send(head_address_, type, meta, has_payload ? &payload : nullptr);
+  // Resent every second until answered: a request sent just as the head died is lost with
+  // its connection, and the head's handlers are idempotent, so a resend never acts twice.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(rpc_mu_);
-  bool done = rpc_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return rpc_replies_[id] != nullptr; });
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    lock.unlock();
+    transport::Send(head_address_, type, meta, has_payload ? &payload : nullptr);
+    lock.lock();
+    auto wake = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(kRpcResendMs));
+    done = rpc_cv_.wait_until(lock, wake, [&] { return rpc_replies_[id] != nullptr; });
+  }
   auto env = rpc_replies_[id];
   rpc_replies_.erase(id);
   lock.unlock();

@@ -61,6 +61,7 @@ bool Connect(const InspectFlags& flags) {
   Config c;
   c.address = flags.address;
   c.log_level = "error";
+  setenv("ORRERY_CLIENT_ONLY", "1", 1);  // inspecting is not a job
   Init(c);
   return true;
 }

@@ -66,6 +66,8 @@ HeadService::~HeadService() { Stop(); }
 
 void HeadService::Recover() {
   double now = Now();
+  // Pending records describe the previous head's queue; this head writes its own.
+  for (const auto& [id, text] : options_.store->GetAll("pending")) options_.store->Delete("pending", id);
   for (const auto& [id, text] : options_.store->GetAll("nodes")) {
     try {
       auto j = nlohmann::json::parse(text);
@@ -117,6 +119,7 @@ void HeadService::Recover() {
       a.restarts_used = j.value("restarts", 0);
       a.kill_requested = j.value("kill_requested", false);
       a.death_cause = j.value("death_cause", "");
+      a.death_kind = j.value("death_kind", "");
       for (const auto& sub : j.value("subscribers", nlohmann::json::array())) a.subscribers.insert(sub.get<std::string>());
       a.node = node_index(j.value("node_id", ""));
       a.bundle = j.value("bundle", -1);
@@ -124,7 +127,7 @@ void HeadService::Recover() {
       a.pid = j.value("pid", 0);
       if (state == "DEAD") {
         a.state = proto::ActorState::kDead;
-        a.death_kind = "ActorDiedError";
+        if (a.death_kind.empty()) a.death_kind = "ActorDiedError";
         a.node = -1;
       } else {
         a.state = state == "ALIVE" ? proto::ActorState::kAlive
@@ -238,8 +241,9 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
     if (it != jobs_.end() && it->second.alive) JobDied(m.job_id, "the driver shut down");
     return;
   }
-  if (it != jobs_.end()) {
+  if (it != jobs_.end()) {  // a heartbeat, or a resent registration
     if (it->second.alive) it->second.last_seen = Now();
+    ReplyAck(m.reply_to, m.request_id, true, "", "");
     return;
   }
   if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
@@ -307,12 +311,7 @@ void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
       transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
                       proto::KillWorkerMsg{a.spec.actor_id, "", "its owner (job " + Hex(job_id) + ") is gone"});
     } else {
-      for (auto p = pending_.begin(); p != pending_.end(); ++p) {
-        if (p->kind == PendingKind::kActor && p->id == id) {
-          pending_.erase(p);
-          break;
-        }
-      }
+      ErasePending(PendingKind::kActor, id);
       ActorDied(a, "ActorDiedError", "its owner (job " + Hex(job_id) + ") is gone", false);
     }
   }
@@ -325,12 +324,7 @@ void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
       Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
       transport::Send(node_addresses_[it->second.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{it->first});
     } else {
-      for (auto p = pending_.begin(); p != pending_.end(); ++p) {
-        if (p->kind == PendingKind::kLease && p->id == it->first) {
-          pending_.erase(p);
-          break;
-        }
-      }
+      ErasePending(PendingKind::kLease, it->first);
     }
     it = leases_.erase(it);
   }
@@ -398,6 +392,10 @@ void HeadService::OnClusterInfo(const transport::Envelope& env) {
 void HeadService::OnCreateActor(const transport::Envelope& env) {
   proto::CreateActorMsg m;
   DECODE_OR_THROW(env, m);
+  if (actors_.count(m.spec.actor_id)) {  // a resent request: it was taken already
+    ReplyAck(m.reply_to, m.request_id, true, "", "");
+    return;
+  }
   auto& opts = m.spec.options;
   if (!opts.name.empty()) {
     auto key = std::make_pair(opts.namespace_, opts.name);
@@ -488,12 +486,7 @@ void HeadService::OnKillActor(const transport::Envelope& env) {
     return;
   }
   // Not placed: nothing runs; it dies here.
-  for (auto p = pending_.begin(); p != pending_.end(); ++p) {
-    if (p->kind == PendingKind::kActor && p->id == m.actor_id) {
-      pending_.erase(p);
-      break;
-    }
-  }
+  ErasePending(PendingKind::kActor, m.actor_id);
   ActorDied(a, "ActorDiedError", "the actor was killed by orrery::Kill before it started", false);
 }
 
@@ -585,12 +578,7 @@ void HeadService::OnReturnLease(const transport::Envelope& env) {
   LeaseRec& l = it->second;
   if (l.node < 0) {
     // Still pending: cancel it.
-    for (auto p = pending_.begin(); p != pending_.end(); ++p) {
-      if (p->kind == PendingKind::kLease && p->id == m.lease_id) {
-        pending_.erase(p);
-        break;
-      }
-    }
+    ErasePending(PendingKind::kLease, m.lease_id);
   } else {
     Release(l.node, l.request.placement_group, l.bundle, l.request.resources);
     transport::Send(node_addresses_[l.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{m.lease_id});
@@ -667,6 +655,7 @@ bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
                                o.placement_group, o.bundle_index, &a.bundle);
   if (d.outcome == Outcome::kPlaced) {
     a.node = d.node_index;
+    PersistActor(a);  // a head restarted from here on knows it is placed: no second start
     transport::Send(node_addresses_[a.node], MsgType::kStartActor, proto::StartActorMsg{a.spec, a.incarnation});
     return true;
   }
@@ -719,6 +708,16 @@ bool HeadService::TryPlacePg(PgRec& pg) {
   pg.waiters.clear();
   PersistPg(pg);
   return true;
+}
+
+void HeadService::ErasePending(PendingKind kind, const std::string& id) {
+  for (auto p = pending_.begin(); p != pending_.end(); ++p) {
+    if (p->kind == kind && p->id == id) {
+      if (!p->reason.empty()) options_.store->Delete("pending", Hex(id));
+      pending_.erase(p);
+      return;
+    }
+  }
 }
 
 void HeadService::ScheduleAll() {
@@ -842,6 +841,9 @@ void HeadService::OnCreatePg(const transport::Envelope& env) {
   proto::PlacementGroupMsg m;
   DECODE_OR_THROW(env, m);
   if (m.bundles.empty()) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "a placement group needs at least one bundle");
+  if (auto known = pgs_.find(m.pg_id); known != pgs_.end()) {  // a resent request
+    return ReplyPg(m.reply_to, m.request_id, &known->second, true, "", "");
+  }
   if (m.strategy < 0 || m.strategy > 3) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "unknown placement strategy");
   for (const auto& b : m.bundles) {
     Status s = ValidateResources(b);
@@ -942,6 +944,9 @@ void HeadService::PersistActor(const ActorRec& a) {
                    {"max_restarts", o.max_restarts},
                    {"detached", o.lifetime == 1},
                    {"death_cause", a.death_cause},
+                   {"death_kind", a.death_kind},
+                   {"job_id", Hex(a.spec.job_id)},
+                   {"placement_group_id", o.placement_group.empty() ? std::string() : Hex(o.placement_group)},
                    {"incarnation", a.incarnation},
                    {"bundle", a.bundle},
                    {"kill_requested", a.kill_requested},

@@ -105,6 +105,8 @@ class HeadService {
   void Tick();
   void MarkNodeDead(size_t i, const std::string& cause);
 
+  // Removes a demand from the queue (and its "pending" record).
+  void ErasePending(PendingKind kind, const std::string& id);
   // Tries to place every pending demand, in arrival order.
   void ScheduleAll();
   // Returns true when the pending item is done (placed or failed).

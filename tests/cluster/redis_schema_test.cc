@@ -2,7 +2,9 @@
 // real cluster writes: redis-server, an `orrery head` daemon and an `orrery node` daemon on
 // loopback, this binary as the driver, and a hiredis connection reading the records back.
 // Every record of every table must hold exactly the documented fields with the documented
-// JSON types, so the document and the code cannot drift apart silently. When this test
+// JSON types, only documented keys may exist, and every message on the events channel must
+// have the documented shape, so the document and the code cannot drift apart silently.
+// When this test
 // fails after a change to what the head persists, update docs/redis-schema.md (and the
 // tables below) in the same change.
 #include <gtest/gtest.h>
@@ -11,9 +13,6 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -94,6 +93,9 @@ const std::vector<Table>& Tables() {
         {"max_restarts", {Kind::kInteger}},
         {"detached", {Kind::kBool}},
         {"death_cause", {Kind::kString}},
+        {"death_kind", {Kind::kString}},
+        {"job_id", {Kind::kHexId}},
+        {"placement_group_id", {Kind::kHexIdOrEmpty}},
         {"incarnation", {Kind::kInteger}},
         {"bundle", {Kind::kInteger}},
         {"kill_requested", {Kind::kBool}},
@@ -255,49 +257,54 @@ class Redis {
 
 const std::string kPrefix = "orrery:default:";
 
-// ------------------------------------------------------------------ the cluster
+// ------------------------------------------------------------------ the events channel
 
-bool LogHas(const std::string& log, const std::string& needle) {
-  std::ifstream in(log);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return content.find(needle) != std::string::npos;
+// An event: exactly {"table", "id", "state"}; "" when `text` is one, else what is wrong.
+std::string CheckEvent(const std::string& text) {
+  static const std::map<std::string, std::set<std::string>> kStates = {
+      {"nodes", {"ALIVE", "DEAD"}},
+      {"actors", {"PENDING", "ALIVE", "RESTARTING", "DEAD"}},
+      {"placement_groups", {"PENDING", "CREATED", "REMOVED"}},
+      {"jobs", {"RUNNING", "FINISHED"}}};
+  json e = json::parse(text, nullptr, false);
+  if (!e.is_object()) return "not a JSON object";
+  std::set<std::string> keys;
+  for (const auto& [k, v] : e.items()) keys.insert(k);
+  if (keys != std::set<std::string>{"table", "id", "state"}) return "fields differ from docs/redis-schema.md";
+  if (!e["table"].is_string() || !kStates.count(e["table"].get<std::string>())) return "undocumented table";
+  if (!e["id"].is_string() || !IsHexId(e["id"].get<std::string>())) return "id is not 32 hex characters";
+  if (!e["state"].is_string() || !kStates.at(e["table"]).count(e["state"].get<std::string>())) {
+    return "undocumented state for its table";
+  }
+  return "";
 }
 
-// redis-server, `orrery head` and one `orrery node`, started with the fixture's helpers
-// (the fixture's Cluster does not expose its Redis address).
+// Reads one message of a SUBSCRIBE connection within the connection's timeout; "" on none.
+std::string NextEvent(redisContext* c) {
+  void* msg = nullptr;
+  if (redisGetReply(c, &msg) != REDIS_OK || !msg) return "";
+  auto* m = static_cast<redisReply*>(msg);
+  std::string text;
+  if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING) {
+    text = std::string(m->element[2]->str, m->element[2]->len);
+  }
+  freeReplyObject(m);
+  return text;
+}
+
+// ------------------------------------------------------------------ the test
+
+// A real cluster (tests/cluster/cluster_fixture.h): redis-server and the head start here;
+// the node starts in the test, after it subscribed to the events channel.
 class RedisSchemaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/orrery_schema_test_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    redis_port_ = orrery_cluster::FreePort();
-    std::string rlog = dir_ + "/redis.log";
-    redis_pid_ = orrery_cluster::Spawn({"redis-server", "--port", std::to_string(redis_port_), "--bind", "127.0.0.1",
-                                        "--dir", dir_, "--save", "", "--appendonly", "no"},
-                                       rlog);
-    ASSERT_TRUE(WaitFor([&] { return LogHas(rlog, "Ready to accept connections"); })) << "redis did not start";
-    head_address_ = "127.0.0.1:" + std::to_string(orrery_cluster::FreePort());
-    std::string hlog = dir_ + "/head.log";
-    head_pid_ = orrery_cluster::Spawn(
-        {orrery_cluster::CliPath(), "head", "--port", head_address_.substr(head_address_.rfind(':') + 1),
-         "--redis-address", "127.0.0.1:" + std::to_string(redis_port_), "--health-check-period-s", "0.2",
-         "--health-check-failure-threshold", "3"},
-        hlog);
-    ASSERT_TRUE(WaitFor([&] { return LogHas(hlog, "head listening on"); })) << "the head did not start";
-    std::string nlog = dir_ + "/node.log";
-    node_pid_ = orrery_cluster::Spawn({orrery_cluster::CliPath(), "node", "--address", head_address_, "--num-cpus", "4",
-                                       "--resources", "{\"Custom\": 4}", "--labels", "zone=a,rack=r1", "--heartbeat-s",
-                                       "0.2"},
-                                      nlog);
-    ASSERT_TRUE(WaitFor([&] { return LogHas(nlog, " up at "); })) << "the node did not start";
+    cluster_.StartHead(0.2, 3);
+    const std::string& a = cluster_.redis_address();
+    redis_port_ = std::atoi(a.c_str() + a.rfind(':') + 1);
   }
   void TearDown() override {
     if (orrery::IsInitialized()) orrery::Shutdown();
-    orrery_cluster::KillHard(node_pid_);
-    orrery_cluster::KillHard(head_pid_);
-    orrery_cluster::KillHard(redis_pid_);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
 
   // Parsed records of one table, by hash field.
@@ -336,14 +343,14 @@ class RedisSchemaTest : public ::testing::Test {
     }
   }
 
-  std::string dir_, head_address_;
-  int redis_port_ = 0, redis_pid_ = -1, head_pid_ = -1, node_pid_ = -1;
+  orrery_cluster::Cluster cluster_;
+  int redis_port_ = 0;
 };
 
-TEST_F(RedisSchemaTest, EveryRecordHasExactlyTheDocumentedFieldsAndTypes) {
+TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes) {
   Redis r(redis_port_);
   ASSERT_TRUE(r.ok());
-  // Subscribe to the events channel before anything happens (see the end of the test).
+  // Subscribe to the events channel before anything happens; read at the end.
   Redis events(redis_port_);
   ASSERT_TRUE(events.ok());
   {
@@ -351,9 +358,10 @@ TEST_F(RedisSchemaTest, EveryRecordHasExactlyTheDocumentedFieldsAndTypes) {
     ASSERT_NE(s, nullptr);
     freeReplyObject(s);
   }
+  int node_pid = cluster_.AddNode("{\"Custom\": 4}", "zone=a,rack=r1", 4);
 
   orrery::Config c;
-  c.address = head_address_;
+  c.address = cluster_.head_address();
   c.infeasible_timeout_s = -1;  // an actor no node can hold waits (and shows as pending)
   orrery::Init(c);
   ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
@@ -390,24 +398,25 @@ TEST_F(RedisSchemaTest, EveryRecordHasExactlyTheDocumentedFieldsAndTypes) {
 
   // A few values, as documented.
   auto node = Records(r, "nodes").begin()->second;
+  std::string node_hex = node["node_id"];
   EXPECT_EQ(node["alive"], true);
   EXPECT_EQ(node["total"]["CPU"], 4);
   EXPECT_EQ(node["total"]["Custom"], 4);
   EXPECT_EQ(node["labels"]["zone"], "a");
   EXPECT_EQ(node["labels"]["rack"], "r1");
-  EXPECT_EQ(node["labels"]["orrery.io/node-id"], node["node_id"]);
+  EXPECT_EQ(node["labels"]["orrery.io/node-id"], node_hex);
   EXPECT_EQ(node["address"].get<std::string>().rfind("tcp://", 0), 0u) << node.dump();
   auto a = Records(r, "actors")[probe_hex];
   EXPECT_EQ(a["name"], "schema_probe");
   EXPECT_EQ(a["namespace"], "schema_ns");
   EXPECT_EQ(a["class"], "Probe::Create");
   EXPECT_EQ(a["resources"], json({{"CPU", 1.0}}));
-  EXPECT_EQ(a["node_id"], node["node_id"]);
+  EXPECT_EQ(a["node_id"], node_hex);
   EXPECT_EQ(a["max_restarts"], 1);
   EXPECT_EQ(a["detached"], false);
   EXPECT_EQ(a["bundle"], -1);
   EXPECT_GT(a["pid"].get<int>(), 0);
-  EXPECT_FALSE(a["address"].get<std::string>().empty());
+  EXPECT_EQ(a["address"].get<std::string>().rfind("tcp://", 0), 0u) << a.dump();
   EXPECT_FALSE(a["subscribers"].empty());
   auto in_pg_rec = Records(r, "actors")[in_pg_hex];
   EXPECT_EQ(in_pg_rec["detached"], true);
@@ -420,11 +429,13 @@ TEST_F(RedisSchemaTest, EveryRecordHasExactlyTheDocumentedFieldsAndTypes) {
   EXPECT_EQ(pgrec["name"], "schema_pg");
   EXPECT_EQ(pgrec["strategy"], "PACK");
   EXPECT_EQ(pgrec["bundles"], json::parse(R"([{"CPU": 1.0}, {"Custom": 1.0}])"));
-  EXPECT_EQ(pgrec["bundle_nodes"], json::array({node["node_id"], node["node_id"]}));
+  EXPECT_EQ(pgrec["bundle_nodes"], json::array({node_hex, node_hex}));
   EXPECT_EQ(Records(r, "placement_groups")[stuck_pg_hex]["state"], "PENDING");
+  EXPECT_EQ(Records(r, "placement_groups")[stuck_pg_hex]["bundle_nodes"], json::array());
   EXPECT_EQ(Records(r, "pending")[stuck_hex]["kind"], "actor");
   EXPECT_EQ(Records(r, "pending")[stuck_pg_hex]["kind"], "placement_group");
   auto job = Find(r, "jobs", "state", "RUNNING");
+  std::string job_hex = job["job_id"];
   EXPECT_EQ(job["pid"], int(getpid()));
   EXPECT_GT(job["start_time"].get<double>(), 1.5e9);  // Unix seconds
   EXPECT_EQ(job["end_cause"], "");
@@ -441,11 +452,10 @@ TEST_F(RedisSchemaTest, EveryRecordHasExactlyTheDocumentedFieldsAndTypes) {
   EXPECT_EQ(Records(r, "actors")[probe_hex]["kill_requested"], true);
   in_pg.Kill();
   orrery::Shutdown();
-  ASSERT_TRUE(WaitFor([&] { return !Find(r, "jobs", "state", "FINISHED").is_null(); })) << "the job did not end";
-  EXPECT_FALSE(Find(r, "jobs", "state", "FINISHED")["end_cause"].get<std::string>().empty());
-  orrery_cluster::KillHard(node_pid_);
-  node_pid_ = -1;
-  ASSERT_TRUE(WaitFor([&] { return Records(r, "nodes").begin()->second["alive"] == false; })) << "the node stayed alive";
+  ASSERT_TRUE(WaitFor([&] { return Records(r, "jobs")[job_hex]["state"] == "FINISHED"; })) << "the job did not end";
+  EXPECT_FALSE(Records(r, "jobs")[job_hex]["end_cause"].get<std::string>().empty());
+  orrery_cluster::KillHard(node_pid);
+  ASSERT_TRUE(WaitFor([&] { return Records(r, "nodes")[node_hex]["alive"] == false; })) << "the node stayed alive";
   ExpectAllRecordsMatchTheSchema(r, "after kill, removal, shutdown and node death");
 
   // Only documented keys exist under the cluster's prefix, each of the documented type.
@@ -462,18 +472,28 @@ TEST_F(RedisSchemaTest, EveryRecordHasExactlyTheDocumentedFieldsAndTypes) {
     EXPECT_EQ(r.Type(key), "hash") << key;
   }
 
-  // docs/redis-schema.md says nothing publishes on the events channel yet. If this fails,
-  // document the events (their JSON) there and check them here.
-  redisSetTimeout(events.raw(), timeval{0, 300 * 1000});
-  void* msg = nullptr;
-  bool got = redisGetReply(events.raw(), &msg) == REDIS_OK && msg;
-  std::string text;
-  if (got) {
-    auto* m = static_cast<redisReply*>(msg);
-    if (m->type == REDIS_REPLY_ARRAY && m->elements == 3) text = std::string(m->element[2]->str, m->element[2]->len);
-    freeReplyObject(m);
+  // Events: each is {"table", "id", "state"} and names a record of its table; every state
+  // change above was announced.
+  std::set<std::string> expected = {
+      "nodes " + node_hex + " ALIVE",           "nodes " + node_hex + " DEAD",
+      "actors " + probe_hex + " ALIVE",         "actors " + probe_hex + " DEAD",
+      "actors " + stuck_hex + " PENDING",       "placement_groups " + pg_hex + " CREATED",
+      "placement_groups " + stuck_pg_hex + " PENDING", "placement_groups " + stuck_pg_hex + " REMOVED",
+      "jobs " + job_hex + " RUNNING",           "jobs " + job_hex + " FINISHED"};
+  std::set<std::string> seen;
+  redisSetTimeout(events.raw(), timeval{0, 500 * 1000});
+  while (true) {
+    std::string text = NextEvent(events.raw());
+    if (text.empty()) break;  // nothing within the timeout: all read
+    std::string e = CheckEvent(text);
+    EXPECT_TRUE(e.empty()) << "event " << text << ": " << e;
+    if (!e.empty()) continue;
+    json ev = json::parse(text);
+    std::string table = ev["table"], id = ev["id"];
+    EXPECT_TRUE(Records(r, table).count(id)) << "event " << text << " names no record";
+    seen.insert(table + " " + id + " " + ev["state"].get<std::string>());
   }
-  EXPECT_FALSE(got) << "something published on " << kPrefix << "events: " << text;
+  for (const auto& e : expected) EXPECT_TRUE(seen.count(e)) << "no event " << e;
 }
 
 }  // namespace
