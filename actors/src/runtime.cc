@@ -22,6 +22,7 @@ constexpr int kMaxLeaseRequestsPerKey = 4;
 constexpr int kLeaseTickMs = 20;
 constexpr int kIdleTickMs = 1000;
 constexpr int kRpcResendMs = 1000;
+constexpr int kClientConnectTimeoutMs = 5000;
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -213,9 +214,10 @@ proto::JobMsg JobInfo(const JobId& job, const std::string& address, const Config
 
 void Runtime::RegisterJob() {
   if (const char* c = std::getenv("ORRERY_CLIENT_ONLY"); c && std::string(c) == "1") {
-    // Inspection tools (`orrery status`): no job, no executable upload; still check that
-    // the head answers.
-    ClusterInfo();
+    // Inspection tools (`orrery status`): no job, no executable upload; still check, with
+    // a short deadline, that the head answers.
+    Rpc<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{}, MsgType::kClusterInfoReply,
+                               kClientConnectTimeoutMs);
     return;
   }
   auto m = JobInfo(job_, address(), config_, argv_, true);

@@ -42,7 +42,18 @@ struct ResourceFlags {
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     int argc = int(args.size());
-    orrery::Config c = orrery::ApplyFlags(orrery::Config{}, &argc, argv.data());
+    orrery::Config c;
+    try {
+      c = orrery::ApplyFlags(orrery::Config{}, &argc, argv.data());
+    } catch (const orrery::ConfigError& e) {
+      // Name the flag the user typed, not the --orrery-* form used to parse it.
+      std::string m = e.what();
+      for (const std::string f : {"resources", "labels"}) {
+        size_t at = m.find("--orrery-" + f);
+        if (at != std::string::npos) m.replace(at, 9 + f.size(), "--" + f);
+      }
+      throw orrery::ConfigError(m);
+    }
     orrery::Status s = orrery::ValidateResources(c.resources);
     if (!s.ok()) throw orrery::ConfigError("--resources: " + s.message());
     return c;

@@ -39,6 +39,12 @@ constexpr double kJobTimeoutS = 5.0;
 constexpr int kDetachedLifetime = 1;
 constexpr const char* kLeftCleanly = "the node left the cluster";  // ActorOptionsMsg::lifetime of a detached actor
 
+// "Counter::Create" -> "Counter": the class an actor factory makes.
+std::string ClassOf(const std::string& factory) {
+  size_t colon = factory.rfind("::");
+  return colon == std::string::npos ? factory : factory.substr(0, colon);
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -787,7 +793,7 @@ void HeadService::MarkNodeDead(size_t i, const std::string& cause) {
     transport::Send(it->second.request.reply_to, MsgType::kLeaseReply, r);
     it = leases_.erase(it);
   }
-  n.available.clear();
+  n.available = n.total;  // nothing runs there any more; it is skipped as dead
   PersistNode(i);
   ScheduleAll();
 }
@@ -932,7 +938,7 @@ void HeadService::PersistNode(size_t i) {
 void HeadService::PersistActor(const ActorRec& a) {
   const auto& o = a.spec.options;
   nlohmann::json j{{"actor_id", Hex(a.spec.actor_id)},
-                   {"class", a.spec.factory},
+                   {"class", ClassOf(a.spec.factory)},
                    {"state", StateName(a.state)},
                    {"name", o.name},
                    {"namespace", o.namespace_},

@@ -409,7 +409,7 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
   auto a = Records(r, "actors")[probe_hex];
   EXPECT_EQ(a["name"], "schema_probe");
   EXPECT_EQ(a["namespace"], "schema_ns");
-  EXPECT_EQ(a["class"], "Probe::Create");
+  EXPECT_EQ(a["class"], "Probe");
   EXPECT_EQ(a["resources"], json({{"CPU", 1.0}}));
   EXPECT_EQ(a["node_id"], node_hex);
   EXPECT_EQ(a["max_restarts"], 1);
