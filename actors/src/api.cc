@@ -15,6 +15,7 @@
 #include "actors/src/test_hooks.h"
 #include "actors/src/worker.h"
 #include "actors/src/zygote.h"
+#include "core/src/accelerators.h"
 #include "core/src/log.h"
 #include "core/src/redis_store.h"
 #include "orrery/orrery.h"
@@ -105,6 +106,9 @@ void DoInit(Config config, int argc, char** argv) {
     if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
     for (const auto& [k, v] : config.resources) no.resources[k] = v;
     no.labels = config.labels;
+    if (Status st = accel::AddDetected(&no.resources, &no.labels); !st.ok()) {
+      throw ConfigError("accelerator detection: " + st.message());
+    }
     no.worker_argv = runtime::SelfCommandLine();
     if (!config.log_level.empty()) no.worker_env["ORRERY_LOG_LEVEL"] = config.log_level;
     if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;

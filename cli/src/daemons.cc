@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/src/node_service.h"
+#include "core/src/accelerators.h"
 #include "core/src/log.h"
 #include "core/src/redis_store.h"
 #include "scheduler/src/head_service.h"
@@ -71,6 +72,11 @@ int RunNode(const NodeFlags& flags) {
   if (memory > 0) no.resources["memory"] = memory;
   for (const auto& [k, v] : flags.resources) no.resources[k] = v;
   no.labels = flags.labels;
+  // Accelerators this host has (flags and --resources override what is detected).
+  if (Status st = accel::AddDetected(&no.resources, &no.labels); !st.ok()) {
+    std::fprintf(stderr, "orrery node: accelerator detection: %s\n", st.message().c_str());
+    return 1;
+  }
   no.worker_env["ORRERY_ADDRESS"] = flags.address;
   // Workers listen where the node does, so callers on other hosts reach them.
   if (flags.bind != "127.0.0.1") no.worker_env["ORRERY_NODE_IP"] = flags.bind;

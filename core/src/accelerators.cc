@@ -12,6 +12,8 @@
 #include <regex>
 #include <sstream>
 
+#include "orrery/tpu.h"
+
 namespace orrery::accel {
 
 namespace fs = std::filesystem;
@@ -206,6 +208,41 @@ Result<Detected> Detect(const std::string& sysroot, const Env& env) {
     d.device_type = "xpu";
   }
   return d;
+}
+
+Result<Advertised> Advertise(const Detected& d) {
+  Advertised out;
+  if (d.device_type == "tpu" && d.tpu.chips > 0) {
+    out.resources["TPU"] = d.tpu.chips;
+    if (!d.tpu.pod_type.empty()) {
+      auto pod = tpu::ParsePodType(d.tpu.pod_type);
+      if (!pod.ok()) return Status::InvalidArgument("TPU_ACCELERATOR_TYPE: " + pod.status().message());
+      out.labels["orrery.io/accelerator-type"] = tpu::AcceleratorTypeName(pod->generation);
+      out.labels["orrery.io/tpu-pod-type"] = pod->name;
+      if (d.tpu.worker_id == 0) out.resources["TPU-" + pod->name + "-head"] = 1;
+    }
+    if (!d.tpu.topology.empty()) out.labels["orrery.io/tpu-topology"] = d.tpu.topology;
+    if (!d.tpu.slice_name.empty()) out.labels["orrery.io/tpu-slice-name"] = d.tpu.slice_name;
+    if (d.tpu.worker_id >= 0) out.labels["orrery.io/tpu-worker-id"] = std::to_string(d.tpu.worker_id);
+  } else if (d.device_type == "cuda" && !d.gpu.ids.empty()) {
+    out.resources["GPU"] = double(d.gpu.ids.size());
+    if (!d.gpu.model.empty()) out.labels["orrery.io/accelerator-type"] = d.gpu.model;
+  } else if (d.device_type == "xpu" && d.xpus > 0) {
+    out.resources["XPU"] = d.xpus;
+    out.labels["orrery.io/accelerator-type"] = "XPU";
+  }
+  return out;
+}
+
+Status AddDetected(Resources* resources, Labels* labels) {
+  Env env = ProcessEnv();
+  auto detected = Detect(env("ORRERY_SYSROOT"), env);
+  if (!detected.ok()) return detected.status();
+  auto adv = Advertise(detected.value());
+  if (!adv.ok()) return adv.status();
+  for (const auto& [k, v] : adv->resources) resources->emplace(k, v);
+  for (const auto& [k, v] : adv->labels) labels->emplace(k, v);
+  return Status::Ok();
 }
 
 }  // namespace orrery::accel

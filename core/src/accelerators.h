@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "orrery/config.h"
 #include "orrery/status.h"
 
 namespace orrery::accel {
@@ -43,6 +44,20 @@ struct Detected {
 
 // Detects everything under `sysroot` ("" or "/" for the real host).
 Result<Detected> Detect(const std::string& sysroot, const Env& env);
+
+// What a node with this hardware advertises (DESIGN.md section 4): `TPU: chips`,
+// `TPU-<pod type>-head: 1` on worker 0 of a slice, `GPU: n`, `XPU: n`, and the labels
+// orrery.io/accelerator-type, tpu-slice-name, tpu-worker-id, tpu-topology, tpu-pod-type.
+// InvalidArgument when the TPU variables are malformed (e.g. an unknown pod type).
+struct Advertised {
+  Resources resources;
+  Labels labels;
+};
+Result<Advertised> Advertise(const Detected& detected);
+
+// Detects this host (ORRERY_SYSROOT, the process environment) and merges what it finds
+// under `resources`/`labels`: explicit entries (flags, --resources) win.
+Status AddDetected(Resources* resources, Labels* labels);
 
 // Count of TPU chips: /dev/accel* files (not directories) whose vendor, when known, is
 // Google (0x1ae0); else numeric /dev/vfio groups whose devices are Google's.

@@ -1,0 +1,126 @@
+// Simulated TPU hosts joining a real head: two hosts of a v4-16 slice (fake sysroots with
+// four Google /dev/accel chips each, TPU_* variables) and one CPU node. Actors land by
+// {"TPU": 4}, by the slice head resource and by slice labels.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "orrery/orrery.h"
+#include "tests/cluster/cluster_fixture.h"
+
+namespace {
+
+using orrery_cluster::WaitFor;
+using ::testing::HasSubstr;
+
+class Chips {
+ public:
+  static Chips* Create() { return new Chips(); }
+  std::string Node() {
+    const char* n = std::getenv("ORRERY_NODE_ID");
+    return n ? n : "";
+  }
+};
+ORRERY_REMOTE(Chips::Create, &Chips::Node);
+
+void FakeV4Host(const std::string& root) {
+  for (int i = 0; i < 4; ++i) {
+    std::filesystem::create_directories(root + "/dev");
+    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
+    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
+    std::filesystem::create_directories(sys);
+    std::ofstream(sys + "/vendor") << "0x1ae0\n";
+  }
+}
+
+class TpuClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_.StartHead(0.2, 3);
+    for (int worker = 0; worker < 2; ++worker) {
+      std::string root = cluster_.dir() + "/tpu_host" + std::to_string(worker);
+      FakeV4Host(root);
+      setenv("ORRERY_SYSROOT", root.c_str(), 1);
+      setenv("TPU_ACCELERATOR_TYPE", "v4-16", 1);
+      setenv("TPU_TOPOLOGY", "2x2x2", 1);
+      setenv("TPU_WORKER_ID", std::to_string(worker).c_str(), 1);
+      setenv("TPU_NAME", "slice-a", 1);
+      setenv("TPU_WORKER_HOSTNAMES", "tpu-host-0,tpu-host-1", 1);
+      cluster_.AddNode("", "host=tpu" + std::to_string(worker), 2);
+    }
+    for (const char* v : {"TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY", "TPU_WORKER_ID", "TPU_NAME", "TPU_WORKER_HOSTNAMES"}) unsetenv(v);
+    std::filesystem::create_directories(cluster_.dir() + "/cpu_host");
+    setenv("ORRERY_SYSROOT", (cluster_.dir() + "/cpu_host").c_str(), 1);
+    cluster_.AddNode("", "host=cpu", 2);
+    unsetenv("ORRERY_SYSROOT");
+    orrery::Config c;
+    c.address = cluster_.head_address();
+    c.infeasible_timeout_s = 1;
+    orrery::Init(c);
+    ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 3; }));
+  }
+  void TearDown() override { orrery::Shutdown(); }
+
+  std::string NodeOf(const std::string& host) {
+    for (const auto& n : orrery::Nodes())
+      if (n.labels.count("host") && n.labels.at("host") == host) return n.node_id.Hex();
+    return "";
+  }
+
+  orrery_cluster::Cluster cluster_;
+};
+
+TEST_F(TpuClusterTest, HostsAdvertiseChipsSliceLabelsAndTheHeadResource) {
+  int tpu_hosts = 0;
+  for (const auto& n : orrery::Nodes()) {
+    if (n.labels.at("host") == "cpu") {
+      EXPECT_EQ(n.total.count("TPU"), 0u);
+      EXPECT_EQ(n.labels.count("orrery.io/accelerator-type"), 0u);
+      continue;
+    }
+    ++tpu_hosts;
+    EXPECT_EQ(n.total.at("TPU"), 4);
+    EXPECT_EQ(n.labels.at("orrery.io/accelerator-type"), "TPU-V4");
+    EXPECT_EQ(n.labels.at("orrery.io/tpu-slice-name"), "slice-a");
+    EXPECT_EQ(n.labels.at("orrery.io/tpu-pod-type"), "v4-16");
+    EXPECT_EQ(n.labels.at("orrery.io/tpu-topology"), "2x2x2");
+    bool worker0 = n.labels.at("host") == "tpu0";
+    EXPECT_EQ(n.labels.at("orrery.io/tpu-worker-id"), worker0 ? "0" : "1");
+    EXPECT_EQ(n.total.count("TPU-v4-16-head"), worker0 ? 1u : 0u);
+  }
+  EXPECT_EQ(tpu_hosts, 2);
+  EXPECT_EQ(orrery::ClusterResources()["TPU"], 8);
+}
+
+TEST_F(TpuClusterTest, ActorsLandByChipsHeadResourceAndSliceLabels) {
+  auto head = orrery::Actor(Chips::Create).SetResources({{"TPU-v4-16-head", 1}}).Remote();
+  EXPECT_EQ(*orrery::Get(head.Task(&Chips::Node).Remote(), 30000), NodeOf("tpu0"));
+  auto w1 = orrery::Actor(Chips::Create)
+                .SetResources({{"TPU", 4}})
+                .SetLabelSelector({{"orrery.io/tpu-slice-name", "slice-a"}, {"orrery.io/tpu-worker-id", "1"}})
+                .Remote();
+  EXPECT_EQ(*orrery::Get(w1.Task(&Chips::Node).Remote(), 30000), NodeOf("tpu1"));
+  auto by_type = orrery::Actor(Chips::Create).SetResources({{"TPU", 4}}).SetLabelSelector({{"orrery.io/accelerator-type", "TPU-V4"}}).Remote();
+  EXPECT_EQ(*orrery::Get(by_type.Task(&Chips::Node).Remote(), 30000), NodeOf("tpu0"));  // tpu1's chips are taken
+}
+
+TEST_F(TpuClusterTest, MoreChipsThanAnyHostHasIsInfeasibleNamingTpu) {
+  auto a = orrery::Actor(Chips::Create).SetResources({{"TPU", 8}}).Remote();
+  try {
+    orrery::Get(a.Task(&Chips::Node).Remote(), 30000);
+    FAIL() << "expected InfeasibleError";
+  } catch (const orrery::InfeasibleError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("TPU"));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  orrery::RunWorkerIfRequested(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
