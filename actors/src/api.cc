@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -106,7 +107,7 @@ void DoInit(Config config, int argc, char** argv) {
     if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
     for (const auto& [k, v] : config.resources) no.resources[k] = v;
     no.labels = config.labels;
-    if (Status st = accel::AddDetected(&no.resources, &no.labels); !st.ok()) {
+    if (Status st = accel::AddDetected(&no.resources, &no.labels, &no.accelerator_ids); !st.ok()) {
       throw ConfigError("accelerator detection: " + st.message());
     }
     no.worker_argv = runtime::SelfCommandLine();
@@ -176,6 +177,26 @@ void Shutdown() {
   if (state->node) state->node->Stop();
   if (state->head) state->head->Stop();
   transport::CloseThreadSockets();
+}
+
+RuntimeContext GetRuntimeContext() {
+  RuntimeContext ctx;
+  auto env = [](const char* k) {
+    const char* v = std::getenv(k);
+    return std::string(v ? v : "");
+  };
+  ctx.worker_id = env("ORRERY_WORKER_ID");
+  ctx.is_worker = !ctx.worker_id.empty();
+  ctx.node_id = env("ORRERY_NODE_ID");
+  std::string ids = env("ORRERY_ACCELERATOR_IDS");
+  if (!ids.empty()) {
+    try {
+      ctx.accelerator_ids = nlohmann::json::parse(ids).get<std::map<std::string, std::vector<int>>>();
+    } catch (const std::exception& e) {
+      throw Error("ORRERY_ACCELERATOR_IDS is malformed: " + std::string(e.what()));
+    }
+  }
+  return ctx;
 }
 
 std::vector<NodeInfo> Nodes() {

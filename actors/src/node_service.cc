@@ -4,12 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
 
 #include "core/src/file_hash.h"
 #include "core/src/log.h"
+#include "orrery/tpu.h"
 #include "orrery/resources.h"
 
 namespace orrery::runtime {
@@ -23,6 +26,16 @@ double Now() {
 }  // namespace
 
 NodeService::NodeService(NodeOptions options) : options_(std::move(options)), id_(NodeId::Random()) {
+  for (const char* kind : {"TPU", "GPU", "XPU"}) {
+    auto it = options_.resources.find(kind);
+    if (it == options_.resources.end() || it->second < 1) continue;
+    auto ids = options_.accelerator_ids.find(kind);
+    if (ids != options_.accelerator_ids.end() && !ids->second.empty()) {
+      free_devices_[kind] = ids->second;
+    } else {
+      for (int i = 0; i < int(it->second); ++i) free_devices_[kind].push_back(i);
+    }
+  }
   if (options_.binary_cache_dir.empty()) {
     const char* t = std::getenv("ORRERY_TMPDIR");
     options_.binary_cache_dir = std::string(t && *t ? t : "/tmp/orrery") + "/node_binaries";
@@ -174,11 +187,20 @@ void NodeService::Handle(transport::Envelope& env) {
 }
 
 NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std::string>& argv,
-                                            const std::string& hash, const std::string& arch) {
+                                            const std::string& hash, const std::string& arch,
+                                            const Resources& demand) {
   std::string id = WorkerId::Random().Binary();
   Worker& w = workers_[id];
   w.id = id;
   w.is_actor = is_actor;
+  w.executable = !hash.empty() ? hash : (argv.empty() ? std::string() : argv[0]);
+  auto env = AssignDevices(w, demand);
+  if (!env.ok()) {
+    w.kill_requested = true;
+    w.kill_reason = env.status().message();
+    return w;
+  }
+  w.device_env = env.value();
   std::string local_arch = MachineArch();
   if (!arch.empty() && arch != local_arch) {
     w.kill_requested = true;
@@ -265,7 +287,7 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
 void NodeService::FailWorker(Worker& w, const std::string& reason) {
   if (w.is_actor) ActorDied(w, "ActorDiedError", reason);
   if (w.has_lease) LeaseFailed(w.lease, "Error", reason);
-  workers_.erase(w.id);
+  Erase(w.id);
 }
 
 void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
@@ -277,6 +299,7 @@ void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   env["ORRERY_NODE_ADDRESS"] = inbox_.address();
   env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
   env["ORRERY_NODE_ID"] = id_.Hex();
+  for (const auto& [k, v] : w.device_env) env[k] = v;
   auto zygote = ZygoteFor(argv);
   Status s = zygote.ok() ? zygote.value()->Spawn(req, env) : zygote.status();
   if (!s.ok()) {
@@ -286,22 +309,86 @@ void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   }
 }
 
+Result<std::map<std::string, std::string>> NodeService::AssignDevices(Worker& w, const Resources& demand) {
+  std::map<std::string, std::string> env;
+  nlohmann::json ids_json = nlohmann::json::object();
+  for (const char* kind : {"TPU", "GPU", "XPU"}) {
+    auto it = demand.find(kind);
+    if (it == demand.end() || it->second <= 0) continue;
+    auto& free = free_devices_[kind];
+    int total = int(options_.resources.count(kind) ? options_.resources.at(kind) : 0);
+    std::vector<int> ids;
+    if (it->second < 1) {
+      // A fraction shares one device with other fractional holders: not exclusive.
+      auto all = options_.accelerator_ids.count(kind) ? options_.accelerator_ids.at(kind) : std::vector<int>{0};
+      ids.push_back(free.empty() ? all.front() : free.front());
+    } else {
+      int n = int(it->second);
+      if (std::string(kind) == "TPU") {
+        Status s = tpu::ValidateChipsPerProcess(n, total);
+        if (!s.ok()) return Status::InvalidArgument("a worker cannot take " + std::to_string(n) + " TPU chips: " + s.message());
+      }
+      if (int(free.size()) < n) {
+        return Status::Unavailable("node " + id_.Hex().substr(0, 12) + " has " + std::to_string(free.size()) + " free " +
+                                   kind + " device(s), the worker needs " + std::to_string(n));
+      }
+      ids.assign(free.begin(), free.begin() + n);
+      free.erase(free.begin(), free.begin() + n);
+      w.devices[kind] = ids;
+    }
+    std::string list;
+    for (int i : ids) list += (list.empty() ? "" : ",") + std::to_string(i);
+    if (std::string(kind) == "TPU") {
+      for (const auto& [k, v] : tpu::VisibleChipsEnv(ids, total)) env[k] = v;
+    } else if (std::string(kind) == "GPU") {
+      env["CUDA_VISIBLE_DEVICES"] = list;
+    } else {
+      env["ZE_AFFINITY_MASK"] = list;
+    }
+    ids_json[kind] = ids;
+  }
+  env["ORRERY_ACCELERATOR_IDS"] = ids_json.dump();
+  return env;
+}
+
+void NodeService::ReleaseDevices(Worker& w) {
+  for (auto& [kind, ids] : w.devices) {
+    auto& free = free_devices_[kind];
+    free.insert(free.end(), ids.begin(), ids.end());
+    std::sort(free.begin(), free.end());
+  }
+  w.devices.clear();
+}
+
+void NodeService::Erase(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  ReleaseDevices(it->second);
+  workers_.erase(it);
+}
+
 void NodeService::OnStartActor(const proto::StartActorMsg& m) {
-  Worker& w = NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch);
+  Worker& w = NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch, m.spec.options.resources);
   w.actor = m;
   if (w.kill_requested) FailWorker(w, w.kill_reason);
 }
 
 void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
+  bool wants_devices = false;
+  for (const char* kind : {"TPU", "GPU", "XPU"}) wants_devices = wants_devices || r.resources.count(kind);
+  std::string executable = !r.binary_hash.empty() ? r.binary_hash : (r.argv.empty() ? std::string() : r.argv[0]);
   for (auto& [id, w] : workers_) {
-    if (!w.is_actor && w.ready && !w.has_lease && !w.kill_requested) {
+    // An idle task worker serves another lease only for the same executable and when
+    // neither needs devices (a process's visible devices are fixed when it starts).
+    if (!w.is_actor && w.ready && !w.has_lease && !w.kill_requested && !wants_devices && w.devices.empty() &&
+        w.executable == executable) {
       w.has_lease = true;
       w.lease = r;
       GrantTo(w);
       return;
     }
   }
-  Worker& w = NewWorker(false, r.argv, r.binary_hash, r.arch);
+  Worker& w = NewWorker(false, r.argv, r.binary_hash, r.arch, r.resources);
   w.has_lease = true;
   w.lease = r;
   if (w.kill_requested) FailWorker(w, w.kill_reason);
@@ -338,6 +425,7 @@ void NodeService::OnReleaseLease(const std::string& lease_id) {
   if (Worker* w = ByLease(lease_id)) {
     w->has_lease = false;
     w->idle_since = Now();
+    if (!w->devices.empty()) Kill(*w, "its lease ended; its devices go back to the node");
   }
 }
 
@@ -441,7 +529,7 @@ void NodeService::OnSpawned(uint64_t request, int pid) {
     std::string cause = "the worker process could not be forked";
     if (w->second.is_actor) ActorDied(w->second, "ActorDiedError", cause);
     if (w->second.has_lease) LeaseFailed(w->second.lease, "Error", cause);
-    workers_.erase(w);
+    Erase(id);
     return;
   }
   if (w->second.pid == 0) {
@@ -463,7 +551,7 @@ void NodeService::OnExited(int pid, const std::string& how) {
                                        : "its worker process (pid " + std::to_string(pid) + ") " + how;
   if (w.is_actor) ActorDied(w, "ActorDiedError", cause);
   if (w.has_lease) LeaseFailed(w.lease, "WorkerDied", cause);
-  workers_.erase(wit);
+  Erase(id);
 }
 
 void NodeService::Tick() {

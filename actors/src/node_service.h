@@ -36,6 +36,9 @@ struct NodeOptions {
   // Where executables fetched from the head are cached; empty: $ORRERY_TMPDIR (or
   // /tmp/orrery) + "/node_binaries".
   std::string binary_cache_dir;
+  // Device ids per accelerator kind ("TPU", "GPU", "XPU") that workers are given; kinds
+  // with a resource but no entry get 0..n-1.
+  std::map<std::string, std::vector<int>> accelerator_ids;
 };
 
 class NodeService {
@@ -64,6 +67,9 @@ class NodeService {
     std::string kill_reason;
     double idle_since = 0;
     std::vector<std::string> argv;  // while waiting for the executable
+    std::string executable;         // content hash or path: lease workers are reused only for it
+    std::map<std::string, std::vector<int>> devices;  // accelerator ids this process owns
+    std::map<std::string, std::string> device_env;   // what makes them visible to it
   };
 
   void Handle(transport::Envelope& env);
@@ -82,13 +88,19 @@ class NodeService {
   // executable (named by hash) has been fetched from the head. On failure the record has
   // kill_requested set with the reason.
   Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
-                    const std::string& arch);
+                    const std::string& arch, const Resources& demand);
   void Spawn(Worker& w, const std::vector<std::string>& argv);
   // The local path of the executable with this content: argv[0] when it matches, else the
   // cache; empty when it must be fetched.
   std::string LocalExecutable(const std::string& path, const std::string& hash);
   void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
   void FailWorker(Worker& w, const std::string& reason);
+  // Takes whole devices for `demand` (TPU/GPU/XPU) and returns the environment that makes
+  // exactly them visible to the worker; InvalidArgument for a TPU amount a process cannot
+  // hold, Unavailable when the devices are not free.
+  Result<std::map<std::string, std::string>> AssignDevices(Worker& w, const Resources& demand);
+  void ReleaseDevices(Worker& w);
+  void Erase(const std::string& worker_id);
   // The zygote for an executable, started on first use (on the inbox thread).
   Result<ZygoteClient*> ZygoteFor(const std::vector<std::string>& argv);
   void Kill(Worker& w, const std::string& reason);
@@ -108,6 +120,7 @@ class NodeService {
   uint64_t next_spawn_ = 1;
   std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
   std::map<std::string, std::pair<long long, std::string>> hash_cache_;  // path -> (mtime+size, hash)
+  std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -387,10 +387,25 @@ std::shared_ptr<Runtime::ActorState> Runtime::ActorFor(const ActorId& id, bool s
   return a;
 }
 
+namespace {
+// A worker process may hold 1, 2, 4 or 8 TPU chips (TPU.md): anything else is refused here,
+// before it is scheduled.
+void CheckTpuAmount(const Resources& r, const std::string& what) {
+  auto it = r.find("TPU");
+  if (it == r.end()) return;
+  double v = it->second;
+  if (v != 1 && v != 2 && v != 4 && v != 8) {
+    throw ConfigError(what + ": {\"TPU\": " + std::to_string(v) +
+                      "} is not an amount one worker process can hold; use 1, 2, 4 or 8 chips (8: a whole 8-chip host)");
+  }
+}
+}  // namespace
+
 ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::ArgSlot> args,
                              const internal::CallOptions& options) {
   Status s = ValidateResources(options.resources);
   if (!s.ok()) throw ConfigError("actor " + factory + ": " + s.message());
+  CheckTpuAmount(options.resources, "actor " + factory);
   if (options.max_concurrency < 1) throw ConfigError("actor " + factory + ": max_concurrency must be at least 1");
   if (options.bundle_index >= 0 && options.placement_group.IsNil()) {
     throw ConfigError("actor " + factory + ": a bundle index needs a placement group");
@@ -602,6 +617,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
   if (!o.resources_set) o.resources = {{"CPU", 1}};
   Status s = ValidateResources(o.resources);
   if (!s.ok()) throw ConfigError("task " + function + ": " + s.message());
+  CheckTpuAmount(o.resources, "task " + function);
   if (o.bundle_index >= 0 && o.placement_group.IsNil()) {
     throw ConfigError("task " + function + ": a bundle index needs a placement group");
   }

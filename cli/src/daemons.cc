@@ -73,7 +73,7 @@ int RunNode(const NodeFlags& flags) {
   for (const auto& [k, v] : flags.resources) no.resources[k] = v;
   no.labels = flags.labels;
   // Accelerators this host has (flags and --resources override what is detected).
-  if (Status st = accel::AddDetected(&no.resources, &no.labels); !st.ok()) {
+  if (Status st = accel::AddDetected(&no.resources, &no.labels, &no.accelerator_ids); !st.ok()) {
     std::fprintf(stderr, "orrery node: accelerator detection: %s\n", st.message().c_str());
     return 1;
   }

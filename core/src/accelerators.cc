@@ -214,6 +214,7 @@ Result<Advertised> Advertise(const Detected& d) {
   Advertised out;
   if (d.device_type == "tpu" && d.tpu.chips > 0) {
     out.resources["TPU"] = d.tpu.chips;
+    for (int i = 0; i < d.tpu.chips; ++i) out.device_ids["TPU"].push_back(i);
     if (!d.tpu.pod_type.empty()) {
       auto pod = tpu::ParsePodType(d.tpu.pod_type);
       if (!pod.ok()) return Status::InvalidArgument("TPU_ACCELERATOR_TYPE: " + pod.status().message());
@@ -226,15 +227,17 @@ Result<Advertised> Advertise(const Detected& d) {
     if (d.tpu.worker_id >= 0) out.labels["orrery.io/tpu-worker-id"] = std::to_string(d.tpu.worker_id);
   } else if (d.device_type == "cuda" && !d.gpu.ids.empty()) {
     out.resources["GPU"] = double(d.gpu.ids.size());
+    out.device_ids["GPU"] = d.gpu.ids;
     if (!d.gpu.model.empty()) out.labels["orrery.io/accelerator-type"] = d.gpu.model;
   } else if (d.device_type == "xpu" && d.xpus > 0) {
     out.resources["XPU"] = d.xpus;
+    for (int i = 0; i < d.xpus; ++i) out.device_ids["XPU"].push_back(i);
     out.labels["orrery.io/accelerator-type"] = "XPU";
   }
   return out;
 }
 
-Status AddDetected(Resources* resources, Labels* labels) {
+Status AddDetected(Resources* resources, Labels* labels, std::map<std::string, std::vector<int>>* device_ids) {
   Env env = ProcessEnv();
   auto detected = Detect(env("ORRERY_SYSROOT"), env);
   if (!detected.ok()) return detected.status();
@@ -242,6 +245,7 @@ Status AddDetected(Resources* resources, Labels* labels) {
   if (!adv.ok()) return adv.status();
   for (const auto& [k, v] : adv->resources) resources->emplace(k, v);
   for (const auto& [k, v] : adv->labels) labels->emplace(k, v);
+  for (const auto& [k, v] : adv->device_ids) device_ids->emplace(k, v);
   return Status::Ok();
 }
 

@@ -52,12 +52,13 @@ Result<Detected> Detect(const std::string& sysroot, const Env& env);
 struct Advertised {
   Resources resources;
   Labels labels;
+  std::map<std::string, std::vector<int>> device_ids;  // per kind: the ids workers are given
 };
 Result<Advertised> Advertise(const Detected& detected);
 
 // Detects this host (ORRERY_SYSROOT, the process environment) and merges what it finds
 // under `resources`/`labels`: explicit entries (flags, --resources) win.
-Status AddDetected(Resources* resources, Labels* labels);
+Status AddDetected(Resources* resources, Labels* labels, std::map<std::string, std::vector<int>>* device_ids);
 
 // Count of TPU chips: /dev/accel* files (not directories) whose vendor, when known, is
 // Google (0x1ae0); else numeric /dev/vfio groups whose devices are Google's.

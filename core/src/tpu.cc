@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 namespace orrery::tpu {
 
@@ -143,15 +144,15 @@ Result<PodType> ParsePodType(const std::string& pod_type) {
   std::size_t letters_at = pos;
   while (pos < s.size() && std::isalpha(static_cast<unsigned char>(s[pos]))) ++pos;
   std::size_t dash = pos;
-  int count = 0;
+  std::string_view count_text = dash < s.size() ? s.substr(dash + 1) : std::string_view();
   if (digits_at == 0 || letters_at == digits_at || dash >= s.size() || s[dash] != '-' ||
-      !ParseNonNegativeInt(s.substr(dash + 1), &count)) {
-    if (digits_at > 0 && dash < s.size() && s[dash] == '-' && dash + 1 < s.size() &&
-        s.find_first_not_of("0123456789", dash + 1) == std::string_view::npos) {
-      return Status::InvalidArgument("TPU pod type " + Quote(pod_type) +
-                                     " has a count too large; " + kPodTypeExamples);
-    }
+      count_text.empty() || count_text.find_first_not_of("0123456789") != std::string_view::npos) {
     return Status::InvalidArgument("malformed TPU pod type " + Quote(pod_type) + ": " +
+                                   kPodTypeExamples);
+  }
+  int count = 0;
+  if (!ParseNonNegativeInt(count_text, &count)) {
+    return Status::InvalidArgument("TPU pod type " + Quote(pod_type) + " has a count too large; " +
                                    kPodTypeExamples);
   }
   std::string generation = "v" + std::string(s.substr(digits_at, dash - digits_at));
@@ -238,11 +239,23 @@ Result<Topology> ParseTopology(const std::string& topology, Generation gen) {
                      " topologies are 3-D; read as " + parsed.ToString() + " (write " +
                      parsed.ToString() + " to silence this)";
   }
-  for (const Topology& valid : ValidTopologies(gen)) {
-    if (valid.dims == parsed.dims) return parsed;
-  }
-  std::string as_read =
-      parsed.warning.empty() ? "" : " (read as " + parsed.ToString() + ")";
+  const std::vector<Topology> valid = ValidTopologies(gen);
+  auto is_valid = [&valid](const std::vector<int>& dims) {
+    return std::any_of(valid.begin(), valid.end(),
+                       [&dims](const Topology& t) { return t.dims == dims; });
+  };
+  if (is_valid(parsed.dims)) return parsed;
+  // The same shape spelled in another order: hosts advertise the canonical spelling.
+  std::vector<int> permuted = parsed.dims;
+  std::sort(permuted.begin(), permuted.end());
+  do {
+    if (is_valid(permuted)) {
+      return Status::InvalidArgument("TPU topology " + Quote(topology) + " is not how " +
+                                     GenerationName(gen) + " topologies are written: write " +
+                                     Join(permuted, "x"));
+    }
+  } while (std::next_permutation(permuted.begin(), permuted.end()));
+  std::string as_read = parsed.warning.empty() ? "" : " (read as " + parsed.ToString() + ")";
   return Status::InvalidArgument("TPU topology " + Quote(topology) + as_read +
                                  " is not valid for " + GenerationName(gen) + ": use one of " +
                                  DescribeValidTopologies(gen));
@@ -320,10 +333,10 @@ Status ValidateChipsPerProcess(int chips, int chips_per_host) {
   }
   allowed.push_back(chips_per_host);
   if (std::find(allowed.begin(), allowed.end(), chips) != allowed.end()) return Status::Ok();
-  return Status::InvalidArgument(
-      "a worker process cannot take " + std::to_string(chips) + " TPU chip(s) of a " +
-      std::to_string(chips_per_host) + "-chip host: use " + Join(allowed, ", ") +
-      " (1, 2, 4 or 8 chips dividing the host's, or all of them)");
+  return Status::InvalidArgument("a worker process cannot take " + std::to_string(chips) +
+                                 " TPU chip(s) of a " + std::to_string(chips_per_host) +
+                                 "-chip host: use " + Join(allowed, ", ") +
+                                 " (1, 2, 4 or 8 chips dividing the host's, or all of them)");
 }
 
 std::map<std::string, std::string> VisibleChipsEnv(const std::vector<int>& chips,

@@ -40,6 +40,24 @@ std::string InfeasibleReason(const Resources& demand, const Labels& selector, co
   } else {
     out += "; there are no alive nodes";
   }
+  bool wants_tpu = false;
+  for (const auto& [name, amount] : demand) wants_tpu = wants_tpu || name.rfind("TPU", 0) == 0;
+  if (wants_tpu) {
+    // The TPU inventory, so the user sees which slices exist.
+    std::string inventory;
+    for (const auto& n : view) {
+      auto chips = n.total.find("TPU");
+      if (!n.alive || chips == n.total.end()) continue;
+      auto label = [&](const char* k) {
+        auto it = n.labels.find(k);
+        return it == n.labels.end() ? std::string("?") : it->second;
+      };
+      inventory += (inventory.empty() ? "" : "; ") + n.id.Hex().substr(0, 12) + ": " +
+                   std::to_string(int(chips->second)) + " chips of " + label("orrery.io/tpu-pod-type") + " slice " +
+                   label("orrery.io/tpu-slice-name") + " worker " + label("orrery.io/tpu-worker-id");
+    }
+    out += ". TPU inventory: " + (inventory.empty() ? std::string("no TPU hosts") : inventory);
+  }
   return out;
 }
 

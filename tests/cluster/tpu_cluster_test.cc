@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
@@ -23,8 +24,17 @@ class Chips {
     const char* n = std::getenv("ORRERY_NODE_ID");
     return n ? n : "";
   }
+  std::vector<int> Ids() {
+    auto ids = orrery::GetRuntimeContext().GetAcceleratorIds();
+    return ids.count("TPU") ? ids["TPU"] : std::vector<int>{};
+  }
+  std::string Visible() {
+    const char* v = std::getenv("TPU_VISIBLE_CHIPS");
+    const char* b = std::getenv("TPU_CHIPS_PER_PROCESS_BOUNDS");
+    return std::string(v ? v : "") + "|" + (b ? b : "");
+  }
 };
-ORRERY_REMOTE(Chips::Create, &Chips::Node);
+ORRERY_REMOTE(Chips::Create, &Chips::Node, &Chips::Ids, &Chips::Visible);
 
 void FakeV4Host(const std::string& root) {
   for (int i = 0; i < 4; ++i) {
@@ -107,13 +117,45 @@ TEST_F(TpuClusterTest, ActorsLandByChipsHeadResourceAndSliceLabels) {
   EXPECT_EQ(*orrery::Get(by_type.Task(&Chips::Node).Remote(), 30000), NodeOf("tpu0"));  // tpu1's chips are taken
 }
 
+TEST_F(TpuClusterTest, EachWorkerProcessGetsItsOwnChips) {
+  auto on_tpu1 = [](int chips) {
+    return orrery::Actor(Chips::Create).SetResources({{"TPU", double(chips)}}).SetLabelSelector({{"host", "tpu1"}}).Remote();
+  };
+  auto a = on_tpu1(2);
+  auto b = on_tpu1(1);
+  auto c = on_tpu1(1);
+  std::vector<int> ia = *orrery::Get(a.Task(&Chips::Ids).Remote(), 30000);
+  std::vector<int> ib = *orrery::Get(b.Task(&Chips::Ids).Remote(), 30000);
+  std::vector<int> ic = *orrery::Get(c.Task(&Chips::Ids).Remote(), 30000);
+  EXPECT_EQ(ia.size(), 2u);
+  EXPECT_EQ(ib.size(), 1u);
+  EXPECT_EQ(ic.size(), 1u);
+  std::set<int> all(ia.begin(), ia.end());
+  all.insert(ib.begin(), ib.end());
+  all.insert(ic.begin(), ic.end());
+  EXPECT_EQ(all, (std::set<int>{0, 1, 2, 3})) << "no chip given to two live processes";
+  // The environment the TPU runtime reads: the chips, and the bounds for a 2-chip process.
+  std::string visible = std::to_string(ia[0]) + "," + std::to_string(ia[1]) + "|1,2,1";
+  EXPECT_EQ(*orrery::Get(a.Task(&Chips::Visible).Remote(), 30000), visible);
+  // A killed worker's chips go back to the node and the next worker gets them.
+  b.Kill();
+  auto d = on_tpu1(1);
+  EXPECT_EQ(*orrery::Get(d.Task(&Chips::Ids).Remote(), 30000), ib);
+}
+
+TEST_F(TpuClusterTest, InvalidTpuAmountIsAConfigError) {
+  EXPECT_THROW(orrery::Actor(Chips::Create).SetResources({{"TPU", 3}}).Remote(), orrery::ConfigError);
+  EXPECT_THROW(orrery::Actor(Chips::Create).SetResources({{"TPU", 0.5}}).Remote(), orrery::ConfigError);
+}
+
 TEST_F(TpuClusterTest, MoreChipsThanAnyHostHasIsInfeasibleNamingTpu) {
   auto a = orrery::Actor(Chips::Create).SetResources({{"TPU", 8}}).Remote();
   try {
     orrery::Get(a.Task(&Chips::Node).Remote(), 30000);
     FAIL() << "expected InfeasibleError";
   } catch (const orrery::InfeasibleError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("TPU"));
+    EXPECT_THAT(e.what(), HasSubstr("TPU inventory"));
+    EXPECT_THAT(e.what(), HasSubstr("slice-a"));
   }
 }
 

@@ -21,6 +21,7 @@
 #include "orrery/api/placement_group.h"
 #include "orrery/api/registry.h"
 #include "orrery/api/runtime_api.h"
+#include "orrery/api/runtime_context.h"
 #include "orrery/config.h"
 #include "orrery/errors.h"
 #include "orrery/ids.h"

@@ -27,10 +27,10 @@ inline constexpr std::array<Generation, 7> kAllGenerations = {
 
 // One row of TPU.md's arithmetic table.
 struct GenerationInfo {
-  int cores_per_chip = 0;      // 2, or 1 for v5litepod and v6e
-  int chips_per_host = 0;      // of a multi-host slice (4); see ChipsPerHost for one host
+  int cores_per_chip = 0;  // 2, or 1 for v5litepod and v6e
+  int chips_per_host = 0;  // of a multi-host slice (4); see ChipsPerHost for one host
   int64_t hbm_bytes_per_chip = 0;
-  int topology_dims = 0;       // 2 (AxB) or 3 (AxBxC)
+  int topology_dims = 0;  // 2 (AxB) or 3 (AxBxC)
 };
 GenerationInfo GetGenerationInfo(Generation gen);
 
@@ -69,7 +69,7 @@ struct Topology {
   // generation read as AxBx1); meant for the user's log. Empty otherwise.
   std::string warning;
 
-  int64_t Chips() const;      // product of dims
+  int64_t Chips() const;         // product of dims
   std::string ToString() const;  // "2x2x1"
   bool operator==(const Topology&) const = default;
 };
@@ -95,11 +95,11 @@ int ChipsPerHost(Generation gen, const Topology& topology);
 struct SliceShape {
   Generation gen = Generation::kV4;
   Topology topo;
-  int chips = 0;           // product of the topology
-  int cores = 0;           // chips x cores per chip
-  int hosts = 0;           // ceil(chips / chips_per_host)
+  int chips = 0;  // product of the topology
+  int cores = 0;  // chips x cores per chip
+  int hosts = 0;  // ceil(chips / chips_per_host)
   int chips_per_host = 0;
-  std::string pod_type;    // "v4-16": chips x cores/chip, or chips for v5litepod and v6e
+  std::string pod_type;  // "v4-16": chips x cores/chip, or chips for v5litepod and v6e
 
   bool operator==(const SliceShape&) const = default;
 };
