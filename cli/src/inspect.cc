@@ -7,6 +7,7 @@
 #include "core/src/redis_store.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
+#include "orrery/tpu.h"
 
 namespace orrery::cli {
 
@@ -24,6 +25,29 @@ std::string Used(const Resources& total, const Resources& available) {
       std::snprintf(buf, sizeof(buf), "%s %g/%g", name.c_str(), used, t);
     }
     out += (out.empty() ? "" : ", ") + std::string(buf);
+  }
+  return out;
+}
+
+// "TPU-V4 v4-16 2x2x2, slice slice-a worker 0, 32 GiB HBM/chip" from a node's labels.
+std::string Accelerators(const Labels& labels) {
+  auto get = [&](const char* k) {
+    auto it = labels.find(k);
+    return it == labels.end() ? std::string() : it->second;
+  };
+  std::string type = get("orrery.io/accelerator-type");
+  if (type.empty()) return "";
+  std::string out = type;
+  std::string pod = get("orrery.io/tpu-pod-type");
+  if (!pod.empty()) out += " " + pod;
+  std::string topo = get("orrery.io/tpu-topology");
+  if (!topo.empty()) out += " " + topo;
+  std::string slice = get("orrery.io/tpu-slice-name");
+  if (!slice.empty()) out += ", slice " + slice + " worker " + get("orrery.io/tpu-worker-id");
+  if (auto gen = tpu::ParseAcceleratorType(type); gen.ok()) {
+    char hbm[64];
+    std::snprintf(hbm, sizeof(hbm), ", %.0f GiB HBM/chip", double(tpu::HbmBytesPerChip(gen.value())) / (1ll << 30));
+    out += hbm;
   }
   return out;
 }
@@ -85,6 +109,8 @@ int Status(const InspectFlags& flags) {
     std::cout << "  " << n["node_id"].get<std::string>().substr(0, 12) << "  " << (n["alive"].get<bool>() ? "ALIVE" : "DEAD ")
               << "  " << n["address"].get<std::string>() << "  "
               << Used(n["total"].get<Resources>(), n["available"].get<Resources>()) << "\n";
+    std::string accel = Accelerators(n["labels"].get<Labels>());
+    if (!accel.empty()) std::cout << "      " << accel << "\n";
   }
   std::map<std::string, int> by_state;
   for (const auto& a : actors) by_state[a.value("state", "?")]++;

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +104,20 @@ TEST_F(TpuClusterTest, HostsAdvertiseChipsSliceLabelsAndTheHeadResource) {
   }
   EXPECT_EQ(tpu_hosts, 2);
   EXPECT_EQ(orrery::ClusterResources()["TPU"], 8);
+}
+
+TEST_F(TpuClusterTest, StatusShowsEachHostsAcceleratorsTopologyAndSlice) {
+  std::string cmd = orrery_cluster::CliPath() + " status --address " + cluster_.head_address() + " --redis-address " +
+                    cluster_.redis_address() + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), p)) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_THAT(out, HasSubstr("TPU-V4 v4-16 2x2x2, slice slice-a worker 0, 32 GiB HBM/chip"));
+  EXPECT_THAT(out, HasSubstr("TPU-V4 v4-16 2x2x2, slice slice-a worker 1, 32 GiB HBM/chip"));
+  EXPECT_THAT(out, HasSubstr("TPU 0/4"));
 }
 
 TEST_F(TpuClusterTest, ActorsLandByChipsHeadResourceAndSliceLabels) {
