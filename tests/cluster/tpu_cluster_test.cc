@@ -174,6 +174,41 @@ TEST_F(TpuClusterTest, MoreChipsThanAnyHostHasIsInfeasibleNamingTpu) {
   }
 }
 
+class Gpu {
+ public:
+  static Gpu* Create() { return new Gpu(); }
+  std::string Visible() {
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    return v ? v : "";
+  }
+};
+ORRERY_REMOTE(Gpu::Create, &Gpu::Visible);
+
+TEST(GpuClusterTest, EachGpuWorkerSeesItsOwnDevice) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  std::string root = cluster.dir() + "/gpu_host";
+  std::filesystem::create_directories(root + "/usr/bin");
+  std::ofstream(root + "/usr/bin/nvidia-smi") << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
+  std::filesystem::permissions(root + "/usr/bin/nvidia-smi", std::filesystem::perms::owner_all);
+  setenv("ORRERY_SYSROOT", root.c_str(), 1);
+  cluster.AddNode("", "host=gpu", 2);
+  unsetenv("ORRERY_SYSROOT");
+  orrery::Config c;
+  c.address = cluster.head_address();
+  orrery::Init(c);
+  ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
+  auto node = orrery::Nodes()[0];
+  EXPECT_EQ(node.total.at("GPU"), 2);
+  EXPECT_EQ(node.labels.at("orrery.io/accelerator-type"), "A100");
+  auto a = orrery::Actor(Gpu::Create).SetResources({{"GPU", 1}}).Remote();
+  auto b = orrery::Actor(Gpu::Create).SetResources({{"GPU", 1}}).Remote();
+  std::set<std::string> seen{*orrery::Get(a.Task(&Gpu::Visible).Remote(), 30000),
+                             *orrery::Get(b.Task(&Gpu::Visible).Remote(), 30000)};
+  EXPECT_EQ(seen, (std::set<std::string>{"0", "1"}));
+  orrery::Shutdown();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
