@@ -332,8 +332,6 @@ ActorId GetNamedActor(const std::string& name, const std::string& namespace_) {
 
 void KillActor(const ActorId& actor, bool no_restart) { Rt().KillActor(actor, no_restart); }
 
-void CheckInitialized() { Rt(); }
-
 std::string HeadAddressForTest() { return Rt().head_address(); }
 std::string WorkerAddressForTest() { return Rt().address(); }
 

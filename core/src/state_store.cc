@@ -18,14 +18,6 @@ std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string&
   return it == tables_.end() ? std::map<std::string, std::string>() : it->second;
 }
 
-void InMemoryStateStore::Publish(const std::string&) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++events_;
-}
-
-size_t InMemoryStateStore::EventCount() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return events_;
-}
+void InMemoryStateStore::Publish(const std::string&) {}  // no subscribers in memory
 
 }  // namespace orrery

@@ -27,12 +27,10 @@ class InMemoryStateStore : public StateStore {
   void Delete(const std::string& table, const std::string& key) override;
   std::map<std::string, std::string> GetAll(const std::string& table) override;
   void Publish(const std::string& event_json) override;
-  size_t EventCount() const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::map<std::string, std::string>> tables_;
-  size_t events_ = 0;
 };
 
 }  // namespace orrery

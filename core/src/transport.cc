@@ -114,15 +114,6 @@ void MarkPeerGone(const std::string& address) {
   g_gone_generation.fetch_add(1, std::memory_order_release);
 }
 
-void DropPeer(const std::string& address) {
-  auto& map = Sockets().sockets;
-  auto it = map.find(address);
-  if (it != map.end()) {
-    it->second->close();
-    map.erase(it);
-  }
-}
-
 // ---------------------------------------------------------------- Inbox
 
 namespace {

@@ -119,8 +119,6 @@ void Send(const std::string& address, proto::MsgType type, const Meta& meta,
 
 // Closes the calling thread's sending sockets (they close at thread exit anyway).
 void CloseThreadSockets();
-// Forgets the calling thread's socket to `address` (peer gone).
-void DropPeer(const std::string& address);
 // The peer at `address` is gone for good: every thread closes its socket to it on its next
 // send, so ZeroMQ stops reconnecting to it.
 void MarkPeerGone(const std::string& address);

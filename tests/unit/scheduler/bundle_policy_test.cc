@@ -12,6 +12,7 @@
 #include "orrery/placement.h"
 #include "orrery/resources.h"
 #include "orrery/scheduler/policy.h"
+#include "tests/unit/scheduler/node_builders.h"
 
 namespace orrery::scheduler {
 namespace {
@@ -20,17 +21,8 @@ using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-NodeView Node(Resources total, Resources available, Labels labels = {}, bool alive = true) {
-  NodeView n;
-  n.id = NodeId::Random();
-  n.alive = alive;
-  n.total = std::move(total);
-  n.available = std::move(available);
-  n.labels = std::move(labels);
-  return n;
-}
-
-NodeView Idle(Resources total, Labels labels = {}) { return Node(total, total, std::move(labels)); }
+using test_nodes::Idle;
+using test_nodes::Node;
 
 const Resources kOneCpu{{"CPU", 1}};
 

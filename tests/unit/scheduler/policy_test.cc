@@ -3,6 +3,7 @@
 // every policy shares: placed means it fits now, infeasible means it never could, wait
 // means it could but not now.
 #include "orrery/scheduler/policy.h"
+#include "tests/unit/scheduler/node_builders.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -18,17 +19,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-NodeView Node(Resources total, Resources available, Labels labels = {}, bool alive = true) {
-  NodeView n;
-  n.id = NodeId::Random();
-  n.alive = alive;
-  n.total = std::move(total);
-  n.available = std::move(available);
-  n.labels = std::move(labels);
-  return n;
-}
-
-NodeView Idle(Resources total, Labels labels = {}) { return Node(total, total, std::move(labels)); }
+using test_nodes::Idle;
+using test_nodes::Node;
 
 Demand Want(Resources r, Labels selector = {}) {
   Demand d;

@@ -67,7 +67,6 @@ std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_re
 // Looks a named actor up; Nil when there is none. Checks the class name when known.
 ActorId GetNamedActor(const std::string& name, const std::string& namespace_);
 void KillActor(const ActorId& actor, bool no_restart);
-void CheckInitialized();
 
 }  // namespace internal
 }  // namespace orrery
