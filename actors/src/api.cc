@@ -188,6 +188,10 @@ RuntimeContext GetRuntimeContext() {
   ctx.worker_id = env("ORRERY_WORKER_ID");
   ctx.is_worker = !ctx.worker_id.empty();
   ctx.node_id = env("ORRERY_NODE_ID");
+  // ORRERY_NODE_ADDRESS is the node's ZeroMQ endpoint, tcp://<ip>:<port>.
+  std::string node = env("ORRERY_NODE_ADDRESS");
+  if (node.rfind("tcp://", 0) == 0) node = node.substr(6);
+  ctx.node_ip = node.substr(0, node.rfind(':'));
   std::string ids = env("ORRERY_ACCELERATOR_IDS");
   if (!ids.empty()) {
     try {

@@ -811,6 +811,15 @@ proto::PlacementGroupReplyMsg Runtime::PlacementGroupRpc(MsgType type, proto::Pl
   return Rpc<proto::PlacementGroupReplyMsg>(type, msg, MsgType::kPlacementGroupReply, timeout_ms);
 }
 
+Status Runtime::PutRecord(const proto::RecordMsg& record, int timeout_ms) {
+  try {
+    auto ack = Rpc<proto::AckMsg>(MsgType::kPutRecord, record, MsgType::kAck, timeout_ms);
+    return ack.ok ? Status::Ok() : Status::InvalidArgument(ack.message);
+  } catch (const Error& e) {
+    return Status::Unavailable(e.what());
+  }
+}
+
 void Runtime::RemovePlacementGroup(const PlacementGroupId& id) {
   proto::PlacementGroupMsg m;
   m.pg_id = id.Binary();

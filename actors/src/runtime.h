@@ -73,6 +73,9 @@ class Runtime {
   // ends it.
   void RegisterJob();
   void EndJob();
+  // Asks the head to keep a driver-written record (and a stream entry) in the state store
+  // (proto::RecordMsg). Unavailable when the head did not answer within timeout_ms.
+  Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
 
  private:
   struct ActorState {

@@ -12,7 +12,7 @@ bool IsKnownType(uint8_t t) {
     case MsgType::kPlacementGroupReply: case MsgType::kRemovePlacementGroup:
     case MsgType::kWaitPlacementGroup: case MsgType::kGetClusterInfo: case MsgType::kClusterInfoReply:
     case MsgType::kAck: case MsgType::kRegisterJob: case MsgType::kPutBinary:
-    case MsgType::kFetchBinary: case MsgType::kBinaryReply: case MsgType::kRegisterNode: case MsgType::kStartActor:
+    case MsgType::kFetchBinary: case MsgType::kBinaryReply: case MsgType::kPutRecord: case MsgType::kRegisterNode: case MsgType::kStartActor:
     case MsgType::kGrantLease: case MsgType::kKillWorker: case MsgType::kWorkerEvent:
     case MsgType::kReleaseLease: case MsgType::kWorkerRegister: case MsgType::kAssign:
     case MsgType::kAssignReply: case MsgType::kExit: case MsgType::kPing: case MsgType::kPong:
@@ -49,6 +49,7 @@ const char* TypeName(MsgType t) {
     case MsgType::kPutBinary: return "PutBinary";
     case MsgType::kFetchBinary: return "FetchBinary";
     case MsgType::kBinaryReply: return "BinaryReply";
+    case MsgType::kPutRecord: return "PutRecord";
     case MsgType::kRegisterNode: return "RegisterNode";
     case MsgType::kStartActor: return "StartActor";
     case MsgType::kGrantLease: return "GrantLease";

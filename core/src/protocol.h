@@ -55,6 +55,7 @@ enum class MsgType : uint8_t {
   kPutBinary = 38,    // driver -> head: BinaryMsg + payload (the driver's executable)
   kFetchBinary = 39,  // node -> head: BinaryMsg
   kBinaryReply = 46,  // head -> node: BinaryMsg + payload
+  kPutRecord = 47,    // driver -> head: RecordMsg (a training run's record and metrics)
 
   // Node <-> head.
   kRegisterNode = 40,
@@ -403,6 +404,20 @@ struct JobMsg {
   std::string arch;
   MSGPACK_DEFINE(request_id, reply_to, job_id, driver_address, pid, namespace_, entrypoint, alive,
                  binary_hash, arch);
+};
+
+// A record a driver asks the head to keep in the state store: the training module's run
+// records (table "train_runs") and, when stream_index >= 0, one entry of the run's metrics
+// stream. Resends are harmless: the head appends a stream entry once per index.
+struct RecordMsg {
+  uint64_t request_id = 0;
+  std::string reply_to;
+  std::string table;
+  std::string key;
+  std::string json;          // the record; empty: keep the current one
+  int64_t stream_index = -1;
+  std::string stream_json;   // the stream entry's fields, a JSON object of strings
+  MSGPACK_DEFINE(request_id, reply_to, table, key, json, stream_index, stream_json);
 };
 
 struct BinaryMsg {

@@ -86,8 +86,8 @@ void RedisStateStore::Publish(const std::string& event_json) {
   cv_.notify_one();
 }
 
-void RedisStateStore::StreamAdd(const std::string& key, const std::vector<std::pair<std::string, std::string>>& fields) {
-  std::vector<std::string> cmd{"XADD", key, "*"};
+void RedisStateStore::StreamAdd(const std::string& stream, const StreamEntry& fields) {
+  std::vector<std::string> cmd{"XADD", KeyFor(stream), "*"};
   for (const auto& [f, v] : fields) {
     cmd.push_back(f);
     cmd.push_back(v);

@@ -29,8 +29,8 @@ class RedisStateStore : public StateStore {
   void Delete(const std::string& table, const std::string& key) override;
   std::map<std::string, std::string> GetAll(const std::string& table) override;
   void Publish(const std::string& event_json) override;
-  // Appends to a stream (XADD key * field value ...), e.g. train metrics.
-  void StreamAdd(const std::string& key, const std::vector<std::pair<std::string, std::string>>& fields);
+  // XADD orrery:<cluster>:<stream> * field value ..., e.g. a training run's metrics.
+  void StreamAdd(const std::string& stream, const StreamEntry& fields) override;
   // Blocks until everything queued so far was written (or the timeout passes).
   bool Flush(int timeout_ms = 5000);
   std::string KeyFor(const std::string& table) const { return "orrery:" + cluster_ + ":" + table; }

@@ -20,4 +20,15 @@ std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string&
 
 void InMemoryStateStore::Publish(const std::string&) {}  // no subscribers in memory
 
+void InMemoryStateStore::StreamAdd(const std::string& stream, const StreamEntry& fields) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_[stream].push_back(fields);
+}
+
+std::vector<StateStore::StreamEntry> InMemoryStateStore::Stream(const std::string& stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(stream);
+  return it == streams_.end() ? std::vector<StreamEntry>() : it->second;
+}
+
 }  // namespace orrery

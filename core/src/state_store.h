@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace orrery {
 
@@ -18,6 +20,9 @@ class StateStore {
   virtual std::map<std::string, std::string> GetAll(const std::string& table) = 0;
   // Publishes a state-change event (JSON) on the events channel.
   virtual void Publish(const std::string& event_json) = 0;
+  // Appends an entry to the stream `stream` (Redis: XADD orrery:<cluster>:<stream> * ...).
+  using StreamEntry = std::vector<std::pair<std::string, std::string>>;
+  virtual void StreamAdd(const std::string& stream, const StreamEntry& fields) = 0;
 };
 
 // Thread-safe in-memory store.
@@ -27,10 +32,13 @@ class InMemoryStateStore : public StateStore {
   void Delete(const std::string& table, const std::string& key) override;
   std::map<std::string, std::string> GetAll(const std::string& table) override;
   void Publish(const std::string& event_json) override;
+  void StreamAdd(const std::string& stream, const StreamEntry& fields) override;
+  std::vector<StreamEntry> Stream(const std::string& stream) const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::map<std::string, std::string>> tables_;
+  std::map<std::string, std::vector<StreamEntry>> streams_;
 };
 
 }  // namespace orrery

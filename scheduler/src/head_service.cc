@@ -213,6 +213,7 @@ void HeadService::Handle(transport::Envelope& env) {
     case MsgType::kRegisterJob: return OnRegisterJob(env);
     case MsgType::kPutBinary: return OnPutBinary(env);
     case MsgType::kFetchBinary: return OnFetchBinary(env);
+    case MsgType::kPutRecord: return OnPutRecord(env);
     default:
       throw std::runtime_error(std::string("the head does not handle ") + proto::TypeName(env.type));
   }
@@ -264,6 +265,44 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
                             std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
   LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" + m.entrypoint + ")");
   PersistJob(m.job_id);
+  ReplyAck(m.reply_to, m.request_id, true, "", "");
+}
+
+// ------------------------------------------------------------------ driver-written records
+
+void HeadService::OnPutRecord(const transport::Envelope& env) {
+  proto::RecordMsg m;
+  DECODE_OR_THROW(env, m);
+  // Drivers may write only the tables the head does not own itself.
+  if (m.table != "train_runs") {
+    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the head keeps no driver records in table \"" + m.table + "\"");
+  }
+  bool key_ok = !m.key.empty() && m.key.size() <= 64;
+  for (char c : m.key) key_ok = key_ok && std::isxdigit(static_cast<unsigned char>(c));
+  if (!key_ok) return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record key is 1 to 64 hex digits");
+  nlohmann::json record, entry;
+  try {
+    if (!m.json.empty()) record = nlohmann::json::parse(m.json);
+    if (m.stream_index >= 0) entry = nlohmann::json::parse(m.stream_json);
+  } catch (const std::exception& e) {
+    return ReplyAck(m.reply_to, m.request_id, false, "Error", std::string("a record must be JSON: ") + e.what());
+  }
+  if ((!m.json.empty() && !record.is_object()) || (m.stream_index >= 0 && !entry.is_object())) {
+    return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record and a stream entry must be JSON objects");
+  }
+  if (m.stream_index >= 0) {
+    auto [it, fresh] = stream_written_.emplace(m.key, -1);
+    if (m.stream_index > it->second) {  // a resent request appends nothing twice
+      it->second = m.stream_index;
+      StateStore::StreamEntry fields;
+      for (auto& [k, v] : entry.items()) fields.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+      options_.store->StreamAdd("train:" + m.key + ":metrics", fields);
+    }
+  }
+  if (!m.json.empty()) {
+    options_.store->Put(m.table, m.key, m.json);
+    Publish(m.table, m.key, record.value("status", ""));
+  }
   ReplyAck(m.reply_to, m.request_id, true, "", "");
 }
 

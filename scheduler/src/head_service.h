@@ -98,6 +98,7 @@ class HeadService {
   void OnRegisterJob(const transport::Envelope& env);
   void OnPutBinary(const transport::Envelope& env);
   void OnFetchBinary(const transport::Envelope& env);
+  void OnPutRecord(const transport::Envelope& env);
   std::string BinaryPath(const std::string& hash) const;
   // The driver is gone: its non-detached actors and its leases go with it.
   void JobDied(const std::string& job_id, const std::string& cause);
@@ -154,6 +155,7 @@ class HeadService {
     std::string end_cause;
   };
   std::map<std::string, JobRec> jobs_;
+  std::map<std::string, int64_t> stream_written_;  // record key -> last stream index appended
   std::deque<Pending> pending_;
   size_t round_robin_ = 0;
   std::string wait_reason_;  // set by TryPlace* when they return false

@@ -55,7 +55,7 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kGetClusterInfo,
       MsgType::kClusterInfoReply,
       MsgType::kAck,
-      MsgType::kRegisterJob, MsgType::kPutBinary, MsgType::kFetchBinary, MsgType::kBinaryReply,
+      MsgType::kRegisterJob, MsgType::kPutBinary, MsgType::kFetchBinary, MsgType::kBinaryReply, MsgType::kPutRecord,
       MsgType::kRegisterNode,
       MsgType::kStartActor,
       MsgType::kGrantLease,

@@ -34,7 +34,16 @@ struct FunctionEntry {
   int arity;
   Invoker invoke;
   Deleter deleter = nullptr;  // factories: deletes the instance
+  // Functions: the function itself and typeid(F).name(), for callers inside the process
+  // that run it locally with arguments that cannot travel (a train loop's Context&).
+  void (*raw)() = nullptr;
+  std::string signature;
 };
+
+// A parameter that cannot come over the wire: a non-const lvalue reference.
+template <typename A>
+inline constexpr bool kLocalOnlyParam = std::is_lvalue_reference_v<A> && !std::is_const_v<std::remove_reference_t<A>>;
+
 
 // Registers `entry` under entry.name with the identity key of the C++ callable.
 // A name registered twice is an error: the registry remembers it, returns InvalidArgument,
@@ -44,6 +53,14 @@ const FunctionEntry* FindByName(const std::string& name);
 // The registered name of a callable, or nullptr.
 const std::string* FindNameByKey(const std::string& key);
 std::vector<std::string> RegisteredNames();
+
+// The registered function with this name and exact type, or nullptr.
+template <typename F>
+F FindLocalFunction(const std::string& name) {
+  const FunctionEntry* e = FindByName(name);
+  if (e == nullptr || e->raw == nullptr || e->signature != typeid(F).name()) return nullptr;
+  return reinterpret_cast<F>(e->raw);
+}
 // Errors found during registration (duplicate names); empty when all is well.
 std::vector<std::string> RegistrationErrors();
 // For tests: forgets a name.
@@ -91,7 +108,16 @@ std::string PackResult(R&& r) {
 template <typename R, typename... Args>
 FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
   FunctionEntry e{name, FunctionKind::kFunction, int(sizeof...(Args)), nullptr, nullptr};
-  if constexpr (std::is_pointer_v<R> && std::is_class_v<std::remove_pointer_t<R>>) {
+  e.raw = reinterpret_cast<void (*)()>(f);
+  e.signature = typeid(R (*)(Args...)).name();
+  if constexpr ((kLocalOnlyParam<Args> || ...)) {
+    // E.g. a train loop taking Context&: registered so workers find it by name, but it
+    // cannot be called remotely with arguments.
+    e.invoke = [name](void*, const msgpack::object&, void**) -> std::string {
+      throw ConvertError(name + " takes a non-const reference parameter, so it cannot be called remotely "
+                         "(a train loop runs through TorchTrainer)");
+    };
+  } else if constexpr (std::is_pointer_v<R> && std::is_class_v<std::remove_pointer_t<R>>) {
     using T = std::remove_pointer_t<R>;
     e.kind = FunctionKind::kFactory;
     e.deleter = [](void* p) { delete static_cast<T*>(p); };

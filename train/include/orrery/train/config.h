@@ -54,6 +54,8 @@ struct RunConfig {
   CheckpointConfig checkpoint_config;
   // How long Fit() waits to reserve its workers; < 0: TRAIN_PLACEMENT_GROUP_TIMEOUT_S or 100 s.
   double reservation_timeout_s = -1;
+  // 1: Fit() prints a line per report (step, metrics, throughput) and per restart; 0: quiet.
+  int verbose = 1;
 };
 
 // The configuration Fit() runs with, after validation and defaults.

@@ -1,0 +1,310 @@
+#include "train/src/collective.h"
+
+#include <algorithm>
+#include <cstring>
+#include <zmq.hpp>
+
+#include "orrery/errors.h"
+
+namespace orrery::train {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x5643524f;  // "ORCV"
+constexpr size_t kHeaderBytes = 20;      // magic, source rank, sequence, part
+
+struct Header {
+  uint32_t magic;
+  int32_t source;
+  uint64_t seq;
+  uint32_t part;
+};
+
+void EncodeHeader(const Header& h, char* out) {
+  std::memcpy(out, &h.magic, 4);
+  std::memcpy(out + 4, &h.source, 4);
+  std::memcpy(out + 8, &h.seq, 8);
+  std::memcpy(out + 16, &h.part, 4);
+}
+
+bool DecodeHeader(const zmq::message_t& m, Header* h) {
+  if (m.size() != kHeaderBytes) return false;
+  const char* p = static_cast<const char*>(m.data());
+  std::memcpy(&h->magic, p, 4);
+  std::memcpy(&h->source, p + 4, 4);
+  std::memcpy(&h->seq, p + 8, 8);
+  std::memcpy(&h->part, p + 16, 4);
+  return h->magic == kMagic;
+}
+
+size_t ElementSize(int dtype) {
+  switch (dtype) {
+    case 0: return sizeof(float);
+    case 1: return sizeof(double);
+    case 2: return sizeof(int32_t);
+    case 3: return sizeof(int64_t);
+  }
+  throw TrainingFailedError("collective: unknown element type " + std::to_string(dtype));
+}
+
+template <typename T>
+void ReduceTyped(T* dst, const char* src_bytes, size_t n, ReduceOp op) {
+  // The source may sit at any address inside a message: read it through memcpy.
+  constexpr size_t kBlock = 4096;
+  T tmp[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    size_t m = std::min(kBlock, n - at);
+    std::memcpy(tmp, src_bytes + at * sizeof(T), m * sizeof(T));
+    T* d = dst + at;
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        for (size_t i = 0; i < m; ++i) d[i] += tmp[i];
+        break;
+      case ReduceOp::kProduct:
+        for (size_t i = 0; i < m; ++i) d[i] *= tmp[i];
+        break;
+      case ReduceOp::kMin:
+        for (size_t i = 0; i < m; ++i) d[i] = std::min(d[i], tmp[i]);
+        break;
+      case ReduceOp::kMax:
+        for (size_t i = 0; i < m; ++i) d[i] = std::max(d[i], tmp[i]);
+        break;
+    }
+  }
+}
+
+// dst[i] = op(dst[i], src[i]) for n elements of dtype.
+void Reduce(char* dst, const char* src, size_t n, int dtype, ReduceOp op) {
+  switch (dtype) {
+    case 0: return ReduceTyped(reinterpret_cast<float*>(dst), src, n, op);
+    case 1: return ReduceTyped(reinterpret_cast<double*>(dst), src, n, op);
+    case 2: return ReduceTyped(reinterpret_cast<int32_t*>(dst), src, n, op);
+    case 3: return ReduceTyped(reinterpret_cast<int64_t*>(dst), src, n, op);
+  }
+}
+
+template <typename T>
+void DivideTyped(T* d, size_t n, int by) {
+  for (size_t i = 0; i < n; ++i) d[i] /= T(by);
+}
+
+void Divide(char* data, size_t n, int dtype, int by) {
+  switch (dtype) {
+    case 0: return DivideTyped(reinterpret_cast<float*>(data), n, by);
+    case 1: return DivideTyped(reinterpret_cast<double*>(data), n, by);
+    case 2: return DivideTyped(reinterpret_cast<int32_t*>(data), n, by);
+    case 3: return DivideTyped(reinterpret_cast<int64_t*>(data), n, by);
+  }
+}
+
+uint32_t Part(size_t step, size_t chunk) { return uint32_t(step << 16) | uint32_t(chunk); }
+
+}  // namespace
+
+CollectiveGroup::CollectiveGroup() : ctx_(std::make_unique<zmq::context_t>(1)) {}
+
+CollectiveGroup::~CollectiveGroup() {
+  push_.clear();
+  pull_.reset();
+  ctx_.reset();
+}
+
+orrery::Result<std::string> CollectiveGroup::Bind(const std::string& host) {
+  try {
+    pull_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pull);
+    pull_->set(zmq::sockopt::rcvhwm, 0);
+    pull_->set(zmq::sockopt::linger, 0);
+    pull_->bind("tcp://" + host + ":*");
+    return pull_->get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot bind the collective socket on " + host + ": " + e.what());
+  }
+}
+
+void CollectiveGroup::Connect(int rank, std::vector<std::string> addresses, double timeout_s) {
+  rank_ = rank;
+  addresses_ = std::move(addresses);
+  timeout_s_ = timeout_s > 0 ? timeout_s : 1800;
+}
+
+void CollectiveGroup::Send(int peer, uint32_t part, const void* data, size_t bytes) {
+  auto& sock = push_[peer];
+  if (!sock) {
+    sock = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::push);
+    sock->set(zmq::sockopt::sndhwm, 0);
+    sock->set(zmq::sockopt::linger, 0);
+    sock->connect(addresses_.at(size_t(peer)));
+  }
+  char header[kHeaderBytes];
+  EncodeHeader(Header{kMagic, int32_t(rank_), seq_, part}, header);
+  sock->send(zmq::const_buffer(header, kHeaderBytes), zmq::send_flags::sndmore);
+  sock->send(zmq::const_buffer(data, bytes), zmq::send_flags::none);
+}
+
+zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) {
+  auto key = std::make_tuple(seq_, peer, part);
+  if (auto it = early_.find(key); it != early_.end()) {
+    zmq::message_t m(std::move(*it->second));
+    early_.erase(it);
+    return m;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      throw TrainingFailedError(std::string("collective ") + what + " (call #" + std::to_string(seq_) + ") on rank " +
+                                std::to_string(rank_) + " waited " + std::to_string(int(timeout_s_)) +
+                                " s for rank " + std::to_string(peer) +
+                                "; every worker must call the same collectives in the same order");
+    }
+    zmq::pollitem_t item{pull_->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(1000)));
+    if (!(item.revents & ZMQ_POLLIN)) continue;
+    zmq::message_t header, payload;
+    (void)pull_->recv(header, zmq::recv_flags::none);
+    if (!header.more()) throw TrainingFailedError("collective: a message without a payload reached rank " + std::to_string(rank_));
+    (void)pull_->recv(payload, zmq::recv_flags::none);
+    while (payload.more()) {  // drain extra frames of a malformed message
+      zmq::message_t extra;
+      (void)pull_->recv(extra, zmq::recv_flags::none);
+      payload.rebuild(0);
+      if (!extra.more()) break;
+    }
+    Header h;
+    if (!DecodeHeader(header, &h) || h.source < 0 || h.source >= size()) {
+      throw TrainingFailedError("collective: rank " + std::to_string(rank_) + " received a malformed message");
+    }
+    if (h.seq == seq_ && h.source == peer && h.part == part) return payload;
+    if (h.seq < seq_) continue;  // cannot happen between well-behaved peers; ignore
+    early_[std::make_tuple(h.seq, int(h.source), h.part)] = std::make_unique<zmq::message_t>(std::move(payload));
+  }
+}
+
+void CollectiveGroup::AllReduce(void* data, size_t count, int dtype, ReduceOp op) {
+  ++seq_;
+  size_t bytes = count * ElementSize(dtype);
+  if (size() > 1) {
+    if (bytes >= kRingThresholdBytes && count >= size_t(size())) {
+      RingAllReduce(static_cast<char*>(data), count, dtype, op);
+    } else {
+      DirectAllReduce(static_cast<char*>(data), count, dtype, op);
+    }
+  }
+  if (op == ReduceOp::kAvg) Divide(static_cast<char*>(data), count, dtype, size());
+}
+
+void CollectiveGroup::DirectAllReduce(char* data, size_t count, int dtype, ReduceOp op) {
+  size_t bytes = count * ElementSize(dtype);
+  for (int p = 0; p < size(); ++p)
+    if (p != rank_) Send(p, 0, data, bytes);
+  // Every rank reduces rank 0's vector with rank 1's, then rank 2's, ...: the same
+  // operations in the same order everywhere, so every rank gets the same bits.
+  std::string mine(data, bytes);
+  for (int p = 0; p < size(); ++p) {
+    const char* src = mine.data();
+    zmq::message_t m;
+    if (p != rank_) {
+      m = Recv(p, 0, "AllReduce");
+      if (m.size() != bytes) {
+        throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " sent " + std::to_string(m.size()) +
+                                  " bytes, rank " + std::to_string(rank_) + " has " + std::to_string(bytes) +
+                                  "; every worker must pass vectors of the same length");
+      }
+      src = static_cast<const char*>(m.data());
+    }
+    if (p == 0) {
+      std::memcpy(data, src, bytes);
+    } else {
+      Reduce(data, src, count, dtype, op);
+    }
+  }
+}
+
+void CollectiveGroup::RingAllReduce(char* data, size_t count, int dtype, ReduceOp op) {
+  const size_t n = size_t(size()), r = size_t(rank_), esize = ElementSize(dtype);
+  const int next = int((r + 1) % n), prev = int((r + n - 1) % n);
+  auto seg_begin = [&](size_t s) { return s * count / n; };
+  const size_t chunk_elems = std::max<size_t>(1, kChunkBytes / esize);
+  auto chunks_of = [&](size_t s) { return (seg_begin(s + 1) - seg_begin(s) + chunk_elems - 1) / chunk_elems; };
+  auto chunk_range = [&](size_t s, size_t c) {
+    size_t b = seg_begin(s) + c * chunk_elems;
+    return std::make_pair(b, std::min(seg_begin(s + 1), b + chunk_elems));
+  };
+  auto send_chunk = [&](size_t step, size_t s, size_t c) {
+    auto [b, e] = chunk_range(s, c);
+    Send(next, Part(step, c), data + b * esize, (e - b) * esize);
+  };
+  auto recv_chunk = [&](size_t step, size_t s, size_t c, const char* what) {
+    auto [b, e] = chunk_range(s, c);
+    zmq::message_t m = Recv(prev, Part(step, c), what);
+    if (m.size() != (e - b) * esize) {
+      throw TrainingFailedError(std::string(what) + ": rank " + std::to_string(prev) +
+                                " sent a segment of another length; every worker must pass vectors of the same length");
+    }
+    return std::make_tuple(b, e, std::move(m));
+  };
+  // Reduce-scatter: at step t, rank r receives segment r-t-1 from its predecessor, adds its
+  // own, and passes the chunk on at once (step t+1), so the ring stays busy.
+  for (size_t c = 0; c < chunks_of(r); ++c) send_chunk(0, r, c);
+  for (size_t t = 0; t + 1 < n; ++t) {
+    size_t s = (r + 2 * n - t - 1) % n;
+    for (size_t c = 0; c < chunks_of(s); ++c) {
+      auto [b, e, m] = recv_chunk(t, s, c, "AllReduce");
+      Reduce(data + b * esize, static_cast<const char*>(m.data()), e - b, dtype, op);
+      if (t + 2 < n) send_chunk(t + 1, s, c);
+    }
+  }
+  // Rank r now holds the full reduction of segment r+1. All-gather: pass finished
+  // segments round the ring.
+  const size_t base = n - 1;
+  size_t own = (r + 1) % n;
+  for (size_t c = 0; c < chunks_of(own); ++c) send_chunk(base, own, c);
+  for (size_t t = 0; t + 1 < n; ++t) {
+    size_t s = (r + n - t) % n;
+    for (size_t c = 0; c < chunks_of(s); ++c) {
+      auto [b, e, m] = recv_chunk(base + t, s, c, "AllReduce");
+      std::memcpy(data + b * esize, m.data(), (e - b) * esize);
+      if (t + 2 < n) send_chunk(base + t + 1, s, c);
+    }
+  }
+}
+
+void CollectiveGroup::Broadcast(void* data, size_t bytes, int root) {
+  ++seq_;
+  if (root < 0 || root >= size()) {
+    throw TrainingFailedError("Broadcast: root " + std::to_string(root) + " is not a rank of this group of " +
+                              std::to_string(size()));
+  }
+  if (rank_ == root) {
+    for (int p = 0; p < size(); ++p)
+      if (p != rank_) Send(p, 0, data, bytes);
+    return;
+  }
+  zmq::message_t m = Recv(root, 0, "Broadcast");
+  if (m.size() != bytes) {
+    throw TrainingFailedError("Broadcast: rank " + std::to_string(root) + " sent " + std::to_string(m.size()) +
+                              " bytes where " + std::to_string(bytes) + " were expected");
+  }
+  std::memcpy(data, m.data(), bytes);
+}
+
+std::vector<std::string> CollectiveGroup::AllGather(const void* data, size_t bytes) {
+  ++seq_;
+  for (int p = 0; p < size(); ++p)
+    if (p != rank_) Send(p, 0, data, bytes);
+  std::vector<std::string> out(static_cast<size_t>(size()));
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank_) {
+      out[size_t(p)].assign(static_cast<const char*>(data), bytes);
+    } else {
+      zmq::message_t m = Recv(p, 0, "AllGather");
+      out[size_t(p)].assign(static_cast<const char*>(m.data()), m.size());
+    }
+  }
+  return out;
+}
+
+void CollectiveGroup::Barrier() { (void)AllGather(nullptr, 0); }
+
+}  // namespace orrery::train

@@ -1,0 +1,77 @@
+// Collectives between the workers of a training group over ZeroMQ, without libtorch.
+//
+// Each worker binds one PULL socket and connects one PUSH socket to every peer it sends to.
+// Every message carries (collective sequence number, part); a message that arrives before
+// it is wanted (a fast peer already in the next collective) is kept until it is. All
+// workers must call the collectives in the same order. Results are bit-identical on every
+// worker: small all-reduces reduce in rank order everywhere, large ones use a ring
+// (reduce-scatter then all-gather) in which each segment is reduced once.
+//
+// Thread-safety: one thread (the loop's) uses a group. Errors (a peer silent for longer
+// than the timeout, a malformed message) throw orrery::TrainingFailedError.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "orrery/status.h"
+#include "orrery/train/context.h"
+
+namespace zmq {
+class context_t;
+class socket_t;
+class message_t;
+}  // namespace zmq
+
+namespace orrery::train {
+
+class CollectiveGroup {
+ public:
+  CollectiveGroup();
+  ~CollectiveGroup();
+  CollectiveGroup(const CollectiveGroup&) = delete;
+  CollectiveGroup& operator=(const CollectiveGroup&) = delete;
+
+  // Binds the receiving socket on host (an ephemeral port); returns tcp://host:port.
+  orrery::Result<std::string> Bind(const std::string& host);
+  // addresses[r] is rank r's Bind() result; timeout_s bounds every wait for a peer.
+  void Connect(int rank, std::vector<std::string> addresses, double timeout_s);
+
+  int rank() const { return rank_; }
+  int size() const { return int(addresses_.size()); }
+
+  // dtype: 0 float, 1 double, 2 int32, 3 int64 (Context's codes).
+  void AllReduce(void* data, size_t count, int dtype, ReduceOp op);
+  void Broadcast(void* data, size_t bytes, int root);
+  std::vector<std::string> AllGather(const void* data, size_t bytes);
+  void Barrier();
+
+  // Vectors of at least this many bytes go round the ring.
+  static constexpr size_t kRingThresholdBytes = 256 * 1024;
+  // Ring messages carry at most this many bytes, so sending and reducing overlap.
+  static constexpr size_t kChunkBytes = 1024 * 1024;
+
+ private:
+  void Send(int peer, uint32_t part, const void* data, size_t bytes);
+  // The message from `peer` for the current collective's `part`.
+  zmq::message_t Recv(int peer, uint32_t part, const char* what);
+  void RingAllReduce(char* data, size_t count, int dtype, ReduceOp op);
+  void DirectAllReduce(char* data, size_t count, int dtype, ReduceOp op);
+
+  std::unique_ptr<zmq::context_t> ctx_;
+  std::unique_ptr<zmq::socket_t> pull_;
+  std::map<int, std::unique_ptr<zmq::socket_t>> push_;
+  std::vector<std::string> addresses_;
+  int rank_ = 0;
+  double timeout_s_ = 1800;
+  uint64_t seq_ = 0;  // the current collective
+  // Messages that arrived early: (seq, source rank, part) -> message.
+  std::map<std::tuple<uint64_t, int, uint32_t>, std::unique_ptr<zmq::message_t>> early_;
+};
+
+}  // namespace orrery::train

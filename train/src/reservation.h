@@ -1,0 +1,36 @@
+// Reserving a training group's workers as placement groups (TPU.md "Reserving a slice").
+//
+// CPU and GPU groups: one placement group of num_workers bundles with the scaling config's
+// strategy and label selector. TPU groups: one placement group per slice, bundle 0 holding
+// the slice's head resource `TPU-<pod type>-head` (so it lands on worker 0 of a slice) and
+// one bundle per host, STRICT_SPREAD, all on nodes that share one value of
+// `orrery.io/tpu-slice-name` - the head bundle, the slice name and the per-host bundles
+// reserved atomically, so no slice is ever held half-reserved.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "orrery/api/placement_group.h"
+#include "orrery/orrery.h"
+#include "orrery/status.h"
+#include "orrery/train/config.h"
+
+namespace orrery::train {
+
+// Fails at once (AcceleratorNotAvailableError / InfeasibleError, as a Status message with
+// *kind set) when no live node could ever hold what the group asks for: the slice type no
+// host offers (naming the slices that exist), fewer slices than asked for, or a worker's
+// resources that no node has in total.
+Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling, const std::vector<NodeInfo>& nodes,
+                     std::string* kind);
+
+// The placement groups' options (one per slice for TPUs, else one).
+std::vector<PlacementGroupCreationOptions> GroupOptions(const ResolvedConfig& config, const ScalingConfig& scaling,
+                                                        const std::string& name_prefix);
+
+// The reservation timeout: RunConfig::reservation_timeout_s when >= 0, else
+// TRAIN_PLACEMENT_GROUP_TIMEOUT_S, else 100 s. ConfigError for a malformed variable.
+double ReservationTimeout(const RunConfig& run);
+
+}  // namespace orrery::train

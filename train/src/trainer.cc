@@ -1,0 +1,421 @@
+// TorchTrainer::Fit(): reserve, start, run, collect, restart after failures, clean up.
+#include "orrery/train/trainer.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "actors/src/runtime.h"
+#include "core/src/log.h"
+#include "orrery/orrery.h"
+#include "train/src/backend.h"
+#include "train/src/checkpoint_manager.h"
+#include "train/src/reservation.h"
+#include "train/src/run_record.h"
+#include "train/src/worker.h"
+
+namespace orrery::train {
+
+using internal::TrainWorker;
+
+namespace {
+
+constexpr int kPollMs = 500;             // how long a worker holds a Poll open
+constexpr int kSetupTimeoutMs = 120000;  // worker start, Info and Start
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string DefaultStoragePath() {
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/orrery_results";
+}
+
+std::string DefaultRunName() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "TorchTrainer_%Y-%m-%d_%H-%M-%S", std::localtime(&t));
+  return buf;
+}
+
+std::string FormatMetrics(const Metrics& m) {
+  std::string out;
+  char buf[96];
+  if (auto it = m.find("step"); it != m.end()) {
+    std::snprintf(buf, sizeof(buf), "step=%g", it->second);
+    out = buf;
+  }
+  for (const auto& [k, v] : m) {
+    if (k == "step") continue;
+    std::snprintf(buf, sizeof(buf), "%s%s=%.6g", out.empty() ? "" : " ", k.c_str(), v);
+    out += buf;
+  }
+  return out;
+}
+
+// How one attempt (one group, from start to end or failure) ended.
+struct Outcome {
+  enum Kind { kFinished, kWorkerFailed, kFatal } kind = kFinished;
+  std::string message;
+  std::string error_kind;  // kFatal: the orrery::Error subclass to return
+};
+
+void SetError(Result& r, const std::string& kind, const std::string& message) {
+  if (kind == "PlacementGroupError") return r.SetError(PlacementGroupError(message));
+  if (kind == "AcceleratorNotAvailableError") return r.SetError(AcceleratorNotAvailableError(message));
+  if (kind == "InfeasibleError") return r.SetError(InfeasibleError(message));
+  if (kind == "ConnectionError") return r.SetError(ConnectionError(message));
+  r.SetError(TrainingFailedError(message));
+}
+
+// The state of one Fit(): the configs, the run's record and what was reported so far.
+class Run {
+ public:
+  Run(std::string loop, const ScalingConfig& scaling, const RunConfig& run, const TorchConfig& torch,
+      nlohmann::json loop_config, ResolvedConfig resolved)
+      : loop_(std::move(loop)), scaling_(scaling), run_(run), torch_(torch), loop_config_(std::move(loop_config)),
+        rc_(std::move(resolved)), checkpoints_(run.checkpoint_config) {
+    if (run_.name.empty()) run_.name = DefaultRunName();
+    if (run_.storage_path.empty()) run_.storage_path = DefaultStoragePath();
+    record_.id = UniqueId::Random().Hex();
+    record_.name = run_.name;
+    record_.loop = loop_;
+    record_.path = (std::filesystem::path(run_.storage_path) / run_.name).string();
+    record_.backend = rc_.backend;
+    record_.start_time = WallSeconds();
+    record_.config = ConfigJson(scaling_, torch_, run_, loop_config_);
+    result_.path = record_.path;
+    result_.run_id = record_.id;
+  }
+
+  Result Fit();
+
+ private:
+  Outcome Attempt(double reservation_timeout);
+  Outcome StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<ActorHandle<TrainWorker>>& actors,
+                        std::set<int64_t>* incomplete);
+  void Finalize(const ReportMsg& rank0, const std::string& checkpoint);
+  void Write(const std::string& status, const nlohmann::json* entry = nullptr, int64_t index = -1);
+  void Say(const std::string& line) const {
+    if (run_.verbose > 0) std::printf("[%s] %s\n", run_.name.c_str(), line.c_str()), std::fflush(stdout);
+  }
+
+  std::string loop_;
+  ScalingConfig scaling_;
+  RunConfig run_;
+  TorchConfig torch_;
+  nlohmann::json loop_config_;
+  ResolvedConfig rc_;
+  CheckpointManager checkpoints_;
+  RunRecord record_;
+  Result result_;
+  int64_t reports_ = 0;  // complete reports so far, over all attempts
+  double first_report_time_ = 0;
+  bool store_warned_ = false;
+};
+
+void Run::Write(const std::string& status, const nlohmann::json* entry, int64_t index) {
+  record_.status = status;
+  record_.num_failures = result_.num_failures;
+  record_.iterations = reports_;
+  record_.latest_metrics = result_.metrics;
+  record_.checkpoints = checkpoints_.Kept();
+  auto* rt = runtime::Current();
+  if (rt == nullptr) return;
+  proto::RecordMsg m;
+  m.table = "train_runs";
+  m.key = record_.id;
+  m.json = record_.ToJson();
+  if (entry != nullptr) {
+    m.stream_index = index;
+    m.stream_json = entry->dump();
+  }
+  Status s = rt->PutRecord(m);
+  if (!s.ok() && !store_warned_) {
+    store_warned_ = true;
+    LOG_WARN("training run " + run_.name + ": the head did not store the run's record: " + s.message());
+  }
+}
+
+void Run::Finalize(const ReportMsg& rank0, const std::string& checkpoint) {
+  int64_t iteration = ++reports_;
+  result_.metrics = rank0.metrics;
+  result_.metrics_history.push_back(rank0.metrics);
+  if (!checkpoint.empty()) {
+    for (const auto& path : checkpoints_.Register(KeptCheckpoint{rank0.index, checkpoint, rank0.metrics})) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  }
+  if (first_report_time_ == 0) first_report_time_ = rank0.time;
+  double elapsed = rank0.time - first_report_time_;
+  char rate[64] = "";
+  if (iteration > 1 && elapsed > 0) std::snprintf(rate, sizeof(rate), " (%.3g reports/s)", double(iteration - 1) / elapsed);
+  Say("iteration " + std::to_string(iteration) + ": " + FormatMetrics(rank0.metrics) + rate +
+      (checkpoint.empty() ? "" : ", checkpoint " + std::filesystem::path(checkpoint).filename().string()));
+  nlohmann::json entry = MetricsEntry(iteration, rank0.metrics, rank0.time, checkpoint);
+  Write("RUNNING", &entry, iteration);
+}
+
+Outcome Run::Attempt(double reservation_timeout) {
+  std::string prefix = "train-" + record_.id.substr(0, 8);
+  std::vector<PlacementGroup> pgs;
+  std::vector<ActorHandle<TrainWorker>> actors;
+  std::set<int64_t> incomplete;
+  Outcome out;
+  try {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(reservation_timeout);
+    for (const auto& o : GroupOptions(rc_, scaling_, prefix)) pgs.push_back(CreatePlacementGroup(o));
+    for (const auto& pg : pgs) {
+      double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+      if (!pg.Wait(std::max(0.0, left))) {
+        out = {Outcome::kFatal,
+               "could not reserve the training group's " + std::to_string(rc_.num_workers) + " workers within " +
+                   std::to_string(int(reservation_timeout)) + " s: the resources exist but are in use (see " +
+                   "`orrery status`); RunConfig::reservation_timeout_s or TRAIN_PLACEMENT_GROUP_TIMEOUT_S waits longer",
+               "PlacementGroupError"};
+        break;
+      }
+    }
+    if (out.kind == Outcome::kFinished) out = StartAndWatch(pgs, actors, &incomplete);
+  } catch (const Error& e) {
+    out = {Outcome::kFatal, e.what(), e.kind()};
+  }
+  // Whatever happened: stop the workers and release the reservation.
+  for (const auto& a : actors) {
+    try {
+      a.Kill();
+    } catch (const Error&) {
+    }
+  }
+  for (const auto& pg : pgs) RemovePlacementGroup(pg.Id());
+  for (int64_t index : incomplete) {  // checkpoints some workers wrote for reports never completed
+    std::error_code ec;
+    std::filesystem::remove_all(std::filesystem::path(record_.path) / CheckpointDirName(index), ec);
+  }
+  return out;
+}
+
+Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<ActorHandle<TrainWorker>>& actors,
+                           std::set<int64_t>* incomplete) {
+  // Start one worker per bundle, and learn where each runs.
+  std::vector<WorkerPlacement> placements;
+  for (size_t g = 0; g < pgs.size(); ++g) {
+    for (size_t b = 0; b < pgs[g].Bundles().size(); ++b) {
+      actors.push_back(orrery::Actor(&TrainWorker::Create)
+                           .SetPlacementGroup(pgs[g], int(b))
+                           .SetResources(rc_.resources_per_worker)
+                           .Remote());
+      WorkerPlacement p;
+      p.index = int(placements.size());
+      p.slice = int(g);
+      placements.push_back(p);
+    }
+  }
+  std::vector<ObjectRef<WorkerInfoMsg>> info_refs;
+  for (auto& a : actors) info_refs.push_back(a.Task(&TrainWorker::Info).Remote());
+  std::map<std::string, NodeInfo> nodes;
+  for (auto& n : Nodes()) nodes[n.node_id.Hex()] = n;
+  std::vector<WorkerInfoMsg> infos;
+  for (size_t i = 0; i < actors.size(); ++i) {
+    try {
+      infos.push_back(*Get(info_refs[i], kSetupTimeoutMs));
+    } catch (const ActorDiedError& e) {
+      return {Outcome::kWorkerFailed, "worker " + std::to_string(i) + " died while starting: " + e.what(), ""};
+    }
+    auto& p = placements[i];
+    p.node_id = infos[i].node_id;
+    p.node_ip = infos[i].node_ip;
+    p.hostname = infos[i].hostname;
+    p.accelerator_ids = infos[i].accelerator_ids;
+    p.free_port = infos[i].free_port;
+    if (auto it = nodes.find(p.node_id); it != nodes.end()) p.node_labels = it->second.labels;
+  }
+  auto assigned = AssignRanks(rc_, placements);
+  if (!assigned.ok()) return {Outcome::kFatal, assigned.status().message(), "TrainingFailedError"};
+  const auto& ranks = assigned.value();
+
+  // Start every worker with its rank, environment and peers.
+  std::vector<std::string> peers;
+  for (const auto& a : ranks) peers.push_back(infos[size_t(a.index)].collective_address);
+  auto latest = checkpoints_.Latest();
+  std::vector<ActorHandle<TrainWorker>> by_rank;
+  record_.workers.clear();
+  for (const auto& a : ranks) {
+    WorkerStartMsg m;
+    m.loop_name = loop_;
+    m.rank = a.rank;
+    m.world_size = a.world_size;
+    m.local_rank = a.local_rank;
+    m.local_world_size = a.local_world_size;
+    m.node_rank = a.node_rank;
+    m.device = a.device;
+    m.env = a.env;
+    m.peers = peers;
+    m.timeout_s = torch_.timeout_s;
+    m.config_json = loop_config_.is_null() ? "" : loop_config_.dump();
+    m.checkpoint_path = latest ? latest->path : "";
+    m.run_name = run_.name;
+    m.run_path = record_.path;
+    m.report_offset = reports_;
+    m.mesh_shape = a.mesh.shape;
+    m.mesh_axis_names = a.mesh.axis_names;
+    m.mesh_local_device_ids = a.mesh.local_device_ids;
+    m.mesh_local_coordinates = a.mesh.local_coordinates;
+    by_rank.push_back(actors[size_t(a.index)]);
+    const auto& info = infos[size_t(a.index)];
+    record_.workers.push_back(
+        RunWorkerRecord{a.rank, a.local_rank, a.node_rank, info.node_id, info.node_ip, info.hostname, info.pid, a.device});
+    (void)Get(by_rank.back().Task(&TrainWorker::Start).Remote(m), kSetupTimeoutMs);
+  }
+  Write("RUNNING");
+  auto who = [&](size_t rank) {
+    const auto& w = record_.workers[rank];
+    return "worker rank " + std::to_string(rank) + " (pid " + std::to_string(w.pid) + " on node " +
+           w.node_id.substr(0, 12) + " at " + w.node_ip + ")";
+  };
+
+  // Collect reports until every loop ends. A report is complete when every worker sent it
+  // (or ended); rank 0's metrics stand for it.
+  const size_t world = by_rank.size();
+  std::vector<int64_t> seen(world, reports_ - 1);  // highest report index each worker sent
+  std::vector<bool> done(world, false);
+  std::map<int64_t, ReportMsg> rank0;
+  std::map<int64_t, std::string> checkpoint_of;
+  std::vector<ObjectRef<PollReplyMsg>> polls(world);
+  std::vector<bool> polling(world, false);
+  int64_t next_final = reports_;
+  while (true) {
+    std::vector<ObjectRef<PollReplyMsg>> open;
+    std::vector<size_t> open_rank;
+    for (size_t r = 0; r < world; ++r) {
+      if (done[r]) continue;
+      if (!polling[r]) {
+        polls[r] = by_rank[r].Task(&TrainWorker::Poll).Remote(seen[r], kPollMs);
+        polling[r] = true;
+      }
+      open.push_back(polls[r]);
+      open_rank.push_back(r);
+    }
+    if (!open.empty()) {
+      auto ready = Wait(open, 1, 2 * kPollMs + 1000).ready;
+      std::set<std::string> ready_ids;
+      for (const auto& ref : ready) ready_ids.insert(ref.ID().Binary());
+      for (size_t k = 0; k < open.size(); ++k) {
+        if (!ready_ids.count(open[k].ID().Binary())) continue;
+        size_t r = open_rank[k];
+        polling[r] = false;
+        PollReplyMsg reply;
+        try {
+          reply = *Get(open[k]);
+        } catch (const ActorDiedError& e) {
+          for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i) incomplete->insert(i);
+          return {Outcome::kWorkerFailed, who(r) + " died: " + e.what(), ""};
+        }
+        for (auto& rep : reply.reports) {
+          if (rep.index <= seen[r]) continue;
+          seen[r] = rep.index;
+          if (!rep.checkpoint_path.empty()) checkpoint_of[rep.index] = rep.checkpoint_path;
+          if (r == 0) rank0[rep.index] = rep;
+        }
+        if (reply.done) {
+          done[r] = true;
+          if (reply.failed) {
+            for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i) incomplete->insert(i);
+            return {Outcome::kFatal,
+                    "the train loop failed on " + who(r) + ": " + reply.error_type + ": " + reply.error_message,
+                    "TrainingFailedError"};
+          }
+        }
+      }
+    }
+    // Finalize the reports every worker has sent (or ended without).
+    while (rank0.count(next_final)) {
+      bool complete = true;
+      for (size_t r = 0; r < world; ++r) complete = complete && (seen[r] >= next_final || done[r]);
+      if (!complete) break;
+      Finalize(rank0[next_final], checkpoint_of.count(next_final) ? checkpoint_of[next_final] : "");
+      rank0.erase(next_final);
+      checkpoint_of.erase(next_final);
+      ++next_final;
+    }
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+  }
+  for (const auto& [index, path] : checkpoint_of) incomplete->insert(index);  // reported, never by rank 0
+  return {Outcome::kFinished, "", ""};
+}
+
+Result Run::Fit() {
+  double timeout = ReservationTimeout(run_);
+  for (const auto& w : rc_.warnings) Say("note: " + w);
+  std::string kind;
+  Status feasible = CheckFeasible(rc_, scaling_, Nodes(), &kind);
+  if (!feasible.ok()) {
+    SetError(result_, kind, feasible.message());
+    record_.error_kind = kind;
+    record_.error = feasible.message();
+    record_.end_time = WallSeconds();
+    Write("ERRORED");
+    return result_;
+  }
+  Say("starting " + std::to_string(rc_.num_workers) + " workers (" + rc_.backend + "), results in " + record_.path);
+  Write("PENDING");
+  std::error_code ec;
+  std::filesystem::create_directories(record_.path, ec);
+  int max_failures = run_.failure_config.max_failures;
+  while (true) {
+    Outcome o = Attempt(timeout);
+    if (o.kind == Outcome::kFinished) break;
+    if (o.kind == Outcome::kFatal) {
+      SetError(result_, o.error_kind, o.message);
+      break;
+    }
+    ++result_.num_failures;
+    if (max_failures >= 0 && result_.num_failures > max_failures) {
+      SetError(result_, "TrainingFailedError",
+               "training failed after " + std::to_string(result_.num_failures) + " failure" +
+                   (result_.num_failures > 1 ? "s" : "") + " (max_failures=" + std::to_string(max_failures) +
+                   "); the last: " + o.message);
+      break;
+    }
+    auto latest = checkpoints_.Latest();
+    Say("restarting the group (failure " + std::to_string(result_.num_failures) + " of " +
+        (max_failures < 0 ? std::string("unlimited") : std::to_string(max_failures)) + ") from " +
+        (latest ? latest->path : std::string("the start")) + ": " + o.message);
+    Write("RESTARTING");
+  }
+  if (auto latest = checkpoints_.Latest()) result_.checkpoint = Checkpoint(latest->path);
+  for (const auto& c : checkpoints_.Kept()) result_.best_checkpoints.emplace_back(Checkpoint(c.path), c.metrics);
+  record_.end_time = WallSeconds();
+  if (result_.error) {
+    record_.error_kind = result_.error->kind();
+    record_.error = result_.error->what();
+    Say("failed: " + record_.error);
+  } else {
+    Say("finished: " + std::to_string(reports_) + " iterations" +
+        (result_.metrics.empty() ? "" : ", last " + FormatMetrics(result_.metrics)));
+  }
+  Write(result_.error ? "ERRORED" : "FINISHED");
+  return result_;
+}
+
+}  // namespace
+
+TorchTrainer::TorchTrainer(TrainLoop loop, ScalingConfig scaling, RunConfig run, TorchConfig torch,
+                           nlohmann::json train_loop_config)
+    : loop_name_(orrery::internal::NameOfOrThrow(orrery::internal::KeyOf(loop), "train loop")),
+      scaling_(std::move(scaling)),
+      run_(std::move(run)),
+      torch_(std::move(torch)),
+      loop_config_(std::move(train_loop_config)) {}
+
+Result TorchTrainer::Fit() {
+  ResolvedConfig resolved = ResolveConfig(scaling_, torch_);  // ConfigError before anything is reserved
+  if (!IsInitialized()) throw Error("TorchTrainer::Fit() needs orrery::Init() first");
+  Run run(loop_name_, scaling_, run_, torch_, loop_config_, std::move(resolved));
+  return run.Fit();
+}
+
+}  // namespace orrery::train

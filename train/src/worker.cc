@@ -1,0 +1,275 @@
+// The SPMD worker actor of a training group, and the Context its loop sees.
+//
+// The trainer creates one TrainWorker per worker (in its placement group's bundle), asks
+// each where it runs (Info), then Starts them all: Start sets the process environment,
+// connects the collective group and runs the loop on a thread of its own, so the actor
+// keeps answering Poll, through which the trainer collects reports and the loop's end.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cxxabi.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "orrery/orrery.h"
+#include "orrery/train/trainer.h"
+#include "train/src/checkpoint_manager.h"
+#include "train/src/collective.h"
+#include "train/src/worker.h"
+
+namespace orrery::train::internal {
+
+namespace {
+
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : name;
+  std::free(d);
+  return out;
+}
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A TCP port free on `ip` right now (MASTER_PORT for c10d's store, say).
+int FreePort(const std::string& ip) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+}  // namespace
+
+// Where the loop's reports go: the worker actor's queue.
+class ReportSink {
+ public:
+  void Push(ReportMsg r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    reports_.push_back(std::move(r));
+    cv_.notify_all();
+  }
+  void Finish(bool failed, std::string type, std::string message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    failed_ = failed;
+    error_type_ = std::move(type);
+    error_message_ = std::move(message);
+    cv_.notify_all();
+  }
+  bool Done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  // Reports after `after` (dropping older ones: the caller has them), waiting up to
+  // timeout_ms for something new.
+  PollReplyMsg Poll(int64_t after, int timeout_ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!reports_.empty() && reports_.front().index <= after) reports_.pop_front();
+    cv_.wait_for(lock, std::chrono::milliseconds(std::max(0, timeout_ms)), [&] { return !reports_.empty() || done_; });
+    PollReplyMsg out;
+    out.reports.assign(reports_.begin(), reports_.end());
+    out.done = done_;
+    out.failed = failed_;
+    out.error_type = error_type_;
+    out.error_message = error_message_;
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ReportMsg> reports_;
+  bool done_ = false, failed_ = false;
+  std::string error_type_, error_message_;
+};
+
+namespace {
+
+class ContextImpl : public Context {
+ public:
+  ContextImpl(const WorkerStartMsg& m, CollectiveGroup* group, ReportSink* sink)
+      : m_(m), group_(group), sink_(sink), next_report_(m.report_offset) {
+    mesh_.shape = m.mesh_shape;
+    mesh_.axis_names = m.mesh_axis_names;
+    int devices = 1;
+    for (int d : m.mesh_shape) devices *= d;
+    for (int d = 0; d < devices; ++d) mesh_.device_ids.push_back(d);
+    mesh_.local_device_ids = m.mesh_local_device_ids;
+    mesh_.local_coordinates = m.mesh_local_coordinates;
+    if (!m.config_json.empty()) config_ = nlohmann::json::parse(m.config_json);
+  }
+
+  int WorldRank() const override { return m_.rank; }
+  int WorldSize() const override { return m_.world_size; }
+  int LocalRank() const override { return m_.local_rank; }
+  int LocalWorldSize() const override { return m_.local_world_size; }
+  int NodeRank() const override { return m_.node_rank; }
+  const std::string& Device() const override { return m_.device; }
+  const DeviceMesh& Mesh() const override { return mesh_; }
+  const nlohmann::json& Config() const override { return config_; }
+  const std::map<std::string, std::string>& Environment() const override { return m_.env; }
+  const std::string& RunName() const override { return m_.run_name; }
+  const std::string& RunPath() const override { return m_.run_path; }
+
+  void Report(const Metrics& metrics) override { Report(metrics, Checkpoint()); }
+
+  void Report(const Metrics& metrics, const Checkpoint& checkpoint) override {
+    ReportMsg r;
+    r.index = next_report_++;
+    r.metrics = metrics;
+    r.time = WallSeconds();
+    if (!checkpoint.Empty()) r.checkpoint_path = Persist(checkpoint, r.index);
+    sink_->Push(std::move(r));
+  }
+
+  std::optional<Checkpoint> GetCheckpoint() const override {
+    if (m_.checkpoint_path.empty()) return std::nullopt;
+    return Checkpoint(m_.checkpoint_path);
+  }
+
+  void Barrier() override { group_->Barrier(); }
+
+ protected:
+  void AllReduceRaw(void* data, size_t count, int dtype, ReduceOp op) override {
+    group_->AllReduce(data, count, dtype, op);
+  }
+  void BroadcastRaw(void* data, size_t bytes, int root) override { group_->Broadcast(data, bytes, root); }
+  std::vector<std::string> AllGatherRaw(const void* data, size_t bytes) override {
+    return group_->AllGather(data, bytes);
+  }
+
+ private:
+  // Copies the checkpoint directory to <run path>/checkpoint_<index> (every worker that
+  // passes one merges its files into the same directory).
+  std::string Persist(const Checkpoint& checkpoint, int64_t index) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_directory(checkpoint.Path(), ec)) {
+      throw Error("Report: the checkpoint " + checkpoint.Path() + " is not a directory");
+    }
+    fs::path dest = fs::path(m_.run_path) / CheckpointDirName(index);
+    if (fs::weakly_canonical(checkpoint.Path(), ec) == fs::weakly_canonical(dest, ec)) return dest.string();
+    fs::create_directories(dest, ec);
+    if (ec) throw Error("Report: cannot create " + dest.string() + ": " + ec.message());
+    fs::copy(checkpoint.Path(), dest, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+    if (ec) throw Error("Report: cannot copy the checkpoint to " + dest.string() + ": " + ec.message());
+    return dest.string();
+  }
+
+  WorkerStartMsg m_;
+  CollectiveGroup* group_;
+  ReportSink* sink_;
+  int64_t next_report_;
+  DeviceMesh mesh_;
+  nlohmann::json config_;
+};
+
+}  // namespace
+
+struct TrainWorker::State {
+  CollectiveGroup group;
+  std::string address;
+  int free_port = 0;
+  bool started = false;
+  ReportSink sink;
+  std::thread loop;
+};
+
+TrainWorker* TrainWorker::Create() { return new TrainWorker(); }
+
+TrainWorker::TrainWorker() : s_(std::make_unique<State>()) {}
+
+TrainWorker::~TrainWorker() {
+  if (!s_->loop.joinable()) return;
+  if (s_->sink.Done()) {
+    s_->loop.join();
+  } else {
+    // The loop may be blocked in a collective and the process is about to go: do not wait,
+    // and leave the state to the detached thread.
+    s_->loop.detach();
+    (void)s_.release();
+  }
+}
+
+WorkerInfoMsg TrainWorker::Info() {
+  RuntimeContext rc = GetRuntimeContext();
+  WorkerInfoMsg info;
+  info.node_id = rc.node_id;
+  info.node_ip = rc.node_ip.empty() ? "127.0.0.1" : rc.node_ip;
+  info.hostname = Hostname();
+  info.pid = int(getpid());
+  info.accelerator_ids = rc.accelerator_ids;
+  if (s_->address.empty()) {
+    auto bound = s_->group.Bind(info.node_ip);
+    if (!bound.ok()) throw Error(bound.status().message());
+    s_->address = bound.value();
+    s_->free_port = FreePort(info.node_ip);
+  }
+  info.collective_address = s_->address;
+  info.free_port = s_->free_port;
+  return info;
+}
+
+bool TrainWorker::Start(WorkerStartMsg m) {
+  if (s_->started) return true;  // a resent call
+  s_->started = true;
+  for (const auto& [k, v] : m.env) setenv(k.c_str(), v.c_str(), 1);
+  s_->group.Connect(m.rank, m.peers, m.timeout_s);
+  State* s = s_.get();
+  s_->loop = std::thread([s, m = std::move(m)] { RunLoop(s->group, s->sink, m); });
+  return true;
+}
+
+PollReplyMsg TrainWorker::Poll(int64_t after, int timeout_ms) { return s_->sink.Poll(after, timeout_ms); }
+
+void TrainWorker::RunLoop(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m) {
+  auto loop = orrery::internal::FindLocalFunction<TrainLoop>(m.loop_name);
+  if (loop == nullptr) {
+    sink.Finish(true, "FunctionNotFoundError",
+                "the train loop " + m.loop_name + " is not registered in this worker's executable");
+    return;
+  }
+  try {
+    ContextImpl ctx(m, &group, &sink);
+    loop(ctx);
+    sink.Finish(false, "", "");
+  } catch (const Error& e) {
+    sink.Finish(true, e.kind(), e.what());
+  } catch (const std::exception& e) {
+    sink.Finish(true, Demangle(typeid(e).name()), e.what());
+  } catch (...) {
+    sink.Finish(true, "unknown", "the loop threw something that is not a std::exception");
+  }
+}
+
+}  // namespace orrery::train::internal
+
+ORRERY_REMOTE(orrery::train::internal::TrainWorker::Create, &orrery::train::internal::TrainWorker::Info,
+              &orrery::train::internal::TrainWorker::Start, &orrery::train::internal::TrainWorker::Poll);
