@@ -1,6 +1,7 @@
 #include "train/src/collective.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <zmq.hpp>
 
@@ -182,14 +183,16 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
 }
 
 void CollectiveGroup::AllReduce(void* data, size_t count, int dtype, ReduceOp op) {
-  ++seq_;
   size_t bytes = count * ElementSize(dtype);
-  if (size() > 1) {
-    if (bytes >= kRingThresholdBytes && count >= size_t(size())) {
-      RingAllReduce(static_cast<char*>(data), count, dtype, op);
-    } else {
-      DirectAllReduce(static_cast<char*>(data), count, dtype, op);
-    }
+  bool large = size() > 1 && bytes >= kRingThresholdBytes && count >= size_t(size());
+  if (large && shm_state_ == 0) SetUpShm();
+  ++seq_;
+  if (large && shm_state_ == 1) {
+    ShmAllReduce(static_cast<char*>(data), count, dtype, op);
+  } else if (large) {
+    RingAllReduce(static_cast<char*>(data), count, dtype, op);
+  } else if (size() > 1) {
+    DirectAllReduce(static_cast<char*>(data), count, dtype, op);
   }
   if (op == ReduceOp::kAvg) Divide(static_cast<char*>(data), count, dtype, size());
 }
@@ -267,6 +270,62 @@ void CollectiveGroup::RingAllReduce(char* data, size_t count, int dtype, ReduceO
       std::memcpy(data + b * esize, m.data(), (e - b) * esize);
       if (t + 2 < n) send_chunk(base + t + 1, s, c);
     }
+  }
+}
+
+void CollectiveGroup::SetUpShm() {
+  const char* env = std::getenv("ORRERY_COLLECTIVE_SHM");
+  bool want = shm_wanted_ && !(env != nullptr && std::string(env) == "0");
+  size_t slot = (kShmRegionBytes / size_t(size())) & ~size_t(63);
+  size_t total = 2 * slot * size_t(size());
+  std::string name;
+  if (rank_ == 0 && want) {
+    shm_ = std::make_unique<ShmRegion>();
+    if (shm_->Create(total).ok()) {
+      name = shm_->name();
+    } else {
+      shm_.reset();
+    }
+  }
+  std::string rank0_name = AllGather(name.data(), name.size())[0];
+  bool ok = want && !rank0_name.empty();
+  if (ok && rank_ != 0) {
+    shm_ = std::make_unique<ShmRegion>();
+    ok = shm_->Open(rank0_name, total).ok();
+  }
+  char flag = ok ? 1 : 0;
+  bool all = true;
+  for (const auto& f : AllGather(&flag, 1)) all = all && f.size() == 1 && f[0] == 1;
+  if (shm_ && rank_ == 0) shm_->Unlink();  // everyone has it mapped, or gave up
+  if (!all) shm_.reset();
+  shm_state_ = all ? 1 : -1;
+  shm_slot_bytes_ = slot;
+}
+
+void CollectiveGroup::Signal(uint32_t part) {
+  for (int p = 0; p < size(); ++p)
+    if (p != rank_) Send(p, part, nullptr, 0);
+  for (int p = 0; p < size(); ++p)
+    if (p != rank_) (void)Recv(p, part, "AllReduce");
+}
+
+void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op) {
+  const size_t n = size_t(size()), r = size_t(rank_), esize = ElementSize(dtype);
+  const size_t per_slot = shm_slot_bytes_ / esize;
+  uint32_t part = 0;
+  for (size_t start = 0; start < count; start += per_slot, ++shm_piece_) {
+    // Consecutive pieces (over all calls) alternate between two regions, so a worker that
+    // is still copying a result out is never overwritten by a faster one's next piece.
+    size_t m = std::min(per_slot, count - start);
+    char* region = shm_->data() + (shm_piece_ % 2) * shm_slot_bytes_ * n;
+    auto slot = [&](size_t p) { return region + p * shm_slot_bytes_; };
+    std::memcpy(slot(r), data + start * esize, m * esize);
+    Signal(part++);
+    // This worker reduces its segment of the piece, in rank order, into worker 0's slot.
+    size_t b = r * m / n, e = (r + 1) * m / n;
+    for (size_t p = 1; p < n && e > b; ++p) Reduce(slot(0) + b * esize, slot(p) + b * esize, e - b, dtype, op);
+    Signal(part++);
+    std::memcpy(data + start * esize, slot(0), m * esize);
   }
 }
 

@@ -5,7 +5,10 @@
 // it is wanted (a fast peer already in the next collective) is kept until it is. All
 // workers must call the collectives in the same order. Results are bit-identical on every
 // worker: small all-reduces reduce in rank order everywhere, large ones use a ring
-// (reduce-scatter then all-gather) in which each segment is reduced once.
+// (reduce-scatter then all-gather) in which each segment is reduced once - or, when every
+// worker of the group can map the same shared memory (one host), a reduction through it:
+// each worker copies its part in, reduces one segment of every worker's part, and copies
+// the result out, with two small message barriers per piece.
 //
 // Thread-safety: one thread (the loop's) uses a group. Errors (a peer silent for longer
 // than the timeout, a malformed message) throw orrery::TrainingFailedError.
@@ -21,6 +24,7 @@
 
 #include "orrery/status.h"
 #include "orrery/train/context.h"
+#include "train/src/shm_region.h"
 
 namespace zmq {
 class context_t;
@@ -55,6 +59,12 @@ class CollectiveGroup {
   static constexpr size_t kRingThresholdBytes = 256 * 1024;
   // Ring messages carry at most this many bytes, so sending and reducing overlap.
   static constexpr size_t kChunkBytes = 1024 * 1024;
+  // Shared memory for large all-reduces: two regions of this many bytes (double buffered).
+  static constexpr size_t kShmRegionBytes = 16 * 1024 * 1024;
+  // Shared memory is tried at the first large all-reduce unless this says no (or
+  // ORRERY_COLLECTIVE_SHM=0 is set); all workers must agree, else all use the ring.
+  void SetSharedMemory(bool enabled) { shm_wanted_ = enabled; }
+  bool UsesSharedMemory() const { return shm_state_ == 1; }
 
  private:
   void Send(int peer, uint32_t part, const void* data, size_t bytes);
@@ -62,6 +72,11 @@ class CollectiveGroup {
   zmq::message_t Recv(int peer, uint32_t part, const char* what);
   void RingAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   void DirectAllReduce(char* data, size_t count, int dtype, ReduceOp op);
+  void ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op);
+  // Decides, together with every other worker, whether the shared memory path is usable.
+  void SetUpShm();
+  // A barrier inside the current collective (zero-byte messages to and from every peer).
+  void Signal(uint32_t part);
 
   std::unique_ptr<zmq::context_t> ctx_;
   std::unique_ptr<zmq::socket_t> pull_;
@@ -70,6 +85,11 @@ class CollectiveGroup {
   int rank_ = 0;
   double timeout_s_ = 1800;
   uint64_t seq_ = 0;  // the current collective
+  bool shm_wanted_ = true;
+  int shm_state_ = 0;  // 0 not tried yet, 1 in use, -1 not usable
+  std::unique_ptr<ShmRegion> shm_;
+  size_t shm_slot_bytes_ = 0;
+  uint64_t shm_piece_ = 0;  // pieces reduced so far: picks the region, alternately
   // Messages that arrived early: (seq, source rank, part) -> message.
   std::map<std::tuple<uint64_t, int, uint32_t>, std::unique_ptr<zmq::message_t>> early_;
 };
