@@ -180,6 +180,8 @@ Outcome Run::Attempt(double reservation_timeout) {
       }
     }
     if (out.kind == Outcome::kFinished) out = StartAndWatch(pgs, actors, &incomplete);
+  } catch (const ActorDiedError& e) {  // a worker died while the group was starting
+    out = {Outcome::kWorkerFailed, std::string("a worker died while the group was starting: ") + e.what(), ""};
   } catch (const Error& e) {
     out = {Outcome::kFatal, e.what(), e.kind()};
   }
