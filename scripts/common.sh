@@ -15,6 +15,7 @@ ORRERY_PACKAGES=(
   redis-server
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
+  libtorch-dev libgloo-dev  # orrery/train/torch.h (ORRERY_WITH_TORCH=AUTO builds it when found)
 )
 
 orrery_log() { printf '==> %s\n' "$*"; }

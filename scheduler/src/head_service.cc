@@ -637,10 +637,16 @@ void HeadService::OnReturnLease(const transport::Envelope& env) {
 void HeadService::Release(int node, const std::string& pg_id, int bundle, const Resources& demand) {
   if (!pg_id.empty()) {
     auto it = pgs_.find(pg_id);
-    if (it != pgs_.end() && it->second.state == PgRec::kCreated && bundle >= 0) {
-      Add(it->second.bundle_available[bundle], demand);
+    if (it == pgs_.end() || bundle < 0) return;
+    PgRec& pg = it->second;
+    if (pg.state == PgRec::kCreated) {
+      Add(pg.bundle_available[bundle], demand);
+    } else if (pg.state == PgRec::kRemoved && bundle < int(pg.node_of_bundle.size())) {
+      // The group is gone: what this actor or lease held goes back to the node now.
+      int n = pg.node_of_bundle[bundle];
+      if (n >= 0 && n < int(nodes_.size())) Add(nodes_[n].available, demand);
     }
-    return;  // a removed group already gave its whole reservation back
+    return;
   }
   if (node >= 0 && node < int(nodes_.size())) Add(nodes_[node].available, demand);
 }
@@ -940,7 +946,10 @@ void HeadService::OnRemovePg(const transport::Envelope& env) {
   }
   PgRec& pg = it->second;
   if (pg.state == PgRec::kCreated) {
-    for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Add(nodes_[pg.node_of_bundle[b]].available, pg.spec.bundles[b]);
+    // Only what no actor or lease of the group holds goes back now. The rest goes back as
+    // each of them ends (Release): a dying worker keeps its devices until its process exits,
+    // and nothing new may be placed on them before.
+    for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Add(nodes_[pg.node_of_bundle[b]].available, pg.bundle_available[b]);
   }
   pg.state = PgRec::kRemoved;
   for (const auto& w : pg.waiters) ReplyPg(w.reply_to, w.request_id, &pg, false, "PlacementGroupError", "the placement group was removed");

@@ -1,6 +1,7 @@
 #include "train/src/collective.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <zmq.hpp>
@@ -154,8 +155,10 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      throw TrainingFailedError(std::string("collective ") + what + " (call #" + std::to_string(seq_) + ") on rank " +
-                                std::to_string(rank_) + " waited " + std::to_string(int(timeout_s_)) +
+      char waited[32];
+      std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
+      throw TrainingFailedError(std::string("collective ") + what + " (call #" + std::to_string(calls_) + ") on rank " +
+                                std::to_string(rank_) + " waited " + waited +
                                 " s for rank " + std::to_string(peer) +
                                 "; every worker must call the same collectives in the same order");
     }
@@ -185,6 +188,7 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
 void CollectiveGroup::AllReduce(void* data, size_t count, int dtype, ReduceOp op) {
   size_t bytes = count * ElementSize(dtype);
   bool large = size() > 1 && bytes >= kRingThresholdBytes && count >= size_t(size());
+  ++calls_;
   if (large && shm_state_ == 0) SetUpShm();
   ++seq_;
   if (large && shm_state_ == 1) {
@@ -287,7 +291,7 @@ void CollectiveGroup::SetUpShm() {
       shm_.reset();
     }
   }
-  std::string rank0_name = AllGather(name.data(), name.size())[0];
+  std::string rank0_name = Gather(name.data(), name.size(), "AllReduce")[0];
   bool ok = want && !rank0_name.empty();
   if (ok && rank_ != 0) {
     shm_ = std::make_unique<ShmRegion>();
@@ -295,7 +299,7 @@ void CollectiveGroup::SetUpShm() {
   }
   char flag = ok ? 1 : 0;
   bool all = true;
-  for (const auto& f : AllGather(&flag, 1)) all = all && f.size() == 1 && f[0] == 1;
+  for (const auto& f : Gather(&flag, 1, "AllReduce")) all = all && f.size() == 1 && f[0] == 1;
   if (shm_ && rank_ == 0) shm_->Unlink();  // everyone has it mapped, or gave up
   if (!all) shm_.reset();
   shm_state_ = all ? 1 : -1;
@@ -309,6 +313,22 @@ void CollectiveGroup::Signal(uint32_t part) {
     if (p != rank_) (void)Recv(p, part, "AllReduce");
 }
 
+void CollectiveGroup::SignalWithCount(uint32_t part, uint64_t count) {
+  for (int p = 0; p < size(); ++p)
+    if (p != rank_) Send(p, part, &count, sizeof(count));
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank_) continue;
+    zmq::message_t m = Recv(p, part, "AllReduce");
+    uint64_t theirs = 0;
+    if (m.size() == sizeof(theirs)) std::memcpy(&theirs, m.data(), sizeof(theirs));
+    if (m.size() != sizeof(theirs) || theirs != count) {
+      throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " passed " + std::to_string(theirs) +
+                                " elements, rank " + std::to_string(rank_) + " has " + std::to_string(count) +
+                                "; every worker must pass vectors of the same length");
+    }
+  }
+}
+
 void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op) {
   const size_t n = size_t(size()), r = size_t(rank_), esize = ElementSize(dtype);
   const size_t per_slot = shm_slot_bytes_ / esize;
@@ -320,7 +340,11 @@ void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp
     char* region = shm_->data() + (shm_piece_ % 2) * shm_slot_bytes_ * n;
     auto slot = [&](size_t p) { return region + p * shm_slot_bytes_; };
     std::memcpy(slot(r), data + start * esize, m * esize);
-    Signal(part++);
+    if (start == 0) {
+      SignalWithCount(part++, count);
+    } else {
+      Signal(part++);
+    }
     // This worker reduces its segment of the piece, in rank order, into worker 0's slot.
     size_t b = r * m / n, e = (r + 1) * m / n;
     for (size_t p = 1; p < n && e > b; ++p) Reduce(slot(0) + b * esize, slot(p) + b * esize, e - b, dtype, op);
@@ -330,6 +354,7 @@ void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp
 }
 
 void CollectiveGroup::Broadcast(void* data, size_t bytes, int root) {
+  ++calls_;
   ++seq_;
   if (root < 0 || root >= size()) {
     throw TrainingFailedError("Broadcast: root " + std::to_string(root) + " is not a rank of this group of " +
@@ -349,6 +374,11 @@ void CollectiveGroup::Broadcast(void* data, size_t bytes, int root) {
 }
 
 std::vector<std::string> CollectiveGroup::AllGather(const void* data, size_t bytes) {
+  ++calls_;
+  return Gather(data, bytes, "AllGather");
+}
+
+std::vector<std::string> CollectiveGroup::Gather(const void* data, size_t bytes, const char* what) {
   ++seq_;
   for (int p = 0; p < size(); ++p)
     if (p != rank_) Send(p, 0, data, bytes);
@@ -357,13 +387,16 @@ std::vector<std::string> CollectiveGroup::AllGather(const void* data, size_t byt
     if (p == rank_) {
       out[size_t(p)].assign(static_cast<const char*>(data), bytes);
     } else {
-      zmq::message_t m = Recv(p, 0, "AllGather");
+      zmq::message_t m = Recv(p, 0, what);
       out[size_t(p)].assign(static_cast<const char*>(m.data()), m.size());
     }
   }
   return out;
 }
 
-void CollectiveGroup::Barrier() { (void)AllGather(nullptr, 0); }
+void CollectiveGroup::Barrier() {
+  ++calls_;
+  (void)Gather(nullptr, 0, "Barrier");
+}
 
 }  // namespace orrery::train

@@ -67,6 +67,7 @@ class CollectiveGroup {
   bool UsesSharedMemory() const { return shm_state_ == 1; }
 
  private:
+  std::vector<std::string> Gather(const void* data, size_t bytes, const char* what);
   void Send(int peer, uint32_t part, const void* data, size_t bytes);
   // The message from `peer` for the current collective's `part`.
   zmq::message_t Recv(int peer, uint32_t part, const char* what);
@@ -77,6 +78,8 @@ class CollectiveGroup {
   void SetUpShm();
   // A barrier inside the current collective (zero-byte messages to and from every peer).
   void Signal(uint32_t part);
+  // The first barrier of a shared-memory piece also compares every worker's length.
+  void SignalWithCount(uint32_t part, uint64_t count);
 
   std::unique_ptr<zmq::context_t> ctx_;
   std::unique_ptr<zmq::socket_t> pull_;
@@ -84,7 +87,8 @@ class CollectiveGroup {
   std::vector<std::string> addresses_;
   int rank_ = 0;
   double timeout_s_ = 1800;
-  uint64_t seq_ = 0;  // the current collective
+  uint64_t seq_ = 0;    // the current collective, internal ones included
+  uint64_t calls_ = 0;  // the collectives the loop called, for messages
   bool shm_wanted_ = true;
   int shm_state_ = 0;  // 0 not tried yet, 1 in use, -1 not usable
   std::unique_ptr<ShmRegion> shm_;

@@ -40,6 +40,12 @@ std::string DefaultRunName() {
   return buf;
 }
 
+std::string SecondsText(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
 std::string FormatMetrics(const Metrics& m) {
   std::string out;
   char buf[96];
@@ -173,7 +179,7 @@ Outcome Run::Attempt(double reservation_timeout) {
       if (!pg.Wait(std::max(0.0, left))) {
         out = {Outcome::kFatal,
                "could not reserve the training group's " + std::to_string(rc_.num_workers) + " workers within " +
-                   std::to_string(int(reservation_timeout)) + " s: the resources exist but are in use (see " +
+                   SecondsText(reservation_timeout) + " s: the resources exist but are in use (see " +
                    "`orrery status`); RunConfig::reservation_timeout_s or TRAIN_PLACEMENT_GROUP_TIMEOUT_S waits longer",
                "PlacementGroupError"};
         break;

@@ -1,0 +1,497 @@
+// Orrery Train on a real cluster (tests/cluster/cluster_fixture.h): redis-server, an
+// `orrery head` and `orrery node` daemons on loopback, this binary as the driver. The run's
+// record and metrics stream in Redis (read back with hiredis), SPMD training on simulated
+// TPU v4-16 hosts (fake sysroots, as in tpu_cluster_test.cc) in one slice and in two, a
+// slice type no host offers, and the nccl environment on a simulated two-GPU host.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "orrery/train/train.h"
+#include "tests/cluster/cluster_fixture.h"
+
+namespace fs = std::filesystem;
+namespace train = orrery::train;
+using nlohmann::json;
+using orrery_cluster::WaitFor;
+using ::testing::HasSubstr;
+
+namespace {
+
+// ------------------------------------------------------------------ loop helpers
+
+[[noreturn]] void Fail(const train::Context& ctx, const std::string& what) {
+  throw std::runtime_error("rank " + std::to_string(ctx.WorldRank()) + ": " + what);
+}
+
+void Expect(const train::Context& ctx, bool ok, const std::string& what) {
+  if (!ok) Fail(ctx, what);
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "<unset>";
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, sep)) out.push_back(item);
+  return out;
+}
+
+// ------------------------------------------------------------------ the train loops
+
+// Three reports, a checkpoint (rank 0's) with the last.
+void RecordLoop(train::Context& ctx) {
+  for (int step = 1; step <= 3; ++step) {
+    train::Metrics m{{"step", step}, {"loss", 1.0 / step}};
+    if (step == 3 && ctx.WorldRank() == 0) {
+      std::string dir = ctx.Config().at("scratch").get<std::string>();
+      fs::create_directories(dir);
+      std::ofstream(dir + "/model.txt") << step;
+      ctx.Report(m, train::Checkpoint(dir));
+    } else {
+      ctx.Report(m);
+    }
+  }
+}
+ORRERY_REMOTE(RecordLoop);
+
+// One SPMD process per TPU host: every rank checks what the xla_tpu backend and the node
+// set for it (config: hosts per slice, slices, expected mesh shape), then rank 0 reports
+// what it gathered.
+void TpuLoop(train::Context& ctx) {
+  const int rank = ctx.WorldRank();
+  const int hosts = ctx.Config().at("hosts").get<int>();
+  const int slices = ctx.Config().at("slices").get<int>();
+  const auto mesh = ctx.Config().at("mesh").get<std::vector<int>>();
+  const int chips = 4;
+  Expect(ctx, ctx.WorldSize() == hosts * slices, "WorldSize() is " + std::to_string(ctx.WorldSize()));
+  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "xla_tpu", "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
+  Expect(ctx, Env("PJRT_DEVICE") == "TPU", "PJRT_DEVICE=" + Env("PJRT_DEVICE"));
+  Expect(ctx, Env("XLA_USE_SPMD") == "1", "XLA_USE_SPMD=" + Env("XLA_USE_SPMD"));
+  Expect(ctx, Env("TPU_WORKER_ID") == std::to_string(rank % hosts), "TPU_WORKER_ID=" + Env("TPU_WORKER_ID"));
+  Expect(ctx, Env("RANK") == std::to_string(rank), "RANK=" + Env("RANK"));
+  auto hostnames = Split(Env("TPU_WORKER_HOSTNAMES"), ',');
+  Expect(ctx, int(hostnames.size()) == hosts, "TPU_WORKER_HOSTNAMES=" + Env("TPU_WORKER_HOSTNAMES"));
+  Expect(ctx, Env("MASTER_ADDR") != "<unset>" && Env("MASTER_PORT") != "<unset>", "MASTER_ADDR/PORT unset");
+  // The node gave this process all four chips of its host.
+  auto visible = Split(Env("TPU_VISIBLE_CHIPS"), ',');
+  Expect(ctx, visible == std::vector<std::string>({"0", "1", "2", "3"}), "TPU_VISIBLE_CHIPS=" + Env("TPU_VISIBLE_CHIPS"));
+  if (slices > 1) {
+    Expect(ctx, Env("MEGASCALE_NUM_SLICES") == std::to_string(slices), "MEGASCALE_NUM_SLICES=" + Env("MEGASCALE_NUM_SLICES"));
+    Expect(ctx, Env("MEGASCALE_SLICE_ID") == std::to_string(rank / hosts), "MEGASCALE_SLICE_ID=" + Env("MEGASCALE_SLICE_ID"));
+    Expect(ctx, Env("MEGASCALE_PORT") == "8081", "MEGASCALE_PORT=" + Env("MEGASCALE_PORT"));
+    Expect(ctx, Env("MEGASCALE_COORDINATOR_ADDRESS") == Env("MASTER_ADDR"),
+           "MEGASCALE_COORDINATOR_ADDRESS=" + Env("MEGASCALE_COORDINATOR_ADDRESS"));
+  } else {
+    Expect(ctx, Env("MEGASCALE_NUM_SLICES") == "<unset>", "MEGASCALE_NUM_SLICES set for one slice");
+  }
+  Expect(ctx, ctx.Device() == "xla:0", "Device() is " + ctx.Device());
+  Expect(ctx, ctx.Mesh().shape == mesh, "Mesh().shape differs from the expected one");
+  std::vector<int> local;
+  for (int d = rank * chips; d < (rank + 1) * chips; ++d) local.push_back(d);
+  Expect(ctx, ctx.Mesh().local_device_ids == local, "Mesh().local_device_ids are not this host's 4 chips");
+  Expect(ctx, ctx.Mesh().device_ids.size() == size_t(hosts * slices * chips), "Mesh().device_ids has the wrong size");
+
+  std::vector<int64_t> mine{rank, std::stoll(Env("TPU_WORKER_ID")),
+                            slices > 1 ? std::stoll(Env("MEGASCALE_SLICE_ID")) : 0,
+                            int64_t(ctx.Mesh().local_device_ids.size())};
+  std::vector<int64_t> all = ctx.AllGather(mine);
+  int64_t rank_mask = 0, chips_total = 0, slice_sum = 0;
+  for (size_t i = 0; i + 3 < all.size(); i += 4) {
+    rank_mask |= int64_t(1) << all[i];
+    slice_sum += all[i + 2];
+    chips_total += all[i + 3];
+  }
+  ctx.Report({{"world", ctx.WorldSize()},
+              {"rank_mask", double(rank_mask)},
+              {"chips_total", double(chips_total)},
+              {"slice_sum", double(slice_sum)},
+              {"hostnames", double(hostnames.size())},
+              {"mesh_dims", double(ctx.Mesh().shape.size())}});
+}
+ORRERY_REMOTE(TpuLoop);
+
+// Never runs here: the trainer fails before starting workers.
+void UnreachableLoop(train::Context& ctx) { ctx.Report({{"ran", 1}}); }
+ORRERY_REMOTE(UnreachableLoop);
+
+// The nccl environment on a GPU host (no CUDA is used).
+void GpuLoop(train::Context& ctx) {
+  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "nccl", "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
+  Expect(ctx, Env("CUDA_VISIBLE_DEVICES") == "0,1", "CUDA_VISIBLE_DEVICES=" + Env("CUDA_VISIBLE_DEVICES"));
+  Expect(ctx, ctx.Device().rfind("cuda:", 0) == 0, "Device() is " + ctx.Device());
+  int device = std::stoi(ctx.Device().substr(5));
+  // The device index is this worker's own GPU within the visible list.
+  auto own = orrery::GetRuntimeContext().GetAcceleratorIds();
+  Expect(ctx, own.count("GPU") && own["GPU"].size() == 1, "the worker does not hold exactly one GPU");
+  Expect(ctx, own["GPU"][0] == device, "Device() " + ctx.Device() + " is not the worker's GPU " + std::to_string(own["GPU"][0]));
+  std::vector<int64_t> devices = ctx.AllGather(std::vector<int64_t>{device});
+  int64_t mask = 0;
+  for (int64_t d : devices) mask |= int64_t(1) << d;
+  ctx.Report({{"device_mask", double(mask)}, {"world", ctx.WorldSize()}});
+}
+ORRERY_REMOTE(GpuLoop);
+
+// ------------------------------------------------------------------ Redis access
+
+class Redis {
+ public:
+  explicit Redis(const std::string& address) {
+    int port = std::atoi(address.c_str() + address.rfind(':') + 1);
+    timeval tv{5, 0};
+    c_ = redisConnectWithTimeout("127.0.0.1", port, tv);
+  }
+  ~Redis() {
+    if (c_) redisFree(c_);
+  }
+  bool ok() const { return c_ && !c_->err; }
+
+  std::string HGet(const std::string& key, const std::string& field) {
+    redisReply* r = Command({"HGET", key, field});
+    std::string out;
+    if (r && r->type == REDIS_REPLY_STRING) out.assign(r->str, r->len);
+    if (r) freeReplyObject(r);
+    return out;
+  }
+  std::map<std::string, std::string> HGetAll(const std::string& key) {
+    std::map<std::string, std::string> out;
+    redisReply* r = Command({"HGETALL", key});
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        out[std::string(r->element[i]->str, r->element[i]->len)] =
+            std::string(r->element[i + 1]->str, r->element[i + 1]->len);
+      }
+    }
+    if (r) freeReplyObject(r);
+    return out;
+  }
+  // XRANGE key - +: each entry's fields.
+  std::vector<std::map<std::string, std::string>> XRange(const std::string& key) {
+    std::vector<std::map<std::string, std::string>> out;
+    redisReply* r = Command({"XRANGE", key, "-", "+"});
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+      for (size_t i = 0; i < r->elements; ++i) {
+        redisReply* e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[1]->type != REDIS_REPLY_ARRAY) continue;
+        std::map<std::string, std::string> fields;
+        redisReply* f = e->element[1];
+        for (size_t k = 0; k + 1 < f->elements; k += 2) {
+          fields[std::string(f->element[k]->str, f->element[k]->len)] =
+              std::string(f->element[k + 1]->str, f->element[k + 1]->len);
+        }
+        out.push_back(std::move(fields));
+      }
+    }
+    if (r) freeReplyObject(r);
+    return out;
+  }
+
+ private:
+  redisReply* Command(const std::vector<std::string>& argv) {
+    std::vector<const char*> p;
+    std::vector<size_t> l;
+    for (const auto& a : argv) {
+      p.push_back(a.data());
+      l.push_back(a.size());
+    }
+    return static_cast<redisReply*>(redisCommandArgv(c_, int(argv.size()), p.data(), l.data()));
+  }
+  redisContext* c_ = nullptr;
+};
+
+const std::string kPrefix = "orrery:default:";
+
+// ------------------------------------------------------------------ the cluster
+
+void FakeV4Host(const std::string& root) {
+  for (int i = 0; i < 4; ++i) {
+    fs::create_directories(root + "/dev");
+    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
+    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
+    fs::create_directories(sys);
+    std::ofstream(sys + "/vendor") << "0x1ae0\n";
+  }
+}
+
+// One cluster for the suite: two v4-16 slices of two simulated hosts each (slice-a, slice-b),
+// and a CPU node.
+class TrainClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new orrery_cluster::Cluster();
+    cluster_->StartHead(0.2, 3);
+    for (const char* slice : {"slice-a", "slice-b"}) {
+      for (int worker = 0; worker < 2; ++worker) {
+        std::string host = std::string("tpu-") + slice[6] + std::to_string(worker);
+        std::string root = cluster_->dir() + "/" + host;
+        FakeV4Host(root);
+        setenv("ORRERY_SYSROOT", root.c_str(), 1);
+        setenv("TPU_ACCELERATOR_TYPE", "v4-16", 1);
+        setenv("TPU_TOPOLOGY", "2x2x2", 1);
+        setenv("TPU_WORKER_ID", std::to_string(worker).c_str(), 1);
+        setenv("TPU_NAME", slice, 1);
+        setenv("TPU_WORKER_HOSTNAMES", (std::string(slice) + "-0," + slice + "-1").c_str(), 1);
+        cluster_->AddNode("", "host=" + host, 1);
+      }
+    }
+    for (const char* v : {"TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY", "TPU_WORKER_ID", "TPU_NAME", "TPU_WORKER_HOSTNAMES"})
+      unsetenv(v);
+    fs::create_directories(cluster_->dir() + "/cpu_host");
+    setenv("ORRERY_SYSROOT", (cluster_->dir() + "/cpu_host").c_str(), 1);
+    cluster_->AddNode("", "host=cpu", 4);
+    unsetenv("ORRERY_SYSROOT");
+    orrery::Config c;
+    c.address = cluster_->head_address();
+    c.infeasible_timeout_s = 1;
+    orrery::Init(c);
+    if (!WaitFor([] { return orrery::Nodes().size() == 5; })) throw std::runtime_error("the 5 nodes did not join");
+  }
+  static void TearDownTestSuite() {
+    if (orrery::IsInitialized()) orrery::Shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void TearDown() override {
+    // Fit() gives every chip and CPU back, pass or fail.
+    EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources() == orrery::ClusterResources(); }))
+        << "resources still in use after Fit()";
+    // And every worker process of the run has exited. The head returns a removed placement
+    // group's resources at once, while the node hands a host's chips to a new worker only
+    // once the old worker's process has exited (the node reports the actor DEAD then), so
+    // the next test waits for that instead of racing it.
+    Redis redis(cluster_->redis_address());
+    std::string alive;
+    EXPECT_TRUE(WaitFor([&] {
+      alive.clear();
+      for (const auto& [id, text] : redis.HGetAll(kPrefix + "actors")) {
+        json a = json::parse(text, nullptr, false);
+        if (a.is_object() && a.value("state", "") != "DEAD") alive += " " + id + " (" + a.value("class", "") + ")";
+      }
+      return alive.empty();
+    })) << "actors still alive after Fit():" << alive;
+  }
+
+  static train::RunConfig Run(const std::string& name) {
+    train::RunConfig run;
+    run.name = name;
+    run.storage_path = cluster_->dir() + "/results";
+    run.verbose = 0;
+    return run;
+  }
+  static train::ScalingConfig Tpu(int workers, const std::string& topology) {
+    train::ScalingConfig s;
+    s.num_workers = workers;
+    s.use_tpu = true;
+    s.topology = topology;
+    s.accelerator_type = "TPU-V4";
+    return s;
+  }
+  static std::string ErrorText(const train::Result& r) { return r.error ? r.error->what() : "(no error)"; }
+
+  // The run's record in Redis once it has `status`.
+  static json RunRecord(const std::string& run_id, const std::string& status) {
+    Redis redis(cluster_->redis_address());
+    EXPECT_TRUE(redis.ok());
+    json record;
+    bool found = WaitFor([&] {
+      record = json::parse(redis.HGet(kPrefix + "train_runs", run_id), nullptr, false);
+      return record.is_object() && record.value("status", "") == status;
+    });
+    EXPECT_TRUE(found) << "no " << status << " record for run " << run_id << ": " << record.dump();
+    return record;
+  }
+
+  // Label `key` of the node with this hex id.
+  static std::string NodeLabel(const std::string& node_id, const std::string& key) {
+    for (const auto& n : orrery::Nodes())
+      if (n.node_id.Hex() == node_id) return n.labels.count(key) ? n.labels.at(key) : "";
+    return "";
+  }
+
+  static orrery_cluster::Cluster* cluster_;
+};
+
+orrery_cluster::Cluster* TrainClusterTest::cluster_ = nullptr;
+
+// ------------------------------------------------------------------ the tests
+
+TEST_F(TrainClusterTest, TheRunsRecordAndMetricsStreamLandInRedis) {
+  train::ScalingConfig s;
+  s.num_workers = 2;
+  train::TorchTrainer trainer(RecordLoop, s, Run("redis_run"), {}, {{"scratch", cluster_->dir() + "/scratch"}});
+  train::Result result = trainer.Fit();
+  ASSERT_FALSE(result.error) << ErrorText(result);
+  ASSERT_EQ(result.metrics_history.size(), 3u);
+  ASSERT_FALSE(result.run_id.empty());
+  ASSERT_TRUE(result.checkpoint.has_value());
+
+  json record = RunRecord(result.run_id, "FINISHED");
+  ASSERT_TRUE(record.is_object());
+  EXPECT_EQ(record.value("id", ""), result.run_id);
+  EXPECT_EQ(record.value("name", ""), "redis_run");
+  EXPECT_EQ(record.value("iterations", -1), 3);
+  EXPECT_EQ(record.value("num_failures", -1), 0);
+  EXPECT_EQ(record.value("backend", ""), "gloo");
+  EXPECT_EQ(record.value("path", ""), result.path);
+  EXPECT_EQ(record.value("error", "?"), "");
+  ASSERT_TRUE(record.contains("workers") && record["workers"].is_array());
+  std::set<int> ranks;
+  for (const auto& w : record["workers"]) {
+    ranks.insert(w.at("rank").get<int>());
+    EXPECT_FALSE(w.at("node_id").get<std::string>().empty());
+    EXPECT_GT(w.at("pid").get<int>(), 0);
+    EXPECT_EQ(w.at("device").get<std::string>(), "cpu");
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+  ASSERT_TRUE(record.contains("latest_metrics"));
+  EXPECT_EQ(record["latest_metrics"], json(result.metrics));
+  ASSERT_TRUE(record.contains("checkpoints") && record["checkpoints"].is_array());
+  ASSERT_EQ(record["checkpoints"].size(), 1u);
+  EXPECT_EQ(record["checkpoints"][0].value("path", ""), result.checkpoint->Path());
+  EXPECT_EQ(record["checkpoints"][0].value("iteration", -1), 3);
+
+  // One stream entry per report, in order, each field a string.
+  Redis redis(cluster_->redis_address());
+  const std::string stream = kPrefix + "train:" + result.run_id + ":metrics";
+  std::vector<std::map<std::string, std::string>> entries;
+  EXPECT_TRUE(WaitFor([&] { return (entries = redis.XRange(stream)).size() >= 3; })) << stream;
+  ASSERT_EQ(entries.size(), 3u) << "one entry per report";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    std::set<std::string> fields;
+    for (const auto& [k, v] : e) fields.insert(k);
+    EXPECT_EQ(fields, (std::set<std::string>{"iteration", "time", "metrics", "checkpoint"}));
+    EXPECT_EQ(e.at("iteration"), std::to_string(i + 1));
+    EXPECT_GT(std::stod(e.at("time")), 1e9) << "wall-clock seconds";
+    json metrics = json::parse(e.at("metrics"), nullptr, false);
+    ASSERT_TRUE(metrics.is_object()) << e.at("metrics");
+    EXPECT_EQ(metrics, json(result.metrics_history[i]));
+    EXPECT_EQ(e.at("checkpoint"), i == 2 ? result.checkpoint->Path() : "");
+  }
+}
+
+TEST_F(TrainClusterTest, OneTpuSliceRunsOneSpmdWorkerPerHostWithTheXlaEnvironment) {
+  train::TorchTrainer trainer(TpuLoop, Tpu(2, "2x2x2"), Run("tpu_one_slice"), {},
+                              {{"hosts", 2}, {"slices", 1}, {"mesh", {2, 2, 2}}});
+  train::Result result = trainer.Fit();
+  ASSERT_FALSE(result.error) << ErrorText(result);
+  EXPECT_EQ(result.metrics.at("world"), 2);
+  EXPECT_EQ(result.metrics.at("rank_mask"), 0b11);
+  EXPECT_EQ(result.metrics.at("chips_total"), 8) << "the slice's 8 chips, 4 per worker";
+  EXPECT_EQ(result.metrics.at("hostnames"), 2);
+  EXPECT_EQ(result.metrics.at("mesh_dims"), 3);
+
+  // Rank r ran on TPU worker r of one slice, rank 0 on the slice head.
+  json record = RunRecord(result.run_id, "FINISHED");
+  ASSERT_EQ(record["workers"].size(), 2u);
+  std::set<std::string> slices;
+  for (const auto& w : record["workers"]) {
+    std::string node = w.at("node_id").get<std::string>();
+    EXPECT_EQ(NodeLabel(node, "orrery.io/tpu-worker-id"), std::to_string(w.at("rank").get<int>()));
+    EXPECT_EQ(w.at("device").get<std::string>(), "xla:0");
+    slices.insert(NodeLabel(node, "orrery.io/tpu-slice-name"));
+  }
+  EXPECT_EQ(slices.size(), 1u) << "both workers on hosts of one slice";
+  EXPECT_EQ(record.value("backend", ""), "xla_tpu");
+}
+
+TEST_F(TrainClusterTest, TwoTpuSlicesGetMegascaleIdsPerSlice) {
+  train::TorchTrainer trainer(TpuLoop, Tpu(4, "2x2x2"), Run("tpu_two_slices"), {},
+                              {{"hosts", 2}, {"slices", 2}, {"mesh", {2, 2, 2, 2}}});
+  train::Result result = trainer.Fit();
+  ASSERT_FALSE(result.error) << ErrorText(result);
+  EXPECT_EQ(result.metrics.at("world"), 4);
+  EXPECT_EQ(result.metrics.at("rank_mask"), 0b1111);
+  EXPECT_EQ(result.metrics.at("chips_total"), 16);
+  EXPECT_EQ(result.metrics.at("slice_sum"), 2) << "ranks 2 and 3 are slice 1";
+  EXPECT_EQ(result.metrics.at("mesh_dims"), 4) << "a leading slice axis";
+
+  // Ranks 0-1 on one slice, 2-3 on the other, each by worker id.
+  json record = RunRecord(result.run_id, "FINISHED");
+  ASSERT_EQ(record["workers"].size(), 4u);
+  std::map<int, std::string> slice_of;
+  for (const auto& w : record["workers"]) {
+    int rank = w.at("rank").get<int>();
+    std::string node = w.at("node_id").get<std::string>();
+    EXPECT_EQ(NodeLabel(node, "orrery.io/tpu-worker-id"), std::to_string(rank % 2));
+    slice_of[rank] = NodeLabel(node, "orrery.io/tpu-slice-name");
+  }
+  EXPECT_EQ(slice_of[0], slice_of[1]);
+  EXPECT_EQ(slice_of[2], slice_of[3]);
+  EXPECT_NE(slice_of[0], slice_of[2]);
+}
+
+TEST_F(TrainClusterTest, ASliceTypeNoHostOffersIsAcceleratorNotAvailableAtOnce) {
+  train::RunConfig run = Run("tpu_v4_32");
+  run.reservation_timeout_s = 600;  // must not be waited for
+  // 2x2x4 is a v4-32 slice (4 hosts); the cluster has v4-16 slices only.
+  train::Result result = train::TorchTrainer(UnreachableLoop, Tpu(4, "2x2x4"), run).Fit();
+  ASSERT_TRUE(result.error);
+  EXPECT_STREQ(result.error->kind(), "AcceleratorNotAvailableError") << result.error->what();
+  EXPECT_THAT(result.error->what(), HasSubstr("v4-32"));
+  EXPECT_THAT(result.error->what(), HasSubstr("v4-16"));
+  EXPECT_THAT(result.error->what(), HasSubstr("slice-a"));
+  EXPECT_THROW(result.ThrowIfError(), orrery::AcceleratorNotAvailableError);
+  EXPECT_TRUE(result.metrics_history.empty());
+  json record = RunRecord(result.run_id, "ERRORED");
+  EXPECT_EQ(record.value("error_kind", ""), "AcceleratorNotAvailableError");
+}
+
+TEST(TrainGpuClusterTest, TwoGpuWorkersGetTheNcclEnvironmentAndOneDeviceEach) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  std::string root = cluster.dir() + "/gpu_host";
+  fs::create_directories(root + "/usr/bin");
+  std::ofstream(root + "/usr/bin/nvidia-smi") << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
+  fs::permissions(root + "/usr/bin/nvidia-smi", fs::perms::owner_all);
+  setenv("ORRERY_SYSROOT", root.c_str(), 1);
+  cluster.AddNode("", "host=gpu", 2);
+  unsetenv("ORRERY_SYSROOT");
+  orrery::Config c;
+  c.address = cluster.head_address();
+  orrery::Init(c);
+  ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
+  ASSERT_EQ(orrery::Nodes()[0].total.at("GPU"), 2);
+
+  train::ScalingConfig s;
+  s.num_workers = 2;
+  s.use_gpu = true;
+  train::RunConfig run;
+  run.name = "gpu_run";
+  run.storage_path = cluster.dir() + "/results";
+  run.verbose = 0;
+  train::Result result = train::TorchTrainer(GpuLoop, s, run).Fit();
+  EXPECT_FALSE(result.error) << (result.error ? result.error->what() : "");
+  if (!result.error) {
+    EXPECT_EQ(result.metrics.at("world"), 2);
+    EXPECT_EQ(result.metrics.at("device_mask"), 0b11) << "one worker on cuda:0, one on cuda:1";
+  }
+  EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources() == orrery::ClusterResources(); }))
+      << "the GPUs were not given back";
+  orrery::Shutdown();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  orrery::RunWorkerIfRequested(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
