@@ -153,6 +153,12 @@ int List(const std::string& what, const InspectFlags& flags) {
       } else if (what == "actors") {
         std::cout << r.value("actor_id", "") << "  " << r.value("state", "") << "  " << r.value("class", "") << "  "
                   << r.value("name", "") << "  " << r.value("death_cause", "") << "\n";
+      } else if (what == "runs") {
+        std::cout << r.value("id", "") << "  " << r.value("name", "") << "  " << r.value("status", "") << "  "
+                  << r.value("iterations", 0) << " iterations  "
+                  << r.value("latest_metrics", nlohmann::json::object()).dump();
+        if (!r.value("error", "").empty()) std::cout << "  " << r.value("error", "");
+        std::cout << "\n";
       } else {
         std::cout << r.dump() << "\n";
       }
