@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "orrery/train/train.h"
@@ -148,6 +150,36 @@ void GpuLoop(train::Context& ctx) {
   ctx.Report({{"device_mask", double(mask)}, {"world", ctx.WorldSize()}});
 }
 ORRERY_REMOTE(GpuLoop);
+
+// Two workers that checkpoint every step. On the first attempt rank 1 writes its node's id
+// to <run path>/doomed_node at step 3 and waits there for its node to be killed (or gives
+// up after a deadline, failing the test instead of hanging it).
+void NodeDeathLoop(train::Context& ctx) {
+  int step = 0;
+  if (auto ckpt = ctx.GetCheckpoint()) std::ifstream(ckpt->Path() + "/step") >> step;
+  bool first_attempt = !ctx.GetCheckpoint().has_value();
+  for (++step; step <= 6; ++step) {
+    std::vector<int64_t> one{1};
+    ctx.AllReduce(one);
+    if (first_attempt && step == 3 && ctx.WorldRank() == 1) {
+      std::ofstream(ctx.RunPath() + "/doomed_node.tmp") << Env("ORRERY_NODE_ID");
+      fs::rename(ctx.RunPath() + "/doomed_node.tmp", ctx.RunPath() + "/doomed_node");
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      Fail(ctx, "the node was not killed");
+    }
+    train::Metrics m{{"step", step}, {"resumed", first_attempt ? 0.0 : 1.0}};
+    if (ctx.WorldRank() == 0) {
+      std::string dir = ctx.RunPath() + "/tmp_ckpt";
+      fs::create_directories(dir);
+      std::ofstream(dir + "/step") << step;
+      ctx.Report(m, train::Checkpoint(dir));
+    } else {
+      ctx.Report(m);
+    }
+  }
+}
+ORRERY_REMOTE(NodeDeathLoop);
 
 // ------------------------------------------------------------------ Redis access
 
@@ -485,6 +517,54 @@ TEST(TrainGpuClusterTest, TwoGpuWorkersGetTheNcclEnvironmentAndOneDeviceEach) {
   }
   EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources() == orrery::ClusterResources(); }))
       << "the GPUs were not given back";
+  orrery::Shutdown();
+}
+
+
+TEST(TrainNodeDeathTest, ANodeKilledMidRunRestartsTheGroupOnTheOthersFromTheCheckpoint) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  std::map<std::string, int> pid_of_host;
+  for (int i = 0; i < 3; ++i) pid_of_host["n" + std::to_string(i)] = cluster.AddNode("", "host=n" + std::to_string(i), 1);
+  orrery::Config c;
+  c.address = cluster.head_address();
+  orrery::Init(c);
+  ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 3; }));
+
+  train::ScalingConfig s;
+  s.num_workers = 2;
+  s.placement_strategy = "STRICT_SPREAD";
+  train::RunConfig run;
+  run.name = "node_death";
+  run.storage_path = cluster.dir() + "/results";
+  run.verbose = 0;
+  run.failure_config.max_failures = 1;
+  train::TorchConfig torch;
+  torch.timeout_s = 60;
+  train::Result result;
+  std::thread fit([&] { result = train::TorchTrainer(NodeDeathLoop, s, run, torch).Fit(); });
+
+  // Kill -9 the node that rank 1 runs on, once it says where it is.
+  std::string marker = cluster.dir() + "/results/node_death/doomed_node";
+  bool marked = WaitFor([&] { return fs::exists(marker); }, 60000);
+  std::string node_id;
+  if (marked) std::ifstream(marker) >> node_id;
+  int pid = -1;
+  for (const auto& n : orrery::Nodes()) {
+    if (n.node_id.Hex() == node_id) pid = pid_of_host[n.labels.at("host")];
+  }
+  EXPECT_GT(pid, 0) << "no node has the id " << node_id;
+  if (pid > 0) orrery_cluster::KillHard(pid);
+  fit.join();
+
+  ASSERT_FALSE(result.error) << result.error->what();
+  EXPECT_EQ(result.num_failures, 1);
+  EXPECT_EQ(result.metrics.at("step"), 6);
+  EXPECT_EQ(result.metrics.at("resumed"), 1) << "the last report came from the restarted group";
+  ASSERT_TRUE(result.checkpoint.has_value());
+  int step = 0;
+  std::ifstream(result.checkpoint->Path() + "/step") >> step;
+  EXPECT_EQ(step, 6);
   orrery::Shutdown();
 }
 
