@@ -53,6 +53,23 @@ void KillHard(int pid) {
 
 std::string CliPath() { return ORRERY_CLI_PATH; }
 
+void FakeTpuV4Host(const std::string& root) {
+  for (int i = 0; i < 4; ++i) {
+    std::filesystem::create_directories(root + "/dev");
+    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
+    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
+    std::filesystem::create_directories(sys);
+    std::ofstream(sys + "/vendor") << "0x1ae0\n";
+  }
+}
+
+void FakeTwoGpuHost(const std::string& root) {
+  std::filesystem::create_directories(root + "/usr/bin");
+  std::ofstream(root + "/usr/bin/nvidia-smi")
+      << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
+  std::filesystem::permissions(root + "/usr/bin/nvidia-smi", std::filesystem::perms::owner_all);
+}
+
 namespace {
 bool LogHas(const std::string& log, const std::string& needle) {
   std::ifstream in(log);

@@ -30,6 +30,11 @@ int Spawn(const std::vector<std::string>& argv, const std::string& log);
 void KillHard(int pid);
 std::string CliPath();
 
+// Simulated accelerator hosts for ORRERY_SYSROOT: four Google TPU chips (/dev/accel*, vendor
+// 0x1ae0), and two A100 GPUs (an nvidia-smi that lists them).
+void FakeTpuV4Host(const std::string& root);
+void FakeTwoGpuHost(const std::string& root);
+
 class Cluster {
  public:
   Cluster();

@@ -21,11 +21,14 @@
 
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/cluster/redis_client.h"
 
 using nlohmann::json;
 using orrery_cluster::WaitFor;
 
 namespace {
+
+using orrery_cluster::Redis;
 
 class Probe {
  public:
@@ -207,53 +210,6 @@ std::string Check(const json& v, const Field& f) {
 
 // ------------------------------------------------------------------ Redis access
 
-class Redis {
- public:
-  explicit Redis(int port) {
-    timeval tv{5, 0};
-    c_ = redisConnectWithTimeout("127.0.0.1", port, tv);
-  }
-  ~Redis() {
-    if (c_) redisFree(c_);
-  }
-  bool ok() const { return c_ && !c_->err; }
-  redisContext* raw() { return c_; }
-
-  std::vector<std::string> Strings(const std::vector<std::string>& argv) {
-    std::vector<std::string> out;
-    redisReply* r = Command(argv);
-    if (!r) return out;
-    if (r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < r->elements; ++i) out.emplace_back(r->element[i]->str, r->element[i]->len);
-    } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
-      out.emplace_back(r->str, r->len);
-    }
-    freeReplyObject(r);
-    return out;
-  }
-  std::map<std::string, std::string> HGetAll(const std::string& key) {
-    auto flat = Strings({"HGETALL", key});
-    std::map<std::string, std::string> out;
-    for (size_t i = 0; i + 1 < flat.size(); i += 2) out[flat[i]] = flat[i + 1];
-    return out;
-  }
-  std::string Type(const std::string& key) {
-    auto v = Strings({"TYPE", key});
-    return v.empty() ? "" : v[0];
-  }
-
- private:
-  redisReply* Command(const std::vector<std::string>& argv) {
-    std::vector<const char*> p;
-    std::vector<size_t> l;
-    for (const auto& a : argv) {
-      p.push_back(a.data());
-      l.push_back(a.size());
-    }
-    return static_cast<redisReply*>(redisCommandArgv(c_, int(argv.size()), p.data(), l.data()));
-  }
-  redisContext* c_ = nullptr;
-};
 
 const std::string kPrefix = "orrery:default:";
 

@@ -37,15 +37,6 @@ class Chips {
 };
 ORRERY_REMOTE(Chips::Create, &Chips::Node, &Chips::Ids, &Chips::Visible);
 
-void FakeV4Host(const std::string& root) {
-  for (int i = 0; i < 4; ++i) {
-    std::filesystem::create_directories(root + "/dev");
-    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
-    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
-    std::filesystem::create_directories(sys);
-    std::ofstream(sys + "/vendor") << "0x1ae0\n";
-  }
-}
 
 class TpuClusterTest : public ::testing::Test {
  protected:
@@ -53,7 +44,7 @@ class TpuClusterTest : public ::testing::Test {
     cluster_.StartHead(0.2, 3);
     for (int worker = 0; worker < 2; ++worker) {
       std::string root = cluster_.dir() + "/tpu_host" + std::to_string(worker);
-      FakeV4Host(root);
+      orrery_cluster::FakeTpuV4Host(root);
       setenv("ORRERY_SYSROOT", root.c_str(), 1);
       setenv("TPU_ACCELERATOR_TYPE", "v4-16", 1);
       setenv("TPU_TOPOLOGY", "2x2x2", 1);
@@ -188,9 +179,7 @@ TEST(GpuClusterTest, EachGpuWorkerSeesItsOwnDevice) {
   orrery_cluster::Cluster cluster;
   cluster.StartHead(0.2, 3);
   std::string root = cluster.dir() + "/gpu_host";
-  std::filesystem::create_directories(root + "/usr/bin");
-  std::ofstream(root + "/usr/bin/nvidia-smi") << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
-  std::filesystem::permissions(root + "/usr/bin/nvidia-smi", std::filesystem::perms::owner_all);
+  orrery_cluster::FakeTwoGpuHost(root);
   setenv("ORRERY_SYSROOT", root.c_str(), 1);
   cluster.AddNode("", "host=gpu", 2);
   unsetenv("ORRERY_SYSROOT");

@@ -24,6 +24,7 @@
 
 #include "orrery/train/train.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/cluster/redis_client.h"
 
 namespace fs = std::filesystem;
 namespace train = orrery::train;
@@ -32,6 +33,8 @@ using orrery_cluster::WaitFor;
 using ::testing::HasSubstr;
 
 namespace {
+
+using orrery_cluster::Redis;
 
 // ------------------------------------------------------------------ loop helpers
 
@@ -183,84 +186,11 @@ ORRERY_REMOTE(NodeDeathLoop);
 
 // ------------------------------------------------------------------ Redis access
 
-class Redis {
- public:
-  explicit Redis(const std::string& address) {
-    int port = std::atoi(address.c_str() + address.rfind(':') + 1);
-    timeval tv{5, 0};
-    c_ = redisConnectWithTimeout("127.0.0.1", port, tv);
-  }
-  ~Redis() {
-    if (c_) redisFree(c_);
-  }
-  bool ok() const { return c_ && !c_->err; }
-
-  std::string HGet(const std::string& key, const std::string& field) {
-    redisReply* r = Command({"HGET", key, field});
-    std::string out;
-    if (r && r->type == REDIS_REPLY_STRING) out.assign(r->str, r->len);
-    if (r) freeReplyObject(r);
-    return out;
-  }
-  std::map<std::string, std::string> HGetAll(const std::string& key) {
-    std::map<std::string, std::string> out;
-    redisReply* r = Command({"HGETALL", key});
-    if (r && r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        out[std::string(r->element[i]->str, r->element[i]->len)] =
-            std::string(r->element[i + 1]->str, r->element[i + 1]->len);
-      }
-    }
-    if (r) freeReplyObject(r);
-    return out;
-  }
-  // XRANGE key - +: each entry's fields.
-  std::vector<std::map<std::string, std::string>> XRange(const std::string& key) {
-    std::vector<std::map<std::string, std::string>> out;
-    redisReply* r = Command({"XRANGE", key, "-", "+"});
-    if (r && r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < r->elements; ++i) {
-        redisReply* e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[1]->type != REDIS_REPLY_ARRAY) continue;
-        std::map<std::string, std::string> fields;
-        redisReply* f = e->element[1];
-        for (size_t k = 0; k + 1 < f->elements; k += 2) {
-          fields[std::string(f->element[k]->str, f->element[k]->len)] =
-              std::string(f->element[k + 1]->str, f->element[k + 1]->len);
-        }
-        out.push_back(std::move(fields));
-      }
-    }
-    if (r) freeReplyObject(r);
-    return out;
-  }
-
- private:
-  redisReply* Command(const std::vector<std::string>& argv) {
-    std::vector<const char*> p;
-    std::vector<size_t> l;
-    for (const auto& a : argv) {
-      p.push_back(a.data());
-      l.push_back(a.size());
-    }
-    return static_cast<redisReply*>(redisCommandArgv(c_, int(argv.size()), p.data(), l.data()));
-  }
-  redisContext* c_ = nullptr;
-};
 
 const std::string kPrefix = "orrery:default:";
 
 // ------------------------------------------------------------------ the cluster
 
-void FakeV4Host(const std::string& root) {
-  for (int i = 0; i < 4; ++i) {
-    fs::create_directories(root + "/dev");
-    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
-    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
-    fs::create_directories(sys);
-    std::ofstream(sys + "/vendor") << "0x1ae0\n";
-  }
-}
 
 // One cluster for the suite: two v4-16 slices of two simulated hosts each (slice-a, slice-b),
 // and a CPU node.
@@ -273,7 +203,7 @@ class TrainClusterTest : public ::testing::Test {
       for (int worker = 0; worker < 2; ++worker) {
         std::string host = std::string("tpu-") + slice[6] + std::to_string(worker);
         std::string root = cluster_->dir() + "/" + host;
-        FakeV4Host(root);
+        orrery_cluster::FakeTpuV4Host(root);
         setenv("ORRERY_SYSROOT", root.c_str(), 1);
         setenv("TPU_ACCELERATOR_TYPE", "v4-16", 1);
         setenv("TPU_TOPOLOGY", "2x2x2", 1);
@@ -490,9 +420,7 @@ TEST(TrainGpuClusterTest, TwoGpuWorkersGetTheNcclEnvironmentAndOneDeviceEach) {
   orrery_cluster::Cluster cluster;
   cluster.StartHead(0.2, 3);
   std::string root = cluster.dir() + "/gpu_host";
-  fs::create_directories(root + "/usr/bin");
-  std::ofstream(root + "/usr/bin/nvidia-smi") << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
-  fs::permissions(root + "/usr/bin/nvidia-smi", fs::perms::owner_all);
+  orrery_cluster::FakeTwoGpuHost(root);
   setenv("ORRERY_SYSROOT", root.c_str(), 1);
   cluster.AddNode("", "host=gpu", 2);
   unsetenv("ORRERY_SYSROOT");
