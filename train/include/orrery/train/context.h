@@ -46,6 +46,12 @@ class Checkpoint {
 };
 
 enum class ReduceOp { kSum = 0, kProduct = 1, kMin = 2, kMax = 3, kAvg = 4 };
+// Also as plain names: ctx.AllReduce(v, orrery::train::kMax).
+inline constexpr ReduceOp kSum = ReduceOp::kSum;
+inline constexpr ReduceOp kProduct = ReduceOp::kProduct;
+inline constexpr ReduceOp kMin = ReduceOp::kMin;
+inline constexpr ReduceOp kMax = ReduceOp::kMax;
+inline constexpr ReduceOp kAvg = ReduceOp::kAvg;
 
 // The logical device mesh of the group. On TPUs: the slice's chips (times slices), shape
 // from XlaSpmdConfig or the topology; elsewhere one device per worker, shape {world size}.
