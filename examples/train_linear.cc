@@ -4,6 +4,8 @@
 //
 //   ./train_linear                          # 4 CPU workers on the embedded cluster
 //   ./train_linear --address=127.0.0.1:6380 # on a cluster (orrery start --head prints it)
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -102,7 +104,9 @@ int main(int argc, char** argv) {
   scaling.num_workers = 4;
   orrery::train::RunConfig run;
   run.name = "train_linear";
-  run.storage_path = (std::filesystem::temp_directory_path() / "orrery_runs").string();
+  // One directory per program run, so two runs at once never share checkpoints.
+  run.storage_path =
+      (std::filesystem::temp_directory_path() / "orrery_runs" / std::to_string(getpid())).string();
   run.checkpoint_config.num_to_keep = 2;
   run.checkpoint_config.score_attribute = "loss";
   run.checkpoint_config.order = "min";

@@ -6,6 +6,8 @@
 //
 //   ./train_torch_mlp                          # 2 CPU workers on the embedded cluster
 //   ./train_torch_mlp --address=127.0.0.1:6380 # on a cluster (orrery start --head prints it)
+#include <unistd.h>
+
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -104,7 +106,9 @@ int main(int argc, char** argv) {
   scaling.num_workers = 2;
   orrery::train::RunConfig run;
   run.name = "train_torch_mlp";
-  run.storage_path = (std::filesystem::temp_directory_path() / "orrery_runs").string();
+  // One directory per program run, so two runs at once never share checkpoints.
+  run.storage_path =
+      (std::filesystem::temp_directory_path() / "orrery_runs" / std::to_string(getpid())).string();
   run.verbose = 0;
   orrery::train::TorchTrainer trainer(TrainTorchMlp, scaling, run, {}, {{"steps", 150}, {"lr", 0.01}});
   orrery::train::Result result = trainer.Fit();

@@ -15,7 +15,10 @@ ORRERY_PACKAGES=(
   redis-server
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
+  libcpp-httplib-dev  # the dashboard's HTTP server (dashboard/)
+  curl  # tests/e2e/dashboard_http_test.sh
   libtorch-dev libgloo-dev  # orrery/train/torch.h (ORRERY_WITH_TORCH=AUTO builds it when found)
+  chromium  # tests/e2e/dashboard_browser_test.sh: the dashboard in a headless browser
 )
 
 orrery_log() { printf '==> %s\n' "$*"; }

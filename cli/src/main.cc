@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/src/daemons.h"
+#include "cli/src/dashboard_cmd.h"
 #include "cli/src/inspect.h"
 #include "cli/src/session.h"
 #include "core/src/redis_store.h"
@@ -148,7 +149,19 @@ int main(int argc, char** argv) {
   start->add_option("--address", join_address, "join the head at host:port");
   start->add_option("--bind", bind, "address to bind and advertise (default 127.0.0.1)");
   start->add_flag("--block", block, "stay in the foreground; Ctrl-C stops what was started");
+  bool no_dashboard = false;
+  int dashboard_port = 8265;
+  start->add_flag("--no-dashboard", no_dashboard, "with --head: do not start the dashboard");
+  start->add_option("--dashboard-port", dashboard_port, "with --head: the dashboard's port (default 8265; 0: any free port)")
+      ->check(CLI::Range(0, 65535));
   rf.Add(start);
+
+  // orrery dashboard
+  oc::DashboardFlags df;
+  auto* dash = app.add_subcommand("dashboard", "serve the web dashboard of a cluster (reads its Redis) until Ctrl-C");
+  dash->add_option("--redis-address", df.redis_address, "the cluster's Redis (host:port); default: this host's latest session");
+  dash->add_option("--host", df.host, "address to bind (default 127.0.0.1)");
+  dash->add_option("--port", df.port, "port to serve on (default 8265; 0: any free port)")->check(CLI::Range(0, 65535));
 
   // orrery stop / status / list
   auto* stop = app.add_subcommand("stop", "stop what `orrery start` started on this host");
@@ -183,6 +196,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*head) return oc::RunHead(hf);
+    if (*dash) return oc::RunDashboard(df);
     if (*node) {
       orrery::Config c = nrf.Parsed();
       nf.num_cpus = nrf.num_cpus;
@@ -232,9 +246,20 @@ int main(int argc, char** argv) {
       s.values["head_address"] = head_address;
       s.Save();
       if (int rc = StartNode(s, head_address, rf, bind)) return rc;
+      std::string dashboard_url;
+      if (head_mode && !no_dashboard) {
+        // A dashboard that cannot start (port in use) is not worth failing the cluster for.
+        auto url = oc::StartDashboardDaemon(s, redis_address, dashboard_port);
+        if (url.ok()) {
+          dashboard_url = url.value();
+        } else {
+          std::cerr << "orrery start: warning: no dashboard: " << url.status().message() << "\n";
+        }
+      }
       if (head_mode) {
-        std::cout << "Orrery head started at " << head_address << " (Redis at " << redis_address << ").\n"
-                  << "  Join another node:   orrery start --address " << head_address << "\n"
+        std::cout << "Orrery head started at " << head_address << " (Redis at " << redis_address << ").\n";
+        if (!dashboard_url.empty()) std::cout << "  Dashboard:           " << dashboard_url << "\n";
+        std::cout << "  Join another node:   orrery start --address " << head_address << "\n"
                   << "  Connect a driver:    ORRERY_ADDRESS=" << head_address << " ./your_program\n"
                   << "  Status:              orrery status\n"
                   << "  Stop:                orrery stop\n";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The `orrery` command as a user types it, on one machine:
-#   1. orrery start --head --port 0 --num-cpus 2 --labels zone=a
+#   1. orrery start --head --port 0 --num-cpus 2 --labels zone=a --dashboard-port 0
 #   2. orrery start --address <head> --num-cpus 3 --resources '{"GPU": 2}'   (a second node)
 #   3. orrery status: both nodes, GPU 0/2
 #   4. orrery list nodes --json: two alive nodes with the resources and labels given
@@ -133,16 +133,17 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # 1. The head.
-step "orrery start --head --port 0 --num-cpus 2 --labels zone=a"
-orrery start --head --port 0 --num-cpus 2 --labels zone=a | tee "$tmp/start_head.out"
+step "orrery start --head --port 0 --num-cpus 2 --labels zone=a --dashboard-port 0"
+orrery start --head --port 0 --num-cpus 2 --labels zone=a --dashboard-port 0 | tee "$tmp/start_head.out"
 head_address=$(sed -n 's/^Orrery head started at \([^ ]*\) .*/\1/p' "$tmp/start_head.out")
 [[ "$head_address" =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "no head address in the output of orrery start --head"
 grep -qF "orrery start --address $head_address" "$tmp/start_head.out" || fail "orrery start --head printed no join command"
 grep -q "Logs: " "$tmp/start_head.out" || fail "orrery start --head printed no log directory"
+grep -qE "Dashboard: +http://127\.0\.0\.1:[0-9]+$" "$tmp/start_head.out" || fail "orrery start --head printed no dashboard URL"
 head_session=$(readlink -f "$sessions/session_latest")
 [[ -f "$head_session/session.json" ]] || fail "no session.json in $head_session"
 n_head_pids=$(session_pids | wc -l)
-[[ "$n_head_pids" -eq 3 ]] || fail "expected 3 processes (redis-server, head, node) in $head_session/session.json, found $n_head_pids"
+[[ "$n_head_pids" -eq 4 ]] || fail "expected 4 processes (redis-server, head, node, dashboard) in $head_session/session.json, found $n_head_pids"
 echo "head at $head_address; session $head_session"
 
 # 2. A second node on the same host.
@@ -261,7 +262,7 @@ expect_error "bogus" list bogus
 # 8. orrery stop, and nothing of this test remains.
 step "orrery stop"
 mapfile -t pids < <(session_pids)
-[[ ${#pids[@]} -eq 4 ]] || fail "expected 4 processes in the session files (redis-server, head, 2 nodes), found ${#pids[@]}"
+[[ ${#pids[@]} -eq 5 ]] || fail "expected 5 processes in the session files (redis-server, head, dashboard, 2 nodes), found ${#pids[@]}"
 for pid in "${pids[@]}"; do alive "$pid" || fail "process $pid of the cluster died before orrery stop"; done
 orrery stop | tee "$tmp/stop.out"
 grep -q "stopped" "$tmp/stop.out" || fail "orrery stop reported nothing stopped"

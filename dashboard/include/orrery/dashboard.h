@@ -1,0 +1,49 @@
+// The web dashboard (DESIGN.md section 8, docs/dashboard.md): an HTTP server that shows a
+// cluster from its Redis alone (nodes, actors, placement groups, jobs, training runs), so
+// it works while the head is down. It only reads Redis.
+//
+//   orrery::dashboard::Dashboard d({.redis_address = "127.0.0.1:6379", .port = 0});
+//   orrery::Result<int> port = d.Start();  // serving on a background thread pool
+//   ...
+//   d.Stop();
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "orrery/status.h"
+
+namespace orrery::dashboard {
+
+class Server;
+
+struct DashboardOptions {
+  std::string redis_address;  // host:port; "" serves pages that say Redis is missing
+  std::string cluster = "default";
+  std::string host = "127.0.0.1";  // address to bind
+  int port = 8265;                 // 0 picks a free port
+  int threads = 4;                 // request handler threads
+  int redis_timeout_ms = 1000;     // connect and command timeout per Redis call
+};
+
+class Dashboard {
+ public:
+  explicit Dashboard(DashboardOptions options);
+  ~Dashboard();  // stops
+  Dashboard(const Dashboard&) = delete;
+  Dashboard& operator=(const Dashboard&) = delete;
+
+  // Binds and starts serving; returns the bound port. The process should ignore SIGPIPE
+  // (`orrery dashboard` does): Redis or a browser hanging up mid-write raises it. Unavailable when
+  // the address cannot be bound (e.g. the port is in use). Call once.
+  Result<int> Start();
+  // Stops serving and joins the server's threads. Idempotent.
+  void Stop();
+  // "http://host:port" once started.
+  std::string url() const;
+
+ private:
+  std::unique_ptr<Server> server_;
+};
+
+}  // namespace orrery::dashboard

@@ -1,0 +1,237 @@
+#include "dashboard/src/server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "dashboard/src/api.h"
+#include "dashboard/src/assets.h"
+
+namespace orrery::dashboard {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kJsonType = "application/json; charset=utf-8";
+
+bool IsRunId(const std::string& s) {
+  if (s.size() != 32) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+HttpReply JsonReply(int status, const json& body) {
+  // Records are shown as stored: bytes that are not UTF-8 are replaced, never fatal.
+  return {status,
+          kJsonType,
+          body.dump(-1, ' ', false, json::error_handler_t::replace),
+          {{"Cache-Control", "no-store"}}};
+}
+
+HttpReply AssetReply(const char* name, const char* type) {
+  std::string_view bytes = Asset(name);
+  return {200,
+          type,
+          std::string(bytes),
+          {{"Cache-Control", "no-cache"}, {"X-Content-Type-Options", "nosniff"}}};
+}
+
+HttpReply NotFound() { return {404, "text/plain; charset=utf-8", "404 page not found\n", {}}; }
+
+// Reads the given tables into `tables`, stopping at the first failure (after which every
+// table is left empty, so a response never mixes fresh and missing data).
+RedisState Read(RedisReader* reader, const std::string& address,
+                std::initializer_list<std::pair<const char*, Table*>> want) {
+  RedisState state{address, false, ""};
+  if (!reader) {
+    state.error = "no Redis address given (orrery dashboard --redis-address HOST:PORT)";
+    return state;
+  }
+  for (const auto& [name, table] : want) {
+    auto r = reader->GetTable(name);
+    if (!r.ok()) {
+      state.error = r.status().message();
+      for (const auto& entry : want) entry.second->clear();
+      return state;
+    }
+    *table = std::move(r.value());
+  }
+  state.ok = true;
+  return state;
+}
+
+HttpReply Run(const std::string& id, RedisReader* reader, const std::string& address) {
+  RedisState state{address, false, ""};
+  if (!reader) {
+    state = Read(nullptr, address, {});
+    return JsonReply(200, RunResponse(state, "null", {}));
+  }
+  auto record = reader->GetRecord("train_runs", id);
+  if (!record.ok() && record.status().code() == StatusCode::kNotFound) {
+    state.ok = true;
+    json body = ErrorResponse("no training run " + id);
+    body["redis"] = RedisJson(state);
+    return JsonReply(404, body);
+  }
+  if (!record.ok()) {
+    state.error = record.status().message();
+    return JsonReply(200, RunResponse(state, "null", {}));
+  }
+  auto metrics = reader->RunMetrics(id);
+  state.ok = metrics.ok();
+  if (!metrics.ok()) state.error = metrics.status().message();
+  return JsonReply(200, RunResponse(state, record.value(),
+                                    metrics.ok() ? metrics.value() : std::vector<StreamEntry>{}));
+}
+
+HttpReply Api(const std::string& path, RedisReader* reader, const std::string& address) {
+  Tables t;
+  if (path == "/api/cluster") {
+    RedisState s = Read(reader, address,
+                        {{"nodes", &t.nodes},
+                         {"actors", &t.actors},
+                         {"placement_groups", &t.placement_groups},
+                         {"train_runs", &t.train_runs}});
+    return JsonReply(200, ClusterResponse(s, t));
+  }
+  if (path == "/api/nodes") {
+    RedisState s = Read(
+        reader, address,
+        {{"nodes", &t.nodes}, {"actors", &t.actors}, {"placement_groups", &t.placement_groups}});
+    return JsonReply(200, NodesResponse(s, t));
+  }
+  for (const char* table : {"actors", "placement_groups", "jobs"}) {
+    if (path == std::string("/api/") + table) {
+      Table rows;
+      RedisState s = Read(reader, address, {{table, &rows}});
+      return JsonReply(200, ListResponse(s, table, rows));
+    }
+  }
+  if (path == "/api/runs") {
+    RedisState s = Read(reader, address, {{"train_runs", &t.train_runs}});
+    return JsonReply(200, RunsResponse(s, t.train_runs));
+  }
+  const std::string runs_prefix = "/api/runs/";
+  if (path.rfind(runs_prefix, 0) == 0 && IsRunId(path.substr(runs_prefix.size()))) {
+    return Run(path.substr(runs_prefix.size()), reader, address);
+  }
+  return JsonReply(404, ErrorResponse("unknown API path " + path));
+}
+
+bool IsPage(const std::string& path) {
+  static const char* kPages[] = {"/", "/nodes", "/actors", "/placement-groups", "/jobs", "/runs"};
+  for (const char* p : kPages) {
+    if (path == p) return true;
+  }
+  return path.rfind("/runs/", 0) == 0 && IsRunId(path.substr(6));
+}
+
+}  // namespace
+
+HttpReply HandleRequest(const std::string& method, const std::string& path, RedisReader* reader,
+                        const std::string& redis_address) {
+  bool api = path == "/api" || path.rfind("/api/", 0) == 0;
+  try {
+    if (method != "GET" && method != "HEAD") {
+      HttpReply r =
+          api ? JsonReply(405, ErrorResponse("method " + method +
+                                             " not allowed; the dashboard only reads"))
+              : HttpReply{405, "text/plain; charset=utf-8", "405 method not allowed\n", {}};
+      r.headers["Allow"] = "GET, HEAD";
+      return r;
+    }
+    if (api) return Api(path, reader, redis_address);
+    if (IsPage(path)) return AssetReply("index.html", "text/html; charset=utf-8");
+    if (path == "/static/app.js") return AssetReply("app.js", "text/javascript; charset=utf-8");
+    if (path == "/static/app.css") return AssetReply("app.css", "text/css; charset=utf-8");
+    return NotFound();
+  } catch (const std::exception& e) {
+    // Nothing above is expected to throw; a request must never take the server down.
+    return JsonReply(500, ErrorResponse(std::string("internal error: ") + e.what()));
+  }
+}
+
+Server::Server(DashboardOptions options) : options_(std::move(options)) {
+  if (!options_.redis_address.empty()) {
+    reader_ = std::make_unique<RedisReader>(options_.redis_address, options_.cluster,
+                                            options_.redis_timeout_ms);
+  }
+}
+
+Server::~Server() { Stop(); }
+
+Result<int> Server::Start() {
+  if (http_) return Status::InvalidArgument("the dashboard was already started");
+  http_ = std::make_unique<httplib::Server>();
+  int threads = options_.threads > 0 ? options_.threads : 1;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  // httplib's default also sets SO_REUSEPORT, which would let two dashboards share a port.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  http_->set_payload_max_length(64 * 1024);
+  http_->set_read_timeout(5);
+  http_->set_write_timeout(5);
+  http_->set_keep_alive_timeout(5);
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    HttpReply r = HandleRequest(req.method, req.path, reader_.get(), options_.redis_address);
+    res.status = r.status;
+    for (const auto& [k, v] : r.headers) res.set_header(k, v);
+    res.set_content(std::move(r.body), r.content_type);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        res.status = 500;
+        res.set_content(R"({"error": "internal error"})", kJsonType);
+      });
+
+  std::string where = options_.host + ":" + std::to_string(options_.port);
+  errno = 0;
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+  } else {
+    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ <= 0) {
+    std::string why = errno ? std::strerror(errno) : "cannot bind";
+    http_.reset();
+    return Status::Unavailable("the dashboard cannot listen on " + where + ": " + why);
+  }
+  listener_ = std::thread([http = http_.get()] { http->listen_after_bind(); });
+  // Serving once listen_after_bind runs; Stop before that point would be lost.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!http_->is_running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(1));  // start-up handshake with a deadline
+  }
+  if (!http_->is_running()) {
+    Stop();
+    return Status::Internal("the dashboard's HTTP server did not start");
+  }
+  return port_;
+}
+
+void Server::Stop() {
+  if (http_) http_->stop();
+  if (listener_.joinable()) listener_.join();
+}
+
+Dashboard::Dashboard(DashboardOptions options)
+    : server_(std::make_unique<Server>(std::move(options))) {}
+Dashboard::~Dashboard() { Stop(); }
+Result<int> Dashboard::Start() { return server_->Start(); }
+void Dashboard::Stop() { server_->Stop(); }
+std::string Dashboard::url() const {
+  return "http://" + server_->options().host + ":" + std::to_string(server_->port());
+}
+
+}  // namespace orrery::dashboard

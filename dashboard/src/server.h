@@ -1,0 +1,54 @@
+// The dashboard's HTTP side: routing of requests to the JSON API (api.h) and the
+// embedded pages (assets.h), and the cpp-httplib server that runs it.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "dashboard/src/redis_reader.h"
+#include "orrery/dashboard.h"
+#include "orrery/status.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace orrery::dashboard {
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+
+// Answers one request (docs/dashboard.md): GET of an /api path reads Redis through
+// `reader` (null: no Redis configured, reported as redis.ok=false); page paths answer the
+// embedded index.html; /static/app.js and /static/app.css the embedded assets; anything
+// else 404; methods other than GET and HEAD 405. Never throws.
+HttpReply HandleRequest(const std::string& method, const std::string& path, RedisReader* reader,
+                        const std::string& redis_address);
+
+// The HTTP server. Start binds and serves on its own thread with a pool of handler
+// threads; Stop (or the destructor) stops it. Thread-safe for one Start and any Stops.
+class Server {
+ public:
+  explicit Server(DashboardOptions options);
+  ~Server();
+
+  Result<int> Start();
+  void Stop();
+  const DashboardOptions& options() const { return options_; }
+  int port() const { return port_; }
+
+ private:
+  DashboardOptions options_;
+  std::unique_ptr<RedisReader> reader_;  // null when no Redis address was given
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  int port_ = 0;
+};
+
+}  // namespace orrery::dashboard

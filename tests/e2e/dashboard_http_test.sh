@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# The dashboard's HTTP API as a browser (or curl) sees it, on one machine:
+#   1. redis-server on a free loopback port, `orrery head` and `orrery node --num-cpus 3`
+#   2. `orrery dashboard --redis-address <redis> --port 0`: prints its URL
+#   3. /api/nodes lists the node (alive, CPU 3, used), /api/cluster has CPU total 3,
+#      the pages and assets answer with their content types, an unknown /api path and an
+#      unknown page answer 404, POST answers 405
+#   4. Redis killed: every /api path still answers 200 with redis.ok=false and empty lists
+#   5. `orrery start --head --dashboard-port 0` prints the dashboard's URL and serves it;
+#      `orrery stop` stops it. A second `orrery start --head` with the same (busy)
+#      dashboard port warns and still starts the cluster.
+# Waits poll conditions against deadlines. A trap stops everything the test started.
+# Usage: dashboard_http_test.sh <build dir>
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 <build dir>" >&2
+  exit 2
+fi
+build_dir=$(cd "$1" && pwd)
+orrery_bin="$build_dir/cli/orrery"
+[[ -x "$orrery_bin" ]] || { echo "FAIL: $orrery_bin is not built" >&2; exit 1; }
+for tool in redis-server curl python3; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "FAIL: $tool is not on PATH (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_dashboard.XXXXXX")
+sessions="$tmp/sessions"
+mkdir -p "$sessions"
+pids=()
+
+step() { printf '\n==> %s\n' "$*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+orrery() { ORRERY_TMPDIR="$sessions" "$orrery_bin" "$@"; }
+
+# Waits until `$2...` (a command) succeeds, for at most $1 seconds.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+alive() { kill -0 "$1" 2>/dev/null; }
+log_has() { grep -q "$2" "$1" 2>/dev/null; }
+
+cleanup() {
+  local rc=$? pid
+  trap - EXIT INT TERM
+  set +e
+  if [[ $rc -ne 0 ]]; then
+    for f in "$tmp"/*.log "$sessions"/session_*/logs/*.log; do
+      [[ -f "$f" ]] || continue
+      echo "--- last lines of $f"
+      tail -n 20 "$f"
+    done
+  fi
+  orrery stop >/dev/null 2>&1
+  for pid in "${pids[@]}"; do alive "$pid" && kill -TERM "$pid"; done
+  for pid in "${pids[@]}"; do
+    wait_for 5 bash -c "! kill -0 $pid 2>/dev/null" || kill -KILL "$pid" 2>/dev/null
+  done
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# GET $1; writes the body to $tmp/body and prints the HTTP status.
+get() { curl -s --max-time 10 -o "$tmp/body" -w '%{http_code}' "$@"; }
+# Runs a python assertion on $tmp/body (parsed as JSON into `b`).
+check_body() {
+  python3 - "$tmp/body" "$1" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+try:
+    exec(sys.argv[2])
+except AssertionError as e:
+    print(f"body: {json.dumps(b)[:2000]}", file=sys.stderr)
+    raise
+PY
+}
+
+# 1. Redis, a head and a node, as daemons of this test.
+step "redis-server, orrery head, orrery node --num-cpus 3"
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
+redis_pid=$!
+pids+=("$redis_pid")
+wait_for 15 log_has "$tmp/redis.log" "Ready to accept connections" || fail "redis-server did not start"
+head_port=$(free_port)
+orrery head --port "$head_port" --redis-address "127.0.0.1:$redis_port" >"$tmp/head.log" 2>&1 &
+pids+=($!)
+wait_for 15 log_has "$tmp/head.log" "head listening on" || fail "the head did not start"
+orrery node --address "127.0.0.1:$head_port" --num-cpus 3 >"$tmp/node.log" 2>&1 &
+pids+=($!)
+wait_for 15 log_has "$tmp/node.log" " up at " || fail "the node did not start"
+node_id=$(sed -n 's/^node \([0-9a-f]\{32\}\) up at .*/\1/p' "$tmp/node.log")
+[[ -n "$node_id" ]] || fail "no node id in the node's log"
+
+# 2. The dashboard.
+step "orrery dashboard --redis-address 127.0.0.1:$redis_port --port 0"
+orrery dashboard --redis-address "127.0.0.1:$redis_port" --port 0 >"$tmp/dashboard.log" 2>&1 &
+dashboard_pid=$!
+pids+=("$dashboard_pid")
+wait_for 15 log_has "$tmp/dashboard.log" "^Dashboard at http://127.0.0.1:[0-9]*" || fail "the dashboard printed no URL"
+url=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/dashboard.log" | head -1)
+echo "dashboard at $url"
+
+# 3. The API and the pages. The head writes the node's record shortly after it registers.
+step "GET /api/nodes, /api/cluster, pages, 404s"
+node_listed() {
+  [[ $(get "$url/api/nodes") == 200 ]] &&
+    check_body "assert any(n['node_id'] == '$node_id' and n['alive'] for n in b['nodes'])" 2>/dev/null
+}
+wait_for 15 node_listed || { get "$url/api/nodes" >/dev/null; cat "$tmp/body"; fail "/api/nodes does not list node $node_id"; }
+check_body "
+assert b['redis'] == {'address': '127.0.0.1:$redis_port', 'ok': True, 'error': ''}, b['redis']
+n = [n for n in b['nodes'] if n['node_id'] == '$node_id'][0]
+assert n['total']['CPU'] == 3, n
+assert n['used']['CPU'] == 0, n
+assert n['labels']['orrery.io/node-id'] == '$node_id', n
+print('ok: /api/nodes lists', n['node_id'], n['total'])"
+[[ $(get "$url/api/cluster") == 200 ]] || fail "/api/cluster did not answer 200"
+check_body "
+assert b['redis']['ok'] is True, b['redis']
+assert b['nodes'] == {'alive': 1, 'dead': 0}, b['nodes']
+assert b['resources']['CPU'] == {'total': 3, 'used': 0}, b['resources']
+assert b['tpu_slices'] == [], b['tpu_slices']
+print('ok: /api/cluster', b['resources']['CPU'])"
+for path in actors placement_groups jobs runs; do
+  [[ $(get "$url/api/$path") == 200 ]] || fail "/api/$path did not answer 200"
+  check_body "assert isinstance(b['$path'], list) and b['redis']['ok'] is True"
+done
+code=$(get "$url/api/runs/0123456789abcdef0123456789abcdef")
+[[ "$code" == 404 ]] || fail "/api/runs/<unknown id> answered $code, expected 404"
+code=$(get "$url/api/no-such-thing")
+[[ "$code" == 404 ]] || fail "/api/no-such-thing answered $code, expected 404"
+check_body "assert 'error' in b"
+code=$(get "$url/no-such-page")
+[[ "$code" == 404 ]] || fail "/no-such-page answered $code, expected 404"
+code=$(get -X POST "$url/api/nodes")
+[[ "$code" == 405 ]] || fail "POST /api/nodes answered $code, expected 405"
+for page in / /nodes /actors /placement-groups /jobs /runs /runs/0123456789abcdef0123456789abcdef; do
+  type=$(curl -s --max-time 10 -o /dev/null -w '%{http_code} %{content_type}' "$url$page")
+  [[ "$type" == "200 text/html"* ]] || fail "page $page answered '$type'"
+done
+type=$(curl -s --max-time 10 -o /dev/null -w '%{http_code} %{content_type}' "$url/static/app.js")
+[[ "$type" == "200 text/javascript"* ]] || fail "/static/app.js answered '$type'"
+type=$(curl -s --max-time 10 -o /dev/null -w '%{http_code} %{content_type}' "$url/static/app.css")
+[[ "$type" == "200 text/css"* ]] || fail "/static/app.css answered '$type'"
+# A malformed request gets an error answer and the server stays up.
+printf 'GARBAGE\r\n\r\n' | timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/${url##*:}; cat >&3; cat <&3" >/dev/null 2>&1 || true
+alive "$dashboard_pid" || fail "the dashboard died on a malformed request"
+echo "ok: pages, assets, 404s and 405"
+
+# 4. Redis down: answers, with redis.ok=false.
+step "kill redis-server; the API answers with redis.ok=false"
+kill -KILL "$redis_pid"
+wait "$redis_pid" 2>/dev/null || true  # reaps it (and keeps bash's "Killed" notice quiet)
+for path in cluster nodes actors placement_groups jobs runs runs/0123456789abcdef0123456789abcdef; do
+  code=$(get "$url/api/$path")
+  [[ "$code" == 200 ]] || fail "/api/$path answered $code with Redis down, expected 200"
+  check_body "
+assert b['redis']['ok'] is False and b['redis']['error'], b['redis']
+for k, v in b.items():
+    assert not isinstance(v, list) or v == [], (k, v)"
+done
+check_body "print('ok: with Redis down:', b['redis']['error'])"
+alive "$dashboard_pid" || fail "the dashboard exited when Redis went away"
+
+# 5. orrery start --head starts a dashboard, orrery stop stops it; a busy port only warns.
+step "orrery start --head --port 0 --num-cpus 1 --dashboard-port 0"
+orrery start --head --port 0 --num-cpus 1 --dashboard-port 0 | tee "$tmp/start.out"
+start_url=$(sed -n 's/^  Dashboard: *\(http[^ ]*\)$/\1/p' "$tmp/start.out")
+[[ "$start_url" =~ ^http://127\.0\.0\.1:[0-9]+$ ]] || fail "orrery start --head printed no dashboard URL"
+[[ $(get "$start_url/api/cluster") == 200 ]] || fail "the session's dashboard does not answer"
+check_body "assert b['redis']['ok'] is True and b['nodes']['alive'] == 1, b"
+busy_port=${start_url##*:}
+step "orrery start --head --port 0 --dashboard-port $busy_port (busy)"
+orrery start --head --port 0 --num-cpus 1 --dashboard-port "$busy_port" >"$tmp/start2.out" 2>"$tmp/start2.err" ||
+  fail "orrery start --head failed on a busy dashboard port: $(cat "$tmp/start2.err")"
+grep -q "warning: no dashboard" "$tmp/start2.err" || fail "no warning about the busy dashboard port"
+grep -q "Dashboard:" "$tmp/start2.out" && fail "a dashboard URL was printed although its port was busy"
+step "orrery stop"
+orrery stop
+wait_for 10 bash -c "! curl -s --max-time 1 -o /dev/null '$start_url/'" || fail "the dashboard still answers after orrery stop"
+
+echo
+echo "PASS: dashboard HTTP API"
