@@ -16,17 +16,20 @@ ORRERY_PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev  # the dashboard's HTTP server (dashboard/)
-  curl  # tests/e2e/dashboard_http_test.sh
   libtorch-dev libgloo-dev  # orrery/train/torch.h (ORRERY_WITH_TORCH=AUTO builds it when found)
-  chromium  # tests/e2e/dashboard_browser_test.sh: the dashboard in a headless browser
+)
+# Only for the tests (the Docker image leaves them out).
+ORRERY_TEST_PACKAGES=(
+  curl  # tests/e2e/dashboard_http_test.sh
+  chromium fonts-dejavu-core  # tests/e2e/dashboard_browser_test.sh: the dashboard in a headless browser
 )
 
 orrery_log() { printf '==> %s\n' "$*"; }
 
-# Prints the packages of ORRERY_PACKAGES that are not installed (one per line).
+# Prints the packages of both lists that are not installed (one per line).
 orrery_missing_packages() {
   local pkg status
-  for pkg in "${ORRERY_PACKAGES[@]}"; do
+  for pkg in "${ORRERY_PACKAGES[@]}" "${ORRERY_TEST_PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
     if [[ "$status" != "installed" ]]; then
       printf '%s\n' "$pkg"
@@ -42,7 +45,7 @@ orrery_install_deps() {
   local -a missing
   mapfile -t missing < <(orrery_missing_packages)
   if [[ ${#missing[@]} -eq 0 ]]; then
-    orrery_log "All ${#ORRERY_PACKAGES[@]} Debian packages are installed"
+    orrery_log "All $((${#ORRERY_PACKAGES[@]} + ${#ORRERY_TEST_PACKAGES[@]})) Debian packages are installed"
     return 0
   fi
   local -a sudo=()
