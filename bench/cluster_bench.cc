@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/orrery_cluster_bench_XXXXXX";
   std::string tmp = mkdtemp(tmpl);
   setenv("ORRERY_TMPDIR", tmp.c_str(), 1);
-  if (Sh(g_cli + " start --head --port 0 --num-cpus 2 > " + tmp + "/start.log 2>&1") != 0) {
+  if (Sh(g_cli + " start --head --port 0 --num-cpus 2 --no-dashboard > " + tmp + "/start.log 2>&1") != 0) {
     std::cerr << "cannot start a cluster; see " << tmp << "/start.log\n";
     return 1;
   }

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
 
   int status = 1;
   try {
-    std::string head = Run(cli + " start --head --port 0 --num-cpus 1 2>&1");
+    std::string head = Run(cli + " start --head --port 0 --num-cpus 1 --no-dashboard 2>&1");
     std::string address = head.substr(head.find("started at ") + 11);
     address = address.substr(0, address.find(' '));
     std::printf("head at %s; adding two simulated v4-16 hosts (slice-a)\n", address.c_str());
