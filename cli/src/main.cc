@@ -1,6 +1,7 @@
 // The `orrery` command (DESIGN.md section 8). Parses flags and wires components; the work
 // is in session.cc (launching daemons), daemons.cc and inspect.cc.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -74,7 +75,8 @@ bool WaitForLog(const std::string& log, const std::string& needle, int pid, int 
     std::ifstream in(log);
     std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (content.find(needle) != std::string::npos) return true;
-    if (!oc::Alive(pid)) return false;
+    // A child that exited stays a zombie (kill(pid, 0) succeeds) until reaped: reap it here.
+    if (waitpid(pid, nullptr, WNOHANG) == pid || !oc::Alive(pid)) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a file with a deadline
   }
   return false;
