@@ -41,90 +41,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_cli.XXXXXX")
 sessions="$tmp/sessions"
 mkdir -p "$sessions"
 
-step() { printf '\n==> %s\n' "$*"; }
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-# A failed check after which the rest of the test still means something: reported at
-# once, and the test fails at the end.
-failures=()
-check_failed() {
-  echo "FAIL: $*" >&2
-  failures+=("$*")
-}
-
-# Runs the CLI (or a driver) with this test's session root. ORRERY_TMPDIR is set only in
-# these children, never in this shell, so a process whose environment holds it was started
-# by this test (the daemons, zygotes and workers inherit it).
-orrery() { ORRERY_TMPDIR="$sessions" "$orrery_bin" "$@"; }
-marker="ORRERY_TMPDIR=$sessions"
-
-# Pids recorded in this test's session files (Redis, head, node).
-session_pids() {
-  local f
-  for f in "$sessions"/session_*/session.json; do
-    [[ -f "$f" && ! -L "$(dirname "$f")" ]] || continue
-    python3 -c 'import json,sys; print("\n".join(str(p) for p in json.load(open(sys.argv[1]))["pids"]))' "$f"
-  done | sort -un
-}
-
-# Alive and not a zombie (a zombie waits for its reaper; it runs nothing).
-alive() {
-  local state
-  kill -0 "$1" 2>/dev/null || return 1
-  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo X)
-  [[ "$state" != "Z" && "$state" != "X" ]]
-}
-
-# Processes whose environment holds this test's ORRERY_TMPDIR (excluding this shell).
-marked_pids() {
-  local d pid
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    [[ "$pid" == "$$" || "$pid" == "$BASHPID" ]] && continue
-    if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qxF "$marker"; then
-      alive "$pid" && echo "$pid"
-    fi
-  done
-  return 0
-}
-
-# Waits until none of the given pids is alive; prints the survivors on timeout.
-wait_gone() {
-  local deadline=$((SECONDS + $1)) pid left
-  shift
-  while true; do
-    left=()
-    for pid in "$@"; do alive "$pid" && left+=("$pid"); done
-    [[ ${#left[@]} -eq 0 ]] && return 0
-    if ((SECONDS >= deadline)); then
-      echo "${left[*]}"
-      return 1
-    fi
-    sleep 0.1
-  done
-}
+# shellcheck source=tests/e2e/session_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 
 cleanup() {
-  local rc=$? pids pid
+  local rc=$?
   trap - EXIT INT TERM
   set +e
-  if [[ $rc -ne 0 ]]; then
-    for f in "$sessions"/session_*/logs/*.log; do
-      [[ -f "$f" ]] || continue
-      echo "--- last lines of ${f#"$sessions/"}"
-      tail -n 20 "$f"
-    done
-  fi
-  orrery stop >/dev/null 2>&1
-  mapfile -t pids < <(session_pids; marked_pids)
-  if [[ ${#pids[@]} -gt 0 ]]; then
-    for pid in "${pids[@]}"; do alive "$pid" && kill -TERM "$pid" 2>/dev/null; done
-    if ! wait_gone 5 "${pids[@]}" >/dev/null; then
-      for pid in "${pids[@]}"; do alive "$pid" && kill -KILL "$pid" 2>/dev/null; done
-    fi
-  fi
+  [[ $rc -ne 0 ]] && print_session_logs
+  stop_session
   rm -rf "$tmp"
   exit "$rc"
 }

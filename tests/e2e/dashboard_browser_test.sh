@@ -55,83 +55,15 @@ sessions="$tmp/sessions"
 pages="$tmp/pages"
 mkdir -p "$sessions" "$pages" "$tmp/chrome-profile"
 
-step() { printf '\n==> %s\n' "$*"; }
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-failures=()
-check_failed() {
-  echo "FAIL: $*" >&2
-  failures+=("$*")
-}
-
-# ORRERY_TMPDIR is set only in the children, so a process whose environment holds it was
-# started by this test.
-orrery() { ORRERY_TMPDIR="$sessions" "$orrery_bin" "$@"; }
-marker="ORRERY_TMPDIR=$sessions"
-
-session_pids() {
-  local f
-  for f in "$sessions"/session_*/session.json; do
-    [[ -f "$f" && ! -L "$(dirname "$f")" ]] || continue
-    python3 -c 'import json,sys; print("\n".join(str(p) for p in json.load(open(sys.argv[1]))["pids"]))' "$f"
-  done | sort -un
-}
-
-alive() {
-  local state
-  kill -0 "$1" 2>/dev/null || return 1
-  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || echo X)
-  [[ "$state" != "Z" && "$state" != "X" ]]
-}
-
-marked_pids() {
-  local d pid
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    [[ "$pid" == "$$" || "$pid" == "$BASHPID" ]] && continue
-    if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -qxF "$marker"; then
-      alive "$pid" && echo "$pid"
-    fi
-  done
-  return 0
-}
-
-wait_gone() {
-  local deadline=$((SECONDS + $1)) pid left
-  shift
-  while true; do
-    left=()
-    for pid in "$@"; do alive "$pid" && left+=("$pid"); done
-    [[ ${#left[@]} -eq 0 ]] && return 0
-    if ((SECONDS >= deadline)); then
-      echo "${left[*]}"
-      return 1
-    fi
-    sleep 0.1
-  done
-}
+# shellcheck source=tests/e2e/session_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 
 cleanup() {
-  local rc=$? pids pid
+  local rc=$?
   trap - EXIT INT TERM
   set +e
-  if [[ $rc -ne 0 ]]; then
-    for f in "$sessions"/session_*/logs/*.log; do
-      [[ -f "$f" ]] || continue
-      echo "--- last lines of ${f#"$sessions/"}"
-      tail -n 20 "$f"
-    done
-  fi
-  orrery stop >/dev/null 2>&1
-  mapfile -t pids < <(session_pids; marked_pids)
-  if [[ ${#pids[@]} -gt 0 ]]; then
-    for pid in "${pids[@]}"; do alive "$pid" && kill -TERM "$pid" 2>/dev/null; done
-    if ! wait_gone 5 "${pids[@]}" >/dev/null; then
-      for pid in "${pids[@]}"; do alive "$pid" && kill -KILL "$pid" 2>/dev/null; done
-    fi
-  fi
+  [[ $rc -ne 0 ]] && print_session_logs
+  stop_session
   if [[ $rc -ne 0 && -n "${ORRERY_KEEP_TMP:-}" ]]; then
     echo "kept $tmp"
   else
