@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "example_main.h"
 #include "orrery/orrery.h"
 
 // Each call to Arrive blocks until `expected` calls have arrived (or the timeout passes),
@@ -35,10 +36,7 @@ ORRERY_REMOTE(Rendezvous::Create, &Rendezvous::Arrive);
 
 namespace {
 
-bool Check(bool ok, const std::string& what) {
-  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  return ok;
-}
+using orrery_examples::Check;
 
 bool Run() {
   bool ok = true;
@@ -73,13 +71,5 @@ bool Run() {
 
 int main(int argc, char** argv) {
   orrery::Init(argc, argv);
-  bool ok = false;
-  try {
-    ok = Run();
-  } catch (const orrery::Error& e) {
-    std::printf("unexpected %s: %s\n", e.kind(), e.what());
-  }
-  orrery::Shutdown();
-  std::printf("%s\n", ok ? "concurrency: all good" : "concurrency: FAILED");
-  return ok ? 0 : 1;
+  return orrery_examples::RunThenShutdown("concurrency", Run);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "example_main.h"
 #include "orrery/orrery.h"
 
 // A task is a plain function...
@@ -39,10 +40,7 @@ ORRERY_REMOTE(Add, Divide, Counter::Create, &Counter::Inc, &Counter::Value);
 
 namespace {
 
-bool Check(bool ok, const std::string& what) {
-  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  return ok;
-}
+using orrery_examples::Check;
 
 bool Run() {
   bool ok = true;
@@ -100,13 +98,5 @@ bool Run() {
 int main() {
   // First thing: worker processes run this same executable and never return from Init().
   orrery::Init();
-  bool ok = false;
-  try {
-    ok = Run();
-  } catch (const orrery::Error& e) {
-    std::printf("unexpected %s: %s\n", e.kind(), e.what());
-  }
-  orrery::Shutdown();
-  std::printf("%s\n", ok ? "hello_actors: all good" : "hello_actors: FAILED");
-  return ok ? 0 : 1;
+  return orrery_examples::RunThenShutdown("hello_actors", Run);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "example_main.h"
 #include "orrery/orrery.h"
 
 class Registry {
@@ -36,10 +37,7 @@ ORRERY_REMOTE(Registry::Create, &Registry::Register, &Registry::Last, SignIn);
 
 namespace {
 
-bool Check(bool ok, const std::string& what) {
-  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  return ok;
-}
+using orrery_examples::Check;
 
 bool Run() {
   bool ok = true;
@@ -88,13 +86,5 @@ bool Run() {
 
 int main(int argc, char** argv) {
   orrery::Init(argc, argv);
-  bool ok = false;
-  try {
-    ok = Run();
-  } catch (const orrery::Error& e) {
-    std::printf("unexpected %s: %s\n", e.kind(), e.what());
-  }
-  orrery::Shutdown();
-  std::printf("%s\n", ok ? "named_actors: all good" : "named_actors: FAILED");
-  return ok ? 0 : 1;
+  return orrery_examples::RunThenShutdown("named_actors", Run);
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "example_main.h"
 #include "orrery/orrery.h"
 
 std::vector<int> MakeRange(int n) {
@@ -32,10 +33,7 @@ ORRERY_REMOTE(MakeRange, Sum, Scale, SumAll);
 
 namespace {
 
-bool Check(bool ok, const std::string& what) {
-  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  return ok;
-}
+using orrery_examples::Check;
 
 bool Run() {
   bool ok = true;
@@ -79,13 +77,5 @@ bool Run() {
 
 int main(int argc, char** argv) {
   orrery::Init(argc, argv);
-  bool ok = false;
-  try {
-    ok = Run();
-  } catch (const orrery::Error& e) {
-    std::printf("unexpected %s: %s\n", e.kind(), e.what());
-  }
-  orrery::Shutdown();
-  std::printf("%s\n", ok ? "object_refs: all good" : "object_refs: FAILED");
-  return ok ? 0 : 1;
+  return orrery_examples::RunThenShutdown("object_refs", Run);
 }

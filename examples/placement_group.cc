@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "example_main.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
 
@@ -24,10 +25,7 @@ ORRERY_REMOTE(Worker::Create, &Worker::Hello);
 
 namespace {
 
-bool Check(bool ok, const std::string& what) {
-  std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-  return ok;
-}
+using orrery_examples::Check;
 
 double Cpu(const orrery::Resources& r) {
   auto it = r.find("CPU");
@@ -87,13 +85,5 @@ int main(int argc, char** argv) {
   orrery::Config config;
   config.num_cpus = 4;
   orrery::Init(config, argc, argv);
-  bool ok = false;
-  try {
-    ok = Run();
-  } catch (const orrery::Error& e) {
-    std::printf("unexpected %s: %s\n", e.kind(), e.what());
-  }
-  orrery::Shutdown();
-  std::printf("%s\n", ok ? "placement_group: all good" : "placement_group: FAILED");
-  return ok ? 0 : 1;
+  return orrery_examples::RunThenShutdown("placement_group", Run);
 }
