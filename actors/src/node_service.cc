@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/src/clock.h"
 #include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/tpu.h"
@@ -20,9 +21,7 @@ namespace orrery::runtime {
 using proto::MsgType;
 
 namespace {
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return MonotonicSeconds(); }
 }  // namespace
 
 NodeService::NodeService(NodeOptions options) : options_(std::move(options)), id_(NodeId::Random()) {

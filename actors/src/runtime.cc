@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "actors/src/errors_util.h"
+#include "core/src/clock.h"
 #include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/errors.h"
@@ -24,9 +25,7 @@ constexpr int kIdleTickMs = 1000;
 constexpr int kRpcResendMs = 1000;
 constexpr int kClientConnectTimeoutMs = 5000;
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return MonotonicSeconds(); }
 
 // Every request/reply message starts with its request_id (MSGPACK_DEFINE order).
 uint64_t RequestIdOf(const transport::Envelope& env) {

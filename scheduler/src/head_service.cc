@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/src/clock.h"
 #include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/resources.h"
@@ -45,9 +46,7 @@ std::string ClassOf(const std::string& factory) {
   return colon == std::string::npos ? factory : factory.substr(0, colon);
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return MonotonicSeconds(); }
 std::string Hex(const std::string& binary_id) { return UniqueId::FromBinary(binary_id).Hex(); }
 const char* StateName(proto::ActorState s) {
   switch (s) {

@@ -169,14 +169,8 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
     (void)pull_->recv(header, zmq::recv_flags::none);
     if (!header.more()) throw TrainingFailedError("collective: a message without a payload reached rank " + std::to_string(rank_));
     (void)pull_->recv(payload, zmq::recv_flags::none);
-    while (payload.more()) {  // drain extra frames of a malformed message
-      zmq::message_t extra;
-      (void)pull_->recv(extra, zmq::recv_flags::none);
-      payload.rebuild(0);
-      if (!extra.more()) break;
-    }
     Header h;
-    if (!DecodeHeader(header, &h) || h.source < 0 || h.source >= size()) {
+    if (payload.more() || !DecodeHeader(header, &h) || h.source < 0 || h.source >= size()) {
       throw TrainingFailedError("collective: rank " + std::to_string(rank_) + " received a malformed message");
     }
     if (h.seq == seq_ && h.source == peer && h.part == part) return payload;

@@ -98,4 +98,23 @@ class CollectiveGroup {
   std::map<std::tuple<uint64_t, int, uint32_t>, std::unique_ptr<zmq::message_t>> early_;
 };
 
+// The part of a Context that is the group's collectives: the trainer's worker context and
+// the unit tests' contexts derive from it and add the rest.
+class GroupCollectives : public Context {
+ public:
+  explicit GroupCollectives(CollectiveGroup* group) : group_(group) {}
+  void Barrier() override { group_->Barrier(); }
+
+ protected:
+  void AllReduceRaw(void* data, size_t count, int dtype, ReduceOp op) override {
+    group_->AllReduce(data, count, dtype, op);
+  }
+  void BroadcastRaw(void* data, size_t bytes, int root) override { group_->Broadcast(data, bytes, root); }
+  std::vector<std::string> AllGatherRaw(const void* data, size_t bytes) override {
+    return group_->AllGather(data, bytes);
+  }
+
+  CollectiveGroup* group_;
+};
+
 }  // namespace orrery::train

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/src/runtime.h"
+#include "core/src/clock.h"
 #include "core/src/log.h"
 #include "orrery/orrery.h"
 #include "train/src/backend.h"
@@ -23,10 +24,6 @@ namespace {
 
 constexpr int kPollMs = 500;             // how long a worker holds a Poll open
 constexpr int kSetupTimeoutMs = 120000;  // worker start, Info and Start
-
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string DefaultStoragePath() {
   const char* home = std::getenv("HOME");
@@ -295,6 +292,10 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
   std::vector<ObjectRef<PollReplyMsg>> polls(world);
   std::vector<bool> polling(world, false);
   int64_t next_final = reports_;
+  // Reports some worker made that will never complete (the attempt is ending).
+  auto mark_incomplete = [&] {
+    for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i) incomplete->insert(i);
+  };
   while (true) {
     std::vector<ObjectRef<PollReplyMsg>> open;
     std::vector<size_t> open_rank;
@@ -319,7 +320,7 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
         try {
           reply = *Get(open[k]);
         } catch (const ActorDiedError& e) {
-          for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i) incomplete->insert(i);
+          mark_incomplete();
           return {Outcome::kWorkerFailed, who(r) + " died: " + e.what(), ""};
         }
         for (auto& rep : reply.reports) {
@@ -331,7 +332,7 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
         if (reply.done) {
           done[r] = true;
           if (reply.failed) {
-            for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i) incomplete->insert(i);
+            mark_incomplete();
             return {Outcome::kFatal,
                     "the train loop failed on " + who(r) + ": " + reply.error_type + ": " + reply.error_message,
                     "TrainingFailedError"};

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/src/clock.h"
 #include "orrery/orrery.h"
 #include "orrery/train/trainer.h"
 #include "train/src/checkpoint_manager.h"
@@ -35,10 +36,6 @@ std::string Demangle(const char* name) {
   std::string out = status == 0 && d ? d : name;
   std::free(d);
   return out;
-}
-
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // A TCP port free on `ip` right now (MASTER_PORT for c10d's store, say).
@@ -112,10 +109,10 @@ class ReportSink {
 
 namespace {
 
-class ContextImpl : public Context {
+class ContextImpl : public GroupCollectives {
  public:
   ContextImpl(const WorkerStartMsg& m, CollectiveGroup* group, ReportSink* sink)
-      : m_(m), group_(group), sink_(sink), next_report_(m.report_offset) {
+      : GroupCollectives(group), m_(m), sink_(sink), next_report_(m.report_offset) {
     mesh_.shape = m.mesh_shape;
     mesh_.axis_names = m.mesh_axis_names;
     int devices = 1;
@@ -154,17 +151,6 @@ class ContextImpl : public Context {
     return Checkpoint(m_.checkpoint_path);
   }
 
-  void Barrier() override { group_->Barrier(); }
-
- protected:
-  void AllReduceRaw(void* data, size_t count, int dtype, ReduceOp op) override {
-    group_->AllReduce(data, count, dtype, op);
-  }
-  void BroadcastRaw(void* data, size_t bytes, int root) override { group_->Broadcast(data, bytes, root); }
-  std::vector<std::string> AllGatherRaw(const void* data, size_t bytes) override {
-    return group_->AllGather(data, bytes);
-  }
-
  private:
   // Copies the checkpoint directory to <run path>/checkpoint_<index> (every worker that
   // passes one merges its files into the same directory).
@@ -184,7 +170,6 @@ class ContextImpl : public Context {
   }
 
   WorkerStartMsg m_;
-  CollectiveGroup* group_;
   ReportSink* sink_;
   int64_t next_report_;
   DeviceMesh mesh_;

@@ -97,9 +97,9 @@ inline std::string ErrorsText(const std::vector<std::exception_ptr>& errors) {
 }
 
 // A Context over one rank's group; what the collectives do not use is a stub.
-class GroupContext final : public Context {
+class GroupContext final : public GroupCollectives {
  public:
-  explicit GroupContext(CollectiveGroup* group) : group_(group) {}
+  explicit GroupContext(CollectiveGroup* group) : GroupCollectives(group) {}
 
   int WorldRank() const override { return group_->rank(); }
   int WorldSize() const override { return group_->size(); }
@@ -115,19 +115,8 @@ class GroupContext final : public Context {
   void Report(const Metrics&) override {}
   void Report(const Metrics&, const Checkpoint&) override {}
   std::optional<Checkpoint> GetCheckpoint() const override { return std::nullopt; }
-  void Barrier() override { group_->Barrier(); }
-
- protected:
-  void AllReduceRaw(void* data, size_t count, int dtype, ReduceOp op) override {
-    group_->AllReduce(data, count, dtype, op);
-  }
-  void BroadcastRaw(void* data, size_t bytes, int root) override { group_->Broadcast(data, bytes, root); }
-  std::vector<std::string> AllGatherRaw(const void* data, size_t bytes) override {
-    return group_->AllGather(data, bytes);
-  }
 
  private:
-  CollectiveGroup* group_;
   std::string device_ = "cpu";
   DeviceMesh mesh_;
   nlohmann::json config_;
