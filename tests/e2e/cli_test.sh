@@ -19,30 +19,16 @@
 # Usage: cli_test.sh <build dir>
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 <build dir>" >&2
-  exit 2
-fi
-build_dir=$(cd "$1" && pwd)
-orrery_bin="$build_dir/cli/orrery"
+# shellcheck source=tests/e2e/session_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
+e2e_args "$@"
 hello="$build_dir/examples/hello_actors"
-for f in "$orrery_bin" "$hello"; do
-  if [[ ! -x "$f" ]]; then
-    echo "FAIL: $f is not built" >&2
-    exit 1
-  fi
-done
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "FAIL: redis-server is not on PATH (orrery start --head starts one; scripts/setup.sh installs it)" >&2
-  exit 1
-fi
+require_built "$orrery_bin" "$hello"
+require_tools redis-server python3
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_cli.XXXXXX")
 sessions="$tmp/sessions"
 mkdir -p "$sessions"
-
-# shellcheck source=tests/e2e/session_lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 
 cleanup() {
   local rc=$?

@@ -20,12 +20,9 @@
 # Usage: dashboard_browser_test.sh <build dir>
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 <build dir>" >&2
-  exit 2
-fi
-build_dir=$(cd "$1" && pwd)
-orrery_bin="$build_dir/cli/orrery"
+# shellcheck source=tests/e2e/session_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
+e2e_args "$@"
 train_linear="$build_dir/examples/train_linear"
 
 browser=""
@@ -39,24 +36,13 @@ if [[ -z "$browser" ]]; then
   echo "SKIP: no chromium on PATH (scripts/setup.sh installs the chromium package)"
   exit 77
 fi
-for f in "$orrery_bin" "$train_linear"; do
-  if [[ ! -x "$f" ]]; then
-    echo "FAIL: $f is not built" >&2
-    exit 1
-  fi
-done
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "FAIL: redis-server is not on PATH (orrery start --head starts one; scripts/setup.sh installs it)" >&2
-  exit 1
-fi
+require_built "$orrery_bin" "$train_linear"
+require_tools redis-server python3
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_dashboard.XXXXXX")
 sessions="$tmp/sessions"
 pages="$tmp/pages"
 mkdir -p "$sessions" "$pages" "$tmp/chrome-profile"
-
-# shellcheck source=tests/e2e/session_lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 
 cleanup() {
   local rc=$?

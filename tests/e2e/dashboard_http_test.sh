@@ -13,28 +13,17 @@
 # Usage: dashboard_http_test.sh <build dir>
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 <build dir>" >&2
-  exit 2
-fi
-build_dir=$(cd "$1" && pwd)
-orrery_bin="$build_dir/cli/orrery"
-[[ -x "$orrery_bin" ]] || { echo "FAIL: $orrery_bin is not built" >&2; exit 1; }
-for tool in redis-server curl python3; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "FAIL: $tool is not on PATH (scripts/setup.sh installs it)" >&2; exit 1; }
-done
+# shellcheck source=tests/e2e/session_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
+e2e_args "$@"
+require_built "$orrery_bin"
+require_tools redis-server curl python3
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_dashboard.XXXXXX")
 sessions="$tmp/sessions"
 mkdir -p "$sessions"
 pids=()
 
-step() { printf '\n==> %s\n' "$*"; }
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-orrery() { ORRERY_TMPDIR="$sessions" "$orrery_bin" "$@"; }
 
 # Waits until `$2...` (a command) succeeds, for at most $1 seconds.
 wait_for() {
@@ -45,7 +34,6 @@ wait_for() {
     sleep 0.1
   done
 }
-alive() { kill -0 "$1" 2>/dev/null; }
 log_has() { grep -q "$2" "$1" 2>/dev/null; }
 
 cleanup() {

@@ -1,9 +1,42 @@
 # shellcheck shell=bash
-# Shared by the e2e tests that start clusters with `orrery start`. Source it after setting
-#   orrery_bin  the `orrery` command under test
+# Shared by the e2e tests that start clusters with the `orrery` command. Source it first;
+# e2e_args sets build_dir and orrery_bin from the test's arguments, and the functions that
+# touch sessions use
 #   sessions    this test's ORRERY_TMPDIR (a fresh directory)
 # It defines step/fail/check_failed, `orrery` (the command with this test's session root),
 # and stop_session, which stops everything the test started (for the test's EXIT trap).
+
+# Usage: e2e_args "$@" with the test's one argument, the build directory.
+e2e_args() {
+  if [[ $# -ne 1 ]]; then
+    echo "usage: $0 <build dir>" >&2
+    exit 2
+  fi
+  build_dir=$(cd "$1" && pwd)
+  orrery_bin="$build_dir/cli/orrery"
+}
+
+# Fails the test unless every argument is a built executable.
+require_built() {
+  local f
+  for f in "$@"; do
+    if [[ ! -x "$f" ]]; then
+      echo "FAIL: $f is not built" >&2
+      exit 1
+    fi
+  done
+}
+
+# Fails the test unless every argument is a command on PATH.
+require_tools() {
+  local tool
+  for tool in "$@"; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      echo "FAIL: $tool is not on PATH (scripts/setup.sh installs it)" >&2
+      exit 1
+    fi
+  done
+}
 
 step() { printf '\n==> %s\n' "$*"; }
 fail() {
@@ -21,8 +54,8 @@ check_failed() {
 # Runs the CLI (or a driver) with this test's session root. ORRERY_TMPDIR is set only in
 # these children, never in this shell, so a process whose environment holds it was started
 # by this test (the daemons, zygotes and workers inherit it).
+# shellcheck disable=SC2154  # sessions: set by the test that sources this file
 orrery() { ORRERY_TMPDIR="$sessions" "$orrery_bin" "$@"; }
-marker="ORRERY_TMPDIR=$sessions"
 
 # Pids recorded in this test's session files (Redis, head, node, dashboard).
 session_pids() {
@@ -43,7 +76,7 @@ alive() {
 
 # Processes whose environment holds this test's ORRERY_TMPDIR (excluding this shell).
 marked_pids() {
-  local d pid
+  local d pid marker="ORRERY_TMPDIR=$sessions"
   for d in /proc/[0-9]*; do
     pid=${d#/proc/}
     [[ "$pid" == "$$" || "$pid" == "$BASHPID" ]] && continue
