@@ -53,22 +53,6 @@ void KillHard(int pid) {
 
 std::string CliPath() { return ORRERY_CLI_PATH; }
 
-void FakeTpuV4Host(const std::string& root) {
-  for (int i = 0; i < 4; ++i) {
-    std::filesystem::create_directories(root + "/dev");
-    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
-    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
-    std::filesystem::create_directories(sys);
-    std::ofstream(sys + "/vendor") << "0x1ae0\n";
-  }
-}
-
-void FakeTwoGpuHost(const std::string& root) {
-  std::filesystem::create_directories(root + "/usr/bin");
-  std::ofstream(root + "/usr/bin/nvidia-smi")
-      << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
-  std::filesystem::permissions(root + "/usr/bin/nvidia-smi", std::filesystem::perms::owner_all);
-}
 
 namespace {
 bool LogHas(const std::string& log, const std::string& needle) {
@@ -125,6 +109,55 @@ int Cluster::AddNode(const std::string& resources_json, const std::string& label
   node_pids_.push_back(pid);
   if (!WaitFor([&] { return LogHas(log, " up at "); })) throw std::runtime_error("a node did not start; see " + log);
   return pid;
+}
+
+int Cluster::AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
+                            const std::string& labels, int cpus) {
+  std::filesystem::create_directories(sysroot);
+  setenv("ORRERY_SYSROOT", sysroot.c_str(), 1);
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  int pid = -1;
+  try {
+    pid = AddNode("", labels, cpus);
+  } catch (...) {
+    unsetenv("ORRERY_SYSROOT");
+    for (const auto& kv : env) unsetenv(kv.first.c_str());
+    throw;
+  }
+  unsetenv("ORRERY_SYSROOT");
+  for (const auto& kv : env) unsetenv(kv.first.c_str());
+  return pid;
+}
+
+int Cluster::AddTpuV4Node(const std::string& slice, int worker, const std::string& labels, int cpus) {
+  std::string root = dir_ + "/tpu_" + slice + "_" + std::to_string(worker);
+  for (int i = 0; i < 4; ++i) {
+    std::filesystem::create_directories(root + "/dev");
+    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
+    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
+    std::filesystem::create_directories(sys);
+    std::ofstream(sys + "/vendor") << "0x1ae0\n";
+  }
+  return AddNodeWithEnv(root,
+                        {{"TPU_ACCELERATOR_TYPE", "v4-16"},
+                         {"TPU_TOPOLOGY", "2x2x2"},
+                         {"TPU_WORKER_ID", std::to_string(worker)},
+                         {"TPU_NAME", slice},
+                         {"TPU_WORKER_HOSTNAMES", slice + "-0," + slice + "-1"}},
+                        labels, cpus);
+}
+
+int Cluster::AddTwoGpuNode(const std::string& labels, int cpus) {
+  std::string root = dir_ + "/gpu_host" + std::to_string(node_pids_.size());
+  std::filesystem::create_directories(root + "/usr/bin");
+  std::ofstream(root + "/usr/bin/nvidia-smi")
+      << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
+  std::filesystem::permissions(root + "/usr/bin/nvidia-smi", std::filesystem::perms::owner_all);
+  return AddNodeWithEnv(root, {}, labels, cpus);
+}
+
+int Cluster::AddCpuNode(const std::string& labels, int cpus) {
+  return AddNodeWithEnv(dir_ + "/cpu_host" + std::to_string(node_pids_.size()), {}, labels, cpus);
 }
 
 }  // namespace orrery_cluster

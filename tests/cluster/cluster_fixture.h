@@ -30,11 +30,6 @@ int Spawn(const std::vector<std::string>& argv, const std::string& log);
 void KillHard(int pid);
 std::string CliPath();
 
-// Simulated accelerator hosts for ORRERY_SYSROOT: four Google TPU chips (/dev/accel*, vendor
-// 0x1ae0), and two A100 GPUs (an nvidia-smi that lists them).
-void FakeTpuV4Host(const std::string& root);
-void FakeTwoGpuHost(const std::string& root);
-
 class Cluster {
  public:
   Cluster();
@@ -44,11 +39,22 @@ class Cluster {
   void KillHead() { KillHard(head_pid_); head_pid_ = -1; }
   // Returns the node daemon's pid.
   int AddNode(const std::string& extra_flags_json_resources, const std::string& labels, int cpus);
+  // Simulated hosts (a node whose ORRERY_SYSROOT is a fake host under dir()), each returning
+  // the node's pid: worker `worker` of a v4-16 slice (2x2x2, two hosts) named `slice`, with
+  // four Google TPU chips; a host with two A100 GPUs; and a host with no accelerator (so the
+  // real machine's devices are not detected).
+  int AddTpuV4Node(const std::string& slice, int worker, const std::string& labels, int cpus);
+  int AddTwoGpuNode(const std::string& labels, int cpus);
+  int AddCpuNode(const std::string& labels, int cpus);
   const std::string& head_address() const { return head_address_; }
   const std::string& dir() const { return dir_; }
   const std::string& redis_address() const { return redis_address_; }
 
  private:
+  // AddNode with ORRERY_SYSROOT (and `env`) set for the node only.
+  int AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
+                     const std::string& labels, int cpus);
+
   std::string dir_;
   std::string redis_address_;
   std::string head_address_;

@@ -42,22 +42,8 @@ class TpuClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     cluster_.StartHead(0.2, 3);
-    for (int worker = 0; worker < 2; ++worker) {
-      std::string root = cluster_.dir() + "/tpu_host" + std::to_string(worker);
-      orrery_cluster::FakeTpuV4Host(root);
-      setenv("ORRERY_SYSROOT", root.c_str(), 1);
-      setenv("TPU_ACCELERATOR_TYPE", "v4-16", 1);
-      setenv("TPU_TOPOLOGY", "2x2x2", 1);
-      setenv("TPU_WORKER_ID", std::to_string(worker).c_str(), 1);
-      setenv("TPU_NAME", "slice-a", 1);
-      setenv("TPU_WORKER_HOSTNAMES", "tpu-host-0,tpu-host-1", 1);
-      cluster_.AddNode("", "host=tpu" + std::to_string(worker), 2);
-    }
-    for (const char* v : {"TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY", "TPU_WORKER_ID", "TPU_NAME", "TPU_WORKER_HOSTNAMES"}) unsetenv(v);
-    std::filesystem::create_directories(cluster_.dir() + "/cpu_host");
-    setenv("ORRERY_SYSROOT", (cluster_.dir() + "/cpu_host").c_str(), 1);
-    cluster_.AddNode("", "host=cpu", 2);
-    unsetenv("ORRERY_SYSROOT");
+    for (int worker = 0; worker < 2; ++worker) cluster_.AddTpuV4Node("slice-a", worker, "host=tpu" + std::to_string(worker), 2);
+    cluster_.AddCpuNode("host=cpu", 2);
     orrery::Config c;
     c.address = cluster_.head_address();
     c.infeasible_timeout_s = 1;
@@ -178,11 +164,7 @@ ORRERY_REMOTE(Gpu::Create, &Gpu::Visible);
 TEST(GpuClusterTest, EachGpuWorkerSeesItsOwnDevice) {
   orrery_cluster::Cluster cluster;
   cluster.StartHead(0.2, 3);
-  std::string root = cluster.dir() + "/gpu_host";
-  orrery_cluster::FakeTwoGpuHost(root);
-  setenv("ORRERY_SYSROOT", root.c_str(), 1);
-  cluster.AddNode("", "host=gpu", 2);
-  unsetenv("ORRERY_SYSROOT");
+  cluster.AddTwoGpuNode("host=gpu", 2);
   orrery::Config c;
   c.address = cluster.head_address();
   orrery::Init(c);

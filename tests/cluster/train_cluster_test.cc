@@ -201,24 +201,10 @@ class TrainClusterTest : public ::testing::Test {
     cluster_->StartHead(0.2, 3);
     for (const char* slice : {"slice-a", "slice-b"}) {
       for (int worker = 0; worker < 2; ++worker) {
-        std::string host = std::string("tpu-") + slice[6] + std::to_string(worker);
-        std::string root = cluster_->dir() + "/" + host;
-        orrery_cluster::FakeTpuV4Host(root);
-        setenv("ORRERY_SYSROOT", root.c_str(), 1);
-        setenv("TPU_ACCELERATOR_TYPE", "v4-16", 1);
-        setenv("TPU_TOPOLOGY", "2x2x2", 1);
-        setenv("TPU_WORKER_ID", std::to_string(worker).c_str(), 1);
-        setenv("TPU_NAME", slice, 1);
-        setenv("TPU_WORKER_HOSTNAMES", (std::string(slice) + "-0," + slice + "-1").c_str(), 1);
-        cluster_->AddNode("", "host=" + host, 1);
+        cluster_->AddTpuV4Node(slice, worker, std::string("host=tpu-") + slice[6] + std::to_string(worker), 1);
       }
     }
-    for (const char* v : {"TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY", "TPU_WORKER_ID", "TPU_NAME", "TPU_WORKER_HOSTNAMES"})
-      unsetenv(v);
-    fs::create_directories(cluster_->dir() + "/cpu_host");
-    setenv("ORRERY_SYSROOT", (cluster_->dir() + "/cpu_host").c_str(), 1);
-    cluster_->AddNode("", "host=cpu", 4);
-    unsetenv("ORRERY_SYSROOT");
+    cluster_->AddCpuNode("host=cpu", 4);
     orrery::Config c;
     c.address = cluster_->head_address();
     c.infeasible_timeout_s = 1;
@@ -419,11 +405,7 @@ TEST_F(TrainClusterTest, ASliceTypeNoHostOffersIsAcceleratorNotAvailableAtOnce) 
 TEST(TrainGpuClusterTest, TwoGpuWorkersGetTheNcclEnvironmentAndOneDeviceEach) {
   orrery_cluster::Cluster cluster;
   cluster.StartHead(0.2, 3);
-  std::string root = cluster.dir() + "/gpu_host";
-  orrery_cluster::FakeTwoGpuHost(root);
-  setenv("ORRERY_SYSROOT", root.c_str(), 1);
-  cluster.AddNode("", "host=gpu", 2);
-  unsetenv("ORRERY_SYSROOT");
+  cluster.AddTwoGpuNode("host=gpu", 2);
   orrery::Config c;
   c.address = cluster.head_address();
   orrery::Init(c);
