@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "orrery/train/train.h"
+#include "tests/integration/train_loop_checks.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/cluster/redis_client.h"
 
@@ -38,18 +39,9 @@ using orrery_cluster::Redis;
 
 // ------------------------------------------------------------------ loop helpers
 
-[[noreturn]] void Fail(const train::Context& ctx, const std::string& what) {
-  throw std::runtime_error("rank " + std::to_string(ctx.WorldRank()) + ": " + what);
-}
-
-void Expect(const train::Context& ctx, bool ok, const std::string& what) {
-  if (!ok) Fail(ctx, what);
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "<unset>";
-}
+using orrery_test::Env;
+using orrery_test::Expect;
+using orrery_test::Fail;
 
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "orrery/train/train.h"
+#include "tests/integration/train_loop_checks.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -37,18 +38,9 @@ using orrery_test::WaitFor;
 
 // ------------------------------------------------------------------ loop helpers
 
-[[noreturn]] void Fail(const train::Context& ctx, const std::string& what) {
-  throw std::runtime_error("rank " + std::to_string(ctx.WorldRank()) + ": " + what);
-}
-
-void Expect(const train::Context& ctx, bool ok, const std::string& what) {
-  if (!ok) Fail(ctx, what);
-}
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "<unset>";
-}
+using orrery_test::Env;
+using orrery_test::Expect;
+using orrery_test::Fail;
 
 int64_t EnvInt(const train::Context& ctx, const char* name) {
   std::string v = Env(name);
