@@ -31,7 +31,8 @@ double Now() { return MonotonicSeconds(); }
 uint64_t RequestIdOf(const transport::Envelope& env) {
   try {
     auto meta = env.meta();
-    msgpack::object_handle oh = msgpack::unpack(meta.data(), meta.size());
+    msgpack::object_handle oh =
+        internal::UnpackUntrusted(meta.data(), meta.size(), internal::kControlUnpackLimits);
     const msgpack::object& o = oh.get();
     if (o.type == msgpack::type::ARRAY && o.via.array.size > 0) return o.via.array.ptr[0].as<uint64_t>();
   } catch (const std::exception&) {
@@ -141,9 +142,11 @@ void Runtime::OnCallReply(transport::Envelope& env) {
   ObjectId id(UniqueId::FromBinary(r.object_id));
   LOG_DEBUG("reply " + r.function + " " + id.Hex().substr(0, 8) + (r.ok ? " ok" : " error"));
   if (!r.actor_id.empty()) {
-    auto a = ActorFor(ActorId(UniqueId::FromBinary(r.actor_id)), false);
-    std::lock_guard<std::mutex> lock(a->mu);
-    a->inflight.erase(r.seq);
+    // A reply naming an actor this process never called changes nothing (and adds no entry).
+    if (auto a = FindActor(ActorId(UniqueId::FromBinary(r.actor_id)))) {
+      std::lock_guard<std::mutex> lock(a->mu);
+      a->inflight.erase(r.seq);
+    }
   } else if (!r.lease_id.empty()) {
     std::lock_guard<std::mutex> lock(tasks_mu_);
     auto it = leases_.find(r.lease_id);
@@ -240,9 +243,17 @@ void Runtime::RegisterJob() {
   job_registered_ = true;
 }
 
-void Runtime::EndJob() {
+void Runtime::EndJob(int timeout_ms) {
   if (!job_registered_.exchange(false)) return;
-  transport::Send(head_address_, MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, false));
+  // Acknowledged, so that the head has freed the job's actors, names and leases before this
+  // process exits (a message still queued at exit is lost). A head that does not answer
+  // costs timeout_ms; it then ends the job when the heartbeats stop.
+  try {
+    Rpc<proto::AckMsg>(MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, false), MsgType::kAck,
+                       timeout_ms);
+  } catch (const Error& e) {
+    LOG_WARN(std::string("the head did not acknowledge the end of the job: ") + e.what());
+  }
 }
 
 void Runtime::Tick() {
@@ -366,6 +377,12 @@ void Runtime::FailCall(const PendingCall& call, const ObjectError& error) {
 }
 
 // ------------------------------------------------------------------ actors
+
+std::shared_ptr<Runtime::ActorState> Runtime::FindActor(const ActorId& id) {
+  std::lock_guard<std::mutex> lock(actors_mu_);
+  auto it = actors_.find(id);
+  return it == actors_.end() ? nullptr : it->second;
+}
 
 std::shared_ptr<Runtime::ActorState> Runtime::ActorFor(const ActorId& id, bool subscribe) {
   std::shared_ptr<ActorState> a;
@@ -515,14 +532,20 @@ void Runtime::DispatchActor(const ActorId& id, ActorState& a) {
     m.actor_id = id.Binary();
     m.seq = call->seq;
     m.function = call->function;
+    Status sent = transport::TrySend(a.address, MsgType::kCall, m, &call->args);
+    if (!sent.ok()) {
+      FailCall(*call, ObjectError{"Error", "", "the call to " + call->function + " was not sent: " + sent.message(),
+                                  call->function, ""});
+      continue;
+    }
     a.inflight[call->seq] = call;
-    transport::Send(a.address, MsgType::kCall, m, &call->args);
   }
 }
 
 void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
   ActorId id(UniqueId::FromBinary(u.actor_id));
-  auto a = ActorFor(id, false);
+  auto a = FindActor(id);
+  if (!a) return;  // not an actor this process created or called: nothing to update
   std::lock_guard<std::mutex> lock(a->mu);
   if (a->state == proto::ActorState::kDead) return;
   if (u.incarnation < a->incarnation) return;
@@ -660,9 +683,14 @@ void Runtime::PumpTasks(const std::string& key) {
       m.reply_to = address();
       m.function = call->function;
       m.lease_id = l.id;
-      l.inflight[call->return_id] = call;
       LOG_DEBUG("task " + call->function + " " + call->return_id.Hex().substr(0, 8) + " -> " + l.worker_address);
-      transport::Send(l.worker_address, MsgType::kCall, m, &call->args);
+      Status sent = transport::TrySend(l.worker_address, MsgType::kCall, m, &call->args);
+      if (!sent.ok()) {
+        FailCall(*call, ObjectError{"Error", "", "the task " + call->function + " was not sent: " + sent.message(),
+                                    call->function, ""});
+        continue;
+      }
+      l.inflight[call->return_id] = call;
     }
   }
   if (k.queue.empty()) return;
@@ -773,9 +801,10 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(rpc_mu_);
   bool done = false;
+  Status sent = Status::Ok();
   while (!done && std::chrono::steady_clock::now() < deadline) {
     lock.unlock();
-    transport::Send(head_address_, type, meta, has_payload ? &payload : nullptr);
+    sent = transport::TrySend(head_address_, type, meta, has_payload ? &payload : nullptr);
     lock.lock();
     auto wake = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(kRpcResendMs));
     done = rpc_cv_.wait_until(lock, wake, [&] { return rpc_replies_[id] != nullptr; });
@@ -785,7 +814,8 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
   lock.unlock();
   if (!done) {
     throw ConnectionError(std::string("the head at ") + head_address_ + " did not answer " + proto::TypeName(type) +
-                          " within " + std::to_string(timeout_ms / 1000) + " s");
+                          " within " + std::to_string(timeout_ms / 1000.0) + " s" +
+                          (sent.ok() ? std::string() : " (" + sent.message() + ")"));
   }
   Reply reply;
   if (env->type != reply_type) {

@@ -70,9 +70,10 @@ class Runtime {
   // Kills the non-detached actors this process created.
   void KillOwnedActors();
   // Drivers: registers the job with the head (and heartbeats it from the tick); Shutdown
-  // ends it.
+  // ends it, waiting up to timeout_ms for the head to acknowledge (docs/protocol.md "Ending
+  // a job").
   void RegisterJob();
-  void EndJob();
+  void EndJob(int timeout_ms = 1000);
   // Asks the head to keep a driver-written record (and a stream entry) in the state store
   // (proto::RecordMsg). Unavailable when the head did not answer within timeout_ms.
   Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
@@ -122,6 +123,8 @@ class Runtime {
   static std::string PackArgs(const std::vector<internal::ArgSlot>& slots);
 
   std::shared_ptr<ActorState> ActorFor(const ActorId& id, bool subscribe);
+  // Null for an actor this process has no state for (messages from peers never add one).
+  std::shared_ptr<ActorState> FindActor(const ActorId& id);
   void DispatchActor(const ActorId& id, ActorState& a);  // a.mu held
   void FailCall(const PendingCall& call, const ObjectError& error);
 
@@ -147,7 +150,9 @@ class Runtime {
   transport::Inbox inbox_;
   ObjectStore store_;
   std::function<bool(transport::Envelope&)> extra_;
-  std::atomic<uint64_t> next_request_{1};
+  // Request ids start at a random point per process, so that a reply meant for an earlier
+  // process on the same address never matches a request of this one.
+  std::atomic<uint64_t> next_request_{proto::RequestIdBase()};
   std::atomic<bool> job_registered_{false};
   double last_job_heartbeat_ = 0;
 

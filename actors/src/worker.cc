@@ -124,7 +124,7 @@ class WorkerServer {
       reply.message = "actor factory '" + spec.factory + "' is not registered in this executable";
     } else {
       try {
-        msgpack::object_handle oh = msgpack::unpack(spec.args.data(), spec.args.size());
+        msgpack::object_handle oh = internal::UnpackUntrusted(spec.args.data(), spec.args.size(), internal::kValueUnpackLimits);
         void* instance = nullptr;
         e->invoke(nullptr, oh.get(), &instance);
         instance_ = instance;
@@ -218,7 +218,7 @@ class WorkerServer {
       return;
     }
     try {
-      msgpack::object_handle oh = msgpack::unpack(args.data(), args.size());
+      msgpack::object_handle oh = internal::UnpackUntrusted(args.data(), args.size(), internal::kValueUnpackLimits);
       std::string result = e->invoke(instance_, oh.get(), nullptr);
       Reply(call, true, "", "", "", &result);
     } catch (const internal::ConvertError& ex) {

@@ -89,7 +89,7 @@ void ZygoteMain(int fd, WorkerEntry entry) {
       if (n <= 0) break;  // the node is gone
       SpawnRequest req;
       try {
-        msgpack::object_handle oh = msgpack::unpack(buf.data(), size_t(n));
+        msgpack::object_handle oh = internal::UnpackUntrusted(buf.data(), size_t(n), internal::kControlUnpackLimits);
         oh.get().convert(req);
       } catch (const std::exception& e) {
         SendEvent(fd, Event{kSpawned, 0, -1, std::string("bad spawn request: ") + e.what()});
@@ -169,7 +169,7 @@ void ZygoteClient::OnReadable(const std::function<void(uint64_t, int)>& spawned,
     if (n <= 0) return;
     Event e;
     try {
-      msgpack::object_handle oh = msgpack::unpack(buf, size_t(n));
+      msgpack::object_handle oh = internal::UnpackUntrusted(buf, size_t(n), internal::kControlUnpackLimits);
       oh.get().convert(e);
     } catch (const std::exception&) {
       continue;

@@ -1,6 +1,29 @@
 #include "core/src/protocol.h"
 
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include <unistd.h>
+
 namespace orrery::proto {
+
+uint64_t RequestIdBase() {
+  // Per process: a forked child (a worker from its zygote) draws its own.
+  static std::atomic<pid_t> drawn_for{0};
+  static std::atomic<uint64_t> base{0};
+  pid_t pid = getpid();
+  if (drawn_for.load() != pid) {
+    std::random_device rd;
+    uint64_t r = (uint64_t(rd()) << 32) ^ rd();
+    // Mixed with the pid and the time in case random_device is a deterministic fallback.
+    r ^= uint64_t(pid) * 0x9e3779b97f4a7c15ull;
+    r ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0xbf58476d1ce4e5b9ull;
+    base.store((r >> 2) | 1);
+    drawn_for.store(pid);
+  }
+  return base.load();
+}
 
 bool IsKnownType(uint8_t t) {
   switch (MsgType(t)) {

@@ -76,6 +76,11 @@ enum class MsgType : uint8_t {
 };
 
 bool IsKnownType(uint8_t type);
+
+// Where this process's request ids start: random per process (never 0, with room for 2^62
+// requests before wrapping), so that request ids are unique across processes and a stale
+// reply addressed to an earlier process on the same address matches nothing here.
+uint64_t RequestIdBase();
 const char* TypeName(MsgType type);
 
 // A decoded frame 0: the type and the meta bytes (a view into the frame).
@@ -101,11 +106,13 @@ std::string EncodeFrame(MsgType type, const Meta& meta) {
   return out;
 }
 
-// Unpacks meta bytes into T. Never throws: a wrong shape or type is InvalidArgument.
+// Unpacks meta bytes into T within internal::kControlUnpackLimits. Never throws: a wrong
+// shape or type, or a limit reached, is InvalidArgument.
 template <typename T>
 Status DecodeMeta(std::string_view meta, T* out) {
   try {
-    msgpack::object_handle oh = msgpack::unpack(meta.data(), meta.size());
+    msgpack::object_handle oh =
+        internal::UnpackUntrusted(meta.data(), meta.size(), internal::kControlUnpackLimits);
     oh.get().convert(*out);
     return Status::Ok();
   } catch (const std::exception& e) {

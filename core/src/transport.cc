@@ -5,118 +5,21 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <unordered_map>
-
 #include "core/src/log.h"
+#include "core/src/rate_limit.h"
 
 namespace orrery::transport {
-
-zmq::context_t& Context() {
-  static zmq::context_t* ctx = [] {
-    auto* c = new zmq::context_t(1);
-    c->set(zmq::ctxopt::max_sockets, 65536);
-    return c;
-  }();
-  return *ctx;
-}
-
-// ---------------------------------------------------------------- sending
-
-namespace {
-
-// Peers known to be gone; threads purge their sockets to them lazily.
-std::mutex g_gone_mu;
-std::vector<std::string> g_gone;
-std::atomic<uint64_t> g_gone_generation{0};
-
-struct ThreadSockets {
-  std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> sockets;
-  uint64_t gone_seen = 0;
-  ~ThreadSockets() {
-    for (auto& [addr, s] : sockets) s->close();
-  }
-};
-
-ThreadSockets& Sockets() {
-  thread_local ThreadSockets sockets;
-  return sockets;
-}
-
-constexpr size_t kMaxGone = 4096;
-
-void PurgeGone(ThreadSockets& ts) {
-  uint64_t gen = g_gone_generation.load(std::memory_order_acquire);
-  if (gen == ts.gone_seen) return;
-  std::lock_guard<std::mutex> lock(g_gone_mu);
-  for (const auto& addr : g_gone) {
-    auto it = ts.sockets.find(addr);
-    if (it != ts.sockets.end()) {
-      it->second->set(zmq::sockopt::linger, 0);
-      it->second->close();
-      ts.sockets.erase(it);
-    }
-  }
-  ts.gone_seen = gen;
-}
-
-zmq::socket_t& SocketFor(const std::string& address) {
-  ThreadSockets& ts = Sockets();
-  PurgeGone(ts);
-  auto& map = ts.sockets;
-  auto it = map.find(address);
-  if (it != map.end()) return *it->second;
-  auto s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
-  s->set(zmq::sockopt::sndhwm, 0);
-  s->set(zmq::sockopt::linger, 2000);
-  s->set(zmq::sockopt::reconnect_ivl, 100);
-  s->set(zmq::sockopt::reconnect_ivl_max, 5000);  // back off from peers that are gone
-  s->connect(address);
-  auto& ref = *s;
-  map.emplace(address, std::move(s));
-  return ref;
-}
-
-void FreeString(void*, void* hint) { delete static_cast<std::string*>(hint); }
-
-zmq::message_t MessageFrom(const std::string& s) {
-  if (s.size() < 64 * 1024) return zmq::message_t(s.data(), s.size());
-  // Large payloads: one copy into a heap string owned by ZeroMQ until sent.
-  auto* copy = new std::string(s);
-  return zmq::message_t(copy->data(), copy->size(), FreeString, copy);
-}
-
-}  // namespace
-
-void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload) {
-  zmq::socket_t& s = SocketFor(address);
-  zmq::message_t f0(frame0.data(), frame0.size());
-  if (payload) {
-    s.send(f0, zmq::send_flags::sndmore);
-    s.send(MessageFrom(*payload), zmq::send_flags::none);
-  } else {
-    s.send(f0, zmq::send_flags::none);
-  }
-}
-
-void CloseThreadSockets() {
-  auto& map = Sockets().sockets;
-  for (auto& [addr, s] : map) s->close();
-  map.clear();
-}
-
-void MarkPeerGone(const std::string& address) {
-  if (address.empty()) return;
-  {
-    std::lock_guard<std::mutex> lock(g_gone_mu);
-    g_gone.push_back(address);
-    if (g_gone.size() > kMaxGone) g_gone.erase(g_gone.begin(), g_gone.begin() + kMaxGone / 2);
-  }
-  g_gone_generation.fetch_add(1, std::memory_order_release);
-}
 
 // ---------------------------------------------------------------- Inbox
 
 namespace {
+// Bounds on a ROUTER's queues: past rcvhwm ZeroMQ stops reading from that peer's connection
+// (TCP pushes back), past sndhwm it drops the error reply.
+constexpr int kRouterRcvHwm = 100000;
+constexpr int kRouterSndHwm = 1000;
+
+RateLimitedLog g_loop_error_log;
+
 // The inbox loop this thread runs, and which generation of it.
 struct LoopOwner {
   const Inbox* inbox = nullptr;
@@ -150,8 +53,8 @@ Inbox::~Inbox() {
 Status Inbox::Bind(const std::string& host, int port, const std::string& advertise_host) {
   try {
     router_ = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::router);
-    router_->set(zmq::sockopt::rcvhwm, 0);
-    router_->set(zmq::sockopt::sndhwm, 0);
+    router_->set(zmq::sockopt::rcvhwm, kRouterRcvHwm);
+    router_->set(zmq::sockopt::sndhwm, kRouterSndHwm);
     router_->set(zmq::sockopt::linger, 0);
     router_->set(zmq::sockopt::maxmsgsize, int64_t(max_message_bytes_));
     router_->bind("tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*")));
@@ -252,6 +155,25 @@ void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
     // Handlers report errors themselves; an exception here is a bug or bad input that got
     // through decoding. Keep serving.
     ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": " + e.what());
+  } catch (...) {
+    ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": unknown exception");
+  }
+}
+
+void Inbox::Guarded(const char* what, const std::function<void()>& fn) {
+  std::string error;
+  try {
+    fn();
+    return;
+  } catch (const std::exception& e) {
+    error = e.what();
+  } catch (...) {
+    error = "unknown exception";
+  }
+  uint64_t suppressed = 0;
+  if (g_loop_error_log.ShouldLog(&suppressed)) {
+    LOG_ERROR(std::string("the inbox at ") + address_ + " caught an exception from " + what + ": " + error +
+              RateLimitedLog::More(suppressed) + "; it goes on serving");
   }
 }
 
@@ -291,11 +213,11 @@ void Inbox::RunLoop(uint64_t generation) {
         std::lock_guard<std::mutex> lock(posted_mu_);
         posted.swap(posted_);
       }
-      for (auto& fn : posted) fn();
+      for (auto& fn : posted) Guarded("a posted function", fn);
       if (generation_.load() != generation) return;
     }
     for (size_t i = 0; i + 2 < items.size(); ++i)
-      if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) fds_[i].second();
+      if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) Guarded("an fd callback", fds_[i].second);
     // Drain the router (bounded, so ticks and posted work are not starved).
     for (int n = 0; n < 1024; ++n) {
       frames.clear();
@@ -304,8 +226,9 @@ void Inbox::RunLoop(uint64_t generation) {
       HandleRaw(frames);
       if (generation_.load() != generation) return;  // handed off: the socket is not ours
     }
+    SweepThreadSockets();
     if (tick_ && std::chrono::steady_clock::now() >= next_tick) {
-      tick_();
+      Guarded("the tick", tick_);
       next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
     }
   }

@@ -6,9 +6,16 @@
 // (one per destination, created on first use), so senders never contend on a lock and no
 // thread hand-off sits on the call path. Replies are just messages sent to the caller's
 // inbox address, which every request carries.
+//
+// Everything a peer can make this process hold is bounded (SendLimits): a thread keeps at
+// most max_sockets_per_thread sockets and closes those idle for idle_close_s, and the bytes
+// queued for peers that do not read them are capped per peer and in total. A send that
+// would pass a bound is dropped, never blocks: TrySend says so to a caller that can report
+// it, Send logs it (rate-limited).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -70,7 +77,9 @@ class Inbox {
   void SetTickPeriod(int period_ms);
 
   // Starts the inbox thread. `handler` runs on it for every well-formed message; malformed
-  // ones are answered with a kError and logged, and the inbox keeps serving.
+  // ones are answered with a kError and logged, and the inbox keeps serving. An exception
+  // from the handler, the tick, a posted function or an fd callback is caught and logged
+  // (rate-limited); the loop goes on.
   void Start(Handler handler, const std::string& thread_name = "orrery-inbox");
   // Runs `fn` on the inbox thread soon (thread-safe).
   void Post(std::function<void()> fn);
@@ -89,6 +98,8 @@ class Inbox {
   void RunLoop(uint64_t generation);
   void Wake();
   void HandleRaw(std::vector<zmq::message_t>& frames);
+  // Runs `fn` (`what` names it in the log), catching whatever it throws.
+  void Guarded(const char* what, const std::function<void()>& fn);
   void ReplyError(const std::string& identity, const std::string& message);
 
   std::unique_ptr<zmq::socket_t> router_;
@@ -108,7 +119,31 @@ class Inbox {
   std::vector<std::function<void()>> posted_;
 };
 
-// Sends frame0 (+ payload) to the inbox at `address` from the calling thread.
+// Bounds on the sending side of this process (docs/protocol.md "Limits").
+struct SendLimits {
+  int hwm_messages = 1 << 20;         // ZeroMQ high-water mark of each sending socket
+  int64_t peer_bytes = 64ll << 20;    // queued, unsent bytes to one peer
+  int64_t total_bytes = 512ll << 20;  // queued, unsent bytes to all peers together
+  size_t max_sockets_per_thread = 256;
+  double idle_close_s = 10;           // a socket unused this long is closed
+};
+// Applies to sockets opened afterwards (the byte caps: to every later send).
+void SetSendLimits(const SendLimits& limits);
+SendLimits GetSendLimits();
+
+// Bytes queued and not yet handed to the kernel, over all peers (with a fixed per-frame
+// overhead, so that many small messages count too).
+int64_t QueuedBytes();
+// The number of sending sockets the calling thread holds.
+size_t ThreadSocketCount();
+
+// Sends frame0 (+ payload) to the inbox at `address` from the calling thread, without
+// blocking. Unavailable, with the message dropped, when the queue to that peer or all
+// queues together are full: a message is queued when it fits under the caps, or when it is
+// the only one queued (so that one large value always goes).
+[[nodiscard]] Status TrySendFrames(const std::string& address, const std::string& frame0,
+                                   const std::string* payload);
+// TrySendFrames for fire-and-forget messages: a drop is logged (rate-limited).
 void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload);
 
 template <typename Meta>
@@ -117,8 +152,18 @@ void Send(const std::string& address, proto::MsgType type, const Meta& meta,
   SendFrames(address, proto::EncodeFrame(type, meta), payload);
 }
 
+template <typename Meta>
+[[nodiscard]] Status TrySend(const std::string& address, proto::MsgType type, const Meta& meta,
+                             const std::string* payload = nullptr) {
+  return TrySendFrames(address, proto::EncodeFrame(type, meta), payload);
+}
+
 // Closes the calling thread's sending sockets (they close at thread exit anyway).
 void CloseThreadSockets();
+// Closes the calling thread's sockets that have been idle for SendLimits::idle_close_s.
+// Every send does this too; inbox loops call it on every pass so that a thread that stops
+// sending lets its sockets go.
+void SweepThreadSockets();
 // The peer at `address` is gone for good: every thread closes its socket to it on its next
 // send, so ZeroMQ stops reconnecting to it.
 void MarkPeerGone(const std::string& address);

@@ -243,8 +243,9 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
   proto::JobMsg m;
   DECODE_OR_THROW(env, m);
   auto it = jobs_.find(m.job_id);
-  if (!m.alive) {
+  if (!m.alive) {  // the driver's goodbye: acknowledged once the job's resources are free
     if (it != jobs_.end() && it->second.alive) JobDied(m.job_id, "the driver shut down");
+    ReplyAck(m.reply_to, m.request_id, true, "", "");
     return;
   }
   if (it != jobs_.end()) {  // a heartbeat, or a resent registration
@@ -351,6 +352,12 @@ void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
     if (a.spec.job_id != job_id || a.spec.options.lifetime == kDetachedLifetime) continue;
     if (a.state == proto::ActorState::kDead) continue;
     a.kill_requested = true;
+    if (!a.spec.options.name.empty()) {
+      // The name is free at once: the next run of the same program may take it before the
+      // node has reported this actor's worker gone.
+      auto named = named_.find({a.spec.options.namespace_, a.spec.options.name});
+      if (named != named_.end() && named->second == a.spec.actor_id) named_.erase(named);
+    }
     if (a.node >= 0) {
       transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
                       proto::KillWorkerMsg{a.spec.actor_id, "", "its owner (job " + Hex(job_id) + ") is gone"});

@@ -7,10 +7,32 @@
 #endif
 #include <msgpack.hpp>
 
+#include <cstddef>
 #include <string>
 #include <utility>
 
 namespace orrery::internal {
+
+// What one unpack of bytes from a peer, Redis or a file may build (docs/protocol.md
+// "Limits"). msgpack-c allocates a container's elements when it reads the container's
+// header, before the elements arrive, and builds a 24-byte object per encoded value, so
+// without limits a 5-byte header asks for 64 GiB and a 64 MiB array of nils for 1.5 GiB.
+struct UnpackLimits {
+  size_t max_depth;      // nesting of arrays and maps
+  size_t max_container;  // elements of one array, pairs of one map
+  size_t max_objects;    // values in the whole message; 0: at most one per input byte
+};
+
+// Control messages (the meta of a frame, the zygote's requests): small structs.
+inline constexpr UnpackLimits kControlUnpackLimits{32, 1u << 16, 1u << 20};
+// Call arguments and results: user values, as large as the message that carries them.
+inline constexpr UnpackLimits kValueUnpackLimits{256, 0xffffffffu, 0};
+
+// Unpacks one msgpack value from untrusted bytes within `limits`. On top of `limits`, no
+// container may claim more elements than there are bytes left (each element takes at
+// least one). Throws (a std::exception) on malformed input or a limit reached; the caller
+// turns that into its own error.
+msgpack::object_handle UnpackUntrusted(const char* data, size_t size, const UnpackLimits& limits);
 
 // A msgpack write target that appends to a std::string.
 struct StringWriter {
@@ -45,7 +67,7 @@ class ConvertError : public std::exception {
 template <typename T>
 T Unpack(const std::string& bytes, const char* what) {
   try {
-    msgpack::object_handle oh = msgpack::unpack(bytes.data(), bytes.size());
+    msgpack::object_handle oh = UnpackUntrusted(bytes.data(), bytes.size(), kValueUnpackLimits);
     return oh.get().as<T>();
   } catch (const ConvertError&) {
     throw;

@@ -1,0 +1,250 @@
+// The sending side of the transport (transport.h): per-thread DEALER sockets, bounded in
+// number, in idle time and in the bytes they queue.
+#include <list>
+#include <unordered_map>
+
+#include "core/src/clock.h"
+#include "core/src/log.h"
+#include "core/src/rate_limit.h"
+#include "core/src/transport.h"
+
+namespace orrery::transport {
+
+zmq::context_t& Context() {
+  static zmq::context_t* ctx = [] {
+    auto* c = new zmq::context_t(1);
+    c->set(zmq::ctxopt::max_sockets, 65536);
+    return c;
+  }();
+  return *ctx;
+}
+
+namespace {
+
+// A frame's bytes plus what ZeroMQ and this file keep per frame: counted so that a flood of
+// small messages is bounded like a few large ones.
+constexpr int64_t kFrameOverhead = 256;
+// How long a closed socket may still try to deliver what it queued.
+constexpr int kLingerMs = 2000;
+
+std::mutex g_limits_mu;
+SendLimits g_limits;
+std::atomic<uint64_t> g_limits_generation{1};
+std::atomic<int64_t> g_total_bytes{0};
+RateLimitedLog g_drop_log;
+
+// The limits, as this thread last copied them (senders take no lock on the call path).
+const SendLimits& Limits() {
+  thread_local SendLimits copy;
+  thread_local uint64_t seen = 0;
+  uint64_t gen = g_limits_generation.load(std::memory_order_acquire);
+  if (gen != seen) {
+    std::lock_guard<std::mutex> lock(g_limits_mu);
+    copy = g_limits;
+    seen = gen;
+  }
+  return copy;
+}
+
+// Bytes queued to one peer; shared by its socket and the frames still in ZeroMQ's queues,
+// which may outlive the socket (a closed socket lingers).
+struct PeerQueue {
+  std::atomic<int64_t> bytes{0};
+};
+
+// A frame handed to ZeroMQ without a copy; ZeroMQ frees it once written to the kernel or
+// dropped, which is when its bytes stop counting.
+struct Block {
+  std::string data;
+  std::shared_ptr<PeerQueue> peer;
+  int64_t counted = 0;
+};
+
+void FreeBlock(void*, void* hint) {
+  auto* b = static_cast<Block*>(hint);
+  b->peer->bytes.fetch_sub(b->counted, std::memory_order_relaxed);
+  g_total_bytes.fetch_sub(b->counted, std::memory_order_relaxed);
+  delete b;
+}
+
+zmq::message_t Frame(std::string data, const std::shared_ptr<PeerQueue>& peer) {
+  auto* b = new Block{std::move(data), peer, 0};
+  b->counted = int64_t(b->data.size()) + kFrameOverhead;
+  peer->bytes.fetch_add(b->counted, std::memory_order_relaxed);
+  g_total_bytes.fetch_add(b->counted, std::memory_order_relaxed);
+  return zmq::message_t(b->data.data(), b->data.size(), FreeBlock, b);
+}
+
+// Peers known to be gone; threads purge their sockets to them lazily.
+std::mutex g_gone_mu;
+std::vector<std::string> g_gone;
+std::atomic<uint64_t> g_gone_generation{0};
+constexpr size_t kMaxGone = 4096;
+
+struct CachedSocket {
+  std::unique_ptr<zmq::socket_t> socket;
+  std::shared_ptr<PeerQueue> queue;
+  std::list<std::string>::iterator lru;  // position in ThreadSockets::lru
+  double last_used = 0;
+};
+
+struct ThreadSockets {
+  std::unordered_map<std::string, CachedSocket> sockets;
+  std::list<std::string> lru;  // most recently used first
+  uint64_t gone_seen = 0;
+
+  void Close(const std::string& address, int linger_ms) {
+    auto it = sockets.find(address);
+    if (it == sockets.end()) return;
+    it->second.socket->set(zmq::sockopt::linger, linger_ms);
+    it->second.socket->close();
+    lru.erase(it->second.lru);
+    sockets.erase(it);
+  }
+  ~ThreadSockets() {
+    for (auto& [addr, s] : sockets) s.socket->close();
+  }
+};
+
+ThreadSockets& Sockets() {
+  thread_local ThreadSockets sockets;
+  return sockets;
+}
+
+void PurgeGone(ThreadSockets& ts) {
+  uint64_t gen = g_gone_generation.load(std::memory_order_acquire);
+  if (gen == ts.gone_seen) return;
+  std::lock_guard<std::mutex> lock(g_gone_mu);
+  for (const auto& addr : g_gone) ts.Close(addr, 0);
+  ts.gone_seen = gen;
+}
+
+// Cheap enough for every send: it looks at the least recently used socket only, unless
+// there are idle ones to close.
+void SweepIdle(ThreadSockets& ts, double now, double idle_s) {
+  while (!ts.lru.empty()) {
+    auto it = ts.sockets.find(ts.lru.back());
+    if (now - it->second.last_used < idle_s) break;
+    ts.Close(ts.lru.back(), kLingerMs);
+  }
+}
+
+CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
+  ThreadSockets& ts = Sockets();
+  PurgeGone(ts);
+  double now = MonotonicSeconds();
+  SweepIdle(ts, now, limits.idle_close_s);
+  auto it = ts.sockets.find(address);
+  if (it != ts.sockets.end()) {
+    ts.lru.splice(ts.lru.begin(), ts.lru, it->second.lru);
+    it->second.last_used = now;
+    return it->second;
+  }
+  // The least recently used socket makes room; what it queued still goes out (linger).
+  while (!ts.lru.empty() && ts.sockets.size() >= std::max<size_t>(1, limits.max_sockets_per_thread)) {
+    ts.Close(ts.lru.back(), kLingerMs);
+  }
+  auto s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
+  s->set(zmq::sockopt::sndhwm, std::max(1, limits.hwm_messages));
+  s->set(zmq::sockopt::linger, kLingerMs);
+  s->set(zmq::sockopt::reconnect_ivl, 100);
+  s->set(zmq::sockopt::reconnect_ivl_max, 5000);  // back off from peers that are gone
+  s->connect(address);
+  ts.lru.push_front(address);
+  CachedSocket& c = ts.sockets[address];
+  c.socket = std::move(s);
+  c.queue = std::make_shared<PeerQueue>();
+  c.lru = ts.lru.begin();
+  c.last_used = now;
+  return c;
+}
+
+// Whether `bytes` more may be queued: under both caps, or nothing queued at all.
+Status Admit(const std::string& address, const PeerQueue& peer, int64_t bytes, const SendLimits& limits) {
+  int64_t queued = peer.bytes.load(std::memory_order_relaxed);
+  if (queued > 0 && queued + bytes > limits.peer_bytes) {
+    return Status::Unavailable("the send queue to " + address + " is full (" + std::to_string(queued) +
+                               " bytes not yet delivered; the limit is " + std::to_string(limits.peer_bytes) + ")");
+  }
+  int64_t total = g_total_bytes.load(std::memory_order_relaxed);
+  if (total > 0 && total + bytes > limits.total_bytes) {
+    return Status::Unavailable("this process's send queues are full (" + std::to_string(total) +
+                               " bytes not yet delivered; the limit is " + std::to_string(limits.total_bytes) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void SetSendLimits(const SendLimits& limits) {
+  std::lock_guard<std::mutex> lock(g_limits_mu);
+  g_limits = limits;
+  g_limits_generation.fetch_add(1, std::memory_order_release);
+}
+
+SendLimits GetSendLimits() { return Limits(); }
+
+int64_t QueuedBytes() { return g_total_bytes.load(std::memory_order_relaxed); }
+
+size_t ThreadSocketCount() { return Sockets().sockets.size(); }
+
+Status TrySendFrames(const std::string& address, const std::string& frame0, const std::string* payload) {
+  const SendLimits& limits = Limits();
+  try {
+    CachedSocket& c = SocketFor(address, limits);
+    int64_t bytes = int64_t(frame0.size()) + kFrameOverhead + (payload ? int64_t(payload->size()) + kFrameOverhead : 0);
+    Status admitted = Admit(address, *c.queue, bytes, limits);
+    if (!admitted.ok()) return admitted;
+    zmq::message_t f0 = Frame(frame0, c.queue);
+    if (!payload) {
+      if (!c.socket->send(f0, zmq::send_flags::dontwait)) {
+        return Status::Unavailable("the send queue to " + address + " is full (" +
+                                   std::to_string(limits.hwm_messages) + " messages not yet delivered)");
+      }
+      return Status::Ok();
+    }
+    if (!c.socket->send(f0, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      return Status::Unavailable("the send queue to " + address + " is full (" +
+                                 std::to_string(limits.hwm_messages) + " messages not yet delivered)");
+    }
+    // A message's later frames are always accepted once its first one was.
+    zmq::message_t f1 = Frame(*payload, c.queue);
+    c.socket->send(f1, zmq::send_flags::dontwait);
+    return Status::Ok();
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot send to " + address + ": " + e.what());
+  }
+}
+
+void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload) {
+  Status s = TrySendFrames(address, frame0, payload);
+  uint64_t suppressed = 0;
+  if (!s.ok() && g_drop_log.ShouldLog(&suppressed)) {
+    LOG_WARN("dropped a message: " + s.message() + RateLimitedLog::More(suppressed));
+  }
+}
+
+void CloseThreadSockets() {
+  ThreadSockets& ts = Sockets();
+  for (auto& [addr, s] : ts.sockets) s.socket->close();
+  ts.sockets.clear();
+  ts.lru.clear();
+}
+
+void SweepThreadSockets() {
+  ThreadSockets& ts = Sockets();
+  PurgeGone(ts);
+  SweepIdle(ts, MonotonicSeconds(), Limits().idle_close_s);
+}
+
+void MarkPeerGone(const std::string& address) {
+  if (address.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(g_gone_mu);
+    g_gone.push_back(address);
+    if (g_gone.size() > kMaxGone) g_gone.erase(g_gone.begin(), g_gone.begin() + kMaxGone / 2);
+  }
+  g_gone_generation.fetch_add(1, std::memory_order_release);
+}
+
+}  // namespace orrery::transport

@@ -1,0 +1,131 @@
+// The transport's own bounds (core/src/transport.h): an inbox loop survives whatever its
+// tick, posted functions and handlers throw; a thread's sockets and the bytes queued for
+// peers that do not read are capped; request ids start at a random point per process.
+// Everything talks over loopback between threads of this test; "dead" peers are ports
+// nobody listens on.
+#include "core/src/transport.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace orrery::transport {
+namespace {
+
+// Counts events and wakes a waiter; waits have a deadline, never a sleep.
+class Events {
+ public:
+  void Add(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_[what];
+    cv_.notify_all();
+  }
+  bool WaitFor(const std::string& what, int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20), [&] { return counts_[what] >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, int> counts_;
+};
+
+// Addresses where nothing listens (connects are refused; what is sent there queues).
+std::string DeadAddress(int i) { return "tcp://127.0.0.1:" + std::to_string(1 + i); }
+
+class LimitsGuard {
+ public:
+  LimitsGuard() : saved_(GetSendLimits()) {}
+  ~LimitsGuard() { SetSendLimits(saved_); }
+
+ private:
+  SendLimits saved_;
+};
+
+TEST(TransportTest, InboxLoopSurvivesThrowingTickPostedFunctionAndHandler) {
+  Events events;
+  Inbox inbox;
+  ASSERT_TRUE(inbox.Bind("127.0.0.1").ok());
+  inbox.SetTick(1, [&] {
+    events.Add("tick");
+    throw std::runtime_error("tick failed");
+  });
+  inbox.Start([&](Envelope& env) {
+    events.Add(proto::TypeName(env.type));
+    throw std::logic_error("handler failed");
+  });
+  ASSERT_TRUE(events.WaitFor("tick", 3)) << "the tick should keep running after it threw";
+  inbox.Post([] { throw 42; });  // not even a std::exception
+  inbox.Post([&] { events.Add("posted"); });
+  ASSERT_TRUE(events.WaitFor("posted", 1)) << "posted work after a throwing one should run";
+  std::thread sender([&] {
+    for (int i = 0; i < 2; ++i) Send(inbox.address(), proto::MsgType::kPing, proto::PingMsg{});
+    CloseThreadSockets();
+  });
+  sender.join();
+  EXPECT_TRUE(events.WaitFor("Ping", 2)) << "the handler should be called again after it threw";
+  EXPECT_TRUE(events.WaitFor("tick", 6));
+  inbox.Stop();
+}
+
+TEST(TransportTest, ThreadKeepsAtMostMaxSocketsAndClosesIdleOnes) {
+  LimitsGuard guard;
+  SendLimits limits = GetSendLimits();
+  limits.max_sockets_per_thread = 8;
+  SetSendLimits(limits);
+  std::thread([&] {
+    for (int i = 0; i < 100; ++i) SendFrames(DeadAddress(i), "x", nullptr);
+    EXPECT_EQ(ThreadSocketCount(), 8u);
+    SendLimits idle = limits;
+    idle.idle_close_s = 0;  // everything is idle now
+    SetSendLimits(idle);
+    SweepThreadSockets();
+    EXPECT_EQ(ThreadSocketCount(), 0u);
+    CloseThreadSockets();
+  }).join();
+}
+
+TEST(TransportTest, BytesQueuedForAPeerThatDoesNotReadAreCapped) {
+  LimitsGuard guard;
+  SendLimits limits = GetSendLimits();
+  limits.peer_bytes = 1 << 20;
+  limits.total_bytes = 3 << 20;
+  SetSendLimits(limits);
+  std::thread([&] {
+    const std::string payload(256 << 10, 'p');
+    int sent = 0;
+    Status last = Status::Ok();
+    for (int i = 0; i < 100 && last.ok(); ++i) {
+      last = TrySendFrames(DeadAddress(0), "frame", &payload);
+      sent += last.ok();
+    }
+    EXPECT_FALSE(last.ok()) << "100 sends of 256 KiB to a dead port should not all queue";
+    EXPECT_EQ(last.code(), StatusCode::kUnavailable);
+    EXPECT_NE(last.message().find("send queue"), std::string::npos) << last.message();
+    EXPECT_LE(sent, 4);
+    // A message larger than the cap goes when nothing is queued for its peer...
+    const std::string big(2 << 20, 'b');
+    EXPECT_TRUE(TrySendFrames(DeadAddress(1), "frame", &big).ok());
+    // ...but not past the process's total.
+    Status over = Status::Ok();
+    for (int i = 2; i < 10 && over.ok(); ++i) over = TrySendFrames(DeadAddress(i), "frame", &big);
+    EXPECT_FALSE(over.ok());
+    EXPECT_LE(QueuedBytes(), limits.total_bytes + int64_t(big.size()) + 4096);
+    CloseThreadSockets();
+  }).join();
+}
+
+TEST(TransportTest, RequestIdsStartAtARandomNonZeroPointPerProcess) {
+  uint64_t base = proto::RequestIdBase();
+  EXPECT_NE(base, 0u);
+  EXPECT_EQ(base, proto::RequestIdBase()) << "stable within a process";
+  // Far from the small numbers every process used to start at.
+  EXPECT_GT(base, uint64_t(1) << 20);
+}
+
+}  // namespace
+}  // namespace orrery::transport
