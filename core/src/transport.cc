@@ -36,7 +36,7 @@ void Inbox::HandOff(std::function<void()> first) {
   std::thread([this, next, first = std::move(first)] {
     pthread_setname_np(pthread_self(), "orrery-inbox+");
     t_loop = {this, next};
-    if (first) first();
+    if (first) Guarded("a hand-off", first);
     if (OwnsLoop()) RunLoop(next);
     CloseThreadSockets();
   }).detach();
@@ -117,7 +117,11 @@ void Inbox::Stop() {
 }
 
 void Inbox::ReplyError(const std::string& identity, const std::string& message) {
-  LOG_WARN("rejected a message on " + address_ + ": " + message);
+  static RateLimitedLog rejected_log;
+  uint64_t suppressed = 0;
+  if (rejected_log.ShouldLog(&suppressed)) {
+    LOG_WARN("rejected a message on " + address_ + ": " + message + RateLimitedLog::More(suppressed));
+  }
   if (identity.empty()) return;
   try {
     proto::ErrorMsg err{0, message};

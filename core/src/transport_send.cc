@@ -88,6 +88,12 @@ struct CachedSocket {
   double last_used = 0;
 };
 
+// Set when this thread's ThreadSockets is destroyed: a thread that still sends after that
+// (the main thread running atexit handlers, such as Shutdown's, after its thread_locals are
+// gone) uses a process-wide set under g_late_mu instead.
+thread_local bool t_sockets_destroyed = false;
+std::mutex g_late_mu;
+
 struct ThreadSockets {
   std::unordered_map<std::string, CachedSocket> sockets;
   std::list<std::string> lru;  // most recently used first
@@ -103,12 +109,23 @@ struct ThreadSockets {
   }
   ~ThreadSockets() {
     for (auto& [addr, s] : sockets) s.socket->close();
+    t_sockets_destroyed = true;
   }
 };
 
+// The calling thread's sockets. `late` must hold g_late_mu when t_sockets_destroyed.
 ThreadSockets& Sockets() {
+  if (t_sockets_destroyed) {
+    static auto* late = new ThreadSockets();  // never destroyed: used during exit
+    return *late;
+  }
   thread_local ThreadSockets sockets;
   return sockets;
+}
+
+// Locks g_late_mu for a thread whose own sockets are gone.
+std::unique_lock<std::mutex> LateLock() {
+  return t_sockets_destroyed ? std::unique_lock<std::mutex>(g_late_mu) : std::unique_lock<std::mutex>();
 }
 
 void PurgeGone(ThreadSockets& ts) {
@@ -140,9 +157,19 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
     it->second.last_used = now;
     return it->second;
   }
-  // The least recently used socket makes room; what it queued still goes out (linger).
+  // The least recently used socket with nothing queued makes room (a socket with queued
+  // messages, closed, would still deliver them, but a new socket to the same peer could
+  // overtake them); failing that, the least recently used one.
   while (!ts.lru.empty() && ts.sockets.size() >= std::max<size_t>(1, limits.max_sockets_per_thread)) {
-    ts.Close(ts.lru.back(), kLingerMs);
+    std::string victim = ts.lru.back();
+    int looked = 0;
+    for (auto it = ts.lru.rbegin(); it != ts.lru.rend() && looked < 32; ++it, ++looked) {
+      if (ts.sockets[*it].queue->bytes.load(std::memory_order_relaxed) == 0) {
+        victim = *it;
+        break;
+      }
+    }
+    ts.Close(victim, kLingerMs);
   }
   auto s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
   s->set(zmq::sockopt::sndhwm, std::max(1, limits.hwm_messages));
@@ -186,10 +213,14 @@ SendLimits GetSendLimits() { return Limits(); }
 
 int64_t QueuedBytes() { return g_total_bytes.load(std::memory_order_relaxed); }
 
-size_t ThreadSocketCount() { return Sockets().sockets.size(); }
+size_t ThreadSocketCount() {
+  auto late = LateLock();
+  return Sockets().sockets.size();
+}
 
 Status TrySendFrames(const std::string& address, const std::string& frame0, const std::string* payload) {
   const SendLimits& limits = Limits();
+  auto late = LateLock();
   try {
     CachedSocket& c = SocketFor(address, limits);
     int64_t bytes = int64_t(frame0.size()) + kFrameOverhead + (payload ? int64_t(payload->size()) + kFrameOverhead : 0);
@@ -225,6 +256,7 @@ void SendFrames(const std::string& address, const std::string& frame0, const std
 }
 
 void CloseThreadSockets() {
+  auto late = LateLock();
   ThreadSockets& ts = Sockets();
   for (auto& [addr, s] : ts.sockets) s.socket->close();
   ts.sockets.clear();
@@ -232,6 +264,7 @@ void CloseThreadSockets() {
 }
 
 void SweepThreadSockets() {
+  auto late = LateLock();
   ThreadSockets& ts = Sockets();
   PurgeGone(ts);
   SweepIdle(ts, MonotonicSeconds(), Limits().idle_close_s);
