@@ -168,6 +168,10 @@ class Runtime {
   std::map<uint64_t, std::shared_ptr<transport::Envelope>> rpc_replies_;  // null: waiting
 };
 
+// A worker process may hold 1, 2, 4 or 8 TPU chips (TPU.md): anything else is refused with
+// ConfigError (naming `what`) before it is scheduled.
+void CheckTpuAmount(const Resources& r, const std::string& what);
+
 // This process's command line, argv[0] replaced by the absolute path of its executable.
 std::vector<std::string> SelfCommandLine();
 
