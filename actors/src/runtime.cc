@@ -246,8 +246,8 @@ void Runtime::EndJob(int timeout_ms) {
   // process exits (a message still queued at exit is lost). A head that does not answer
   // costs timeout_ms; it then ends the job when the heartbeats stop.
   try {
-    Rpc<proto::AckMsg>(MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, false), MsgType::kAck,
-                       timeout_ms);
+    Rpc<proto::AckMsg>(MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, false),
+                       MsgType::kAck, timeout_ms);
   } catch (const Error& e) {
     LOG_WARN(std::string("the head did not acknowledge the end of the job: ") + e.what());
   }
@@ -424,8 +424,10 @@ void Runtime::DispatchActor(const ActorId& id, ActorState& a) {
     m.function = call->function;
     Status sent = transport::TrySend(a.address, MsgType::kCall, m, &call->args);
     if (!sent.ok()) {
-      FailCall(*call, ObjectError{"Error", "", "the call to " + call->function + " was not sent: " + sent.message(),
-                                  call->function, ""});
+      FailCall(*call,
+               ObjectError{"Error", "",
+                           "the call to " + call->function + " was not sent: " + sent.message(),
+                           call->function, ""});
       continue;
     }
     a.inflight[call->seq] = call;
@@ -555,9 +557,9 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
   rpc_replies_.erase(id);
   lock.unlock();
   if (!done) {
-    throw ConnectionError(std::string("the head at ") + head_address_ + " did not answer " + proto::TypeName(type) +
-                          " within " + std::to_string(timeout_ms / 1000.0) + " s" +
-                          (sent.ok() ? std::string() : " (" + sent.message() + ")"));
+    throw ConnectionError(std::string("the head at ") + head_address_ + " did not answer " +
+                          proto::TypeName(type) + " within " + std::to_string(timeout_ms / 1000.0) +
+                          " s" + (sent.ok() ? std::string() : " (" + sent.message() + ")"));
   }
   Reply reply;
   if (env->type != reply_type) {

@@ -1,10 +1,10 @@
 #include "core/src/protocol.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <random>
-
-#include <unistd.h>
 
 namespace orrery::proto {
 
@@ -18,7 +18,8 @@ uint64_t RequestIdBase() {
     uint64_t r = (uint64_t(rd()) << 32) ^ rd();
     // Mixed with the pid and the time in case random_device is a deterministic fallback.
     r ^= uint64_t(pid) * 0x9e3779b97f4a7c15ull;
-    r ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0xbf58476d1ce4e5b9ull;
+    r ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) *
+         0xbf58476d1ce4e5b9ull;
     base.store((r >> 2) | 1);
     drawn_for.store(pid);
   }

@@ -30,7 +30,8 @@ class RateLimitedLog {
 
   // " (and N more like it)" when some were suppressed, else "".
   static std::string More(uint64_t suppressed) {
-    return suppressed ? " (and " + std::to_string(suppressed) + " more like it in the last period)" : "";
+    return suppressed ? " (and " + std::to_string(suppressed) + " more like it in the last period)"
+                      : "";
   }
 
  private:

@@ -88,8 +88,9 @@ msgpack::object_handle UnpackUntrusted(const char* data, size_t size, const Unpa
   }
   // An element takes at least one byte and a map pair two: a header claiming more than the
   // bytes left is a lie, refused before msgpack allocates for it.
-  msgpack::unpack_limit limit(std::min(limits.max_container, size), std::min(limits.max_container, size / 2),
-                              size, size, size, limits.max_depth);
+  msgpack::unpack_limit limit(std::min(limits.max_container, size),
+                              std::min(limits.max_container, size / 2), size, size, size,
+                              limits.max_depth);
   return msgpack::unpack(data, size, nullptr, nullptr, limit);
 }
 

@@ -120,7 +120,8 @@ void Inbox::ReplyError(const std::string& identity, const std::string& message) 
   static RateLimitedLog rejected_log;
   uint64_t suppressed = 0;
   if (rejected_log.ShouldLog(&suppressed)) {
-    LOG_WARN("rejected a message on " + address_ + ": " + message + RateLimitedLog::More(suppressed));
+    LOG_WARN("rejected a message on " + address_ + ": " + message +
+             RateLimitedLog::More(suppressed));
   }
   if (identity.empty()) return;
   try {
@@ -160,7 +161,8 @@ void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
     // through decoding. Keep serving.
     ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": " + e.what());
   } catch (...) {
-    ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": unknown exception");
+    ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) +
+                                 ": unknown exception");
   }
 }
 
@@ -176,8 +178,8 @@ void Inbox::Guarded(const char* what, const std::function<void()>& fn) {
   }
   uint64_t suppressed = 0;
   if (g_loop_error_log.ShouldLog(&suppressed)) {
-    LOG_ERROR(std::string("the inbox at ") + address_ + " caught an exception from " + what + ": " + error +
-              RateLimitedLog::More(suppressed) + "; it goes on serving");
+    LOG_ERROR(std::string("the inbox at ") + address_ + " caught an exception from " + what + ": " +
+              error + RateLimitedLog::More(suppressed) + "; it goes on serving");
   }
 }
 
@@ -221,7 +223,8 @@ void Inbox::RunLoop(uint64_t generation) {
       if (generation_.load() != generation) return;
     }
     for (size_t i = 0; i + 2 < items.size(); ++i)
-      if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) Guarded("an fd callback", fds_[i].second);
+      if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+        Guarded("an fd callback", fds_[i].second);
     // Drain the router (bounded, so ticks and posted work are not starved).
     for (int n = 0; n < 1024; ++n) {
       frames.clear();

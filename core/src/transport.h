@@ -125,7 +125,7 @@ struct SendLimits {
   int64_t peer_bytes = 64ll << 20;    // queued, unsent bytes to one peer
   int64_t total_bytes = 512ll << 20;  // queued, unsent bytes to all peers together
   size_t max_sockets_per_thread = 256;
-  double idle_close_s = 10;           // a socket unused this long is closed
+  double idle_close_s = 10;  // a socket unused this long is closed
 };
 // Applies to sockets opened afterwards (the byte caps: to every later send).
 void SetSendLimits(const SendLimits& limits);

@@ -125,7 +125,8 @@ ThreadSockets& Sockets() {
 
 // Locks g_late_mu for a thread whose own sockets are gone.
 std::unique_lock<std::mutex> LateLock() {
-  return t_sockets_destroyed ? std::unique_lock<std::mutex>(g_late_mu) : std::unique_lock<std::mutex>();
+  return t_sockets_destroyed ? std::unique_lock<std::mutex>(g_late_mu)
+                             : std::unique_lock<std::mutex>();
 }
 
 void PurgeGone(ThreadSockets& ts) {
@@ -160,7 +161,8 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
   // The least recently used socket with nothing queued makes room (a socket with queued
   // messages, closed, would still deliver them, but a new socket to the same peer could
   // overtake them); failing that, the least recently used one.
-  while (!ts.lru.empty() && ts.sockets.size() >= std::max<size_t>(1, limits.max_sockets_per_thread)) {
+  while (!ts.lru.empty() &&
+         ts.sockets.size() >= std::max<size_t>(1, limits.max_sockets_per_thread)) {
     std::string victim = ts.lru.back();
     int looked = 0;
     for (auto it = ts.lru.rbegin(); it != ts.lru.rend() && looked < 32; ++it, ++looked) {
@@ -187,16 +189,19 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
 }
 
 // Whether `bytes` more may be queued: under both caps, or nothing queued at all.
-Status Admit(const std::string& address, const PeerQueue& peer, int64_t bytes, const SendLimits& limits) {
+Status Admit(const std::string& address, const PeerQueue& peer, int64_t bytes,
+             const SendLimits& limits) {
   int64_t queued = peer.bytes.load(std::memory_order_relaxed);
   if (queued > 0 && queued + bytes > limits.peer_bytes) {
-    return Status::Unavailable("the send queue to " + address + " is full (" + std::to_string(queued) +
-                               " bytes not yet delivered; the limit is " + std::to_string(limits.peer_bytes) + ")");
+    return Status::Unavailable("the send queue to " + address + " is full (" +
+                               std::to_string(queued) + " bytes not yet delivered; the limit is " +
+                               std::to_string(limits.peer_bytes) + ")");
   }
   int64_t total = g_total_bytes.load(std::memory_order_relaxed);
   if (total > 0 && total + bytes > limits.total_bytes) {
     return Status::Unavailable("this process's send queues are full (" + std::to_string(total) +
-                               " bytes not yet delivered; the limit is " + std::to_string(limits.total_bytes) + ")");
+                               " bytes not yet delivered; the limit is " +
+                               std::to_string(limits.total_bytes) + ")");
   }
   return Status::Ok();
 }
@@ -218,25 +223,29 @@ size_t ThreadSocketCount() {
   return Sockets().sockets.size();
 }
 
-Status TrySendFrames(const std::string& address, const std::string& frame0, const std::string* payload) {
+Status TrySendFrames(const std::string& address, const std::string& frame0,
+                     const std::string* payload) {
   const SendLimits& limits = Limits();
   auto late = LateLock();
   try {
     CachedSocket& c = SocketFor(address, limits);
-    int64_t bytes = int64_t(frame0.size()) + kFrameOverhead + (payload ? int64_t(payload->size()) + kFrameOverhead : 0);
+    int64_t bytes = int64_t(frame0.size()) + kFrameOverhead +
+                    (payload ? int64_t(payload->size()) + kFrameOverhead : 0);
     Status admitted = Admit(address, *c.queue, bytes, limits);
     if (!admitted.ok()) return admitted;
     zmq::message_t f0 = Frame(frame0, c.queue);
     if (!payload) {
       if (!c.socket->send(f0, zmq::send_flags::dontwait)) {
         return Status::Unavailable("the send queue to " + address + " is full (" +
-                                   std::to_string(limits.hwm_messages) + " messages not yet delivered)");
+                                   std::to_string(limits.hwm_messages) +
+                                   " messages not yet delivered)");
       }
       return Status::Ok();
     }
     if (!c.socket->send(f0, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
       return Status::Unavailable("the send queue to " + address + " is full (" +
-                                 std::to_string(limits.hwm_messages) + " messages not yet delivered)");
+                                 std::to_string(limits.hwm_messages) +
+                                 " messages not yet delivered)");
     }
     // A message's later frames are always accepted once its first one was.
     zmq::message_t f1 = Frame(*payload, c.queue);

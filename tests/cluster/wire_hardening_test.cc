@@ -24,8 +24,8 @@
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
 
-using orrery_cluster::WaitFor;
 using orrery::proto::MsgType;
+using orrery_cluster::WaitFor;
 
 namespace {
 
@@ -61,7 +61,8 @@ int NamedDriver(const std::string& address, bool explicit_shutdown) {
     if (!named) throw std::runtime_error("GetActor found no greeter_count");
     int v = *orrery::Get(named->Task(&Greeter::Inc).Remote(1), 30000);
     if (explicit_shutdown) orrery::Shutdown();
-    if (three != 3 || v != 42) throw std::runtime_error("wrong values " + std::to_string(three) + " " + std::to_string(v));
+    if (three != 3 || v != 42)
+      throw std::runtime_error("wrong values " + std::to_string(three) + " " + std::to_string(v));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "driver failed: %s\n", e.what());
@@ -165,7 +166,8 @@ class WireHardeningTest : public ::testing::Test {
 TEST_F(WireHardeningTest, BackToBackDriversFindTheirNamedActorFree) {
   for (int run = 0; run < 20; ++run) {
     std::string log = cluster_.dir() + "/driver" + std::to_string(run) + ".log";
-    int rc = RunDriver(run % 2 ? "--named-driver-atexit" : "--named-driver", cluster_.head_address(), log);
+    int rc = RunDriver(run % 2 ? "--named-driver-atexit" : "--named-driver",
+                       cluster_.head_address(), log);
     ASSERT_EQ(rc, 0) << "run " << run << " failed:\n" << ReadFile(log);
   }
 }
@@ -174,7 +176,8 @@ TEST_F(WireHardeningTest, BackToBackDriversFindTheirNamedActorFree) {
 // 24-byte object per nil (1.5 GiB). It must answer with an error and stay small.
 TEST_F(WireHardeningTest, NilBombLeavesTheHeadSmallAndServing) {
   const uint32_t n = 64u << 20;
-  std::string bomb{char(0xdd), char(n >> 24), char((n >> 16) & 0xff), char((n >> 8) & 0xff), char(n & 0xff)};
+  std::string bomb{char(0xdd), char(n >> 24), char((n >> 16) & 0xff), char((n >> 8) & 0xff),
+                   char(n & 0xff)};
   bomb.append(n, char(0xc0));
   std::string frame = Frame(MsgType::kRegisterJob, bomb);
   bomb.clear();
@@ -266,7 +269,8 @@ TEST_F(WireHardeningTest, StaleRepliesCompleteNoRequest) {
     }
   });
   int wrong = 0;
-  for (int i = 0; i < 100; ++i) wrong += orrery::GetActor<Greeter>("nobody_has_this_name").has_value();
+  for (int i = 0; i < 100; ++i)
+    wrong += orrery::GetActor<Greeter>("nobody_has_this_name").has_value();
   stop = true;
   flood.join();
   EXPECT_EQ(wrong, 0) << "lookups answered by a stale reply";
@@ -285,7 +289,9 @@ TEST_F(WireHardeningTest, DriverChurnKeepsDescriptorsBounded) {
   for (int started = 0; started < kDrivers; started += kAtOnce) {
     std::vector<int> pids;
     std::string log = cluster_.dir() + "/churn.log";
-    for (int i = 0; i < kAtOnce; ++i) pids.push_back(orrery_cluster::Spawn({"/proc/self/exe", "--churn-driver", cluster_.head_address()}, log));
+    for (int i = 0; i < kAtOnce; ++i)
+      pids.push_back(orrery_cluster::Spawn(
+          {"/proc/self/exe", "--churn-driver", cluster_.head_address()}, log));
     for (int pid : pids) {
       int status = 0;
       waitpid(pid, &status, 0);
@@ -295,8 +301,8 @@ TEST_F(WireHardeningTest, DriverChurnKeepsDescriptorsBounded) {
     node_max = std::max(node_max, OpenFds(node_pid_));
   }
   EXPECT_EQ(failures, 0) << ReadFile(cluster_.dir() + "/churn.log");
-  std::printf("descriptors: head %d at the start, %d at most; node %d at the start, %d at most\n", head_base,
-              head_max, node_base, node_max);
+  std::printf("descriptors: head %d at the start, %d at most; node %d at the start, %d at most\n",
+              head_base, head_max, node_base, node_max);
   // Before the bounds, each driver left the head 1 and the node 2 descriptors for good.
   EXPECT_LT(head_max - head_base, 250) << "head: " << head_base << " at the start";
   EXPECT_LT(node_max - node_base, 250) << "node: " << node_base << " at the start";
@@ -312,7 +318,8 @@ TEST_F(WireHardeningTest, DriverChurnKeepsDescriptorsBounded) {
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   if (argc == 3 && std::string(argv[1]) == "--named-driver") return NamedDriver(argv[2], true);
-  if (argc == 3 && std::string(argv[1]) == "--named-driver-atexit") return NamedDriver(argv[2], false);
+  if (argc == 3 && std::string(argv[1]) == "--named-driver-atexit")
+    return NamedDriver(argv[2], false);
   if (argc == 3 && std::string(argv[1]) == "--churn-driver") return ChurnDriver(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

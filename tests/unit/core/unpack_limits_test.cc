@@ -29,13 +29,14 @@ TEST(UnpackLimitsTest, WellFormedValuesUnpack) {
 TEST(UnpackLimitsTest, HeadersClaimingMoreElementsThanBytesAreRefused) {
   // Each of these asked msgpack-c for gigabytes before a single element was read.
   const std::vector<std::string> lies{
-      Array32(0xffffffffu),
-      std::string("\xdf\xff\xff\xff\xff", 5),  // map32 of 4 billion pairs
-      Array32(100) + std::string(50, '\xc0'),  // 100 claimed, 50 present
+      Array32(0xffffffffu), std::string("\xdf\xff\xff\xff\xff", 5),  // map32 of 4 billion pairs
+      Array32(100) + std::string(50, '\xc0'),                        // 100 claimed, 50 present
   };
   for (const auto& bytes : lies) {
-    EXPECT_ANY_THROW(UnpackUntrusted(bytes.data(), bytes.size(), kValueUnpackLimits)) << bytes.size();
-    EXPECT_ANY_THROW(UnpackUntrusted(bytes.data(), bytes.size(), kControlUnpackLimits)) << bytes.size();
+    EXPECT_ANY_THROW(UnpackUntrusted(bytes.data(), bytes.size(), kValueUnpackLimits))
+        << bytes.size();
+    EXPECT_ANY_THROW(UnpackUntrusted(bytes.data(), bytes.size(), kControlUnpackLimits))
+        << bytes.size();
   }
 }
 
