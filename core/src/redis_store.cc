@@ -225,8 +225,9 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
       keys.push_back(std::move(key));
     }
     for (; streams < stream_adds_.size() && streams < kMaxBatch; ++streams) cmds.push_back(stream_adds_[streams]);
-    // Events go once: popped before sending, never resent.
-    for (; !events_.empty() && events < kMaxBatch; ++events) {
+    // Events go once: popped before sending, never resent. Only once every dirty record is
+    // in the batch, so an event never overtakes the write of the record it announces.
+    for (; dirty_.empty() && !events_.empty() && events < kMaxBatch; ++events) {
       cmds.push_back({"PUBLISH", KeyFor("events"), std::move(events_.front())});
       events_.pop_front();
     }
