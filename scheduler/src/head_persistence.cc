@@ -7,14 +7,13 @@
 #include "core/src/clock.h"
 #include "core/src/log.h"
 #include "orrery/resources.h"
+#include "scheduler/src/head_internal.h"
 #include "scheduler/src/head_service.h"
 #include "scheduler/src/records.h"
 
 namespace orrery::scheduler {
 
 namespace {
-std::string Hex(const std::string& binary_id) { return UniqueId::FromBinary(binary_id).Hex(); }
-
 template <typename R>
 bool Usable(const Result<R>& r, const char* table, const std::string& key) {
   if (r.ok()) return true;

@@ -1,16 +1,12 @@
 #include "scheduler/src/head_service.h"
 
-#include <unistd.h>
-
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/src/clock.h"
-#include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/resources.h"
+#include "scheduler/src/head_internal.h"
 #include "scheduler/src/records.h"
 
 namespace orrery::scheduler {
@@ -18,13 +14,7 @@ namespace orrery::scheduler {
 using proto::MsgType;
 
 namespace {
-// Drivers heartbeat every second; a driver silent this long is gone.
-constexpr double kJobTimeoutS = 5.0;
-constexpr int kDetachedLifetime = 1;
-constexpr const char* kLeftCleanly = "the node left the cluster";  // ActorOptionsMsg::lifetime of a detached actor
-
-double Now() { return MonotonicSeconds(); }
-std::string Hex(const std::string& binary_id) { return UniqueId::FromBinary(binary_id).Hex(); }
+constexpr const char* kLeftCleanly = "the node left the cluster";
 }  // namespace
 
 HeadService::HeadService(HeadOptions options) : options_(std::move(options)) {
@@ -74,13 +64,6 @@ void HeadService::Handle(transport::Envelope& env) {
   }
 }
 
-// Decodes or throws (the inbox answers a thrown error with kError and keeps serving).
-#define DECODE_OR_THROW(env, msg)                                                         \
-  do {                                                                                    \
-    Status s_ = (env).Decode(&(msg));                                                     \
-    if (!s_.ok()) throw std::runtime_error(s_.message());                                 \
-  } while (0)
-
 void HeadService::ReplyAck(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
                            const std::string& message) {
   if (to.empty()) return;
@@ -91,155 +74,6 @@ void HeadService::OnPing(const transport::Envelope& env) {
   proto::PingMsg m;
   DECODE_OR_THROW(env, m);
   if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
-}
-
-// ------------------------------------------------------------------ jobs
-
-void HeadService::OnRegisterJob(const transport::Envelope& env) {
-  proto::JobMsg m;
-  DECODE_OR_THROW(env, m);
-  auto it = jobs_.find(m.job_id);
-  if (!m.alive) {
-    if (it != jobs_.end() && it->second.alive) JobDied(m.job_id, "the driver shut down");
-    return;
-  }
-  if (it == jobs_.end()) {
-    // Free text from the driver (its path may be any bytes) is kept with invalid UTF-8
-    // escaped; the namespace is a name and must be UTF-8.
-    if (Status s = records::CheckUtf8("the job's namespace", m.namespace_); !s.ok()) {
-      return ReplyAck(m.reply_to, m.request_id, false, "ConfigError", s.message());
-    }
-    m.entrypoint = records::EscapeUtf8(m.entrypoint);
-    m.driver_address = records::EscapeUtf8(m.driver_address);
-  }
-  if (it != jobs_.end()) {  // a heartbeat, or a resent registration
-    if (it->second.alive) it->second.last_seen = Now();
-    ReplyAck(m.reply_to, m.request_id, true, "", "");
-    return;
-  }
-  if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
-    // Nodes may need this executable: ask the driver for it before the job starts.
-    ReplyAck(m.reply_to, m.request_id, false, "NeedBinary", "upload " + m.binary_hash);
-    return;
-  }
-  JobRec& j = jobs_[m.job_id];
-  j.info = m;
-  j.last_seen = Now();
-  j.start_time = double(std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
-  LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" + m.entrypoint + ")");
-  PersistJob(m.job_id);
-  ReplyAck(m.reply_to, m.request_id, true, "", "");
-}
-
-// ------------------------------------------------------------------ driver-written records
-
-void HeadService::OnPutRecord(const transport::Envelope& env) {
-  proto::RecordMsg m;
-  DECODE_OR_THROW(env, m);
-  // Drivers may write only the tables the head does not own itself.
-  if (m.table != "train_runs") {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the head keeps no driver records in table \"" + m.table + "\"");
-  }
-  bool key_ok = !m.key.empty() && m.key.size() <= 64;
-  for (char c : m.key) key_ok = key_ok && std::isxdigit(static_cast<unsigned char>(c));
-  if (!key_ok) return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record key is 1 to 64 hex digits");
-  nlohmann::json record, entry;
-  try {
-    if (!m.json.empty()) record = nlohmann::json::parse(m.json);
-    if (m.stream_index >= 0) entry = nlohmann::json::parse(m.stream_json);
-  } catch (const std::exception& e) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", std::string("a record must be JSON: ") + e.what());
-  }
-  if ((!m.json.empty() && !record.is_object()) || (m.stream_index >= 0 && !entry.is_object())) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record and a stream entry must be JSON objects");
-  }
-  if (m.stream_index >= 0) {
-    auto [it, fresh] = stream_written_.emplace(m.key, -1);
-    if (m.stream_index > it->second) {  // a resent request appends nothing twice
-      it->second = m.stream_index;
-      StateStore::StreamEntry fields;
-      for (auto& [k, v] : entry.items()) fields.emplace_back(k, v.is_string() ? v.get<std::string>() : records::Dump(v));
-      options_.store->StreamAdd("train:" + m.key + ":metrics", m.stream_index, fields);
-    }
-  }
-  if (!m.json.empty()) {
-    options_.store->Put(m.table, m.key, m.json);
-    Publish(m.table, m.key, record.value("status", ""));
-  }
-  ReplyAck(m.reply_to, m.request_id, true, "", "");
-}
-
-std::string HeadService::BinaryPath(const std::string& hash) const {
-  for (char c : hash)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return "/nonexistent";
-  return options_.binary_dir + "/" + hash;
-}
-
-void HeadService::OnPutBinary(const transport::Envelope& env) {
-  proto::BinaryMsg m;
-  DECODE_OR_THROW(env, m);
-  std::string bytes = env.PayloadString();
-  std::string got = HashBytes(bytes);
-  if (got != m.hash) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the uploaded binary's hash is " + got + ", not " + m.hash);
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(options_.binary_dir, ec);
-  std::string path = BinaryPath(m.hash), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!out) return ReplyAck(m.reply_to, m.request_id, false, "Error", "cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path, ec);
-  LOG_INFO("stored a driver executable (" + std::to_string(bytes.size()) + " bytes) as " + path);
-  ReplyAck(m.reply_to, m.request_id, !ec, ec ? "Error" : "", ec ? ec.message() : "");
-}
-
-void HeadService::OnFetchBinary(const transport::Envelope& env) {
-  proto::BinaryMsg m;
-  DECODE_OR_THROW(env, m);
-  std::ifstream in(BinaryPath(m.hash), std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  proto::BinaryMsg reply{m.request_id, "", m.hash, "", bool(in) || !bytes.empty(), ""};
-  if (!reply.ok) reply.message = "the head has no executable with hash " + m.hash;
-  transport::Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
-}
-
-void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
-  JobRec& j = jobs_[job_id];
-  j.alive = false;
-  j.end_cause = cause;
-  LOG_INFO("job " + Hex(job_id) + " ended: " + cause);
-  for (auto& [id, a] : actors_) {
-    if (a.spec.job_id != job_id || a.spec.options.lifetime == kDetachedLifetime) continue;
-    if (a.state == proto::ActorState::kDead) continue;
-    a.kill_requested = true;
-    if (a.node >= 0) {
-      transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
-                      proto::KillWorkerMsg{a.spec.actor_id, "", "its owner (job " + Hex(job_id) + ") is gone"});
-    } else {
-      ErasePending(PendingKind::kActor, id);
-      ActorDied(a, "ActorDiedError", "its owner (job " + Hex(job_id) + ") is gone", false);
-    }
-  }
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second.request.job_id != job_id) {
-      ++it;
-      continue;
-    }
-    if (it->second.node >= 0) {
-      Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
-      transport::Send(node_addresses_[it->second.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{it->first});
-    } else {
-      ErasePending(PendingKind::kLease, it->first);
-    }
-    ForgetLease(it->first);
-    it = leases_.erase(it);
-  }
-  PersistJob(job_id);
-  ScheduleAll();
 }
 
 // ------------------------------------------------------------------ nodes
@@ -758,113 +592,6 @@ void HeadService::Tick() {
       }
     }
   }
-}
-
-// ------------------------------------------------------------------ placement groups
-
-void HeadService::ReplyPg(const std::string& to, uint64_t request_id, const PgRec* pg, bool ok,
-                          const std::string& kind, const std::string& message) {
-  proto::PlacementGroupReplyMsg r;
-  r.request_id = request_id;
-  r.ok = ok;
-  r.error_kind = kind;
-  r.message = message;
-  if (pg) {
-    r.ready = pg->state == PgRec::kCreated;
-    r.pg_id = pg->spec.pg_id;
-    r.bundles = pg->spec.bundles;
-    r.strategy = pg->spec.strategy;
-    r.name = pg->spec.name;
-    if (!r.ready && r.message.empty()) r.message = pg->reason;
-  }
-  transport::Send(to, MsgType::kPlacementGroupReply, r);
-}
-
-void HeadService::OnCreatePg(const transport::Envelope& env) {
-  proto::PlacementGroupMsg m;
-  DECODE_OR_THROW(env, m);
-  if (m.bundles.empty()) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "a placement group needs at least one bundle");
-  if (auto known = pgs_.find(m.pg_id); known != pgs_.end()) {  // a resent request
-    return ReplyPg(m.reply_to, m.request_id, &known->second, true, "", "");
-  }
-  if (m.strategy < 0 || m.strategy > 3) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "unknown placement strategy");
-  Status valid = m.pg_id.size() == UniqueId::kSize ? Status::Ok() : Status::InvalidArgument("a placement group id has 16 bytes");
-  if (valid.ok()) valid = records::CheckUtf8("the placement group's name", m.name);
-  if (valid.ok()) valid = records::CheckUtf8("the placement group's selector", m.label_selector);
-  if (valid.ok()) valid = records::CheckUtf8("the placement group's label key", m.same_label);
-  for (const auto& b : m.bundles)
-    if (valid.ok()) valid = records::CheckUtf8("a bundle's", b);
-  if (!valid.ok()) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", valid.message());
-  for (const auto& b : m.bundles) {
-    Status s = ValidateResources(b);
-    if (!s.ok() || b.empty()) {
-      return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError",
-                     "bad bundle " + ToString(b) + ": " + (b.empty() ? "a bundle must not be empty" : s.message()));
-    }
-  }
-  if (!m.name.empty()) {
-    auto it = pg_names_.find(m.name);
-    if (it != pg_names_.end() && pgs_.count(it->second) && pgs_[it->second].state != PgRec::kRemoved) {
-      return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
-                     "a placement group named '" + m.name + "' already exists");
-    }
-    pg_names_[m.name] = m.pg_id;
-  }
-  PgRec& pg = pgs_[m.pg_id];
-  pg.spec = m;
-  pending_.push_back({PendingKind::kPg, m.pg_id, Now()});
-  ScheduleAll();
-  if (pg.state == PgRec::kPending) PersistPg(pg);
-  ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
-}
-
-void HeadService::OnWaitPg(const transport::Envelope& env) {
-  proto::PlacementGroupMsg m;
-  DECODE_OR_THROW(env, m);
-  std::string id = m.pg_id;
-  if (id.empty() && !m.name.empty()) {
-    auto it = pg_names_.find(m.name);
-    if (it != pg_names_.end()) id = it->second;
-  }
-  auto it = pgs_.find(id);
-  if (it == pgs_.end() || it->second.state == PgRec::kRemoved) {
-    return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
-                   "no placement group " + (m.name.empty() ? Hex(m.pg_id) : "named '" + m.name + "'"));
-  }
-  PgRec& pg = it->second;
-  if (pg.state == PgRec::kCreated || m.timeout_s == 0) return ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
-  pg.waiters.push_back({m.request_id, m.reply_to, m.timeout_s < 0 ? -1.0 : Now() + m.timeout_s});
-}
-
-void HeadService::OnRemovePg(const transport::Envelope& env) {
-  proto::PlacementGroupMsg m;
-  DECODE_OR_THROW(env, m);
-  auto it = pgs_.find(m.pg_id);
-  if (it == pgs_.end() || it->second.state == PgRec::kRemoved) {
-    return ReplyAck(m.reply_to, m.request_id, true, "", "");
-  }
-  PgRec& pg = it->second;
-  if (pg.state == PgRec::kCreated) {
-    // Only what no actor or lease of the group holds goes back now. The rest goes back as
-    // each of them ends (Release): a dying worker keeps its devices until its process exits,
-    // and nothing new may be placed on them before.
-    for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Add(nodes_[pg.node_of_bundle[b]].available, pg.bundle_available[b]);
-  }
-  pg.state = PgRec::kRemoved;
-  for (const auto& w : pg.waiters) ReplyPg(w.reply_to, w.request_id, &pg, false, "PlacementGroupError", "the placement group was removed");
-  pg.waiters.clear();
-  // Actors in the group die with it.
-  for (auto& [id, a] : actors_) {
-    if (a.spec.options.placement_group != m.pg_id || a.state == proto::ActorState::kDead) continue;
-    a.kill_requested = true;
-    if (a.node >= 0) {
-      transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
-                      proto::KillWorkerMsg{a.spec.actor_id, "", "its placement group was removed"});
-    }
-  }
-  PersistPg(pg);
-  ReplyAck(m.reply_to, m.request_id, true, "", "");
-  ScheduleAll();
 }
 
 }  // namespace orrery::scheduler

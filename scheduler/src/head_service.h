@@ -1,6 +1,9 @@
 // The head: node registry, resource view, actor directory and scheduling, named actors,
 // leases for tasks, placement groups (DESIGN.md section 2). All state lives on the head's
 // inbox thread; handlers never block. Every state change is written to the StateStore.
+// Implemented in head_service.cc (dispatch, nodes, actors, leases, scheduling),
+// head_jobs.cc (jobs, driver records, executables), head_placement_groups.cc and
+// head_persistence.cc (records written and the rebuild on restart).
 #pragma once
 
 #include <deque>
