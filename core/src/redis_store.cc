@@ -22,6 +22,10 @@ redisContext* ConnectTo(const std::string& host, int port) {
     redisFree(c);
     return nullptr;
   }
+  // A Redis that hangs (stopped, or swapping) must not block the writer for ever: a reply
+  // slower than this counts as a lost connection, and the writer reconnects and resyncs.
+  timeval reply_timeout{10, 0};
+  redisSetTimeout(c, reply_timeout);
   return c;
 }
 

@@ -89,7 +89,8 @@ void HeadService::OnPutRecord(const transport::Envelope& env) {
   }
   if (!m.json.empty()) {
     options_.store->Put(m.table, m.key, m.json);
-    Publish(m.table, m.key, record.value("status", ""));
+    auto status = record.find("status");  // any JSON type: only a string is announced
+    Publish(m.table, m.key, status != record.end() && status->is_string() ? status->get<std::string>() : "");
   }
   ReplyAck(m.reply_to, m.request_id, true, "", "");
 }

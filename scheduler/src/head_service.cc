@@ -188,6 +188,8 @@ void HeadService::Notify(const ActorRec& a) {
 void HeadService::OnSubscribeActor(const transport::Envelope& env) {
   proto::SubscribeActorMsg m;
   DECODE_OR_THROW(env, m);
+  // Subscribers are stored in the actor's record: an address must be UTF-8 text.
+  if (Status s = records::CheckUtf8("a subscriber address", m.reply_to); !s.ok()) throw std::runtime_error(s.message());
   auto it = actors_.find(m.actor_id);
   if (it == actors_.end()) {
     proto::ActorUpdateMsg u;

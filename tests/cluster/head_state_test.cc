@@ -235,6 +235,74 @@ TEST(HeadStateTest, StringsThatAreNotUtf8NeverCrashTheHead) {
   ExpectRedisHoldsValidJson(r);
 }
 
+// ------------------------------------------------------------------ records read back
+
+std::string ToHex(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(d[c >> 4]);
+    out.push_back(d[c & 15]);
+  }
+  return out;
+}
+
+TEST(HeadStateTest, HostileRecordsInRedisAreSkippedOnRestart) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  Peer before(cluster.head_address());
+  std::string good = UniqueId::Random().Binary();
+  auto ack = before.CreateActor(good, "survivor", "");
+  ASSERT_TRUE(ack && ack->ok);
+  Redis r(cluster.redis_address());
+  ASSERT_TRUE(WaitFor([&] { return !r.HGet(kPrefix + "actors", Hex(good)).empty(); }));
+  cluster.KillHead();
+
+  // A pending actor whose spec (hex msgpack, so the JSON is valid) names a class that is
+  // not UTF-8: restored blindly, the head would write it back and throw.
+  proto::ActorSpecMsg spec;
+  spec.actor_id = UniqueId::Random().Binary();
+  spec.job_id = UniqueId::Random().Binary();
+  spec.factory = "Z\xe4hler::Create";
+  spec.options.resources = {{"Unobtainium", 1}};
+  json bad_spec = json::parse(r.HGet(kPrefix + "actors", Hex(good)));
+  bad_spec["actor_id"] = Hex(spec.actor_id);
+  bad_spec["spec"] = ToHex(orrery::internal::Pack(spec));
+  std::string bad_id = UniqueId::Random().Hex();
+  std::vector<std::pair<std::string, std::string>> hostile = {
+      {"actors", bad_spec.dump()},
+      {"actors", "{not json"},
+      {"actors", "{\"actor_id\": 5, \"spec\": [1, 2]}"},
+      {"actors", "{\"spec\": \"9\"}"},
+      {"nodes", "{\"node_id\": \"" + bad_id + "\", \"total\": {\"CPU\": \"many\"}}"},
+      {"nodes", "\"z\xe4hler\""},
+      {"placement_groups", "{\"spec\": \"c0\", \"state\": \"CREATED\"}"},
+      {"jobs", "{\"job_id\": \"nope\"}"},
+      {"leases", "{\"request\": \"zz\"}"},
+  };
+  int n = 0;
+  for (const auto& [table, value] : hostile) {
+    std::string key = table == "actors" && n == 0 ? Hex(spec.actor_id) : UniqueId::Random().Hex();
+    r.Strings({"HSET", kPrefix + table, key, value});
+    ++n;
+  }
+
+  cluster.StartHead(0.2, 3);  // throws when the head does not come up
+  Peer after(cluster.head_address());
+  auto survivor = after.ActorState(good);
+  ASSERT_TRUE(survivor) << "the restarted head does not answer";
+  EXPECT_EQ(survivor->state, int(proto::ActorState::kPending)) << "the good record was not restored";
+  auto skipped = after.ActorState(spec.actor_id);
+  ASSERT_TRUE(skipped);
+  EXPECT_EQ(skipped->state, int(proto::ActorState::kDead)) << "the record with a non-UTF-8 class was restored";
+  // Still serving after several scheduling ticks.
+  ASSERT_TRUE(WaitFor([&] { return after.CreateActor(UniqueId::Random().Binary(), "", "").has_value(); }));
+  EXPECT_TRUE(HeadAlive(cluster));
+  std::ifstream log(cluster.dir() + "/head.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("skipping an unreadable"), std::string::npos);
+}
+
 // ------------------------------------------------------------------ a Redis outage
 
 // Actors created and killed by the churn, and what each one's record must say.
