@@ -41,10 +41,12 @@ redisReply* Command(redisContext* c, const std::vector<std::string>& argv) {
 }
 }  // namespace
 
-Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::string& address, const std::string& cluster) {
+Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::string& address,
+                                                                  const std::string& cluster) {
   std::string a = address.rfind("redis://", 0) == 0 ? address.substr(8) : address;
   size_t colon = a.rfind(':');
-  if (colon == std::string::npos) return Status::InvalidArgument("Redis address must be host:port, got " + address);
+  if (colon == std::string::npos)
+    return Status::InvalidArgument("Redis address must be host:port, got " + address);
   std::string host = a.substr(0, colon);
   int port = std::atoi(a.c_str() + colon + 1);
   std::shared_ptr<RedisStateStore> store(new RedisStateStore(host, port, cluster));
@@ -68,7 +70,8 @@ RedisStateStore::~RedisStateStore() {
     stop_ = true;
     if (!written) {
       LOG_ERROR("Redis is unreachable: " + std::to_string(dirty_.size() + stream_adds_.size()) +
-                " state writes are left unwritten at exit" + (resync_ ? " (and a full rewrite)" : ""));
+                " state writes are left unwritten at exit" +
+                (resync_ ? " (and a full rewrite)" : ""));
     }
   }
   cv_.notify_all();
@@ -76,14 +79,16 @@ RedisStateStore::~RedisStateStore() {
   if (read_ctx_) redisFree(read_ctx_);
 }
 
-void RedisStateStore::MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted) {
+void RedisStateStore::MarkDirtyLocked(const std::string& table, const std::string& key,
+                                      bool deleted) {
   // While a rewrite is due, it covers every record of the mirror and every deletion in a
   // table read with GetAll: only deletions elsewhere must be remembered one by one.
   if (resync_ && (!deleted || authoritative_.count(table))) return;
   dirty_.emplace(table, key);
 }
 
-void RedisStateStore::Put(const std::string& table, const std::string& key, const std::string& json) {
+void RedisStateStore::Put(const std::string& table, const std::string& key,
+                          const std::string& json) {
   std::lock_guard<std::mutex> lock(mu_);
   mirror_[table][key] = json;
   MarkDirtyLocked(table, key, false);
@@ -127,9 +132,9 @@ bool RedisStateStore::HasWorkLocked() const {
 
 bool RedisStateStore::Flush(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                      [&] { return (!HasWorkLocked() && !in_flight_) || stop_; }) &&
-         !HasWorkLocked();
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return (!HasWorkLocked() && !in_flight_) || stop_;
+  }) && !HasWorkLocked();
 }
 
 std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& table) {
@@ -180,7 +185,8 @@ bool Pipeline(redisContext* ctx, const std::vector<std::vector<std::string>>& cm
       ptrs.push_back(a.data());
       lens.push_back(a.size());
     }
-    if (redisAppendCommandArgv(ctx, int(cmd.size()), ptrs.data(), lens.data()) != REDIS_OK) return false;
+    if (redisAppendCommandArgv(ctx, int(cmd.size()), ptrs.data(), lens.data()) != REDIS_OK)
+      return false;
   }
   bool ok = true;
   for (size_t i = 0; i < cmds.size(); ++i) {
@@ -189,8 +195,9 @@ bool Pipeline(redisContext* ctx, const std::vector<std::vector<std::string>>& cm
     auto* r = static_cast<redisReply*>(reply);
     if (r && r->type == REDIS_REPLY_ERROR) {
       std::string text(r->str, r->len);
-      if (text.rfind("LOADING", 0) == 0 || text.rfind("READONLY", 0) == 0 || text.rfind("BUSY", 0) == 0 ||
-          text.rfind("MASTERDOWN", 0) == 0 || text.rfind("TRYAGAIN", 0) == 0) {
+      if (text.rfind("LOADING", 0) == 0 || text.rfind("READONLY", 0) == 0 ||
+          text.rfind("BUSY", 0) == 0 || text.rfind("MASTERDOWN", 0) == 0 ||
+          text.rfind("TRYAGAIN", 0) == 0) {
         ok = false;  // keep reading the replies so the connection stays in step
       } else {
         on_error(i, text);
@@ -228,7 +235,8 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
       }
       keys.push_back(std::move(key));
     }
-    for (; streams < stream_adds_.size() && streams < kMaxBatch; ++streams) cmds.push_back(stream_adds_[streams]);
+    for (; streams < stream_adds_.size() && streams < kMaxBatch; ++streams)
+      cmds.push_back(stream_adds_[streams]);
     // Events go once: popped before sending, never resent. Only once every dirty record is
     // in the batch, so an event never overtakes the write of the record it announces.
     for (; dirty_.empty() && !events_.empty() && events < kMaxBatch; ++events) {
@@ -239,7 +247,8 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
   }
   size_t first_stream = keys.size();
   bool ok = Pipeline(ctx, cmds, [&](size_t i, const std::string& error) {
-    if (i >= first_stream && i < first_stream + streams && IsDuplicateStreamId(error)) return;  // resent entry
+    if (i >= first_stream && i < first_stream + streams && IsDuplicateStreamId(error))
+      return;  // resent entry
     LOG_WARN("Redis refused a write: " + error);
   });
   std::lock_guard<std::mutex> lock(mu_);
@@ -294,8 +303,8 @@ bool RedisStateStore::Resync(redisContext* ctx) {
     }
     freeReplyObject(r);
     for (size_t i = 0; ok && i < dels.size(); i += kMaxBatch) {
-      std::vector<std::vector<std::string>> chunk(dels.begin() + long(i),
-                                                  dels.begin() + long(std::min(dels.size(), i + kMaxBatch)));
+      std::vector<std::vector<std::string>> chunk(
+          dels.begin() + long(i), dels.begin() + long(std::min(dels.size(), i + kMaxBatch)));
       ok = Pipeline(ctx, chunk, log_error);
     }
   }
@@ -314,7 +323,8 @@ bool RedisStateStore::Resync(redisContext* ctx) {
   std::lock_guard<std::mutex> lock(mu_);
   in_flight_ = false;
   if (ok) {
-    LOG_INFO("rewrote " + std::to_string(written) + " records to Redis after the connection came back");
+    LOG_INFO("rewrote " + std::to_string(written) +
+             " records to Redis after the connection came back");
   } else {
     resync_ = true;
   }
@@ -360,7 +370,8 @@ void RedisStateStore::WriterLoop() {
     if (!warned) LOG_WARN("lost the Redis connection; reconnecting (no state write is dropped)");
     warned = true;
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stop_; });  // backoff, stop wakes it
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
+                 [this] { return stop_; });  // backoff, stop wakes it
     backoff_ms = std::min(backoff_ms * 2, 1000);
   }
   if (ctx) redisFree(ctx);

@@ -36,7 +36,8 @@ namespace orrery {
 class RedisStateStore : public StateStore {
  public:
   // Connects to host:port; Unavailable when Redis does not answer PING.
-  static Result<std::shared_ptr<RedisStateStore>> Connect(const std::string& address, const std::string& cluster);
+  static Result<std::shared_ptr<RedisStateStore>> Connect(const std::string& address,
+                                                          const std::string& cluster);
   // Writes what is pending for up to 2 s, then gives up on it (logged).
   ~RedisStateStore() override;
 
@@ -74,7 +75,7 @@ class RedisStateStore : public StateStore {
   std::map<std::string, std::map<std::string, std::string>> mirror_;  // table -> key -> JSON
   std::set<std::pair<std::string, std::string>> dirty_;               // (table, key) to write
   std::set<std::string> authoritative_;  // tables read with GetAll: the mirror holds all of them
-  bool resync_ = false;                   // the whole mirror must be rewritten
+  bool resync_ = false;                  // the whole mirror must be rewritten
   std::deque<std::string> events_;
   std::deque<std::vector<std::string>> stream_adds_;
   bool in_flight_ = false;

@@ -15,7 +15,9 @@ inline constexpr double kJobTimeoutS = 5.0;
 inline constexpr int kDetachedLifetime = 1;
 
 inline double Now() { return MonotonicSeconds(); }
-inline std::string Hex(const std::string& binary_id) { return UniqueId::FromBinary(binary_id).Hex(); }
+inline std::string Hex(const std::string& binary_id) {
+  return UniqueId::FromBinary(binary_id).Hex();
+}
 
 }  // namespace orrery::scheduler
 

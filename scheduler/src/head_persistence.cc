@@ -17,8 +17,8 @@ namespace {
 template <typename R>
 bool Usable(const Result<R>& r, const char* table, const std::string& key) {
   if (r.ok()) return true;
-  LOG_WARN(std::string("skipping an unreadable ") + table + " record " + records::EscapeUtf8(key) + ": " +
-           r.status().message());
+  LOG_WARN(std::string("skipping an unreadable ") + table + " record " + records::EscapeUtf8(key) +
+           ": " + r.status().message());
   return false;
 }
 }  // namespace
@@ -58,7 +58,8 @@ void HeadService::Recover() {
       pg.bundle_available = pg.spec.bundles;
       for (const auto& hex : r->bundle_nodes) pg.node_of_bundle.push_back(NodeIndex(hex));
       for (size_t b = 0; b < pg.node_of_bundle.size(); ++b) {
-        if (pg.node_of_bundle[b] >= 0) Subtract(nodes_[pg.node_of_bundle[b]].available, pg.spec.bundles[b]);
+        if (pg.node_of_bundle[b] >= 0)
+          Subtract(nodes_[pg.node_of_bundle[b]].available, pg.spec.bundles[b]);
       }
     } else {
       pending_.push_back({PendingKind::kPg, pg.spec.pg_id, now});
@@ -101,7 +102,8 @@ void HeadService::Recover() {
         a.bundle = -1;
         pending_.push_back({PendingKind::kActor, a.spec.actor_id, now});
       }
-      if (!a.spec.options.name.empty()) named_[{a.spec.options.namespace_, a.spec.options.name}] = a.spec.actor_id;
+      if (!a.spec.options.name.empty())
+        named_[{a.spec.options.namespace_, a.spec.options.name}] = a.spec.actor_id;
     }
     actors_[a.spec.actor_id] = std::move(a);
   }
@@ -116,15 +118,22 @@ void HeadService::Recover() {
     rec.last_seen = now;  // a grace period for its driver to reconnect
     jobs_[rec.info.job_id] = rec;
   }
-  // Leases: a granted one still holds its resources on its node (its worker runs on); a
-  // pending one waits again. One whose node or job is gone has nothing left to hold.
+  // Leases: a granted one still holds its resources on its node or in its bundle (its
+  // worker runs on); a pending one waits again. One whose node, job or placement group is
+  // gone has nothing left to hold.
   for (const auto& [key, text] : store.GetAll("leases")) {
     auto r = records::ParseLeaseRecord(text);
     if (!Usable(r, "lease", key)) continue;
     auto job = jobs_.find(r->request.job_id);
     int node = r->node_id.empty() ? -1 : NodeIndex(r->node_id);
     bool granted = !r->node_id.empty();
-    if (Hex(r->request.lease_id) != key || job == jobs_.end() || !job->second.alive ||
+    auto pg = pgs_.find(r->request.placement_group);
+    bool in_group = !r->request.placement_group.empty();
+    bool group_ok =
+        !in_group ||
+        (pg != pgs_.end() &&
+         (!granted || (r->bundle >= 0 && r->bundle < int(pg->second.bundle_available.size()))));
+    if (Hex(r->request.lease_id) != key || job == jobs_.end() || !job->second.alive || !group_ok ||
         (granted && (node < 0 || !nodes_[node].alive)) || leases_.count(r->request.lease_id)) {
       store.Delete("leases", key);
       continue;
@@ -132,29 +141,28 @@ void HeadService::Recover() {
     LeaseRec l;
     l.request = std::move(r->request);
     l.node = node;
-    if (granted) {
-      auto pg = pgs_.find(l.request.placement_group);
-      if (!l.request.placement_group.empty() && pg != pgs_.end() && r->bundle >= 0 &&
-          r->bundle < int(pg->second.bundle_available.size())) {
-        l.bundle = r->bundle;
-        Subtract(pg->second.bundle_available[l.bundle], l.request.resources);
-      } else {
-        Subtract(nodes_[node].available, l.request.resources);
-      }
+    if (granted && in_group) {
+      l.bundle = r->bundle;
+      Subtract(pg->second.bundle_available[l.bundle], l.request.resources);
+    } else if (granted) {
+      Subtract(nodes_[node].available, l.request.resources);
     } else {
       pending_.push_back({PendingKind::kLease, l.request.lease_id, now});
     }
     leases_[l.request.lease_id] = std::move(l);
   }
   if (!nodes_.empty() || !actors_.empty() || !pgs_.empty() || !leases_.empty()) {
-    LOG_INFO("recovered " + std::to_string(nodes_.size()) + " nodes, " + std::to_string(actors_.size()) + " actors, " +
-             std::to_string(pgs_.size()) + " placement groups and " + std::to_string(leases_.size()) +
+    LOG_INFO("recovered " + std::to_string(nodes_.size()) + " nodes, " +
+             std::to_string(actors_.size()) + " actors, " + std::to_string(pgs_.size()) +
+             " placement groups and " + std::to_string(leases_.size()) +
              " leases from the state store");
   }
 }
 
-void HeadService::Publish(const std::string& table, const std::string& id, const std::string& state) {
-  options_.store->Publish(records::Dump(nlohmann::json{{"table", table}, {"id", id}, {"state", state}}));
+void HeadService::Publish(const std::string& table, const std::string& id,
+                          const std::string& state) {
+  options_.store->Publish(
+      records::Dump(nlohmann::json{{"table", table}, {"id", id}, {"state", state}}));
 }
 
 void HeadService::PersistNode(size_t i) {
@@ -186,7 +194,8 @@ void HeadService::PersistPg(const PgRec& pg) {
   records::PgRecord r;
   r.spec = pg.spec;
   r.state = records::PgRecord::State(int(pg.state));
-  for (int n : pg.node_of_bundle) r.bundle_nodes.push_back(n >= 0 ? nodes_[n].id.Hex() : std::string());
+  for (int n : pg.node_of_bundle)
+    r.bundle_nodes.push_back(n >= 0 ? nodes_[n].id.Hex() : std::string());
   r.reason = pg.reason;
   static const char* kStates[] = {"PENDING", "CREATED", "REMOVED"};
   options_.store->Put("placement_groups", Hex(pg.spec.pg_id), records::PgRecordJson(r));
@@ -205,10 +214,13 @@ void HeadService::PersistLease(const std::string& lease_id) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
   const LeaseRec& l = it->second;
-  records::LeaseRecord r{l.request, l.node >= 0 ? nodes_[l.node].id.Hex() : std::string(), l.bundle};
+  records::LeaseRecord r{l.request, l.node >= 0 ? nodes_[l.node].id.Hex() : std::string(),
+                         l.bundle};
   options_.store->Put("leases", Hex(lease_id), records::LeaseRecordJson(r));
 }
 
-void HeadService::ForgetLease(const std::string& lease_id) { options_.store->Delete("leases", Hex(lease_id)); }
+void HeadService::ForgetLease(const std::string& lease_id) {
+  options_.store->Delete("leases", Hex(lease_id));
+}
 
 }  // namespace orrery::scheduler

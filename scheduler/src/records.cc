@@ -54,7 +54,8 @@ Status Invalid(const std::string& what) { return Status::InvalidArgument(what); 
 // A resource set read back: names UTF-8 and non-empty, amounts finite and not negative.
 Status CheckStoredResources(const std::string& what, const Resources& r) {
   for (const auto& [name, amount] : r) {
-    if (name.empty() || !std::isfinite(amount) || amount < 0) return Invalid(what + " has a bad entry");
+    if (name.empty() || !std::isfinite(amount) || amount < 0)
+      return Invalid(what + " has a bad entry");
   }
   return CheckUtf8(what, r);
 }
@@ -74,12 +75,14 @@ Result<T> DecodeHexMsgpack(const json& j, const char* field, const char* what) {
 template <typename T, typename F>
 Result<T> ParseWith(std::string_view text, const char* what, F body) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Invalid(std::string("the ") + what + " record is not JSON (or not UTF-8)");
+  if (j.is_discarded())
+    return Invalid(std::string("the ") + what + " record is not JSON (or not UTF-8)");
   if (!j.is_object()) return Invalid(std::string("the ") + what + " record is not a JSON object");
   try {
     return body(j);
   } catch (const std::exception& e) {
-    return Invalid(std::string("the ") + what + " record has a missing or mistyped field: " + e.what());
+    return Invalid(std::string("the ") + what +
+                   " record has a missing or mistyped field: " + e.what());
   }
 }
 }  // namespace
@@ -115,7 +118,8 @@ std::string EscapeUtf8(std::string_view s) {
 
 Status CheckUtf8(std::string_view what, std::string_view s) {
   if (IsUtf8(s)) return Status::Ok();
-  return Status::InvalidArgument(std::string(what) + " is not valid UTF-8: \"" + EscapeUtf8(s) + "\"");
+  return Status::InvalidArgument(std::string(what) + " is not valid UTF-8: \"" + EscapeUtf8(s) +
+                                 "\"");
 }
 
 Status CheckUtf8(std::string_view what, const Resources& resources) {
@@ -135,9 +139,11 @@ Status CheckUtf8(std::string_view what, const Labels& labels) {
 
 Status CheckActorSpec(const proto::ActorSpecMsg& spec) {
   const auto& o = spec.options;
-  for (Status s : {CheckUtf8("the actor's class", spec.factory), CheckUtf8("the actor's name", o.name),
-                   CheckUtf8("the actor's namespace", o.namespace_), CheckUtf8("the actor's owner address", spec.owner),
-                   CheckUtf8("the actor's", o.resources), CheckUtf8("the actor's selector", o.label_selector)}) {
+  for (Status s :
+       {CheckUtf8("the actor's class", spec.factory), CheckUtf8("the actor's name", o.name),
+        CheckUtf8("the actor's namespace", o.namespace_),
+        CheckUtf8("the actor's owner address", spec.owner), CheckUtf8("the actor's", o.resources),
+        CheckUtf8("the actor's selector", o.label_selector)}) {
     if (!s.ok()) return s;
   }
   return Status::Ok();
@@ -176,10 +182,14 @@ Result<std::string> FromHex(std::string_view hex) {
 
 const char* ActorStateName(proto::ActorState s) {
   switch (s) {
-    case proto::ActorState::kPending: return "PENDING";
-    case proto::ActorState::kAlive: return "ALIVE";
-    case proto::ActorState::kRestarting: return "RESTARTING";
-    case proto::ActorState::kDead: return "DEAD";
+    case proto::ActorState::kPending:
+      return "PENDING";
+    case proto::ActorState::kAlive:
+      return "ALIVE";
+    case proto::ActorState::kRestarting:
+      return "RESTARTING";
+    case proto::ActorState::kDead:
+      return "DEAD";
   }
   return "UNKNOWN";
 }
@@ -197,33 +207,37 @@ constexpr const char* kPgStates[] = {"PENDING", "CREATED", "REMOVED"};
 }  // namespace
 
 std::string NodeRecordJson(const NodeRecord& r) {
-  return Dump(json{{"node_id", r.id.Hex()}, {"address", r.address}, {"alive", r.alive}, {"total", r.total},
+  return Dump(json{{"node_id", r.id.Hex()},
+                   {"address", r.address},
+                   {"alive", r.alive},
+                   {"total", r.total},
                    {"labels", r.labels}});
 }
 
 std::string ActorRecordJson(const ActorRecord& r) {
   const auto& o = r.spec.options;
-  json j{{"actor_id", HexOf(r.spec.actor_id)},
-         {"class", ClassOf(r.spec.factory)},
-         {"state", ActorStateName(r.state)},
-         {"name", o.name},
-         {"namespace", o.namespace_},
-         {"resources", o.resources},
-         {"address", r.address},
-         {"pid", r.pid},
-         {"node_id", r.node_id},
-         {"restarts", r.restarts_used},
-         {"max_restarts", o.max_restarts},
-         {"detached", o.lifetime == 1},
-         {"death_cause", r.death_cause},
-         {"death_kind", r.death_kind},
-         {"job_id", HexOf(r.spec.job_id)},
-         {"placement_group_id", o.placement_group.empty() ? std::string() : HexOf(o.placement_group)},
-         {"incarnation", r.incarnation},
-         {"bundle", r.bundle},
-         {"kill_requested", r.kill_requested},
-         {"subscribers", r.subscribers},
-         {"spec", ToHex(internal::Pack(r.spec))}};
+  json j{
+      {"actor_id", HexOf(r.spec.actor_id)},
+      {"class", ClassOf(r.spec.factory)},
+      {"state", ActorStateName(r.state)},
+      {"name", o.name},
+      {"namespace", o.namespace_},
+      {"resources", o.resources},
+      {"address", r.address},
+      {"pid", r.pid},
+      {"node_id", r.node_id},
+      {"restarts", r.restarts_used},
+      {"max_restarts", o.max_restarts},
+      {"detached", o.lifetime == 1},
+      {"death_cause", r.death_cause},
+      {"death_kind", r.death_kind},
+      {"job_id", HexOf(r.spec.job_id)},
+      {"placement_group_id", o.placement_group.empty() ? std::string() : HexOf(o.placement_group)},
+      {"incarnation", r.incarnation},
+      {"bundle", r.bundle},
+      {"kill_requested", r.kill_requested},
+      {"subscribers", r.subscribers},
+      {"spec", ToHex(internal::Pack(r.spec))}};
   return Dump(j);
 }
 
@@ -240,17 +254,24 @@ std::string PgRecordJson(const PgRecord& r) {
 }
 
 std::string JobRecordJson(const JobRecord& r) {
-  json j{{"job_id", HexOf(r.info.job_id)},       {"driver_address", r.info.driver_address},
-         {"pid", r.info.pid},                     {"namespace", r.info.namespace_},
-         {"entrypoint", r.info.entrypoint},       {"state", r.running ? "RUNNING" : "FINISHED"},
-         {"start_time", r.start_time},            {"end_cause", r.end_cause}};
+  json j{{"job_id", HexOf(r.info.job_id)},
+         {"driver_address", r.info.driver_address},
+         {"pid", r.info.pid},
+         {"namespace", r.info.namespace_},
+         {"entrypoint", r.info.entrypoint},
+         {"state", r.running ? "RUNNING" : "FINISHED"},
+         {"start_time", r.start_time},
+         {"end_cause", r.end_cause}};
   return Dump(j);
 }
 
 std::string LeaseRecordJson(const LeaseRecord& r) {
-  json j{{"lease_id", HexOf(r.request.lease_id)}, {"job_id", HexOf(r.request.job_id)},
-         {"node_id", r.node_id},                  {"bundle", r.bundle},
-         {"resources", r.request.resources},      {"request", ToHex(internal::Pack(r.request))}};
+  json j{{"lease_id", HexOf(r.request.lease_id)},
+         {"job_id", HexOf(r.request.job_id)},
+         {"node_id", r.node_id},
+         {"bundle", r.bundle},
+         {"resources", r.request.resources},
+         {"request", ToHex(internal::Pack(r.request))}};
   return Dump(j);
 }
 
@@ -277,14 +298,16 @@ Result<ActorRecord> ParseActorRecord(std::string_view text) {
     auto spec = DecodeHexMsgpack<proto::ActorSpecMsg>(j, "spec", "the actor record's spec");
     if (!spec.ok()) return spec.status();
     r.spec = std::move(spec).value();
-    if (r.spec.actor_id.size() != UniqueId::kSize || UniqueId::FromBinary(r.spec.actor_id).IsNil()) {
+    if (r.spec.actor_id.size() != UniqueId::kSize ||
+        UniqueId::FromBinary(r.spec.actor_id).IsNil()) {
       return Invalid("the actor record's spec has no valid actor id");
     }
     if (j.at("actor_id").get<std::string>() != HexOf(r.spec.actor_id)) {
       return Invalid("the actor record's actor_id differs from its spec's");
     }
     if (Status s = CheckActorSpec(r.spec); !s.ok()) return s;
-    if (Status s = CheckStoredResources("the actor's resources", r.spec.options.resources); !s.ok()) return s;
+    if (Status s = CheckStoredResources("the actor's resources", r.spec.options.resources); !s.ok())
+      return s;
     std::string state = j.value("state", "PENDING");
     if (state == "PENDING") {
       r.state = proto::ActorState::kPending;
@@ -307,7 +330,8 @@ Result<ActorRecord> ParseActorRecord(std::string_view text) {
     r.bundle = j.value("bundle", -1);
     r.address = j.value("address", "");
     r.pid = j.value("pid", 0);
-    if (!r.node_id.empty() && !IsHexId(r.node_id)) return Invalid("the actor record's node_id is not a hex id");
+    if (!r.node_id.empty() && !IsHexId(r.node_id))
+      return Invalid("the actor record's node_id is not a hex id");
     if (r.incarnation < 0 || r.restarts_used < 0 || r.bundle < -1 || r.pid < 0) {
       return Invalid("the actor record has a negative count");
     }
@@ -318,10 +342,12 @@ Result<ActorRecord> ParseActorRecord(std::string_view text) {
 Result<PgRecord> ParsePgRecord(std::string_view text) {
   return ParseWith<PgRecord>(text, "placement group", [](const json& j) -> Result<PgRecord> {
     PgRecord r;
-    auto spec = DecodeHexMsgpack<proto::PlacementGroupMsg>(j, "spec", "the placement group record's spec");
+    auto spec =
+        DecodeHexMsgpack<proto::PlacementGroupMsg>(j, "spec", "the placement group record's spec");
     if (!spec.ok()) return spec.status();
     r.spec = std::move(spec).value();
-    if (r.spec.pg_id.size() != UniqueId::kSize) return Invalid("the placement group record has no valid id");
+    if (r.spec.pg_id.size() != UniqueId::kSize)
+      return Invalid("the placement group record has no valid id");
     if (r.spec.bundles.empty() || r.spec.strategy < 0 || r.spec.strategy > 3) {
       return Invalid("the placement group record's spec has no bundles or an unknown strategy");
     }
@@ -341,7 +367,8 @@ Result<PgRecord> ParsePgRecord(std::string_view text) {
     }
     r.bundle_nodes = j.value("bundle_nodes", std::vector<std::string>{});
     for (const auto& n : r.bundle_nodes) {
-      if (!n.empty() && !IsHexId(n)) return Invalid("the placement group record's bundle_nodes hold a bad id");
+      if (!n.empty() && !IsHexId(n))
+        return Invalid("the placement group record's bundle_nodes hold a bad id");
     }
     if (r.state == PgRecord::kCreated && r.bundle_nodes.size() != r.spec.bundles.size()) {
       return Invalid("a created placement group record must name a node for each bundle");
@@ -371,15 +398,19 @@ Result<JobRecord> ParseJobRecord(std::string_view text) {
 Result<LeaseRecord> ParseLeaseRecord(std::string_view text) {
   return ParseWith<LeaseRecord>(text, "lease", [](const json& j) -> Result<LeaseRecord> {
     LeaseRecord r;
-    auto request = DecodeHexMsgpack<proto::LeaseRequestMsg>(j, "request", "the lease record's request");
+    auto request =
+        DecodeHexMsgpack<proto::LeaseRequestMsg>(j, "request", "the lease record's request");
     if (!request.ok()) return request.status();
     r.request = std::move(request).value();
-    if (r.request.lease_id.size() != UniqueId::kSize) return Invalid("the lease record has no valid lease id");
-    if (Status s = CheckStoredResources("the lease's resources", r.request.resources); !s.ok()) return s;
+    if (r.request.lease_id.size() != UniqueId::kSize)
+      return Invalid("the lease record has no valid lease id");
+    if (Status s = CheckStoredResources("the lease's resources", r.request.resources); !s.ok())
+      return s;
     if (Status s = CheckUtf8("the lease's", r.request.label_selector); !s.ok()) return s;
     r.node_id = j.value("node_id", "");
     r.bundle = j.value("bundle", -1);
-    if (!r.node_id.empty() && !IsHexId(r.node_id)) return Invalid("the lease record's node_id is not a hex id");
+    if (!r.node_id.empty() && !IsHexId(r.node_id))
+      return Invalid("the lease record's node_id is not a hex id");
     if (r.bundle < -1) return Invalid("the lease record's bundle is negative");
     return r;
   });

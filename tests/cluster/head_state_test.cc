@@ -66,7 +66,8 @@ class Peer {
 
   std::optional<proto::AckMsg> WaitAck(uint64_t request_id, int timeout_ms = 10000) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return acks_.count(request_id) > 0; })) {
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return acks_.count(request_id) > 0; })) {
       return std::nullopt;
     }
     return acks_[request_id];
@@ -77,21 +78,24 @@ class Peer {
     uint64_t id = next_id_++;
     Send(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{id, address(), {}});
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return infos_.count(id) > 0; })) {
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return infos_.count(id) > 0; })) {
       return std::nullopt;
     }
     return infos_[id];
   }
 
   // The head's view of an actor (SubscribeActor); nullopt when it does not answer.
-  std::optional<proto::ActorUpdateMsg> ActorState(const std::string& actor_id, int timeout_ms = 5000) {
+  std::optional<proto::ActorUpdateMsg> ActorState(const std::string& actor_id,
+                                                  int timeout_ms = 5000) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       updates_.erase(actor_id);
     }
     Send(MsgType::kSubscribeActor, proto::SubscribeActorMsg{actor_id, address()});
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return updates_.count(actor_id) > 0; })) {
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return updates_.count(actor_id) > 0; })) {
       return std::nullopt;
     }
     return updates_[actor_id];
@@ -103,7 +107,8 @@ class Peer {
   // stays PENDING, without a process, until killed. Returns the Ack.
   std::optional<proto::AckMsg> CreateActor(const std::string& actor_id, const std::string& name,
                                            const std::string& namespace_,
-                                           const orrery::Resources& resources = {{"Unobtainium", 1}}) {
+                                           const orrery::Resources& resources = {
+                                               {"Unobtainium", 1}}) {
     proto::CreateActorMsg m;
     m.request_id = NextId();
     m.reply_to = address();
@@ -152,7 +157,8 @@ void ExpectRedisHoldsValidJson(Redis& r) {
   for (const auto& key : r.Strings({"KEYS", kPrefix + "*"})) {
     if (r.Type(key) != "hash") continue;
     for (const auto& [field, value] : r.HGetAll(key)) {
-      EXPECT_FALSE(json::parse(value, nullptr, false).is_discarded()) << key << "[" << field << "] is not JSON: " << value;
+      EXPECT_FALSE(json::parse(value, nullptr, false).is_discarded())
+          << key << "[" << field << "] is not JSON: " << value;
     }
   }
 }
@@ -192,7 +198,9 @@ TEST(HeadStateTest, StringsThatAreNotUtf8NeverCrashTheHead) {
   node.node.alive = true;
   node.node.total = {{"CPU", 2}};
   node.node.available = node.node.total;
-  node.node.labels = {{"region", "s\xfc" "d"}};
+  node.node.labels = {{"region",
+                       "s\xfc"
+                       "d"}};
   node.reply_to = peer.address();
   peer.Send(MsgType::kRegisterNode, node);
   auto refused = peer.WaitAck(0);
@@ -207,7 +215,9 @@ TEST(HeadStateTest, StringsThatAreNotUtf8NeverCrashTheHead) {
   job.job_id = UniqueId::Random().Binary();
   job.driver_address = peer.address();
   job.pid = 1;
-  job.entrypoint = "/tmp/pr\xfc" "fung/driver";
+  job.entrypoint =
+      "/tmp/pr\xfc"
+      "fung/driver";
   job.alive = true;
   peer.Send(MsgType::kRegisterJob, job);
   auto registered = peer.WaitAck(job.request_id);
@@ -217,10 +227,13 @@ TEST(HeadStateTest, StringsThatAreNotUtf8NeverCrashTheHead) {
   Redis r(cluster.redis_address());
   ASSERT_TRUE(r.ok());
   std::string job_hex = Hex(job.job_id);
-  ASSERT_TRUE(WaitFor([&] {
-    auto rec = json::parse(r.HGet(kPrefix + "jobs", job_hex), nullptr, false);
-    return rec.is_object() && rec.value("state", "") == "FINISHED";
-  }, 30000)) << "the silent driver's job did not end";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto rec = json::parse(r.HGet(kPrefix + "jobs", job_hex), nullptr, false);
+        return rec.is_object() && rec.value("state", "") == "FINISHED";
+      },
+      30000))
+      << "the silent driver's job did not end";
   auto rec = json::parse(r.HGet(kPrefix + "jobs", job_hex));
   EXPECT_EQ(rec["entrypoint"], "/tmp/pr\\xfcfung/driver");
 
@@ -291,12 +304,15 @@ TEST(HeadStateTest, HostileRecordsInRedisAreSkippedOnRestart) {
   Peer after(cluster.head_address());
   auto survivor = after.ActorState(good);
   ASSERT_TRUE(survivor) << "the restarted head does not answer";
-  EXPECT_EQ(survivor->state, int(proto::ActorState::kPending)) << "the good record was not restored";
+  EXPECT_EQ(survivor->state, int(proto::ActorState::kPending))
+      << "the good record was not restored";
   auto skipped = after.ActorState(spec.actor_id);
   ASSERT_TRUE(skipped);
-  EXPECT_EQ(skipped->state, int(proto::ActorState::kDead)) << "the record with a non-UTF-8 class was restored";
+  EXPECT_EQ(skipped->state, int(proto::ActorState::kDead))
+      << "the record with a non-UTF-8 class was restored";
   // Still serving after several scheduling ticks.
-  ASSERT_TRUE(WaitFor([&] { return after.CreateActor(UniqueId::Random().Binary(), "", "").has_value(); }));
+  ASSERT_TRUE(
+      WaitFor([&] { return after.CreateActor(UniqueId::Random().Binary(), "", "").has_value(); }));
   EXPECT_TRUE(HeadAlive(cluster));
   std::ifstream log(cluster.dir() + "/head.log");
   std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
@@ -357,8 +373,9 @@ struct Churn {
         ++stale;
       }
     }
-    return std::to_string(missing) + " actor records missing, " + std::to_string(stale) + " stale, " +
-           std::to_string(actors.size()) + " in Redis for " + std::to_string(state.size()) + " actors";
+    return std::to_string(missing) + " actor records missing, " + std::to_string(stale) +
+           " stale, " + std::to_string(actors.size()) + " in Redis for " +
+           std::to_string(state.size()) + " actors";
   }
 };
 
@@ -426,10 +443,12 @@ TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
   ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
   std::string release = cluster.dir() + "/release";
   auto held = orrery::Task(HoldUntil).Remote(release);
-  ASSERT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 0; })) << "the task never took the CPU";
+  ASSERT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 0; }))
+      << "the task never took the CPU";
   {
     Redis r(cluster.redis_address());
-    EXPECT_TRUE(WaitFor([&] { return r.HGetAll(kPrefix + "leases").size() == 1; })) << "the lease is not in Redis";
+    EXPECT_TRUE(WaitFor([&] { return r.HGetAll(kPrefix + "leases").size() == 1; }))
+        << "the lease is not in Redis";
   }
 
   cluster.KillHead();
@@ -439,14 +458,16 @@ TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
     return nodes.size() == 1 && nodes[0].alive;
   }));
   // The task still runs on its lease: the restarted head must not offer its CPU again.
-  EXPECT_EQ(orrery::AvailableResources()["CPU"], 0) << "the restarted head forgot the granted lease";
+  EXPECT_EQ(orrery::AvailableResources()["CPU"], 0)
+      << "the restarted head forgot the granted lease";
 
   std::ofstream(release).close();
   EXPECT_EQ(*orrery::Get(held, 30000), 7);
   // Returned (when idle) to the restarted head, the lease gives its CPU back.
   EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 1; }, 30000));
   Redis r(cluster.redis_address());
-  EXPECT_TRUE(WaitFor([&] { return r.HGetAll(kPrefix + "leases").empty(); })) << "the returned lease stayed in Redis";
+  EXPECT_TRUE(WaitFor([&] { return r.HGetAll(kPrefix + "leases").empty(); }))
+      << "the returned lease stayed in Redis";
   orrery::Shutdown();
 }
 
@@ -488,7 +509,8 @@ TEST(HeadStateTest, HeadRestartAppendsNoStreamEntryTwice) {
   })) << "the third report never reached the stream";
   auto entries = r.XRange(stream);
   ASSERT_EQ(entries.size(), 3u) << "a report resent across a head restart was appended twice";
-  for (size_t i = 0; i < entries.size(); ++i) EXPECT_EQ(entries[i]["iteration"], std::to_string(i + 1));
+  for (size_t i = 0; i < entries.size(); ++i)
+    EXPECT_EQ(entries[i]["iteration"], std::to_string(i + 1));
 }
 
 }  // namespace

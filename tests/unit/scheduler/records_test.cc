@@ -57,7 +57,9 @@ TEST(Utf8, ValidAndInvalid) {
 }
 
 TEST(Utf8, EscapeKeepsValidTextAndEscapesTheRest) {
-  EXPECT_EQ(EscapeUtf8("/home/pr\xfc" "fung/a.out"), "/home/pr\\xfcfung/a.out");
+  EXPECT_EQ(EscapeUtf8("/home/pr\xfc"
+                       "fung/a.out"),
+            "/home/pr\\xfcfung/a.out");
   EXPECT_EQ(EscapeUtf8("gr\xc3\xbc\xc3\x9f"), "gr\xc3\xbc\xc3\x9f");
   EXPECT_TRUE(IsUtf8(EscapeUtf8("\xff\xfe\xc3")));
 }
@@ -67,8 +69,14 @@ TEST(Utf8, CheckNamesTheOffendingString) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("not valid UTF-8"), std::string::npos);
   EXPECT_NE(s.message().find("z\\xe4hler"), std::string::npos);
-  EXPECT_FALSE(CheckUtf8("x", Labels{{"region", "s\xfc" "d"}}).ok());
-  EXPECT_FALSE(CheckUtf8("x", Resources{{"gr\xfc" "n", 1}}).ok());
+  EXPECT_FALSE(CheckUtf8("x", Labels{{"region",
+                                      "s\xfc"
+                                      "d"}})
+                   .ok());
+  EXPECT_FALSE(CheckUtf8("x", Resources{{"gr\xfc"
+                                         "n",
+                                         1}})
+                   .ok());
   auto spec = Spec();
   spec.options.namespace_ = "n\xe4me";
   EXPECT_FALSE(CheckActorSpec(spec).ok());
@@ -104,10 +112,10 @@ TEST(ActorRecord, HostileRecordsAreInvalidArgument) {
       "{\"actor_id\": 1}",
       "{\"name\": \"z\xe4hler\"}",  // not UTF-8: not JSON
       ActorWith("spec", 17),
-      ActorWith("spec", "abc"),          // odd length
-      ActorWith("spec", "zz"),           // not hex
-      ActorWith("spec", "c0"),           // msgpack nil, not a spec
-      ActorWith("spec", "9100"),         // an array of the wrong shape
+      ActorWith("spec", "abc"),   // odd length
+      ActorWith("spec", "zz"),    // not hex
+      ActorWith("spec", "c0"),    // msgpack nil, not a spec
+      ActorWith("spec", "9100"),  // an array of the wrong shape
       ActorWith("state", "ZOMBIE"),
       ActorWith("state", 3),
       ActorWith("incarnation", "two"),
@@ -137,7 +145,8 @@ TEST(ActorRecord, SpecWithInvalidUtf8NameIsRefused) {
 }
 
 TEST(NodeRecord, RoundTripsAndRefusesHostile) {
-  NodeRecord n{NodeId(UniqueId::Random()), "tcp://127.0.0.1:7000", true, {{"CPU", 4}}, {{"zone", "a"}}};
+  NodeRecord n{
+      NodeId(UniqueId::Random()), "tcp://127.0.0.1:7000", true, {{"CPU", 4}}, {{"zone", "a"}}};
   auto r = ParseNodeRecord(NodeRecordJson(n));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->id, n.id);
@@ -145,12 +154,12 @@ TEST(NodeRecord, RoundTripsAndRefusesHostile) {
   EXPECT_EQ(r->labels, n.labels);
   json j = json::parse(NodeRecordJson(n));
   for (auto [field, value] : std::vector<std::pair<std::string, json>>{{"node_id", "xyz"},
-                                                                        {"node_id", 5},
-                                                                        {"total", "CPU"},
-                                                                        {"total", json{{"CPU", -1}}},
-                                                                        {"total", json{{"", 1}}},
-                                                                        {"labels", json{{"a", 1}}},
-                                                                        {"alive", "yes"}}) {
+                                                                       {"node_id", 5},
+                                                                       {"total", "CPU"},
+                                                                       {"total", json{{"CPU", -1}}},
+                                                                       {"total", json{{"", 1}}},
+                                                                       {"labels", json{{"a", 1}}},
+                                                                       {"alive", "yes"}}) {
     json bad = j;
     bad[field] = value;
     EXPECT_FALSE(ParseNodeRecord(bad.dump()).ok()) << bad.dump();
@@ -169,9 +178,12 @@ TEST(PgRecord, RoundTripsAndRefusesHostile) {
   EXPECT_EQ(r->state, PgRecord::kCreated);
   EXPECT_EQ(r->bundle_nodes, pg.bundle_nodes);
   json j = json::parse(PgRecordJson(pg));
-  for (auto [field, value] : std::vector<std::pair<std::string, json>>{
-           {"state", "GONE"}, {"bundle_nodes", json::array({"x"})}, {"bundle_nodes", json::array()},
-           {"spec", "00"}, {"bundle_nodes", 3}}) {
+  for (auto [field, value] :
+       std::vector<std::pair<std::string, json>>{{"state", "GONE"},
+                                                 {"bundle_nodes", json::array({"x"})},
+                                                 {"bundle_nodes", json::array()},
+                                                 {"spec", "00"},
+                                                 {"bundle_nodes", 3}}) {
     json bad = j;
     bad[field] = value;
     EXPECT_FALSE(ParsePgRecord(bad.dump()).ok()) << bad.dump();
@@ -185,7 +197,9 @@ TEST(PgRecord, RoundTripsAndRefusesHostile) {
 TEST(JobRecord, RoundTripsAndRefusesHostile) {
   JobRecord job;
   job.info.job_id = UniqueId::Random().Binary();
-  job.info.entrypoint = EscapeUtf8("/tmp/pr\xfc" "fung/driver");
+  job.info.entrypoint = EscapeUtf8(
+      "/tmp/pr\xfc"
+      "fung/driver");
   job.info.pid = 7;
   job.running = true;
   auto r = ParseJobRecord(JobRecordJson(job));
@@ -211,8 +225,11 @@ TEST(LeaseRecord, RoundTripsAndRefusesHostile) {
   EXPECT_EQ(r->request.lease_id, l.request.lease_id);
   EXPECT_EQ(r->node_id, l.node_id);
   json j = json::parse(LeaseRecordJson(l));
-  for (auto [field, value] : std::vector<std::pair<std::string, json>>{
-           {"request", "zz"}, {"request", 1}, {"node_id", "node"}, {"bundle", -2}, {"bundle", "0"}}) {
+  for (auto [field, value] : std::vector<std::pair<std::string, json>>{{"request", "zz"},
+                                                                       {"request", 1},
+                                                                       {"node_id", "node"},
+                                                                       {"bundle", -2},
+                                                                       {"bundle", "0"}}) {
     json bad = j;
     bad[field] = value;
     EXPECT_FALSE(ParseLeaseRecord(bad.dump()).ok()) << bad.dump();
