@@ -32,10 +32,11 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# The live processes of this test whose command line is `orrery <role> ...`.
+# The live processes of this test's sessions whose command line is `orrery <role> ...`.
 pids_of() {
   local pid
-  for pid in $(marked_pids); do
+  for pid in $(session_pids); do
+    alive "$pid" || continue
     if [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == "$orrery_bin $1 "* ]]; then echo "$pid"; fi
   done
 }
