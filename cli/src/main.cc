@@ -107,6 +107,7 @@ int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf, 
   auto pid = oc::SpawnDaemon(argv, log);
   if (!pid.ok()) return Fail(pid.status().message(), &s);
   s.pids.push_back(pid.value());
+  s.values["node_pid"] = std::to_string(pid.value());
   s.Save();
   if (!WaitForLog(log, " up at ", pid.value(), 15000)) return Fail("the node did not start; see " + log, &s);
   return 0;
@@ -247,7 +248,14 @@ int main(int argc, char** argv) {
       }
       s.values["head_address"] = head_address;
       s.Save();
-      if (int rc = StartNode(s, head_address, rf, bind)) return rc;
+      // A head restarted where it ran before is rejoined by the node this host already
+      // runs for it; a second node here would count the host twice.
+      if (int node = head_mode ? oc::LiveNodeFor(head_address) : 0; node > 0) {
+        std::cout << "This host's node (pid " << node << ") still runs for " << head_address
+                  << " and rejoins the head; not starting another.\n";
+      } else if (int rc = StartNode(s, head_address, rf, bind)) {
+        return rc;
+      }
       std::string dashboard_url;
       if (head_mode && !no_dashboard) {
         // A dashboard that cannot start (port in use) is not worth failing the cluster for.

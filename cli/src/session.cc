@@ -77,6 +77,15 @@ std::vector<Session> LiveSessions() {
   return out;
 }
 
+int LiveNodeFor(const std::string& head_address) {
+  for (auto& s : LiveSessions()) {
+    if (s.values["head_address"] != head_address) continue;
+    int pid = std::atoi(s.values["node_pid"].c_str());
+    if (Alive(pid)) return pid;
+  }
+  return 0;
+}
+
 Result<Session> LatestSession() { return Load(SessionRoot() + "/session_latest"); }
 
 Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log) {

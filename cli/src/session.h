@@ -24,6 +24,11 @@ Session NewSession();
 // Every session directory on this host that still has live processes.
 std::vector<Session> LiveSessions();
 Result<Session> LatestSession();
+// The pid of a live node daemon that a session on this host started for the head at
+// `head_address` (values "head_address" and "node_pid"), or 0. A head restarted at the same
+// address is joined again by that node: starting another one here would count this host
+// twice.
+int LiveNodeFor(const std::string& head_address);
 
 // Starts `argv` detached (own session, output to `log`), returns its pid.
 Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log);

@@ -10,6 +10,9 @@ namespace orrery {
 
 namespace {
 constexpr size_t kMaxBatch = 512;
+// Bounds on what waits while Redis is unreachable (records are bounded by the mirror).
+constexpr size_t kMaxQueuedEvents = 10000;
+constexpr size_t kMaxQueuedStreamEntries = 100000;
 
 redisContext* ConnectTo(const std::string& host, int port) {
   timeval tv{2, 0};
@@ -19,6 +22,10 @@ redisContext* ConnectTo(const std::string& host, int port) {
     redisFree(c);
     return nullptr;
   }
+  // A Redis that hangs (stopped, or swapping) must not block the writer for ever: a reply
+  // slower than this counts as a lost connection, and the writer reconnects and resyncs.
+  timeval reply_timeout{10, 0};
+  redisSetTimeout(c, reply_timeout);
   return c;
 }
 
@@ -34,10 +41,12 @@ redisReply* Command(redisContext* c, const std::vector<std::string>& argv) {
 }
 }  // namespace
 
-Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::string& address, const std::string& cluster) {
+Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::string& address,
+                                                                  const std::string& cluster) {
   std::string a = address.rfind("redis://", 0) == 0 ? address.substr(8) : address;
   size_t colon = a.rfind(':');
-  if (colon == std::string::npos) return Status::InvalidArgument("Redis address must be host:port, got " + address);
+  if (colon == std::string::npos)
+    return Status::InvalidArgument("Redis address must be host:port, got " + address);
   std::string host = a.substr(0, colon);
   int port = std::atoi(a.c_str() + colon + 1);
   std::shared_ptr<RedisStateStore> store(new RedisStateStore(host, port, cluster));
@@ -55,53 +64,77 @@ RedisStateStore::RedisStateStore(std::string host, int port, std::string cluster
     : host_(std::move(host)), port_(port), cluster_(std::move(cluster)) {}
 
 RedisStateStore::~RedisStateStore() {
-  Flush(2000);
+  bool written = Flush(2000);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    if (!written) {
+      LOG_ERROR("Redis is unreachable: " + std::to_string(dirty_.size() + stream_adds_.size()) +
+                " state writes are left unwritten at exit" +
+                (resync_ ? " (and a full rewrite)" : ""));
+    }
   }
   cv_.notify_all();
   if (writer_.joinable()) writer_.join();
   if (read_ctx_) redisFree(read_ctx_);
 }
 
-void RedisStateStore::Put(const std::string& table, const std::string& key, const std::string& json) {
+void RedisStateStore::MarkDirtyLocked(const std::string& table, const std::string& key,
+                                      bool deleted) {
+  // While a rewrite is due, it covers every record of the mirror and every deletion in a
+  // table read with GetAll: only deletions elsewhere must be remembered one by one.
+  if (resync_ && (!deleted || authoritative_.count(table))) return;
+  dirty_.emplace(table, key);
+}
+
+void RedisStateStore::Put(const std::string& table, const std::string& key,
+                          const std::string& json) {
   std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back({"HSET", KeyFor(table), key, json});
-  ++queued_;
-  cv_.notify_one();
+  mirror_[table][key] = json;
+  MarkDirtyLocked(table, key, false);
+  cv_.notify_all();
 }
 
 void RedisStateStore::Delete(const std::string& table, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back({"HDEL", KeyFor(table), key});
-  ++queued_;
-  cv_.notify_one();
+  auto t = mirror_.find(table);
+  if (t != mirror_.end()) t->second.erase(key);
+  MarkDirtyLocked(table, key, true);
+  cv_.notify_all();
 }
 
 void RedisStateStore::Publish(const std::string& event_json) {
   std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back({"PUBLISH", KeyFor("events"), event_json});
-  ++queued_;
-  cv_.notify_one();
+  // Events are notifications (pub/sub keeps none either): a bounded queue, oldest dropped.
+  if (events_.size() >= kMaxQueuedEvents) events_.pop_front();
+  events_.push_back(event_json);
+  cv_.notify_all();
 }
 
-void RedisStateStore::StreamAdd(const std::string& stream, const StreamEntry& fields) {
-  std::vector<std::string> cmd{"XADD", KeyFor(stream), "*"};
+void RedisStateStore::StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) {
+  std::vector<std::string> cmd{"XADD", KeyFor(stream), std::to_string(seq < 0 ? 0 : seq) + "-1"};
   for (const auto& [f, v] : fields) {
     cmd.push_back(f);
     cmd.push_back(v);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  queue_.push_back(std::move(cmd));
-  ++queued_;
-  cv_.notify_one();
+  if (stream_adds_.size() >= kMaxQueuedStreamEntries) {
+    LOG_ERROR("Redis has been unreachable for long: dropped the oldest unwritten stream entry");
+    stream_adds_.pop_front();
+  }
+  stream_adds_.push_back(std::move(cmd));
+  cv_.notify_all();
+}
+
+bool RedisStateStore::HasWorkLocked() const {
+  return resync_ || !dirty_.empty() || !events_.empty() || !stream_adds_.empty();
 }
 
 bool RedisStateStore::Flush(int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
-  uint64_t target = queued_;
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return written_ >= target || stop_; });
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    return (!HasWorkLocked() && !in_flight_) || stop_;
+  }) && !HasWorkLocked();
 }
 
 std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& table) {
@@ -116,80 +149,230 @@ std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& ta
       read_ctx_ = nullptr;
       continue;
     }
-    if (r->type == REDIS_REPLY_ARRAY) {
+    bool read = r->type == REDIS_REPLY_ARRAY;
+    if (read) {
       for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        out[std::string(r->element[i]->str, r->element[i]->len)] =
-            std::string(r->element[i + 1]->str, r->element[i + 1]->len);
+        const redisReply* k = r->element[i];
+        const redisReply* v = r->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+        out[std::string(k->str, k->len)] = std::string(v->str, v->len);
       }
     }
     freeReplyObject(r);
+    if (read) {
+      // The mirror now holds the whole table: a rewrite after an outage may remove from
+      // Redis what the mirror lacks.
+      std::lock_guard<std::mutex> state_lock(mu_);
+      auto& mirrored = mirror_[table];
+      for (const auto& [k, v] : out) mirrored.emplace(k, v);
+      authoritative_.insert(table);
+    }
     break;
   }
   return out;
 }
 
-redisContext* RedisStateStore::Reconnect(redisContext* old) {
-  if (old) redisFree(old);
-  return ConnectTo(host_, port_);
+namespace {
+// Sends `cmds` pipelined and reads every reply. False on a connection error or a reply that
+// says Redis cannot take writes now (loading its data, a read-only replica): the caller
+// reconnects and tries again later. `on_error(i, text)` sees the other error replies.
+template <typename F>
+bool Pipeline(redisContext* ctx, const std::vector<std::vector<std::string>>& cmds, F on_error) {
+  for (const auto& cmd : cmds) {
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    for (const auto& a : cmd) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(ctx, int(cmd.size()), ptrs.data(), lens.data()) != REDIS_OK)
+      return false;
+  }
+  bool ok = true;
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    void* reply = nullptr;
+    if (redisGetReply(ctx, &reply) != REDIS_OK) return false;
+    auto* r = static_cast<redisReply*>(reply);
+    if (r && r->type == REDIS_REPLY_ERROR) {
+      std::string text(r->str, r->len);
+      if (text.rfind("LOADING", 0) == 0 || text.rfind("READONLY", 0) == 0 ||
+          text.rfind("BUSY", 0) == 0 || text.rfind("MASTERDOWN", 0) == 0 ||
+          text.rfind("TRYAGAIN", 0) == 0) {
+        ok = false;  // keep reading the replies so the connection stays in step
+      } else {
+        on_error(i, text);
+      }
+    }
+    if (r) freeReplyObject(r);
+  }
+  return ok;
+}
+
+bool IsDuplicateStreamId(const std::string& error) {
+  return error.find("equal or smaller than the target stream top item") != std::string::npos;
+}
+}  // namespace
+
+bool RedisStateStore::WriteBatch(redisContext* ctx) {
+  std::vector<std::vector<std::string>> cmds;
+  std::vector<std::pair<std::string, std::string>> keys;
+  size_t streams = 0, events = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!dirty_.empty() && keys.size() < kMaxBatch) {
+      auto key = *dirty_.begin();
+      dirty_.erase(dirty_.begin());
+      auto t = mirror_.find(key.first);
+      const std::string* value = nullptr;
+      if (t != mirror_.end()) {
+        auto v = t->second.find(key.second);
+        if (v != t->second.end()) value = &v->second;
+      }
+      if (value) {
+        cmds.push_back({"HSET", KeyFor(key.first), key.second, *value});
+      } else {
+        cmds.push_back({"HDEL", KeyFor(key.first), key.second});
+      }
+      keys.push_back(std::move(key));
+    }
+    for (; streams < stream_adds_.size() && streams < kMaxBatch; ++streams)
+      cmds.push_back(stream_adds_[streams]);
+    // Events go once: popped before sending, never resent. Only once every dirty record is
+    // in the batch, so an event never overtakes the write of the record it announces.
+    for (; dirty_.empty() && !events_.empty() && events < kMaxBatch; ++events) {
+      cmds.push_back({"PUBLISH", KeyFor("events"), std::move(events_.front())});
+      events_.pop_front();
+    }
+    in_flight_ = true;
+  }
+  size_t first_stream = keys.size();
+  bool ok = Pipeline(ctx, cmds, [&](size_t i, const std::string& error) {
+    if (i >= first_stream && i < first_stream + streams && IsDuplicateStreamId(error))
+      return;  // resent entry
+    LOG_WARN("Redis refused a write: " + error);
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_ = false;
+  if (ok) {
+    stream_adds_.erase(stream_adds_.begin(), stream_adds_.begin() + long(streams));
+  } else {
+    resync_ = true;
+    for (const auto& [table, key] : keys) {
+      auto t = mirror_.find(table);
+      MarkDirtyLocked(table, key, t == mirror_.end() || !t->second.count(key));
+    }
+  }
+  cv_.notify_all();
+  return ok;
+}
+
+bool RedisStateStore::Resync(redisContext* ctx) {
+  std::map<std::string, std::map<std::string, std::string>> snapshot;
+  std::set<std::string> authoritative;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot = mirror_;
+    authoritative = authoritative_;
+    resync_ = false;
+    in_flight_ = true;
+    // What the rewrite covers is no longer dirty; later changes mark their records again.
+    for (auto it = dirty_.begin(); it != dirty_.end();) {
+      auto t = mirror_.find(it->first);
+      bool present = t != mirror_.end() && t->second.count(it->second);
+      it = present || authoritative_.count(it->first) ? dirty_.erase(it) : std::next(it);
+    }
+  }
+  bool ok = true;
+  size_t written = 0;
+  auto log_error = [](size_t, const std::string& e) { LOG_WARN("Redis refused a write: " + e); };
+  for (const auto& table : authoritative) {
+    if (!ok) break;
+    // Fields this store no longer has (deleted while Redis was away, or older than a
+    // snapshot Redis restarted from) go.
+    redisReply* r = Command(ctx, {"HKEYS", KeyFor(table)});
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+      if (r) freeReplyObject(r);
+      ok = false;
+      break;
+    }
+    std::vector<std::vector<std::string>> dels;
+    const auto& have = snapshot[table];
+    for (size_t i = 0; i < r->elements; ++i) {
+      std::string field(r->element[i]->str, r->element[i]->len);
+      if (!have.count(field)) dels.push_back({"HDEL", KeyFor(table), std::move(field)});
+    }
+    freeReplyObject(r);
+    for (size_t i = 0; ok && i < dels.size(); i += kMaxBatch) {
+      std::vector<std::vector<std::string>> chunk(
+          dels.begin() + long(i), dels.begin() + long(std::min(dels.size(), i + kMaxBatch)));
+      ok = Pipeline(ctx, chunk, log_error);
+    }
+  }
+  for (auto t = snapshot.begin(); ok && t != snapshot.end(); ++t) {
+    std::vector<std::vector<std::string>> chunk;
+    for (auto f = t->second.begin(); ok && f != t->second.end(); ++f) {
+      chunk.push_back({"HSET", KeyFor(t->first), f->first, f->second});
+      ++written;
+      if (chunk.size() == kMaxBatch) {
+        ok = Pipeline(ctx, chunk, log_error);
+        chunk.clear();
+      }
+    }
+    if (ok && !chunk.empty()) ok = Pipeline(ctx, chunk, log_error);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_ = false;
+  if (ok) {
+    LOG_INFO("rewrote " + std::to_string(written) +
+             " records to Redis after the connection came back");
+  } else {
+    resync_ = true;
+  }
+  cv_.notify_all();
+  return ok;
 }
 
 void RedisStateStore::WriterLoop() {
-  redisContext* ctx = ConnectTo(host_, port_);
+  redisContext* ctx = nullptr;
+  int backoff_ms = 50;
+  bool warned = false;
   while (true) {
-    std::vector<std::vector<std::string>> batch;
+    bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty() && stop_) break;
-      while (!queue_.empty() && batch.size() < kMaxBatch) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      cv_.wait(lock, [this] { return stop_ || HasWorkLocked(); });
+      stopping = stop_;
+      if (stopping && !HasWorkLocked()) break;
     }
-    // Pipelined: append every command, then read every reply. On a connection error the
-    // batch is retried on a new connection (commands are idempotent writes).
-    bool done = false;
-    for (int attempt = 0; attempt < 50 && !done; ++attempt) {
-      if (!ctx) {
-        ctx = Reconnect(nullptr);
-        if (!ctx) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));  // retry backoff, not a test wait
-          continue;
-        }
+    if (!ctx) ctx = ConnectTo(host_, port_);
+    bool ok = ctx != nullptr;
+    if (ok) {
+      bool resync;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        resync = resync_;
       }
-      for (const auto& cmd : batch) {
-        std::vector<const char*> ptrs;
-        std::vector<size_t> lens;
-        for (const auto& a : cmd) {
-          ptrs.push_back(a.data());
-          lens.push_back(a.size());
-        }
-        redisAppendCommandArgv(ctx, int(cmd.size()), ptrs.data(), lens.data());
-      }
-      bool ok = true;
-      for (size_t i = 0; i < batch.size(); ++i) {
-        void* reply = nullptr;
-        if (redisGetReply(ctx, &reply) != REDIS_OK) {
-          ok = false;
-          break;
-        }
-        auto* r = static_cast<redisReply*>(reply);
-        if (r && r->type == REDIS_REPLY_ERROR) LOG_WARN(std::string("Redis refused a write: ") + r->str);
-        if (r) freeReplyObject(r);
-      }
-      if (ok) {
-        done = true;
-      } else {
-        LOG_WARN("lost the Redis connection; reconnecting");
-        ctx = Reconnect(ctx);
-      }
+      ok = resync ? Resync(ctx) : WriteBatch(ctx);
     }
-    if (!done) LOG_ERROR("dropped " + std::to_string(batch.size()) + " state writes: Redis is unreachable");
+    if (ok) {
+      if (warned) LOG_INFO("the Redis connection is back");
+      warned = false;
+      backoff_ms = 50;
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      written_ += batch.size();
+      resync_ = true;  // Redis may have lost what it had: rewrite everything once it is back
     }
-    cv_.notify_all();
+    if (ctx) redisFree(ctx);
+    ctx = nullptr;
+    if (stopping) break;  // the destructor already waited its bounded time
+    if (!warned) LOG_WARN("lost the Redis connection; reconnecting (no state write is dropped)");
+    warned = true;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
+                 [this] { return stop_; });  // backoff, stop wakes it
+    backoff_ms = std::min(backoff_ms * 2, 1000);
   }
   if (ctx) redisFree(ctx);
 }

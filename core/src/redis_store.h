@@ -1,15 +1,29 @@
 // StateStore on Redis (DESIGN.md section 6): table T of cluster C is the hash
 // `orrery:<C>:<T>` (field = id, value = JSON); events are published on
-// `orrery:<C>:events`. Writes are queued and sent pipelined by a background thread, so no
-// caller waits on Redis; reads (GetAll, used when the head starts) are synchronous.
+// `orrery:<C>:events`. Writes are sent pipelined by a background thread, so no caller waits
+// on Redis; reads (GetAll, used when the head starts) are synchronous.
+//
+// No record write is ever dropped (docs/redis-schema.md "How the head writes"): the store
+// keeps the latest value of every record it wrote or read (a mirror, as large as the
+// records themselves) and a set of the (table, key) pairs not yet written, so a record
+// changed many times while Redis is away is written once, with its latest value. After a
+// lost connection the writer reconnects with backoff, for as long as it takes, and then
+// rewrites every record of the mirror and removes from the tables read with GetAll the
+// fields the mirror no longer has: Redis matches the writer's state again even if it
+// restarted empty or from an older snapshot. Stream entries carry explicit ids, so one
+// resent after a partial write is refused by Redis as a duplicate; events (PUBLISH) are
+// sent at most once and, like Redis pub/sub itself, may be lost in an outage.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/src/state_store.h"
@@ -22,34 +36,49 @@ namespace orrery {
 class RedisStateStore : public StateStore {
  public:
   // Connects to host:port; Unavailable when Redis does not answer PING.
-  static Result<std::shared_ptr<RedisStateStore>> Connect(const std::string& address, const std::string& cluster);
+  static Result<std::shared_ptr<RedisStateStore>> Connect(const std::string& address,
+                                                          const std::string& cluster);
+  // Writes what is pending for up to 2 s, then gives up on it (logged).
   ~RedisStateStore() override;
 
   void Put(const std::string& table, const std::string& key, const std::string& json) override;
   void Delete(const std::string& table, const std::string& key) override;
   std::map<std::string, std::string> GetAll(const std::string& table) override;
   void Publish(const std::string& event_json) override;
-  // XADD orrery:<cluster>:<stream> * field value ..., e.g. a training run's metrics.
-  void StreamAdd(const std::string& stream, const StreamEntry& fields) override;
-  // Blocks until everything queued so far was written (or the timeout passes).
+  // XADD orrery:<cluster>:<stream> <seq>-1 field value ...; Redis refuses (and the store
+  // ignores) an entry whose seq is not above the stream's last.
+  void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override;
+  // Blocks until nothing is left to write (or the timeout passes); true when written.
   bool Flush(int timeout_ms = 5000);
   std::string KeyFor(const std::string& table) const { return "orrery:" + cluster_ + ":" + table; }
 
  private:
   RedisStateStore(std::string host, int port, std::string cluster);
   void WriterLoop();
-  redisContext* Reconnect(redisContext* old);
+  // One pipelined batch of dirty records, stream entries and events; false when the
+  // connection failed (the caller reconnects and resyncs).
+  bool WriteBatch(redisContext* ctx);
+  // Rewrites the whole mirror; false when the connection failed.
+  bool Resync(redisContext* ctx);
+  bool HasWorkLocked() const;
+  void MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted);
 
   std::string host_;
   int port_;
   std::string cluster_;
   std::mutex read_mu_;
-  redisContext* read_ctx_ = nullptr;
+  redisContext* read_ctx_ = nullptr;  // guarded by read_mu_
 
+  // All below guarded by mu_.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::vector<std::string>> queue_;
-  uint64_t queued_ = 0, written_ = 0;
+  std::map<std::string, std::map<std::string, std::string>> mirror_;  // table -> key -> JSON
+  std::set<std::pair<std::string, std::string>> dirty_;               // (table, key) to write
+  std::set<std::string> authoritative_;  // tables read with GetAll: the mirror holds all of them
+  bool resync_ = false;                  // the whole mirror must be rewritten
+  std::deque<std::string> events_;
+  std::deque<std::vector<std::string>> stream_adds_;
+  bool in_flight_ = false;
   bool stop_ = false;
   std::thread writer_;
 };

@@ -20,8 +20,11 @@ std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string&
 
 void InMemoryStateStore::Publish(const std::string&) {}  // no subscribers in memory
 
-void InMemoryStateStore::StreamAdd(const std::string& stream, const StreamEntry& fields) {
+void InMemoryStateStore::StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto [last, fresh] = stream_last_.emplace(stream, seq);
+  if (!fresh && seq <= last->second) return;  // a resend
+  last->second = seq;
   streams_[stream].push_back(fields);
 }
 

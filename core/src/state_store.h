@@ -3,6 +3,7 @@
 // the in-memory store; a Redis-backed one implements the same interface.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,9 +21,12 @@ class StateStore {
   virtual std::map<std::string, std::string> GetAll(const std::string& table) = 0;
   // Publishes a state-change event (JSON) on the events channel.
   virtual void Publish(const std::string& event_json) = 0;
-  // Appends an entry to the stream `stream` (Redis: XADD orrery:<cluster>:<stream> * ...).
+  // Appends entry number `seq` (>= 0) to the stream `stream` (Redis: XADD
+  // orrery:<cluster>:<stream> <seq>-1 ...). An entry whose seq is not above the stream's
+  // last is a resend and is not appended: each entry is appended at most once, across
+  // retries and head restarts alike.
   using StreamEntry = std::vector<std::pair<std::string, std::string>>;
-  virtual void StreamAdd(const std::string& stream, const StreamEntry& fields) = 0;
+  virtual void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) = 0;
 };
 
 // Thread-safe in-memory store.
@@ -32,13 +36,14 @@ class InMemoryStateStore : public StateStore {
   void Delete(const std::string& table, const std::string& key) override;
   std::map<std::string, std::string> GetAll(const std::string& table) override;
   void Publish(const std::string& event_json) override;
-  void StreamAdd(const std::string& stream, const StreamEntry& fields) override;
+  void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override;
   std::vector<StreamEntry> Stream(const std::string& stream) const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::map<std::string, std::string>> tables_;
   std::map<std::string, std::vector<StreamEntry>> streams_;
+  std::map<std::string, int64_t> stream_last_;  // the last seq appended per stream
 };
 
 }  // namespace orrery

@@ -1,62 +1,20 @@
 #include "scheduler/src/head_service.h"
 
-#include <unistd.h>
-
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/src/clock.h"
-#include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/resources.h"
+#include "scheduler/src/head_internal.h"
+#include "scheduler/src/records.h"
 
 namespace orrery::scheduler {
 
 using proto::MsgType;
 
 namespace {
-// Binary blobs (msgpack specs) are stored hex-encoded inside the JSON records.
-std::string UniqueIdHexBytes(const std::string& bytes) {
-  static const char* d = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(d[c >> 4]);
-    out.push_back(d[c & 15]);
-  }
-  return out;
-}
-
-std::string FromHexBytes(const std::string& hex) {
-  std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(char(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
-// Drivers heartbeat every second; a driver silent this long is gone.
-constexpr double kJobTimeoutS = 5.0;
-constexpr int kDetachedLifetime = 1;
-constexpr const char* kLeftCleanly = "the node left the cluster";  // ActorOptionsMsg::lifetime of a detached actor
-
-// "Counter::Create" -> "Counter": the class an actor factory makes.
-std::string ClassOf(const std::string& factory) {
-  size_t colon = factory.rfind("::");
-  return colon == std::string::npos ? factory : factory.substr(0, colon);
-}
-
-double Now() { return MonotonicSeconds(); }
-std::string Hex(const std::string& binary_id) { return UniqueId::FromBinary(binary_id).Hex(); }
-const char* StateName(proto::ActorState s) {
-  switch (s) {
-    case proto::ActorState::kPending: return "PENDING";
-    case proto::ActorState::kAlive: return "ALIVE";
-    case proto::ActorState::kRestarting: return "RESTARTING";
-    case proto::ActorState::kDead: return "DEAD";
-  }
-  return "UNKNOWN";
-}
+constexpr const char* kLeftCleanly = "the node left the cluster";
 }  // namespace
 
 HeadService::HeadService(HeadOptions options) : options_(std::move(options)) {
@@ -68,118 +26,6 @@ HeadService::HeadService(HeadOptions options) : options_(std::move(options)) {
 }
 
 HeadService::~HeadService() { Stop(); }
-
-void HeadService::Recover() {
-  double now = Now();
-  // Pending records describe the previous head's queue; this head writes its own.
-  for (const auto& [id, text] : options_.store->GetAll("pending")) options_.store->Delete("pending", id);
-  for (const auto& [id, text] : options_.store->GetAll("nodes")) {
-    try {
-      auto j = nlohmann::json::parse(text);
-      NodeView n{NodeId::FromHex(j.at("node_id")), j.value("alive", false), j.at("total").get<Resources>(),
-                 j.at("total").get<Resources>(), j.value("labels", Labels{})};
-      if (!n.alive) n.available.clear();
-      nodes_.push_back(n);
-      node_addresses_.push_back(j.value("address", ""));
-      node_last_seen_.push_back(now);  // a full grace period to send a heartbeat
-    } catch (const std::exception& e) {
-      LOG_WARN("skipping an unreadable node record " + id + ": " + e.what());
-    }
-  }
-  auto node_index = [&](const std::string& hex) {
-    for (size_t i = 0; i < nodes_.size(); ++i)
-      if (nodes_[i].id.Hex() == hex) return int(i);
-    return -1;
-  };
-  for (const auto& [id, text] : options_.store->GetAll("placement_groups")) {
-    try {
-      auto j = nlohmann::json::parse(text);
-      PgRec pg;
-      pg.spec = internal::Unpack<proto::PlacementGroupMsg>(FromHexBytes(j.at("spec")), "placement group");
-      std::string state = j.value("state", "PENDING");
-      if (state == "REMOVED") continue;
-      if (state == "CREATED") {
-        pg.state = PgRec::kCreated;
-        pg.bundle_available = pg.spec.bundles;
-        for (const auto& hex : j.at("bundle_nodes")) pg.node_of_bundle.push_back(node_index(hex.get<std::string>()));
-        for (size_t b = 0; b < pg.node_of_bundle.size(); ++b) {
-          if (pg.node_of_bundle[b] >= 0) Subtract(nodes_[pg.node_of_bundle[b]].available, pg.spec.bundles[b]);
-        }
-      } else {
-        pending_.push_back({PendingKind::kPg, pg.spec.pg_id, now});
-      }
-      if (!pg.spec.name.empty()) pg_names_[pg.spec.name] = pg.spec.pg_id;
-      pgs_[pg.spec.pg_id] = std::move(pg);
-    } catch (const std::exception& e) {
-      LOG_WARN("skipping an unreadable placement group record " + id + ": " + e.what());
-    }
-  }
-  for (const auto& [id, text] : options_.store->GetAll("actors")) {
-    try {
-      auto j = nlohmann::json::parse(text);
-      ActorRec a;
-      a.spec = internal::Unpack<proto::ActorSpecMsg>(FromHexBytes(j.at("spec")), "actor");
-      std::string state = j.value("state", "PENDING");
-      a.incarnation = j.value("incarnation", 0);
-      a.restarts_used = j.value("restarts", 0);
-      a.kill_requested = j.value("kill_requested", false);
-      a.death_cause = j.value("death_cause", "");
-      a.death_kind = j.value("death_kind", "");
-      for (const auto& sub : j.value("subscribers", nlohmann::json::array())) a.subscribers.insert(sub.get<std::string>());
-      a.node = node_index(j.value("node_id", ""));
-      a.bundle = j.value("bundle", -1);
-      a.address = j.value("address", "");
-      a.pid = j.value("pid", 0);
-      if (state == "DEAD") {
-        a.state = proto::ActorState::kDead;
-        if (a.death_kind.empty()) a.death_kind = "ActorDiedError";
-        a.node = -1;
-      } else {
-        a.state = state == "ALIVE" ? proto::ActorState::kAlive
-                                   : (state == "RESTARTING" ? proto::ActorState::kRestarting : proto::ActorState::kPending);
-        if (a.node >= 0) {
-          // Placed before the restart: it still holds its resources.
-          const auto& o = a.spec.options;
-          auto pg = pgs_.find(o.placement_group);
-          if (!o.placement_group.empty() && pg != pgs_.end() && a.bundle >= 0 &&
-              a.bundle < int(pg->second.bundle_available.size())) {
-            Subtract(pg->second.bundle_available[a.bundle], o.resources);
-          } else {
-            Subtract(nodes_[a.node].available, o.resources);
-          }
-        } else {
-          pending_.push_back({PendingKind::kActor, a.spec.actor_id, now});
-        }
-        if (!a.spec.options.name.empty()) named_[{a.spec.options.namespace_, a.spec.options.name}] = a.spec.actor_id;
-      }
-      actors_[a.spec.actor_id] = std::move(a);
-    } catch (const std::exception& e) {
-      LOG_WARN("skipping an unreadable actor record " + id + ": " + e.what());
-    }
-  }
-  for (const auto& [id, text] : options_.store->GetAll("jobs")) {
-    try {
-      auto j = nlohmann::json::parse(text);
-      JobRec rec;
-      rec.info.job_id = UniqueId::FromHex(j.at("job_id")).Binary();
-      rec.info.driver_address = j.value("driver_address", "");
-      rec.info.pid = j.value("pid", 0);
-      rec.info.namespace_ = j.value("namespace", "");
-      rec.info.entrypoint = j.value("entrypoint", "");
-      rec.alive = j.value("state", "") == "RUNNING";
-      rec.start_time = j.value("start_time", 0.0);
-      rec.end_cause = j.value("end_cause", "");
-      rec.last_seen = now;  // a grace period for its driver to reconnect
-      jobs_[rec.info.job_id] = rec;
-    } catch (const std::exception& e) {
-      LOG_WARN("skipping an unreadable job record " + id + ": " + e.what());
-    }
-  }
-  if (!nodes_.empty() || !actors_.empty() || !pgs_.empty()) {
-    LOG_INFO("recovered " + std::to_string(nodes_.size()) + " nodes, " + std::to_string(actors_.size()) + " actors and " +
-             std::to_string(pgs_.size()) + " placement groups from the state store");
-  }
-}
 
 Status HeadService::Start() {
   Recover();
@@ -218,13 +64,6 @@ void HeadService::Handle(transport::Envelope& env) {
   }
 }
 
-// Decodes or throws (the inbox answers a thrown error with kError and keeps serving).
-#define DECODE_OR_THROW(env, msg)                                                         \
-  do {                                                                                    \
-    Status s_ = (env).Decode(&(msg));                                                     \
-    if (!s_.ok()) throw std::runtime_error(s_.message());                                 \
-  } while (0)
-
 void HeadService::ReplyAck(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
                            const std::string& message) {
   if (to.empty()) return;
@@ -235,162 +74,6 @@ void HeadService::OnPing(const transport::Envelope& env) {
   proto::PingMsg m;
   DECODE_OR_THROW(env, m);
   if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
-}
-
-// ------------------------------------------------------------------ jobs
-
-void HeadService::OnRegisterJob(const transport::Envelope& env) {
-  proto::JobMsg m;
-  DECODE_OR_THROW(env, m);
-  auto it = jobs_.find(m.job_id);
-  if (!m.alive) {  // the driver's goodbye: acknowledged once the job's resources are free
-    if (it != jobs_.end() && it->second.alive) JobDied(m.job_id, "the driver shut down");
-    ReplyAck(m.reply_to, m.request_id, true, "", "");
-    return;
-  }
-  if (it != jobs_.end()) {  // a heartbeat, or a resent registration
-    if (it->second.alive) it->second.last_seen = Now();
-    ReplyAck(m.reply_to, m.request_id, true, "", "");
-    return;
-  }
-  if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
-    // Nodes may need this executable: ask the driver for it before the job starts.
-    ReplyAck(m.reply_to, m.request_id, false, "NeedBinary", "upload " + m.binary_hash);
-    return;
-  }
-  JobRec& j = jobs_[m.job_id];
-  j.info = m;
-  j.last_seen = Now();
-  j.start_time = double(std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
-  LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" + m.entrypoint + ")");
-  PersistJob(m.job_id);
-  ReplyAck(m.reply_to, m.request_id, true, "", "");
-}
-
-// ------------------------------------------------------------------ driver-written records
-
-void HeadService::OnPutRecord(const transport::Envelope& env) {
-  proto::RecordMsg m;
-  DECODE_OR_THROW(env, m);
-  // Drivers may write only the tables the head does not own itself.
-  if (m.table != "train_runs") {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the head keeps no driver records in table \"" + m.table + "\"");
-  }
-  bool key_ok = !m.key.empty() && m.key.size() <= 64;
-  for (char c : m.key) key_ok = key_ok && std::isxdigit(static_cast<unsigned char>(c));
-  if (!key_ok) return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record key is 1 to 64 hex digits");
-  nlohmann::json record, entry;
-  try {
-    if (!m.json.empty()) record = nlohmann::json::parse(m.json);
-    if (m.stream_index >= 0) entry = nlohmann::json::parse(m.stream_json);
-  } catch (const std::exception& e) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", std::string("a record must be JSON: ") + e.what());
-  }
-  if ((!m.json.empty() && !record.is_object()) || (m.stream_index >= 0 && !entry.is_object())) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record and a stream entry must be JSON objects");
-  }
-  if (m.stream_index >= 0) {
-    auto [it, fresh] = stream_written_.emplace(m.key, -1);
-    if (m.stream_index > it->second) {  // a resent request appends nothing twice
-      it->second = m.stream_index;
-      StateStore::StreamEntry fields;
-      for (auto& [k, v] : entry.items()) fields.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
-      options_.store->StreamAdd("train:" + m.key + ":metrics", fields);
-    }
-  }
-  if (!m.json.empty()) {
-    options_.store->Put(m.table, m.key, m.json);
-    Publish(m.table, m.key, record.value("status", ""));
-  }
-  ReplyAck(m.reply_to, m.request_id, true, "", "");
-}
-
-std::string HeadService::BinaryPath(const std::string& hash) const {
-  for (char c : hash)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return "/nonexistent";
-  return options_.binary_dir + "/" + hash;
-}
-
-void HeadService::OnPutBinary(const transport::Envelope& env) {
-  proto::BinaryMsg m;
-  DECODE_OR_THROW(env, m);
-  std::string bytes = env.PayloadString();
-  std::string got = HashBytes(bytes);
-  if (got != m.hash) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the uploaded binary's hash is " + got + ", not " + m.hash);
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(options_.binary_dir, ec);
-  std::string path = BinaryPath(m.hash), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!out) return ReplyAck(m.reply_to, m.request_id, false, "Error", "cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path, ec);
-  LOG_INFO("stored a driver executable (" + std::to_string(bytes.size()) + " bytes) as " + path);
-  ReplyAck(m.reply_to, m.request_id, !ec, ec ? "Error" : "", ec ? ec.message() : "");
-}
-
-void HeadService::OnFetchBinary(const transport::Envelope& env) {
-  proto::BinaryMsg m;
-  DECODE_OR_THROW(env, m);
-  std::ifstream in(BinaryPath(m.hash), std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  proto::BinaryMsg reply{m.request_id, "", m.hash, "", bool(in) || !bytes.empty(), ""};
-  if (!reply.ok) reply.message = "the head has no executable with hash " + m.hash;
-  transport::Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
-}
-
-void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
-  JobRec& j = jobs_[job_id];
-  j.alive = false;
-  j.end_cause = cause;
-  LOG_INFO("job " + Hex(job_id) + " ended: " + cause);
-  for (auto& [id, a] : actors_) {
-    if (a.spec.job_id != job_id || a.spec.options.lifetime == kDetachedLifetime) continue;
-    if (a.state == proto::ActorState::kDead) continue;
-    a.kill_requested = true;
-    if (!a.spec.options.name.empty()) {
-      // The name is free at once: the next run of the same program may take it before the
-      // node has reported this actor's worker gone.
-      auto named = named_.find({a.spec.options.namespace_, a.spec.options.name});
-      if (named != named_.end() && named->second == a.spec.actor_id) named_.erase(named);
-    }
-    if (a.node >= 0) {
-      transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
-                      proto::KillWorkerMsg{a.spec.actor_id, "", "its owner (job " + Hex(job_id) + ") is gone"});
-    } else {
-      ErasePending(PendingKind::kActor, id);
-      ActorDied(a, "ActorDiedError", "its owner (job " + Hex(job_id) + ") is gone", false);
-    }
-  }
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->second.request.job_id != job_id) {
-      ++it;
-      continue;
-    }
-    if (it->second.node >= 0) {
-      Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
-      transport::Send(node_addresses_[it->second.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{it->first});
-    } else {
-      ErasePending(PendingKind::kLease, it->first);
-    }
-    it = leases_.erase(it);
-  }
-  PersistJob(job_id);
-  ScheduleAll();
-}
-
-void HeadService::PersistJob(const std::string& job_id) {
-  const JobRec& j = jobs_[job_id];
-  nlohmann::json out{{"job_id", Hex(job_id)}, {"driver_address", j.info.driver_address}, {"pid", j.info.pid},
-                     {"namespace", j.info.namespace_}, {"entrypoint", j.info.entrypoint},
-                     {"state", j.alive ? "RUNNING" : "FINISHED"}, {"start_time", j.start_time},
-                     {"end_cause", j.end_cause}};
-  options_.store->Put("jobs", Hex(job_id), out.dump());
-  Publish("jobs", Hex(job_id), j.alive ? "RUNNING" : "FINISHED");
 }
 
 // ------------------------------------------------------------------ nodes
@@ -409,6 +92,14 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
   if (i < nodes_.size() && nodes_[i].alive) {  // a heartbeat
     node_last_seen_[i] = Now();
     ReplyAck(m.reply_to, 0, true, "", "");
+    return;
+  }
+  Status valid = records::CheckUtf8("the node's", m.node.labels);
+  if (valid.ok()) valid = records::CheckUtf8("the node's", m.node.total);
+  if (valid.ok()) valid = records::CheckUtf8("the node's address", m.node.address);
+  if (!valid.ok()) {
+    LOG_WARN("refused to register node " + id.Hex() + ": " + valid.message());
+    ReplyAck(m.reply_to, 0, false, "ConfigError", valid.message());
     return;
   }
   if (i == nodes_.size()) {
@@ -448,6 +139,12 @@ void HeadService::OnCreateActor(const transport::Envelope& env) {
     return;
   }
   auto& opts = m.spec.options;
+  if (m.spec.actor_id.size() != UniqueId::kSize) {
+    return ReplyAck(m.reply_to, m.request_id, false, "ConfigError", "an actor id has 16 bytes");
+  }
+  if (Status s = records::CheckActorSpec(m.spec); !s.ok()) {
+    return ReplyAck(m.reply_to, m.request_id, false, "ConfigError", s.message());
+  }
   if (!opts.name.empty()) {
     auto key = std::make_pair(opts.namespace_, opts.name);
     auto it = named_.find(key);
@@ -491,6 +188,8 @@ void HeadService::Notify(const ActorRec& a) {
 void HeadService::OnSubscribeActor(const transport::Envelope& env) {
   proto::SubscribeActorMsg m;
   DECODE_OR_THROW(env, m);
+  // Subscribers are stored in the actor's record: an address must be UTF-8 text.
+  if (Status s = records::CheckUtf8("a subscriber address", m.reply_to); !s.ok()) throw std::runtime_error(s.message());
   auto it = actors_.find(m.actor_id);
   if (it == actors_.end()) {
     proto::ActorUpdateMsg u;
@@ -577,6 +276,8 @@ void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::str
 void HeadService::OnWorkerEvent(const transport::Envelope& env) {
   proto::WorkerEventMsg m;
   DECODE_OR_THROW(env, m);
+  m.cause = records::EscapeUtf8(m.cause);  // error text: any bytes, kept escaped
+  m.address = records::EscapeUtf8(m.address);
   switch (proto::WorkerEventKind(m.kind)) {
     case proto::WorkerEventKind::kActorAlive: {
       auto it = actors_.find(m.actor_id);
@@ -603,6 +304,7 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
       auto it = leases_.find(m.lease_id);
       if (it == leases_.end()) return;
       Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
+      ForgetLease(it->first);
       leases_.erase(it);
       ScheduleAll();
       return;
@@ -615,9 +317,24 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
 void HeadService::OnRequestLease(const transport::Envelope& env) {
   proto::LeaseRequestMsg m;
   DECODE_OR_THROW(env, m);
+  if (leases_.count(m.lease_id)) return;  // a resent request: it is queued or granted already
+  Status valid = m.lease_id.size() == UniqueId::kSize ? Status::Ok() : Status::InvalidArgument("a lease id has 16 bytes");
+  if (valid.ok()) valid = records::CheckUtf8("the task's", m.resources);
+  if (valid.ok()) valid = records::CheckUtf8("the task's selector", m.label_selector);
+  if (!valid.ok()) {
+    proto::LeaseReplyMsg reply;
+    reply.request_id = m.request_id;
+    reply.lease_id = m.lease_id;
+    reply.ok = false;
+    reply.error_kind = "ConfigError";
+    reply.message = valid.message();
+    transport::Send(m.reply_to, MsgType::kLeaseReply, reply);
+    return;
+  }
   LeaseRec& l = leases_[m.lease_id];
   l.request = m;
   pending_.push_back({PendingKind::kLease, m.lease_id, Now()});
+  PersistLease(m.lease_id);  // a restarted head still knows it (docs/redis-schema.md "leases")
   ScheduleAll();
 }
 
@@ -634,6 +351,7 @@ void HeadService::OnReturnLease(const transport::Envelope& env) {
     Release(l.node, l.request.placement_group, l.bundle, l.request.resources);
     transport::Send(node_addresses_[l.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{m.lease_id});
   }
+  ForgetLease(m.lease_id);
   leases_.erase(it);
   ScheduleAll();
 }
@@ -730,6 +448,7 @@ bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
                                r.placement_group, r.bundle_index, &l.bundle);
   if (d.outcome == Outcome::kPlaced) {
     l.node = d.node_index;
+    PersistLease(r.lease_id);
     transport::Send(node_addresses_[l.node], MsgType::kGrantLease, proto::GrantLeaseMsg{r});
     return true;
   }
@@ -741,7 +460,9 @@ bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
     reply.error_kind = "InfeasibleError";
     reply.message = "task cannot be scheduled: " + d.reason;
     transport::Send(r.reply_to, MsgType::kLeaseReply, reply);
-    leases_.erase(r.lease_id);
+    std::string lease_id = r.lease_id;  // `r` lives in the erased record
+    ForgetLease(lease_id);
+    leases_.erase(lease_id);
     return true;
   }
   return false;
@@ -812,7 +533,7 @@ void HeadService::ScheduleAll() {
       if (it->kind == PendingKind::kPg) what = "placement group '" + pgs_[it->id].spec.name + "'";
       nlohmann::json j{{"id", Hex(it->id)}, {"kind", kKinds[int(it->kind)]}, {"demand", what},
                        {"reason", it->reason}, {"waiting_s", now - it->since}};
-      options_.store->Put("pending", Hex(it->id), j.dump());
+      options_.store->Put("pending", Hex(it->id), records::Dump(j));
     }
     ++it;
   }
@@ -842,6 +563,7 @@ void HeadService::MarkNodeDead(size_t i, const std::string& cause) {
     r.error_kind = "WorkerDied";
     r.message = "its node " + n.id.Hex() + " died: " + cause;
     transport::Send(it->second.request.reply_to, MsgType::kLeaseReply, r);
+    ForgetLease(it->first);
     it = leases_.erase(it);
   }
   n.available = n.total;  // nothing runs there any more; it is skipped as dead
@@ -872,160 +594,6 @@ void HeadService::Tick() {
       }
     }
   }
-}
-
-// ------------------------------------------------------------------ placement groups
-
-void HeadService::ReplyPg(const std::string& to, uint64_t request_id, const PgRec* pg, bool ok,
-                          const std::string& kind, const std::string& message) {
-  proto::PlacementGroupReplyMsg r;
-  r.request_id = request_id;
-  r.ok = ok;
-  r.error_kind = kind;
-  r.message = message;
-  if (pg) {
-    r.ready = pg->state == PgRec::kCreated;
-    r.pg_id = pg->spec.pg_id;
-    r.bundles = pg->spec.bundles;
-    r.strategy = pg->spec.strategy;
-    r.name = pg->spec.name;
-    if (!r.ready && r.message.empty()) r.message = pg->reason;
-  }
-  transport::Send(to, MsgType::kPlacementGroupReply, r);
-}
-
-void HeadService::OnCreatePg(const transport::Envelope& env) {
-  proto::PlacementGroupMsg m;
-  DECODE_OR_THROW(env, m);
-  if (m.bundles.empty()) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "a placement group needs at least one bundle");
-  if (auto known = pgs_.find(m.pg_id); known != pgs_.end()) {  // a resent request
-    return ReplyPg(m.reply_to, m.request_id, &known->second, true, "", "");
-  }
-  if (m.strategy < 0 || m.strategy > 3) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "unknown placement strategy");
-  for (const auto& b : m.bundles) {
-    Status s = ValidateResources(b);
-    if (!s.ok() || b.empty()) {
-      return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError",
-                     "bad bundle " + ToString(b) + ": " + (b.empty() ? "a bundle must not be empty" : s.message()));
-    }
-  }
-  if (!m.name.empty()) {
-    auto it = pg_names_.find(m.name);
-    if (it != pg_names_.end() && pgs_.count(it->second) && pgs_[it->second].state != PgRec::kRemoved) {
-      return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
-                     "a placement group named '" + m.name + "' already exists");
-    }
-    pg_names_[m.name] = m.pg_id;
-  }
-  PgRec& pg = pgs_[m.pg_id];
-  pg.spec = m;
-  pending_.push_back({PendingKind::kPg, m.pg_id, Now()});
-  ScheduleAll();
-  if (pg.state == PgRec::kPending) PersistPg(pg);
-  ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
-}
-
-void HeadService::OnWaitPg(const transport::Envelope& env) {
-  proto::PlacementGroupMsg m;
-  DECODE_OR_THROW(env, m);
-  std::string id = m.pg_id;
-  if (id.empty() && !m.name.empty()) {
-    auto it = pg_names_.find(m.name);
-    if (it != pg_names_.end()) id = it->second;
-  }
-  auto it = pgs_.find(id);
-  if (it == pgs_.end() || it->second.state == PgRec::kRemoved) {
-    return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
-                   "no placement group " + (m.name.empty() ? Hex(m.pg_id) : "named '" + m.name + "'"));
-  }
-  PgRec& pg = it->second;
-  if (pg.state == PgRec::kCreated || m.timeout_s == 0) return ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
-  pg.waiters.push_back({m.request_id, m.reply_to, m.timeout_s < 0 ? -1.0 : Now() + m.timeout_s});
-}
-
-void HeadService::OnRemovePg(const transport::Envelope& env) {
-  proto::PlacementGroupMsg m;
-  DECODE_OR_THROW(env, m);
-  auto it = pgs_.find(m.pg_id);
-  if (it == pgs_.end() || it->second.state == PgRec::kRemoved) {
-    return ReplyAck(m.reply_to, m.request_id, true, "", "");
-  }
-  PgRec& pg = it->second;
-  if (pg.state == PgRec::kCreated) {
-    // Only what no actor or lease of the group holds goes back now. The rest goes back as
-    // each of them ends (Release): a dying worker keeps its devices until its process exits,
-    // and nothing new may be placed on them before.
-    for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Add(nodes_[pg.node_of_bundle[b]].available, pg.bundle_available[b]);
-  }
-  pg.state = PgRec::kRemoved;
-  for (const auto& w : pg.waiters) ReplyPg(w.reply_to, w.request_id, &pg, false, "PlacementGroupError", "the placement group was removed");
-  pg.waiters.clear();
-  // Actors in the group die with it.
-  for (auto& [id, a] : actors_) {
-    if (a.spec.options.placement_group != m.pg_id || a.state == proto::ActorState::kDead) continue;
-    a.kill_requested = true;
-    if (a.node >= 0) {
-      transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
-                      proto::KillWorkerMsg{a.spec.actor_id, "", "its placement group was removed"});
-    }
-  }
-  PersistPg(pg);
-  ReplyAck(m.reply_to, m.request_id, true, "", "");
-  ScheduleAll();
-}
-
-// ------------------------------------------------------------------ persistence
-
-void HeadService::Publish(const std::string& table, const std::string& id, const std::string& state) {
-  nlohmann::json e{{"table", table}, {"id", id}, {"state", state}};
-  options_.store->Publish(e.dump());
-}
-
-void HeadService::PersistNode(size_t i) {
-  const auto& n = nodes_[i];
-  nlohmann::json j{{"node_id", n.id.Hex()}, {"address", node_addresses_[i]}, {"alive", n.alive},
-                   {"total", n.total}, {"labels", n.labels}};
-  options_.store->Put("nodes", n.id.Hex(), j.dump());
-  Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
-}
-
-void HeadService::PersistActor(const ActorRec& a) {
-  const auto& o = a.spec.options;
-  nlohmann::json j{{"actor_id", Hex(a.spec.actor_id)},
-                   {"class", ClassOf(a.spec.factory)},
-                   {"state", StateName(a.state)},
-                   {"name", o.name},
-                   {"namespace", o.namespace_},
-                   {"resources", o.resources},
-                   {"address", a.address},
-                   {"pid", a.pid},
-                   {"node_id", a.node >= 0 ? nodes_[a.node].id.Hex() : std::string()},
-                   {"restarts", a.restarts_used},
-                   {"max_restarts", o.max_restarts},
-                   {"detached", o.lifetime == 1},
-                   {"death_cause", a.death_cause},
-                   {"death_kind", a.death_kind},
-                   {"job_id", Hex(a.spec.job_id)},
-                   {"placement_group_id", o.placement_group.empty() ? std::string() : Hex(o.placement_group)},
-                   {"incarnation", a.incarnation},
-                   {"bundle", a.bundle},
-                   {"kill_requested", a.kill_requested},
-                   {"subscribers", a.subscribers},
-                   {"spec", UniqueIdHexBytes(internal::Pack(a.spec))}};
-  options_.store->Put("actors", Hex(a.spec.actor_id), j.dump());
-  Publish("actors", Hex(a.spec.actor_id), StateName(a.state));
-}
-
-void HeadService::PersistPg(const PgRec& pg) {
-  static const char* kStates[] = {"PENDING", "CREATED", "REMOVED"};
-  nlohmann::json nodes = nlohmann::json::array();
-  for (int n : pg.node_of_bundle) nodes.push_back(n >= 0 ? nodes_[n].id.Hex() : std::string());
-  nlohmann::json j{{"placement_group_id", Hex(pg.spec.pg_id)}, {"name", pg.spec.name},
-                   {"strategy", PlacementStrategyName(PlacementStrategy(pg.spec.strategy))},
-                   {"bundles", pg.spec.bundles}, {"bundle_nodes", nodes}, {"state", kStates[pg.state]},
-                   {"reason", pg.reason}, {"spec", UniqueIdHexBytes(internal::Pack(pg.spec))}};
-  options_.store->Put("placement_groups", Hex(pg.spec.pg_id), j.dump());
-  Publish("placement_groups", Hex(pg.spec.pg_id), kStates[pg.state]);
 }
 
 }  // namespace orrery::scheduler

@@ -1,6 +1,9 @@
 // The head: node registry, resource view, actor directory and scheduling, named actors,
 // leases for tasks, placement groups (DESIGN.md section 2). All state lives on the head's
 // inbox thread; handlers never block. Every state change is written to the StateStore.
+// Implemented in head_service.cc (dispatch, nodes, actors, leases, scheduling),
+// head_jobs.cc (jobs, driver records, executables), head_placement_groups.cc and
+// head_persistence.cc (records written and the rebuild on restart).
 #pragma once
 
 #include <deque>
@@ -79,8 +82,11 @@ class HeadService {
     std::string reason;  // why it waits, as last written to the "pending" table
   };
 
-  // Rebuilds nodes, actors, named actors and placement groups from the state store.
+  // Rebuilds nodes, actors, named actors, placement groups, jobs and leases from the state
+  // store, skipping (with a warning) every record that does not decode (head_persistence.cc).
   void Recover();
+  // The index in nodes_ of the node with this hex id, or -1.
+  int NodeIndex(const std::string& hex) const;
   void Handle(transport::Envelope& env);
   void OnRegisterNode(const transport::Envelope& env);
   void OnCreateActor(const transport::Envelope& env);
@@ -132,6 +138,9 @@ class HeadService {
   void Publish(const std::string& table, const std::string& id, const std::string& state);
   void PersistNode(size_t i);
   void PersistPg(const PgRec& pg);
+  // Writes lease `lease_id` (pending or granted) to the "leases" table; ForgetLease deletes it.
+  void PersistLease(const std::string& lease_id);
+  void ForgetLease(const std::string& lease_id);
   void ReplyAck(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
                 const std::string& message);
   void ReplyPg(const std::string& to, uint64_t request_id, const PgRec* pg, bool ok,

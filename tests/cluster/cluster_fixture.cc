@@ -80,14 +80,11 @@ Cluster::~Cluster() {
 void Cluster::StartHead(double health_period_s, int health_threshold) {
   health_period_s_ = health_period_s;
   health_threshold_ = health_threshold;
-  if (redis_pid_ < 0) {
+  if (redis_pid_ < 0 && redis_address_.empty()) {
     int rport = FreePort();
-    std::string log = dir_ + "/redis.log";
-    redis_pid_ = Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", dir_,
-                        "--appendonly", "yes", "--save", ""},
-                       log);
     redis_address_ = "127.0.0.1:" + std::to_string(rport);
-    if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); })) throw std::runtime_error("redis did not start");
+    redis_dir_ = dir_;
+    StartRedis(rport, redis_dir_);
   }
   if (head_address_.empty()) head_address_ = "127.0.0.1:" + std::to_string(FreePort());
   std::string port = head_address_.substr(head_address_.rfind(':') + 1);
@@ -97,6 +94,23 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
                      std::to_string(health_period_s_), "--health-check-failure-threshold", std::to_string(health_threshold_)},
                     log);
   if (!WaitFor([&] { return LogHas(log, "head listening on"); })) throw std::runtime_error("the head did not start");
+}
+
+void Cluster::StartRedis(int port, const std::string& dir) {
+  std::string log = dir_ + "/redis" + std::to_string(redis_restarts_++) + ".log";
+  redis_pid_ = Spawn({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
+                      "--appendonly", "yes", "--save", ""},
+                     log);
+  if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); })) throw std::runtime_error("redis did not start");
+}
+
+void Cluster::RestartRedis(bool empty) {
+  if (redis_pid_ > 0) KillRedis();
+  if (empty) {
+    redis_dir_ = dir_ + "/redis_empty" + std::to_string(redis_restarts_);
+    std::filesystem::create_directories(redis_dir_);
+  }
+  StartRedis(std::atoi(redis_address_.c_str() + redis_address_.rfind(':') + 1), redis_dir_);
 }
 
 int Cluster::AddNode(const std::string& resources_json, const std::string& labels, int cpus) {

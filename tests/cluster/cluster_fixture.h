@@ -37,6 +37,11 @@ class Cluster {
   // Starts Redis and the head (with the given health-check settings).
   void StartHead(double health_period_s = 0.2, int health_threshold = 3);
   void KillHead() { KillHard(head_pid_); head_pid_ = -1; }
+  int head_pid() const { return head_pid_; }
+  // Kills redis-server (SIGKILL), then starts it again on the same port: with its data
+  // directory as it was, or (`empty`) with a fresh one, as if Redis had lost everything.
+  void KillRedis() { KillHard(redis_pid_); redis_pid_ = -1; }
+  void RestartRedis(bool empty);
   // Returns the node daemon's pid.
   int AddNode(const std::string& extra_flags_json_resources, const std::string& labels, int cpus);
   // Simulated hosts (a node whose ORRERY_SYSROOT is a fake host under dir()), each returning
@@ -55,7 +60,11 @@ class Cluster {
   int AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
                      const std::string& labels, int cpus);
 
+  void StartRedis(int port, const std::string& dir);
+
   std::string dir_;
+  std::string redis_dir_;
+  int redis_restarts_ = 0;
   std::string redis_address_;
   std::string head_address_;
   double health_period_s_ = 0.2;

@@ -131,6 +131,14 @@ const std::vector<Table>& Tables() {
         {"demand", {Kind::kString}},
         {"reason", {Kind::kString}},
         {"waiting_s", {Kind::kNumber}}}},
+      {"leases",
+       "lease_id",
+       {{"lease_id", {Kind::kHexId}},
+        {"job_id", {Kind::kHexId}},
+        {"node_id", {Kind::kHexIdOrEmpty}},
+        {"bundle", {Kind::kInteger}},
+        {"resources", {Kind::kResources}},
+        {"request", {Kind::kHexMsgpack}}}},
   };
   return tables;
 }

@@ -1,0 +1,419 @@
+#include "scheduler/src/records.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "orrery/placement.h"
+
+namespace orrery::scheduler::records {
+
+using nlohmann::json;
+
+// ------------------------------------------------------------------ strings
+
+namespace {
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when none starts there
+// (overlong forms, surrogates and code points above U+10FFFF are invalid, as in JSON).
+size_t Utf8SequenceAt(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF) return 0;
+  if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
+  return n;
+}
+
+bool IsHexId(const std::string& s) {
+  if (s.size() != UniqueId::kSize * 2) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+Status Invalid(const std::string& what) { return Status::InvalidArgument(what); }
+
+// A resource set read back: names UTF-8 and non-empty, amounts finite and not negative.
+Status CheckStoredResources(const std::string& what, const Resources& r) {
+  for (const auto& [name, amount] : r) {
+    if (name.empty() || !std::isfinite(amount) || amount < 0)
+      return Invalid(what + " has a bad entry");
+  }
+  return CheckUtf8(what, r);
+}
+
+template <typename T>
+Result<T> DecodeHexMsgpack(const json& j, const char* field, const char* what) {
+  auto bytes = FromHex(j.at(field).get<std::string>());
+  if (!bytes.ok()) return Invalid(std::string(what) + ": " + bytes.status().message());
+  T out;
+  Status s = proto::DecodeMeta(bytes.value(), &out);
+  if (!s.ok()) return Invalid(std::string(what) + ": " + s.message());
+  return out;
+}
+
+// Parses and runs `body` on the object; any exception (a missing field, a wrong type) is
+// InvalidArgument.
+template <typename T, typename F>
+Result<T> ParseWith(std::string_view text, const char* what, F body) {
+  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    return Invalid(std::string("the ") + what + " record is not JSON (or not UTF-8)");
+  if (!j.is_object()) return Invalid(std::string("the ") + what + " record is not a JSON object");
+  try {
+    return body(j);
+  } catch (const std::exception& e) {
+    return Invalid(std::string("the ") + what +
+                   " record has a missing or mistyped field: " + e.what());
+  }
+}
+}  // namespace
+
+bool IsUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t n = Utf8SequenceAt(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string EscapeUtf8(std::string_view s) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t n = Utf8SequenceAt(s, i);
+    if (n == 0) {
+      unsigned char c = static_cast<unsigned char>(s[i]);
+      out += "\\x";
+      out.push_back(kDigits[c >> 4]);
+      out.push_back(kDigits[c & 15]);
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
+Status CheckUtf8(std::string_view what, std::string_view s) {
+  if (IsUtf8(s)) return Status::Ok();
+  return Status::InvalidArgument(std::string(what) + " is not valid UTF-8: \"" + EscapeUtf8(s) +
+                                 "\"");
+}
+
+Status CheckUtf8(std::string_view what, const Resources& resources) {
+  for (const auto& entry : resources) {
+    if (Status s = CheckUtf8(std::string(what) + " resource name", entry.first); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status CheckUtf8(std::string_view what, const Labels& labels) {
+  for (const auto& [k, v] : labels) {
+    if (Status s = CheckUtf8(std::string(what) + " label key", k); !s.ok()) return s;
+    if (Status s = CheckUtf8(std::string(what) + " label value", v); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status CheckActorSpec(const proto::ActorSpecMsg& spec) {
+  const auto& o = spec.options;
+  for (Status s :
+       {CheckUtf8("the actor's class", spec.factory), CheckUtf8("the actor's name", o.name),
+        CheckUtf8("the actor's namespace", o.namespace_),
+        CheckUtf8("the actor's owner address", spec.owner), CheckUtf8("the actor's", o.resources),
+        CheckUtf8("the actor's selector", o.label_selector)}) {
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string ToHex(std::string_view bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+Result<std::string> FromHex(std::string_view hex) {
+  if (hex.size() % 2) return Invalid("hex text of odd length");
+  auto value = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    int hi = value(hex[i]), lo = value(hex[i + 1]);
+    if (hi < 0 || lo < 0) return Invalid("a character that is not a hex digit");
+    out.push_back(char(hi * 16 + lo));
+  }
+  return out;
+}
+
+const char* ActorStateName(proto::ActorState s) {
+  switch (s) {
+    case proto::ActorState::kPending:
+      return "PENDING";
+    case proto::ActorState::kAlive:
+      return "ALIVE";
+    case proto::ActorState::kRestarting:
+      return "RESTARTING";
+    case proto::ActorState::kDead:
+      return "DEAD";
+  }
+  return "UNKNOWN";
+}
+
+// ------------------------------------------------------------------ writing
+
+namespace {
+std::string HexOf(const std::string& binary_id) { return UniqueId::FromBinary(binary_id).Hex(); }
+// "Counter::Create" -> "Counter": the class an actor factory makes.
+std::string ClassOf(const std::string& factory) {
+  size_t colon = factory.rfind("::");
+  return colon == std::string::npos ? factory : factory.substr(0, colon);
+}
+constexpr const char* kPgStates[] = {"PENDING", "CREATED", "REMOVED"};
+}  // namespace
+
+std::string NodeRecordJson(const NodeRecord& r) {
+  return Dump(json{{"node_id", r.id.Hex()},
+                   {"address", r.address},
+                   {"alive", r.alive},
+                   {"total", r.total},
+                   {"labels", r.labels}});
+}
+
+std::string ActorRecordJson(const ActorRecord& r) {
+  const auto& o = r.spec.options;
+  json j{
+      {"actor_id", HexOf(r.spec.actor_id)},
+      {"class", ClassOf(r.spec.factory)},
+      {"state", ActorStateName(r.state)},
+      {"name", o.name},
+      {"namespace", o.namespace_},
+      {"resources", o.resources},
+      {"address", r.address},
+      {"pid", r.pid},
+      {"node_id", r.node_id},
+      {"restarts", r.restarts_used},
+      {"max_restarts", o.max_restarts},
+      {"detached", o.lifetime == 1},
+      {"death_cause", r.death_cause},
+      {"death_kind", r.death_kind},
+      {"job_id", HexOf(r.spec.job_id)},
+      {"placement_group_id", o.placement_group.empty() ? std::string() : HexOf(o.placement_group)},
+      {"incarnation", r.incarnation},
+      {"bundle", r.bundle},
+      {"kill_requested", r.kill_requested},
+      {"subscribers", r.subscribers},
+      {"spec", ToHex(internal::Pack(r.spec))}};
+  return Dump(j);
+}
+
+std::string PgRecordJson(const PgRecord& r) {
+  json j{{"placement_group_id", HexOf(r.spec.pg_id)},
+         {"name", r.spec.name},
+         {"strategy", PlacementStrategyName(PlacementStrategy(r.spec.strategy))},
+         {"bundles", r.spec.bundles},
+         {"bundle_nodes", r.bundle_nodes},
+         {"state", kPgStates[r.state]},
+         {"reason", r.reason},
+         {"spec", ToHex(internal::Pack(r.spec))}};
+  return Dump(j);
+}
+
+std::string JobRecordJson(const JobRecord& r) {
+  json j{{"job_id", HexOf(r.info.job_id)},
+         {"driver_address", r.info.driver_address},
+         {"pid", r.info.pid},
+         {"namespace", r.info.namespace_},
+         {"entrypoint", r.info.entrypoint},
+         {"state", r.running ? "RUNNING" : "FINISHED"},
+         {"start_time", r.start_time},
+         {"end_cause", r.end_cause}};
+  return Dump(j);
+}
+
+std::string LeaseRecordJson(const LeaseRecord& r) {
+  json j{{"lease_id", HexOf(r.request.lease_id)},
+         {"job_id", HexOf(r.request.job_id)},
+         {"node_id", r.node_id},
+         {"bundle", r.bundle},
+         {"resources", r.request.resources},
+         {"request", ToHex(internal::Pack(r.request))}};
+  return Dump(j);
+}
+
+// ------------------------------------------------------------------ reading
+
+Result<NodeRecord> ParseNodeRecord(std::string_view text) {
+  return ParseWith<NodeRecord>(text, "node", [](const json& j) -> Result<NodeRecord> {
+    NodeRecord r;
+    std::string id = j.at("node_id").get<std::string>();
+    if (!IsHexId(id)) return Invalid("the node record's node_id is not a 32-digit hex id");
+    r.id = NodeId::FromHex(id);
+    r.address = j.value("address", "");
+    r.alive = j.value("alive", false);
+    r.total = j.at("total").get<Resources>();
+    r.labels = j.value("labels", Labels{});
+    if (Status s = CheckStoredResources("the node's total", r.total); !s.ok()) return s;
+    return r;
+  });
+}
+
+Result<ActorRecord> ParseActorRecord(std::string_view text) {
+  return ParseWith<ActorRecord>(text, "actor", [](const json& j) -> Result<ActorRecord> {
+    ActorRecord r;
+    auto spec = DecodeHexMsgpack<proto::ActorSpecMsg>(j, "spec", "the actor record's spec");
+    if (!spec.ok()) return spec.status();
+    r.spec = std::move(spec).value();
+    if (r.spec.actor_id.size() != UniqueId::kSize ||
+        UniqueId::FromBinary(r.spec.actor_id).IsNil()) {
+      return Invalid("the actor record's spec has no valid actor id");
+    }
+    if (j.at("actor_id").get<std::string>() != HexOf(r.spec.actor_id)) {
+      return Invalid("the actor record's actor_id differs from its spec's");
+    }
+    if (Status s = CheckActorSpec(r.spec); !s.ok()) return s;
+    if (Status s = CheckStoredResources("the actor's resources", r.spec.options.resources); !s.ok())
+      return s;
+    std::string state = j.value("state", "PENDING");
+    if (state == "PENDING") {
+      r.state = proto::ActorState::kPending;
+    } else if (state == "ALIVE") {
+      r.state = proto::ActorState::kAlive;
+    } else if (state == "RESTARTING") {
+      r.state = proto::ActorState::kRestarting;
+    } else if (state == "DEAD") {
+      r.state = proto::ActorState::kDead;
+    } else {
+      return Invalid("the actor record's state is not one of PENDING, ALIVE, RESTARTING, DEAD");
+    }
+    r.incarnation = j.value("incarnation", 0);
+    r.restarts_used = j.value("restarts", 0);
+    r.kill_requested = j.value("kill_requested", false);
+    r.death_cause = j.value("death_cause", "");
+    r.death_kind = j.value("death_kind", "");
+    r.subscribers = j.value("subscribers", std::vector<std::string>{});
+    r.node_id = j.value("node_id", "");
+    r.bundle = j.value("bundle", -1);
+    r.address = j.value("address", "");
+    r.pid = j.value("pid", 0);
+    if (!r.node_id.empty() && !IsHexId(r.node_id))
+      return Invalid("the actor record's node_id is not a hex id");
+    if (r.incarnation < 0 || r.restarts_used < 0 || r.bundle < -1 || r.pid < 0) {
+      return Invalid("the actor record has a negative count");
+    }
+    return r;
+  });
+}
+
+Result<PgRecord> ParsePgRecord(std::string_view text) {
+  return ParseWith<PgRecord>(text, "placement group", [](const json& j) -> Result<PgRecord> {
+    PgRecord r;
+    auto spec =
+        DecodeHexMsgpack<proto::PlacementGroupMsg>(j, "spec", "the placement group record's spec");
+    if (!spec.ok()) return spec.status();
+    r.spec = std::move(spec).value();
+    if (r.spec.pg_id.size() != UniqueId::kSize)
+      return Invalid("the placement group record has no valid id");
+    if (r.spec.bundles.empty() || r.spec.strategy < 0 || r.spec.strategy > 3) {
+      return Invalid("the placement group record's spec has no bundles or an unknown strategy");
+    }
+    for (const auto& b : r.spec.bundles) {
+      if (Status s = CheckStoredResources("a bundle", b); !s.ok()) return s;
+    }
+    if (Status s = CheckUtf8("the placement group's name", r.spec.name); !s.ok()) return s;
+    std::string state = j.value("state", "PENDING");
+    if (state == "PENDING") {
+      r.state = PgRecord::kPending;
+    } else if (state == "CREATED") {
+      r.state = PgRecord::kCreated;
+    } else if (state == "REMOVED") {
+      r.state = PgRecord::kRemoved;
+    } else {
+      return Invalid("the placement group record's state is not one of PENDING, CREATED, REMOVED");
+    }
+    r.bundle_nodes = j.value("bundle_nodes", std::vector<std::string>{});
+    for (const auto& n : r.bundle_nodes) {
+      if (!n.empty() && !IsHexId(n))
+        return Invalid("the placement group record's bundle_nodes hold a bad id");
+    }
+    if (r.state == PgRecord::kCreated && r.bundle_nodes.size() != r.spec.bundles.size()) {
+      return Invalid("a created placement group record must name a node for each bundle");
+    }
+    r.reason = j.value("reason", "");
+    return r;
+  });
+}
+
+Result<JobRecord> ParseJobRecord(std::string_view text) {
+  return ParseWith<JobRecord>(text, "job", [](const json& j) -> Result<JobRecord> {
+    JobRecord r;
+    std::string id = j.at("job_id").get<std::string>();
+    if (!IsHexId(id)) return Invalid("the job record's job_id is not a 32-digit hex id");
+    r.info.job_id = UniqueId::FromHex(id).Binary();
+    r.info.driver_address = j.value("driver_address", "");
+    r.info.pid = j.value("pid", 0);
+    r.info.namespace_ = j.value("namespace", "");
+    r.info.entrypoint = j.value("entrypoint", "");
+    r.running = j.value("state", "") == "RUNNING";
+    r.start_time = j.value("start_time", 0.0);
+    r.end_cause = j.value("end_cause", "");
+    return r;
+  });
+}
+
+Result<LeaseRecord> ParseLeaseRecord(std::string_view text) {
+  return ParseWith<LeaseRecord>(text, "lease", [](const json& j) -> Result<LeaseRecord> {
+    LeaseRecord r;
+    auto request =
+        DecodeHexMsgpack<proto::LeaseRequestMsg>(j, "request", "the lease record's request");
+    if (!request.ok()) return request.status();
+    r.request = std::move(request).value();
+    if (r.request.lease_id.size() != UniqueId::kSize)
+      return Invalid("the lease record has no valid lease id");
+    if (Status s = CheckStoredResources("the lease's resources", r.request.resources); !s.ok())
+      return s;
+    if (Status s = CheckUtf8("the lease's", r.request.label_selector); !s.ok()) return s;
+    r.node_id = j.value("node_id", "");
+    r.bundle = j.value("bundle", -1);
+    if (!r.node_id.empty() && !IsHexId(r.node_id))
+      return Invalid("the lease record's node_id is not a hex id");
+    if (r.bundle < -1) return Invalid("the lease record's bundle is negative");
+    return r;
+  });
+}
+
+}  // namespace orrery::scheduler::records

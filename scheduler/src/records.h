@@ -1,0 +1,105 @@
+// The head's records in the state store (docs/redis-schema.md): how each one is written as
+// JSON and read back. Everything read back is untrusted input (another process may have
+// written Redis, or an older head, or a disk may have garbled it), so every Parse* function
+// is pure, never throws and never crashes: a record that does not decode, has a field of
+// the wrong type, an invalid id or a string that is not UTF-8 is InvalidArgument, naming
+// what is wrong. The head skips such a record with a warning.
+//
+// Also here: the UTF-8 rules for strings that peers send. JSON (and so every record) holds
+// only UTF-8; names, namespaces, labels and resource names must be UTF-8 and are refused
+// otherwise, while free text that is legitimately arbitrary bytes (paths, error messages)
+// is stored with each invalid byte escaped as the four characters \xNN.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/src/protocol.h"
+#include "orrery/config.h"
+#include "orrery/ids.h"
+#include "orrery/status.h"
+
+namespace orrery::scheduler::records {
+
+// ---- strings
+
+bool IsUtf8(std::string_view s);
+// `s` with every byte that is not part of a valid UTF-8 sequence written as "\xNN".
+std::string EscapeUtf8(std::string_view s);
+// InvalidArgument "<what> is not valid UTF-8: <escaped>" unless `s` is UTF-8.
+Status CheckUtf8(std::string_view what, std::string_view s);
+Status CheckUtf8(std::string_view what, const Resources& resources);  // the names
+Status CheckUtf8(std::string_view what, const Labels& labels);        // keys and values
+// Every string of an actor spec that the head stores or shows.
+Status CheckActorSpec(const proto::ActorSpecMsg& spec);
+// The JSON text of `j`; never throws (invalid UTF-8, which the checks above keep out, would
+// be written as U+FFFD).
+std::string Dump(const nlohmann::json& j);
+
+// ---- records (field names and meaning: docs/redis-schema.md)
+
+struct NodeRecord {
+  NodeId id;
+  std::string address;
+  bool alive = false;
+  Resources total;
+  Labels labels;
+};
+
+struct ActorRecord {
+  proto::ActorSpecMsg spec;
+  proto::ActorState state = proto::ActorState::kPending;
+  int incarnation = 0;
+  int restarts_used = 0;
+  bool kill_requested = false;
+  std::string node_id;  // hex, "" when not placed
+  int bundle = -1;
+  std::string address;
+  int pid = 0;
+  std::string death_kind, death_cause;
+  std::vector<std::string> subscribers;
+};
+
+struct PgRecord {
+  proto::PlacementGroupMsg spec;
+  enum State { kPending, kCreated, kRemoved } state = kPending;
+  std::vector<std::string> bundle_nodes;  // hex node id per bundle ("" when unplaced)
+  std::string reason;
+};
+
+struct JobRecord {
+  proto::JobMsg info;  // job_id binary; reply_to, request_id and binary fields unset
+  bool running = false;
+  double start_time = 0;
+  std::string end_cause;
+};
+
+// A task lease: pending (node_id "") or granted on a node (and a bundle of its group).
+struct LeaseRecord {
+  proto::LeaseRequestMsg request;
+  std::string node_id;
+  int bundle = -1;
+};
+
+const char* ActorStateName(proto::ActorState s);
+
+std::string NodeRecordJson(const NodeRecord& r);
+std::string ActorRecordJson(const ActorRecord& r);
+std::string PgRecordJson(const PgRecord& r);
+std::string JobRecordJson(const JobRecord& r);
+std::string LeaseRecordJson(const LeaseRecord& r);
+
+Result<NodeRecord> ParseNodeRecord(std::string_view json);
+Result<ActorRecord> ParseActorRecord(std::string_view json);
+Result<PgRecord> ParsePgRecord(std::string_view json);
+Result<JobRecord> ParseJobRecord(std::string_view json);
+Result<LeaseRecord> ParseLeaseRecord(std::string_view json);
+
+// Binary blobs (msgpack specs) are stored as lowercase hex. Decoding is strict: odd
+// lengths and non-hex characters are InvalidArgument.
+std::string ToHex(std::string_view bytes);
+Result<std::string> FromHex(std::string_view hex);
+
+}  // namespace orrery::scheduler::records

@@ -1,0 +1,522 @@
+// The head and the cluster state under hostile input and faults: a real redis-server and
+// `orrery head` daemon on loopback, this binary as a peer speaking the wire protocol
+// directly (so what the head gets is exactly what a hostile or buggy peer sends) and, for
+// the lease test, as a driver through the public API.
+//   - strings that are not UTF-8 (actor names, namespaces, resource names, node labels, a
+//     driver's path) never crash the head, and Redis only ever holds valid JSON;
+//   - a Redis outage under churn loses no write: afterwards Redis matches the head, and a
+//     head restarted from it brings back no ghost;
+//   - a head restart forgets neither a granted task lease nor which metrics-stream entries
+//     were appended.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "core/src/protocol.h"
+#include "core/src/transport.h"
+#include "orrery/ids.h"
+#include "orrery/orrery.h"
+#include "tests/cluster/cluster_fixture.h"
+#include "tests/cluster/redis_client.h"
+
+using nlohmann::json;
+using orrery::UniqueId;
+using orrery::proto::MsgType;
+using orrery_cluster::Redis;
+using orrery_cluster::WaitFor;
+namespace proto = orrery::proto;
+namespace transport = orrery::transport;
+
+namespace {
+
+const std::string kPrefix = "orrery:default:";
+
+// Blocks until `path` exists: holds its lease for as long as the test wants.
+int HoldUntil(std::string path) {
+  while (!std::filesystem::exists(path)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return 7;
+}
+ORRERY_REMOTE(HoldUntil);
+
+// A peer of the head: an inbox of its own that collects the head's answers.
+class Peer {
+ public:
+  explicit Peer(const std::string& head) : head_("tcp://" + head) {
+    EXPECT_TRUE(inbox_.Bind("127.0.0.1").ok());
+    inbox_.Start([this](transport::Envelope& env) { OnMessage(env); }, "test-peer");
+  }
+  ~Peer() { inbox_.Stop(); }
+  const std::string& address() const { return inbox_.address(); }
+
+  template <typename T>
+  void Send(MsgType type, const T& msg) {
+    transport::Send(head_, type, msg);
+  }
+
+  std::optional<proto::AckMsg> WaitAck(uint64_t request_id, int timeout_ms = 10000) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return acks_.count(request_id) > 0; })) {
+      return std::nullopt;
+    }
+    return acks_[request_id];
+  }
+
+  // Asks the head for its nodes; nullopt when it does not answer (it is dead).
+  std::optional<proto::ClusterInfoMsg> ClusterInfo(int timeout_ms = 5000) {
+    uint64_t id = next_id_++;
+    Send(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{id, address(), {}});
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return infos_.count(id) > 0; })) {
+      return std::nullopt;
+    }
+    return infos_[id];
+  }
+
+  // The head's view of an actor (SubscribeActor); nullopt when it does not answer.
+  std::optional<proto::ActorUpdateMsg> ActorState(const std::string& actor_id,
+                                                  int timeout_ms = 5000) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      updates_.erase(actor_id);
+    }
+    Send(MsgType::kSubscribeActor, proto::SubscribeActorMsg{actor_id, address()});
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return updates_.count(actor_id) > 0; })) {
+      return std::nullopt;
+    }
+    return updates_[actor_id];
+  }
+
+  uint64_t NextId() { return next_id_++; }
+
+  // Creates an actor that can never be placed (it needs a resource no node has), so it
+  // stays PENDING, without a process, until killed. Returns the Ack.
+  std::optional<proto::AckMsg> CreateActor(const std::string& actor_id, const std::string& name,
+                                           const std::string& namespace_,
+                                           const orrery::Resources& resources = {
+                                               {"Unobtainium", 1}}) {
+    proto::CreateActorMsg m;
+    m.request_id = NextId();
+    m.reply_to = address();
+    m.spec.actor_id = actor_id;
+    m.spec.job_id = UniqueId::Random().Binary();
+    m.spec.factory = "Nothing::Create";
+    m.spec.owner = address();
+    m.spec.infeasible_timeout_s = -1;
+    m.spec.options.name = name;
+    m.spec.options.namespace_ = namespace_;
+    m.spec.options.resources = resources;
+    Send(MsgType::kCreateActor, m);
+    return WaitAck(m.request_id);
+  }
+
+ private:
+  void OnMessage(transport::Envelope& env) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (env.type == MsgType::kAck) {
+      proto::AckMsg m;
+      if (env.Decode(&m).ok()) acks_[m.request_id] = m;
+    } else if (env.type == MsgType::kClusterInfoReply) {
+      proto::ClusterInfoMsg m;
+      if (env.Decode(&m).ok()) infos_[m.request_id] = m;
+    } else if (env.type == MsgType::kActorUpdate) {
+      proto::ActorUpdateMsg m;
+      if (env.Decode(&m).ok()) updates_[m.actor_id] = m;
+    }
+    cv_.notify_all();
+  }
+
+  std::string head_;
+  transport::Inbox inbox_;
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, proto::AckMsg> acks_;
+  std::map<uint64_t, proto::ClusterInfoMsg> infos_;
+  std::map<std::string, proto::ActorUpdateMsg> updates_;
+};
+
+std::string Hex(const std::string& binary) { return UniqueId::FromBinary(binary).Hex(); }
+
+// Every record of every hash under the cluster's prefix must be valid JSON (which is UTF-8).
+void ExpectRedisHoldsValidJson(Redis& r) {
+  for (const auto& key : r.Strings({"KEYS", kPrefix + "*"})) {
+    if (r.Type(key) != "hash") continue;
+    for (const auto& [field, value] : r.HGetAll(key)) {
+      EXPECT_FALSE(json::parse(value, nullptr, false).is_discarded())
+          << key << "[" << field << "] is not JSON: " << value;
+    }
+  }
+}
+
+bool HeadAlive(orrery_cluster::Cluster& c) { return kill(c.head_pid(), 0) == 0; }
+
+// ------------------------------------------------------------------ strings that are not UTF-8
+
+TEST(HeadStateTest, StringsThatAreNotUtf8NeverCrashTheHead) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  cluster.AddNode("", "zone=a", 1);
+  Peer peer(cluster.head_address());
+  ASSERT_TRUE(WaitFor([&] {
+    auto info = peer.ClusterInfo();
+    return info && info->nodes.size() == 1;
+  }));
+
+  // Names, namespaces and resource names are refused with a clear error.
+  struct Case {
+    std::string what, name, namespace_;
+    orrery::Resources resources;
+  };
+  for (const Case& c : {Case{"name", "z\xe4hler", "", {{"Unobtainium", 1}}},
+                        Case{"namespace", "counter", "n\xe4me", {{"Unobtainium", 1}}},
+                        Case{"resource name", "", "", {{"gr\xfcn", 1}}}}) {
+    auto ack = peer.CreateActor(UniqueId::Random().Binary(), c.name, c.namespace_, c.resources);
+    ASSERT_TRUE(ack) << "the head did not answer a create with a non-UTF-8 " << c.what;
+    EXPECT_FALSE(ack->ok) << c.what;
+    EXPECT_NE(ack->message.find("UTF-8"), std::string::npos) << ack->message;
+  }
+
+  // A node whose label value is not UTF-8 is refused.
+  proto::RegisterNodeMsg node;
+  node.node.node_id = UniqueId::Random().Binary();
+  node.node.address = "tcp://127.0.0.1:1";
+  node.node.alive = true;
+  node.node.total = {{"CPU", 2}};
+  node.node.available = node.node.total;
+  node.node.labels = {{"region",
+                       "s\xfc"
+                       "d"}};
+  node.reply_to = peer.address();
+  peer.Send(MsgType::kRegisterNode, node);
+  auto refused = peer.WaitAck(0);
+  ASSERT_TRUE(refused) << "the head did not answer a node with a non-UTF-8 label";
+  EXPECT_FALSE(refused->ok);
+
+  // A driver in a directory whose name is not UTF-8 registers, then dies without its
+  // goodbye: the head ends its job (after the heartbeat timeout) and writes its record.
+  proto::JobMsg job;
+  job.request_id = peer.NextId();
+  job.reply_to = peer.address();
+  job.job_id = UniqueId::Random().Binary();
+  job.driver_address = peer.address();
+  job.pid = 1;
+  job.entrypoint =
+      "/tmp/pr\xfc"
+      "fung/driver";
+  job.alive = true;
+  peer.Send(MsgType::kRegisterJob, job);
+  auto registered = peer.WaitAck(job.request_id);
+  ASSERT_TRUE(registered);
+  EXPECT_TRUE(registered->ok) << registered->message;
+
+  Redis r(cluster.redis_address());
+  ASSERT_TRUE(r.ok());
+  std::string job_hex = Hex(job.job_id);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto rec = json::parse(r.HGet(kPrefix + "jobs", job_hex), nullptr, false);
+        return rec.is_object() && rec.value("state", "") == "FINISHED";
+      },
+      30000))
+      << "the silent driver's job did not end";
+  auto rec = json::parse(r.HGet(kPrefix + "jobs", job_hex));
+  EXPECT_EQ(rec["entrypoint"], "/tmp/pr\\xfcfung/driver");
+
+  // The head survived all of it and still serves.
+  EXPECT_TRUE(HeadAlive(cluster));
+  auto info = peer.ClusterInfo();
+  ASSERT_TRUE(info) << "the head stopped answering";
+  EXPECT_EQ(info->nodes.size(), 1u) << "the node with a non-UTF-8 label must not be registered";
+  auto ok = peer.CreateActor(UniqueId::Random().Binary(), "z\xc3\xa4hler", "");  // UTF-8: accepted
+  ASSERT_TRUE(ok);
+  EXPECT_TRUE(ok->ok) << ok->message;
+  ExpectRedisHoldsValidJson(r);
+}
+
+// ------------------------------------------------------------------ records read back
+
+std::string ToHex(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(d[c >> 4]);
+    out.push_back(d[c & 15]);
+  }
+  return out;
+}
+
+TEST(HeadStateTest, HostileRecordsInRedisAreSkippedOnRestart) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  Peer before(cluster.head_address());
+  std::string good = UniqueId::Random().Binary();
+  auto ack = before.CreateActor(good, "survivor", "");
+  ASSERT_TRUE(ack && ack->ok);
+  Redis r(cluster.redis_address());
+  ASSERT_TRUE(WaitFor([&] { return !r.HGet(kPrefix + "actors", Hex(good)).empty(); }));
+  cluster.KillHead();
+
+  // A pending actor whose spec (hex msgpack, so the JSON is valid) names a class that is
+  // not UTF-8: restored blindly, the head would write it back and throw.
+  proto::ActorSpecMsg spec;
+  spec.actor_id = UniqueId::Random().Binary();
+  spec.job_id = UniqueId::Random().Binary();
+  spec.factory = "Z\xe4hler::Create";
+  spec.options.resources = {{"Unobtainium", 1}};
+  json bad_spec = json::parse(r.HGet(kPrefix + "actors", Hex(good)));
+  bad_spec["actor_id"] = Hex(spec.actor_id);
+  bad_spec["spec"] = ToHex(orrery::internal::Pack(spec));
+  std::string bad_id = UniqueId::Random().Hex();
+  std::vector<std::pair<std::string, std::string>> hostile = {
+      {"actors", bad_spec.dump()},
+      {"actors", "{not json"},
+      {"actors", "{\"actor_id\": 5, \"spec\": [1, 2]}"},
+      {"actors", "{\"spec\": \"9\"}"},
+      {"nodes", "{\"node_id\": \"" + bad_id + "\", \"total\": {\"CPU\": \"many\"}}"},
+      {"nodes", "\"z\xe4hler\""},
+      {"placement_groups", "{\"spec\": \"c0\", \"state\": \"CREATED\"}"},
+      {"jobs", "{\"job_id\": \"nope\"}"},
+      {"leases", "{\"request\": \"zz\"}"},
+  };
+  int n = 0;
+  for (const auto& [table, value] : hostile) {
+    std::string key = table == "actors" && n == 0 ? Hex(spec.actor_id) : UniqueId::Random().Hex();
+    r.Strings({"HSET", kPrefix + table, key, value});
+    ++n;
+  }
+
+  cluster.StartHead(0.2, 3);  // throws when the head does not come up
+  Peer after(cluster.head_address());
+  auto survivor = after.ActorState(good);
+  ASSERT_TRUE(survivor) << "the restarted head does not answer";
+  EXPECT_EQ(survivor->state, int(proto::ActorState::kPending))
+      << "the good record was not restored";
+  auto skipped = after.ActorState(spec.actor_id);
+  ASSERT_TRUE(skipped);
+  EXPECT_EQ(skipped->state, int(proto::ActorState::kDead))
+      << "the record with a non-UTF-8 class was restored";
+  // Still serving after several scheduling ticks.
+  ASSERT_TRUE(
+      WaitFor([&] { return after.CreateActor(UniqueId::Random().Binary(), "", "").has_value(); }));
+  EXPECT_TRUE(HeadAlive(cluster));
+  std::ifstream log(cluster.dir() + "/head.log");
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("skipping an unreadable"), std::string::npos);
+}
+
+// ------------------------------------------------------------------ a Redis outage
+
+// Actors created and killed by the churn, and what each one's record must say.
+struct Churn {
+  std::map<std::string, std::string> state;  // hex -> PENDING / DEAD
+  std::vector<std::string> live;             // binary ids, oldest first
+
+  void Step(Peer& peer) {
+    for (int i = 0; i < 2; ++i) {
+      std::string id = UniqueId::Random().Binary();
+      auto ack = peer.CreateActor(id, "", "");
+      ASSERT_TRUE(ack && ack->ok);
+      state[Hex(id)] = "PENDING";
+      live.push_back(id);
+    }
+    std::string victim = live.front();
+    live.erase(live.begin());
+    peer.Send(MsgType::kKillActor, proto::KillActorMsg{victim, true});
+    state[Hex(victim)] = "DEAD";
+  }
+  void RunFor(Peer& peer, double seconds) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(int(seconds * 1000));
+    while (std::chrono::steady_clock::now() < end) {
+      Step(peer);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // pacing of the load, not a wait
+    }
+  }
+  // Redis holds exactly these actors in these states, and exactly the live ones pending.
+  bool RedisMatches(Redis& r) const {
+    auto actors = r.HGetAll(kPrefix + "actors");
+    if (actors.size() != state.size()) return false;
+    for (const auto& [hex, want] : state) {
+      auto it = actors.find(hex);
+      if (it == actors.end()) return false;
+      auto rec = json::parse(it->second, nullptr, false);
+      if (!rec.is_object() || rec.value("state", "") != want) return false;
+    }
+    auto pending = r.HGetAll(kPrefix + "pending");
+    if (pending.size() != live.size()) return false;
+    for (const auto& id : live)
+      if (!pending.count(Hex(id))) return false;
+    return true;
+  }
+  std::string Mismatch(Redis& r) const {
+    auto actors = r.HGetAll(kPrefix + "actors");
+    int missing = 0, stale = 0;
+    for (const auto& [hex, want] : state) {
+      auto it = actors.find(hex);
+      if (it == actors.end()) {
+        ++missing;
+      } else if (json::parse(it->second, nullptr, false).value("state", "") != want) {
+        ++stale;
+      }
+    }
+    return std::to_string(missing) + " actor records missing, " + std::to_string(stale) +
+           " stale, " + std::to_string(actors.size()) + " in Redis for " +
+           std::to_string(state.size()) + " actors";
+  }
+};
+
+TEST(HeadStateTest, RedisOutageUnderChurnLosesNoWriteAndLeavesNoGhost) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  Peer peer(cluster.head_address());
+  Churn churn;
+  churn.RunFor(peer, 1.0);
+  {
+    Redis r(cluster.redis_address());
+    ASSERT_TRUE(WaitFor([&] { return churn.RedisMatches(r); })) << churn.Mismatch(r);
+  }
+
+  // 15 s without Redis (restarted with its data directory), churn all along.
+  cluster.KillRedis();
+  churn.RunFor(peer, 15.0);
+  cluster.RestartRedis(/*empty=*/false);
+  churn.RunFor(peer, 1.0);
+  {
+    Redis r(cluster.redis_address());
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(WaitFor([&] { return churn.RedisMatches(r); }, 30000))
+        << "after an outage with Redis's data kept: " << churn.Mismatch(r);
+  }
+
+  // A shorter outage after which Redis comes back empty: the head writes everything again.
+  cluster.KillRedis();
+  churn.RunFor(peer, 2.0);
+  cluster.RestartRedis(/*empty=*/true);
+  {
+    Redis r(cluster.redis_address());
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(WaitFor([&] { return churn.RedisMatches(r); }, 30000))
+        << "after Redis came back empty: " << churn.Mismatch(r);
+    ExpectRedisHoldsValidJson(r);
+  }
+
+  // A head restarted from Redis knows every killed actor as dead: no ghost.
+  ASSERT_TRUE(HeadAlive(cluster));
+  cluster.KillHead();
+  cluster.StartHead(0.2, 3);
+  Peer after(cluster.head_address());
+  int ghosts = 0, lost = 0;
+  for (const auto& [hex, want] : churn.state) {
+    auto u = after.ActorState(UniqueId::FromHex(hex).Binary());
+    ASSERT_TRUE(u) << "the restarted head does not answer";
+    bool dead = u->state == int(proto::ActorState::kDead);
+    if (want == "DEAD" && !dead) ++ghosts;
+    if (want != "DEAD" && dead) ++lost;
+  }
+  EXPECT_EQ(ghosts, 0) << "killed actors came back as live after the head restart";
+  EXPECT_EQ(lost, 0) << "live actors were forgotten by the head restart";
+}
+
+// ------------------------------------------------------------------ what a head restart keeps
+
+TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  cluster.AddNode("", "", 1);
+  orrery::Config c;
+  c.address = cluster.head_address();
+  orrery::Init(c);
+  ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
+  std::string release = cluster.dir() + "/release";
+  auto held = orrery::Task(HoldUntil).Remote(release);
+  ASSERT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 0; }))
+      << "the task never took the CPU";
+  {
+    Redis r(cluster.redis_address());
+    EXPECT_TRUE(WaitFor([&] { return r.HGetAll(kPrefix + "leases").size() == 1; }))
+        << "the lease is not in Redis";
+  }
+
+  cluster.KillHead();
+  cluster.StartHead(0.2, 3);
+  ASSERT_TRUE(WaitFor([] {
+    auto nodes = orrery::Nodes();
+    return nodes.size() == 1 && nodes[0].alive;
+  }));
+  // The task still runs on its lease: the restarted head must not offer its CPU again.
+  EXPECT_EQ(orrery::AvailableResources()["CPU"], 0)
+      << "the restarted head forgot the granted lease";
+
+  std::ofstream(release).close();
+  EXPECT_EQ(*orrery::Get(held, 30000), 7);
+  // Returned (when idle) to the restarted head, the lease gives its CPU back.
+  EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 1; }, 30000));
+  Redis r(cluster.redis_address());
+  EXPECT_TRUE(WaitFor([&] { return r.HGetAll(kPrefix + "leases").empty(); }))
+      << "the returned lease stayed in Redis";
+  orrery::Shutdown();
+}
+
+TEST(HeadStateTest, HeadRestartAppendsNoStreamEntryTwice) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  std::string run = UniqueId::Random().Hex();
+  auto report = [&](Peer& peer, int64_t index) {
+    proto::RecordMsg m;
+    m.request_id = peer.NextId();
+    m.reply_to = peer.address();
+    m.table = "train_runs";
+    m.key = run;
+    m.json = json{{"id", run}, {"status", "RUNNING"}, {"iterations", index + 1}}.dump();
+    m.stream_index = index;
+    m.stream_json = json{{"iteration", std::to_string(index + 1)}}.dump();
+    peer.Send(MsgType::kPutRecord, m);
+    auto ack = peer.WaitAck(m.request_id);
+    ASSERT_TRUE(ack && ack->ok);
+  };
+  Redis r(cluster.redis_address());
+  std::string stream = kPrefix + "train:" + run + ":metrics";
+  {
+    Peer peer(cluster.head_address());
+    report(peer, 0);
+    report(peer, 1);
+    report(peer, 1);  // resent to the same head
+    ASSERT_TRUE(WaitFor([&] { return r.XRange(stream).size() == 2; }));
+  }
+  cluster.KillHead();
+  cluster.StartHead(0.2, 3);
+  Peer peer(cluster.head_address());
+  report(peer, 1);  // resent across the restart
+  report(peer, 2);
+  // Entries are written in order: once the third report is in, the resend was handled.
+  ASSERT_TRUE(WaitFor([&] {
+    auto entries = r.XRange(stream);
+    return !entries.empty() && entries.back()["iteration"] == "3";
+  })) << "the third report never reached the stream";
+  auto entries = r.XRange(stream);
+  ASSERT_EQ(entries.size(), 3u) << "a report resent across a head restart was appended twice";
+  for (size_t i = 0; i < entries.size(); ++i)
+    EXPECT_EQ(entries[i]["iteration"], std::to_string(i + 1));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  orrery::RunWorkerIfRequested(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
