@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 namespace orrery::runtime {
 
 namespace {
@@ -21,11 +23,28 @@ void Executor::SpawnLocked() {
 }
 
 void Executor::Submit(Work work) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(work));
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.push_back(std::move(work));
+  WakeOrSpawnLocked();
+}
+
+void Executor::WakeOrSpawnLocked() {
+  if (!CanStartLocked()) return;
+  if (idle_ > 0) {
+    cv_.notify_one();
+  } else if (int(threads_.size()) < max_threads_ && !closed_) {
+    SpawnLocked();
   }
-  cv_.notify_one();
+}
+
+bool Executor::CanStartLocked() const { return !queue_.empty() && active_ < concurrency_ && resuming_ == 0; }
+
+void Executor::SlotFreedLocked() {
+  if (resuming_ > 0) {
+    resume_cv_.notify_one();
+  } else {
+    WakeOrSpawnLocked();
+  }
 }
 
 void Executor::ThreadMain() {
@@ -34,18 +53,23 @@ void Executor::ThreadMain() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     ++idle_;
-    cv_.wait(lock, [this] { return closed_ || (!queue_.empty() && active_ < concurrency_); });
+    // Once closed, queued calls still run (within the limit) before the thread ends.
+    cv_.wait(lock, [this] { return CanStartLocked() || (closed_ && queue_.empty()); });
     --idle_;
-    if (closed_ && queue_.empty()) break;
+    if (!CanStartLocked()) break;  // closed and drained
     Work work = std::move(queue_.front());
     queue_.pop_front();
     ++active_;
+    // A thread woken for one call may have been the only idle one while more were
+    // queued: pass the wake-up on (or add a thread) while slots remain.
+    WakeOrSpawnLocked();
     lock.unlock();
     work();
     work = nullptr;
     lock.lock();
     --active_;
-    if (!queue_.empty()) cv_.notify_one();
+    SlotFreedLocked();
+    if (closed_ && queue_.empty()) cv_.notify_all();
   }
   t_executor = nullptr;
 }
@@ -53,17 +77,22 @@ void Executor::ThreadMain() {
 void Executor::OnBlock() {
   std::lock_guard<std::mutex> lock(mu_);
   --active_;
-  if (queue_.empty()) return;
-  if (idle_ == 0 && int(threads_.size()) < max_threads_ && !closed_) {
-    SpawnLocked();
-  } else {
-    cv_.notify_one();
-  }
+  SlotFreedLocked();
 }
 
 void Executor::OnUnblock() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  ++resuming_;
+  resume_cv_.wait(lock, [this] { return active_ < concurrency_; });
+  --resuming_;
   ++active_;
+  // Another slot may still be free: for the next resumed call, else for queued work.
+  if (active_ < concurrency_) SlotFreedLocked();
+}
+
+int Executor::resuming() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resuming_;
 }
 
 void Executor::BeforeBlock() {
@@ -89,6 +118,34 @@ void Executor::Stop() {
       t.join();
     }
   }
+}
+
+bool CallSlot::TryTake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (held_ || resuming_ > 0) return false;
+  held_ = true;
+  return true;
+}
+
+void CallSlot::TakeResumed() {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++resuming_;
+  cv_.wait(lock, [this] { return !held_; });
+  --resuming_;
+  held_ = true;
+}
+
+void CallSlot::Release() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = false;
+  }
+  cv_.notify_one();
+}
+
+int CallSlot::resuming() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resuming_;
 }
 
 }  // namespace orrery::runtime

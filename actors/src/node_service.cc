@@ -40,6 +40,11 @@ NodeService::NodeService(NodeOptions options) : options_(std::move(options)), id
     options_.binary_cache_dir = std::string(t && *t ? t : "/tmp/orrery") + "/node_binaries";
   }
   options_.labels["orrery.io/node-id"] = id_.Hex();
+  ZygoteEvents events;
+  events.spawned = [this](uint64_t req, int pid) { OnSpawned(req, pid); };
+  events.exited = [this](int pid, const std::string& how) { OnExited(pid, how); };
+  events.failed = [this](uint64_t req, const std::string& cause) { OnSpawnFailed(req, cause); };
+  zygotes_ = std::make_unique<ZygotePool>(options_.worker_env, std::move(events));
 }
 
 NodeService::~NodeService() { Stop(); }
@@ -48,6 +53,7 @@ Status NodeService::Start(int register_timeout_ms) {
   Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
   if (!s.ok()) return s;
   inbox_.SetTick(int(options_.heartbeat_period_s * 1000), [this] { Tick(); });
+  inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
   if (!options_.worker_argv.empty()) {
     // Start the default zygote now, so the first actor does not wait for it.
@@ -56,9 +62,9 @@ Status NodeService::Start(int register_timeout_ms) {
     bool done = false;
     Status st;
     inbox_.Post([&] {
-      auto z = ZygoteFor(options_.worker_argv);
+      Status z = zygotes_->Prepare(options_.worker_argv);
       std::lock_guard<std::mutex> lock(mu);
-      st = z.ok() ? Status::Ok() : z.status();
+      st = z;
       done = true;
       cv.notify_all();
     });
@@ -73,30 +79,6 @@ Status NodeService::Start(int register_timeout_ms) {
   }
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " + ToString(options_.resources));
   return Status::Ok();
-}
-
-Result<ZygoteClient*> NodeService::ZygoteFor(const std::vector<std::string>& requested) {
-  const std::vector<std::string>& argv = requested.empty() ? options_.worker_argv : requested;
-  if (argv.empty()) return Status::InvalidArgument("the request names no executable for its workers");
-  auto it = zygotes_.find(argv[0]);
-  if (it != zygotes_.end()) return it->second.get();
-  if (access(argv[0].c_str(), X_OK) != 0) {
-    return Status::NotFound("the driver's executable " + argv[0] + " is not on this node");
-  }
-  // Started from the inbox thread: a zygote dies with the thread that made it
-  // (PR_SET_PDEATHSIG), and this thread lives exactly as long as the node.
-  auto z = std::make_unique<ZygoteClient>();
-  std::map<std::string, std::string> env = options_.worker_env;
-  env["ORRERY_ROLE"] = "zygote";
-  Status st = z->Start(argv, env);
-  if (!st.ok()) return st;
-  ZygoteClient* raw = z.get();
-  inbox_.AddFd(raw->fd(), [this, raw] {
-    raw->OnReadable([this](uint64_t req, int pid) { OnSpawned(req, pid); },
-                    [this](int pid, const std::string& how) { OnExited(pid, how); });
-  });
-  zygotes_[argv[0]] = std::move(z);
-  return raw;
 }
 
 void NodeService::SendRegistration(bool alive) {
@@ -115,7 +97,7 @@ void NodeService::Stop() {
   }
   if (was_running) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
-  for (auto& [exe, z] : zygotes_) z->Stop();  // workers die with their zygote
+  zygotes_->StopAll();  // workers die with their zygote
   for (auto& [id, w] : workers_)
     if (w.pid > 0) kill(w.pid, SIGKILL);
   workers_.clear();
@@ -228,11 +210,10 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
 }
 
 std::string NodeService::LocalExecutable(const std::string& path, const std::string& hash) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) {
-    long long stamp = (long long)st.st_mtime * 1000003 + st.st_size;
+  Result<ExecutableIdentity> file = IdentityOf(path);
+  if (file.ok()) {
     auto& cached = hash_cache_[path];
-    if (cached.first != stamp || cached.second.empty()) cached = {stamp, HashFile(path)};
+    if (cached.first != file.value() || cached.second.empty()) cached = {file.value(), HashFile(path)};
     if (cached.second == hash) return path;
   }
   std::string cached_path = options_.binary_cache_dir + "/" + hash;
@@ -299,9 +280,9 @@ void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
   env["ORRERY_NODE_ID"] = id_.Hex();
   for (const auto& [k, v] : w.device_env) env[k] = v;
-  auto zygote = ZygoteFor(argv);
-  Status s = zygote.ok() ? zygote.value()->Spawn(req, env) : zygote.status();
+  Status s = zygotes_->Spawn(argv.empty() ? options_.worker_argv : argv, req, env);
   if (!s.ok()) {
+    by_spawn_.erase(req);
     LOG_ERROR("cannot start a worker: " + s.message());
     w.kill_requested = true;
     w.kill_reason = "the worker process could not be started: " + s.message();
@@ -362,6 +343,8 @@ void NodeService::ReleaseDevices(Worker& w) {
 void NodeService::Erase(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
+  auto pid = by_pid_.find(it->second.pid);
+  if (pid != by_pid_.end() && pid->second == worker_id) by_pid_.erase(pid);
   ReleaseDevices(it->second);
   workers_.erase(it);
 }
@@ -536,6 +519,17 @@ void NodeService::OnSpawned(uint64_t request, int pid) {
     by_pid_[pid] = id;
   }
   if (w->second.kill_requested) kill(pid, SIGKILL);
+}
+
+void NodeService::OnSpawnFailed(uint64_t request, const std::string& cause) {
+  auto it = by_spawn_.find(request);
+  if (it == by_spawn_.end()) return;
+  std::string id = it->second;
+  by_spawn_.erase(it);
+  auto w = workers_.find(id);
+  if (w == workers_.end()) return;
+  if (w->second.pid > 0) kill(w->second.pid, SIGKILL);  // registered before the answer came
+  FailWorker(w->second, "the worker process could not be started: " + cause);
 }
 
 void NodeService::OnExited(int pid, const std::string& how) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/src/zygote.h"
+#include "actors/src/zygote_pool.h"
 #include "core/src/protocol.h"
 #include "core/src/transport.h"
 #include "orrery/config.h"
@@ -101,8 +101,8 @@ class NodeService {
   Result<std::map<std::string, std::string>> AssignDevices(Worker& w, const Resources& demand);
   void ReleaseDevices(Worker& w);
   void Erase(const std::string& worker_id);
-  // The zygote for an executable, started on first use (on the inbox thread).
-  Result<ZygoteClient*> ZygoteFor(const std::vector<std::string>& argv);
+  // A spawn request its zygote will never answer (it died, or could not take it).
+  void OnSpawnFailed(uint64_t request, const std::string& cause);
   void Kill(Worker& w, const std::string& reason);
   void GrantTo(Worker& w);
   void LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind, const std::string& message);
@@ -113,13 +113,15 @@ class NodeService {
   NodeOptions options_;
   NodeId id_;
   transport::Inbox inbox_;
-  std::map<std::string, std::unique_ptr<ZygoteClient>> zygotes_;  // by executable path
+  // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
+  // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
+  std::unique_ptr<ZygotePool> zygotes_;
   std::map<std::string, Worker> workers_;
   std::map<int, std::string> by_pid_;
   std::map<uint64_t, std::string> by_spawn_;
   uint64_t next_spawn_ = 1;
   std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
-  std::map<std::string, std::pair<long long, std::string>> hash_cache_;  // path -> (mtime+size, hash)
+  std::map<std::string, std::pair<ExecutableIdentity, std::string>> hash_cache_;  // path -> (file, hash)
   std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
 
   std::mutex mu_;

@@ -8,7 +8,9 @@ namespace {
 void (*g_before_block)() = nullptr;
 void (*g_after_block)() = nullptr;
 
-// Frees the executor slot of the calling thread for the duration of a blocking wait.
+// Frees the executor slot of the calling thread for the duration of a blocking wait. Must
+// end with the store's mutex released: taking the slot back may wait for another call,
+// which may need the store.
 struct BlockScope {
   BlockScope() {
     if (g_before_block) g_before_block();
@@ -77,13 +79,20 @@ Result<ObjectValue> ObjectStore::Get(const ObjectId& id, int timeout_ms) {
   };
   if (!ready()) {
     lock.unlock();
-    BlockScope scope;
-    lock.lock();
-    if (timeout_ms < 0) {
-      cv_.wait(lock, ready);
-    } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    bool in_time = true;
+    {
+      BlockScope scope;
+      std::unique_lock<std::mutex> wait_lock(mu_);
+      if (timeout_ms < 0) {
+        cv_.wait(wait_lock, ready);
+      } else {
+        in_time = cv_.wait_for(wait_lock, std::chrono::milliseconds(timeout_ms), ready);
+      }
+    }
+    if (!in_time) {
       return Status::Timeout("object " + id.Hex() + " was not ready within " + std::to_string(timeout_ms) + " ms");
     }
+    lock.lock();
   }
   auto it = entries_.find(id);
   if (it == entries_.end()) return Status::NotFound("object " + id.Hex() + " is not in the store");
@@ -104,13 +113,17 @@ std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_re
   };
   if (!count()) {
     lock.unlock();
-    BlockScope scope;
-    lock.lock();
-    if (timeout_ms < 0) {
-      cv_.wait(lock, count);
-    } else {
-      cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), count);
+    {
+      BlockScope scope;
+      std::unique_lock<std::mutex> wait_lock(mu_);
+      if (timeout_ms < 0) {
+        cv_.wait(wait_lock, count);
+      } else {
+        cv_.wait_for(wait_lock, std::chrono::milliseconds(timeout_ms), count);
+      }
     }
+    lock.lock();
+    count();  // what is ready now, after the wait for the slot
   }
   // Report exactly num_returns ready ones at most (the first in order), as Ray does.
   int seen = 0;

@@ -26,8 +26,11 @@ WorkerServer* g_server = nullptr;
 
 // Calls of actors with max_concurrency 1 and of task workers run inline on the call inbox's
 // loop thread: no thread hand-off on the call path. When such a call blocks in Get/Wait,
-// the loop moves to a new thread so the worker keeps serving. Actors with a higher
-// max_concurrency run calls on an Executor.
+// the loop moves to a new thread so the worker keeps serving. An actor's inline calls hold
+// its one CallSlot while they run: a call waiting in Get/Wait gives it up (the next call
+// may start) and takes it back before it goes on, so its calls interleave at waits but
+// never run at once. Actors with a higher max_concurrency run calls on an Executor, which
+// keeps the same rules with n slots. Task calls share no state and take no slot.
 class WorkerServer {
  public:
   WorkerServer(Runtime* rt, std::string worker_id, std::string node_address)
@@ -70,12 +73,13 @@ class WorkerServer {
   }
 
   static void BeforeBlock() {
-    if (g_server && g_server->calls_.OwnsLoop()) {
-      g_server->calls_.HandOff([] { g_server->RunReady(); });
-    }
+    if (g_server) g_server->OnBlock();
     Executor::BeforeBlock();
   }
-  static void AfterBlock() { Executor::AfterBlock(); }
+  static void AfterBlock() {
+    if (g_server) g_server->OnUnblock();
+    Executor::AfterBlock();
+  }
 
  private:
   void RequestExit() {
@@ -174,17 +178,67 @@ class WorkerServer {
     RunReady();
   }
 
-  // Runs the calls that are ready, in order, while this thread owns the call loop.
+  // Runs the calls that are ready, in order, while this thread owns the call loop. An
+  // actor call that finds the slot taken stays queued; whoever gives the slot up next
+  // posts RunReady to the loop again.
   void RunReady() {
     while (calls_.OwnsLoop() && !ready_calls_.empty()) {
       auto [call, payload] = ready_calls_.front();
-      ready_calls_.pop_front();
       if (executor_) {
+        ready_calls_.pop_front();
         executor_->Submit([this, call = call, payload = payload] { Execute(*call, *payload); });
-      } else {
-        Execute(*call, *payload);
+        continue;
+      }
+      bool slotted = !call->actor_id.empty();
+      if (slotted && !slot_.TryTake()) return;
+      ready_calls_.pop_front();
+      t_holds_slot = slotted;
+      Execute(*call, *payload);
+      if (t_holds_slot) {
+        t_holds_slot = false;
+        ReleaseSlot();
       }
     }
+  }
+
+  // Gives the inline slot up and makes sure a queued call gets to start: by this thread's
+  // RunReady loop when it still owns the call loop, else by the loop's current owner.
+  void ReleaseSlot() {
+    slot_.Release();
+    if (!calls_.OwnsLoop()) Nudge();
+  }
+
+  // Has the call loop's owner run RunReady. A posted function can run on a thread that
+  // has just handed the loop off (the rest of its batch of posted work): passed on then.
+  void Nudge() {
+    calls_.Post([this] {
+      if (calls_.OwnsLoop()) {
+        RunReady();
+      } else {
+        Nudge();
+      }
+    });
+  }
+
+  // Before a Get/Wait on any thread of this process.
+  void OnBlock() {
+    bool owns_loop = calls_.OwnsLoop();
+    if (t_holds_slot) {
+      t_holds_slot = false;
+      t_resumes_slot = true;
+      slot_.Release();
+      if (!owns_loop) Nudge();
+    }
+    // The loop's new thread starts what is ready (if the slot allows).
+    if (owns_loop) calls_.HandOff([this] { RunReady(); });
+  }
+
+  // After the Get/Wait: a call that gave its slot up waits to have it again.
+  void OnUnblock() {
+    if (!t_resumes_slot) return;
+    t_resumes_slot = false;
+    slot_.TakeResumed();
+    t_holds_slot = true;
   }
 
   void Reply(const proto::CallMsg& call, bool ok, const std::string& kind, const std::string& type,
@@ -249,10 +303,18 @@ class WorkerServer {
   // Owned by the call loop's current thread.
   std::map<std::string, CallerOrder> order_;
   std::deque<ReadyCall> ready_calls_;
+  CallSlot slot_;
+  // Whether this thread runs an inline actor call that holds slot_, or one that gave it up
+  // for a wait and takes it back after.
+  static thread_local bool t_holds_slot;
+  static thread_local bool t_resumes_slot;
   std::mutex mu_;
   std::condition_variable cv_;
   bool exit_ = false;
 };
+
+thread_local bool WorkerServer::t_holds_slot = false;
+thread_local bool WorkerServer::t_resumes_slot = false;
 
 }  // namespace
 

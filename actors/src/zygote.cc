@@ -154,19 +154,38 @@ Status ZygoteClient::Start(const std::vector<std::string>& argv, const std::map<
 }
 
 Status ZygoteClient::Spawn(uint64_t request_id, const std::map<std::string, std::string>& env) {
-  std::string bytes = internal::Pack(SpawnRequest{request_id, env});
-  if (send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) {
-    return Status::Unavailable(std::string("the worker zygote is gone: ") + std::strerror(errno));
+  if (fd_ < 0) return Status::Unavailable("the worker zygote is gone");
+  if (queue_.size() >= kMaxQueuedSpawns) {
+    return Status::Unavailable("too many worker processes are waiting to be started (" +
+                               std::to_string(queue_.size()) + " queued at the worker zygote)");
+  }
+  queue_.push_back(internal::Pack(SpawnRequest{request_id, env}));
+  unanswered_.insert(request_id);
+  return Flush();
+}
+
+Status ZygoteClient::Flush() {
+  while (!queue_.empty()) {
+    if (fd_ < 0) return Status::Unavailable("the worker zygote is gone");
+    const std::string& bytes = queue_.front();
+    if (send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) {
+      if (errno == EINTR) continue;
+      // A full socket: the zygote has not read the requests before these yet.
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return Status::Ok();
+      return Status::Unavailable(std::string("the worker zygote is gone: ") + std::strerror(errno));
+    }
+    queue_.pop_front();
   }
   return Status::Ok();
 }
 
-void ZygoteClient::OnReadable(const std::function<void(uint64_t, int)>& spawned,
+bool ZygoteClient::OnReadable(const std::function<void(uint64_t, int)>& spawned,
                               const std::function<void(int, const std::string&)>& exited) {
   char buf[4096];
   while (true) {
     ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-    if (n <= 0) return;
+    if (n == 0) return false;
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     Event e;
     try {
       msgpack::object_handle oh = internal::UnpackUntrusted(buf, size_t(n), internal::kControlUnpackLimits);
@@ -174,22 +193,33 @@ void ZygoteClient::OnReadable(const std::function<void(uint64_t, int)>& spawned,
     } catch (const std::exception&) {
       continue;
     }
-    if (e.kind == kSpawned) spawned(e.request_id, e.pid);
-    if (e.kind == kExited) exited(e.pid, e.text);
+    if (e.kind == kSpawned) {
+      // An answer to an unknown request (a zygote that misbehaves) is not ours to report.
+      if (unanswered_.erase(e.request_id) == 0) continue;
+      if (e.pid > 0) children_.insert(e.pid);
+      spawned(e.request_id, e.pid);
+    }
+    if (e.kind == kExited) {
+      if (children_.erase(e.pid) == 0) continue;
+      exited(e.pid, e.text);
+    }
   }
 }
 
-void ZygoteClient::Stop() {
+std::string ZygoteClient::Stop() {
+  std::string how;
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     int status;
-    waitpid(pid_, &status, 0);
+    if (waitpid(pid_, &status, 0) == pid_) how = Describe(status);
     pid_ = -1;
   }
   if (fd_ >= 0) {
     close(fd_);
     fd_ = -1;
   }
+  queue_.clear();
+  return how;
 }
 
 }  // namespace orrery::runtime

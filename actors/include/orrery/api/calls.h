@@ -129,7 +129,9 @@ class ActorCreator<T* (*)(Params...)> : public internal::OptionsBuilder<ActorCre
     this->options_.max_task_retries = n;
     return *this;
   }
-  // Up to n calls run at once, each on its own thread of the actor's process.
+  // Up to n calls run at once, each on its own thread of the actor's process (default 1).
+  // A call waiting in Get/Wait lets another start, and takes a slot back (ahead of calls
+  // not yet started) before it goes on: never more than n run at once.
   ActorCreator& SetMaxConcurrency(int n) {
     this->options_.max_concurrency = n;
     return *this;

@@ -1,0 +1,92 @@
+// 2,000 actors created at once on one node, all answering: the node queues spawn requests
+// the zygote's socket cannot take yet instead of failing them (it failed past ~170). Prints what an idle worker
+// costs (proportional set size and threads), the figure that decides how many fit a host.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+
+namespace {
+
+// Sanitizer builds make each process several times heavier: fewer actors there, still
+// more than the zygote's socket holds at once (about 170 requests).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr int kActors = 400;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr int kActors = 400;
+#else
+constexpr int kActors = 2000;
+#endif
+#else
+constexpr int kActors = 2000;
+#endif
+
+class Tiny {
+ public:
+  static Tiny* Create(int id) { return new Tiny(id); }
+  int Id() { return id_; }
+  int Pid() { return int(getpid()); }
+
+ private:
+  explicit Tiny(int id) : id_(id) {}
+  int id_;
+};
+
+ORRERY_REMOTE(Tiny::Create, &Tiny::Id, &Tiny::Pid);
+
+// A line "<key>: <number> ..." of a /proc file, or -1.
+long long ProcValue(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.compare(0, key.size() + 1, key + ":") == 0) return std::stoll(line.substr(key.size() + 1));
+  }
+  return -1;
+}
+
+// Shuts the cluster down however the test ends (an assertion returns early).
+struct ClusterGuard {
+  ~ClusterGuard() {
+    if (orrery::IsInitialized()) orrery::Shutdown();
+  }
+};
+
+TEST(ManyActorsTest, TwoThousandActorsAtOnceOnOneNodeAllAnswer) {
+  orrery::Config config = orrery_test::TestClusterConfig();
+  config.num_cpus = kActors;  // one CPU per actor, as actors hold by default
+  orrery::Init(config);
+  ClusterGuard guard;
+  std::vector<orrery::ActorHandle<Tiny>> actors;
+  actors.reserve(kActors);
+  for (int i = 0; i < kActors; ++i) actors.push_back(orrery::Actor(Tiny::Create).Remote(i));
+  std::vector<orrery::ObjectRef<int>> ids;
+  for (auto& a : actors) ids.push_back(a.Task(&Tiny::Id).Remote());
+  std::vector<std::shared_ptr<int>> got = orrery::Get(ids, 480000);
+  for (int i = 0; i < kActors; ++i) ASSERT_EQ(*got[i], i) << "actor " << i;
+
+  std::vector<orrery::ObjectRef<int>> pid_refs;
+  for (int i = 0; i < kActors; i += kActors / 20) pid_refs.push_back(actors[i].Task(&Tiny::Pid).Remote());
+  std::vector<long long> pss_kb, threads;
+  for (auto& p : orrery::Get(pid_refs, orrery_test::kGetTimeoutMs)) {
+    std::string proc = "/proc/" + std::to_string(*p);
+    pss_kb.push_back(ProcValue(proc + "/smaps_rollup", "Pss"));
+    threads.push_back(ProcValue(proc + "/status", "Threads"));
+  }
+  std::sort(pss_kb.begin(), pss_kb.end());
+  std::sort(threads.begin(), threads.end());
+  long long median_pss = pss_kb[pss_kb.size() / 2];
+  std::printf("idle actor worker: median PSS %lld KiB (max %lld), threads %lld..%lld\n", median_pss,
+              pss_kb.back(), threads.front(), threads.back());
+  RecordProperty("worker_pss_kib", std::to_string(median_pss));
+  RecordProperty("worker_threads", std::to_string(threads.back()));
+  // What fits a host: 2,000 workers within a few GiB.
+  EXPECT_LT(median_pss, 4096) << "an idle worker costs more than 4 MiB";
+  for (auto& a : actors) a.Kill();
+}
+
+}  // namespace
