@@ -29,7 +29,8 @@ int FreePort() {
   return port;
 }
 
-int Spawn(const std::vector<std::string>& argv, const std::string& log) {
+int Spawn(const std::vector<std::string>& argv, const std::string& log,
+          const std::vector<std::pair<std::string, std::string>>& env) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -37,8 +38,21 @@ int Spawn(const std::vector<std::string>& argv, const std::string& log) {
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  // This process's environment, with `env` replacing or adding variables.
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : env) replaced = replaced || k == key;
+    if (!replaced) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> cenv;
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   pid_t pid;
-  int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), environ);
+  int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   return pid;
@@ -74,13 +88,24 @@ Cluster::~Cluster() {
   KillHard(head_pid_);
   KillHard(redis_pid_);
   std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
+  if (!keep_dir_) std::filesystem::remove_all(dir_, ec);
+}
+
+void Cluster::RestartRedis() {
+  KillRedis();
+  std::string log = dir_ + "/redis." + std::to_string(logs_++) + ".log";
+  int rport = std::atoi(redis_address_.c_str() + redis_address_.rfind(':') + 1);
+  redis_pid_ = Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", dir_,
+                      "--appendonly", "yes", "--save", ""},
+                     log);
+  // Ready only once the append-only file is loaded.
+  if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); })) throw std::runtime_error("redis did not restart; see " + log);
 }
 
 void Cluster::StartHead(double health_period_s, int health_threshold) {
   health_period_s_ = health_period_s;
   health_threshold_ = health_threshold;
-  if (redis_pid_ < 0) {
+  if (redis_pid_ < 0 && redis_address_.empty()) {
     int rport = FreePort();
     std::string log = dir_ + "/redis.log";
     redis_pid_ = Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", dir_,
@@ -91,7 +116,8 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
   }
   if (head_address_.empty()) head_address_ = "127.0.0.1:" + std::to_string(FreePort());
   std::string port = head_address_.substr(head_address_.rfind(':') + 1);
-  std::string log = dir_ + "/head.log";
+  // A restarted head writes a new log, so the previous one stays for the post-mortem.
+  std::string log = heads_++ == 0 ? dir_ + "/head.log" : dir_ + "/head." + std::to_string(heads_ - 1) + ".log";
   std::ofstream(log, std::ios::trunc).close();
   head_pid_ = Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_, "--health-check-period-s",
                      std::to_string(health_period_s_), "--health-check-failure-threshold", std::to_string(health_threshold_)},
@@ -100,32 +126,45 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
 }
 
 int Cluster::AddNode(const std::string& resources_json, const std::string& labels, int cpus) {
-  std::string log = dir_ + "/node" + std::to_string(node_pids_.size()) + ".log";
-  std::vector<std::string> argv{CliPath(), "node", "--address", head_address_, "--num-cpus", std::to_string(cpus),
-                                "--heartbeat-s", std::to_string(health_period_s_)};
-  if (!resources_json.empty()) argv.insert(argv.end(), {"--resources", resources_json});
-  if (!labels.empty()) argv.insert(argv.end(), {"--labels", labels});
-  int pid = Spawn(argv, log);
-  node_pids_.push_back(pid);
-  if (!WaitFor([&] { return LogHas(log, " up at "); })) throw std::runtime_error("a node did not start; see " + log);
+  return AddNodeWithEnv("", {}, labels, cpus, resources_json);
+}
+
+int Cluster::StartNode(const NodeSpec& spec) {
+  std::string log = dir_ + "/node" + std::to_string(logs_++) + ".log";
+  int pid = Spawn(spec.argv, log, spec.env);
+  if (!WaitFor([&] { return LogHas(log, " up at "); })) {
+    KillHard(pid);
+    throw std::runtime_error("a node did not start; see " + log);
+  }
   return pid;
 }
 
+void Cluster::KillNode(size_t index) {
+  KillHard(node_pids_.at(index));
+  node_pids_[index] = -1;
+}
+
+int Cluster::RestartNode(size_t index) {
+  KillNode(index);
+  node_pids_[index] = StartNode(node_specs_.at(index));
+  return node_pids_[index];
+}
+
 int Cluster::AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
-                            const std::string& labels, int cpus) {
-  std::filesystem::create_directories(sysroot);
-  setenv("ORRERY_SYSROOT", sysroot.c_str(), 1);
-  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-  int pid = -1;
-  try {
-    pid = AddNode("", labels, cpus);
-  } catch (...) {
-    unsetenv("ORRERY_SYSROOT");
-    for (const auto& kv : env) unsetenv(kv.first.c_str());
-    throw;
+                            const std::string& labels, int cpus, const std::string& resources_json) {
+  NodeSpec spec;
+  spec.argv = {CliPath(), "node", "--address", head_address_, "--num-cpus", std::to_string(cpus),
+               "--heartbeat-s", std::to_string(health_period_s_)};
+  if (!resources_json.empty()) spec.argv.insert(spec.argv.end(), {"--resources", resources_json});
+  if (!labels.empty()) spec.argv.insert(spec.argv.end(), {"--labels", labels});
+  spec.env = env;
+  if (!sysroot.empty()) {
+    std::filesystem::create_directories(sysroot);
+    spec.env.emplace_back("ORRERY_SYSROOT", sysroot);
   }
-  unsetenv("ORRERY_SYSROOT");
-  for (const auto& kv : env) unsetenv(kv.first.c_str());
+  int pid = StartNode(spec);
+  node_pids_.push_back(pid);
+  node_specs_.push_back(std::move(spec));
   return pid;
 }
 
