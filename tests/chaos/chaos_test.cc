@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,11 +32,14 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "orrery/train/train.h"
 #include "tests/chaos/chaos_monkey.h"
 #include "tests/chaos/consistency.h"
 #include "tests/chaos/ledger.h"
 #include "tests/chaos/processes.h"
+#include "tests/chaos/workload.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/cluster/redis_client.h"
 
@@ -47,193 +51,28 @@ using orrery_cluster::WaitFor;
 
 namespace {
 
-// ------------------------------------------------------------------ the workload
+using orrery_chaos::ActorLoad;
+using orrery_chaos::ChaosTrainLoop;
+using orrery_chaos::Echo;
+using orrery_chaos::kGetTimeoutMs;
+using orrery_chaos::Load;
+using orrery_chaos::Nap;
+using orrery_chaos::TaskLoad;
+using orrery_chaos::Twice;
 
-class Echo {
- public:
-  static Echo* Create(int64_t salt) { return new Echo(salt); }
-  // Depends on the salt, so an answer from the wrong actor is caught.
-  int64_t Call(int64_t x) { return x * 3 + salt_; }
-
- private:
-  explicit Echo(int64_t salt) : salt_(salt) {}
-  int64_t salt_;
-};
-
-int64_t Twice(int64_t x) { return 2 * x + 1; }
-
-// Two workers all-reduce a 512 KiB vector (the ring or shared-memory path) every step,
-// checkpoint every 10 steps, and stop together once rank 0 sees the stop file.
-void ChaosTrainLoop(train::Context& ctx) {
-  int64_t step = 0;
-  if (auto ckpt = ctx.GetCheckpoint()) std::ifstream(ckpt->Path() + "/step") >> step;
-  const std::string stop_file = ctx.Config().at("stop_file").get<std::string>();
-  const int world = ctx.WorldSize();
-  const float want = float(world * (world + 1) / 2);
-  std::vector<float> grad(1 << 17);
-  for (int i = 0; i < 100000; ++i) {
-    ++step;
-    std::fill(grad.begin(), grad.end(), float(ctx.WorldRank() + 1));
-    ctx.AllReduce(grad);
-    bool ok = std::all_of(grad.begin(), grad.end(), [&](float v) { return v == want; });
-    std::vector<int64_t> stop{fs::exists(stop_file) ? 1 : 0};
-    ctx.Broadcast(stop, 0);
-    train::Metrics m{{"step", double(step)}, {"allreduce_ok", ok ? 1.0 : 0.0}};
-    if (step % 10 == 0 && ctx.WorldRank() == 0) {
-      std::string dir = ctx.RunPath() + "/ckpt_src";
-      fs::create_directories(dir);
-      std::ofstream(dir + "/step") << step;
-      ctx.Report(m, train::Checkpoint(dir));
-    } else {
-      ctx.Report(m);
-    }
-    if (stop[0] != 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-}
-
-ORRERY_REMOTE(Echo::Create, &Echo::Call, Twice, ChaosTrainLoop);
-
-constexpr int kGetTimeoutMs = 60000;
 constexpr double kHealthPeriodS = 0.25;
 constexpr int kHealthThreshold = 8;
 constexpr int kNodes = 3;
 constexpr int kActorThreads = 3;
-// Descriptors a daemon may hold above what it held once the load was running. The leak
-// this looks for grows with every peer that came and went (dozens of workers here).
-constexpr int kFdSlack = 32;
+// Descriptors a process may hold above what it held before any load: a few per worker
+// process it can be talking to now, plus a margin. A leak grows instead with every peer
+// that came and went (dozens of workers in a run).
+constexpr int kFdsPerWorker = 4;
+constexpr int kFdSlack = 16;
 
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atof(v) : fallback;
-}
-
-// What the load threads share.
-struct Load {
-  Ledger ledger;
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::set<std::string> actor_names;  // every name the load created
-  void Named(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu);
-    actor_names.insert(name);
-  }
-};
-
-// Closes ledger entry `id` from the exception in flight (call inside a catch block).
-void CloseWithCurrentException(Ledger& ledger, int64_t id, std::string* kind) {
-  try {
-    throw;
-  } catch (const orrery::GetTimeoutError& e) {
-    ledger.Close(id, Ledger::Outcome::kTimedOut, std::string("GetTimeoutError: ") + e.what());
-    *kind = e.kind();
-  } catch (const orrery::Error& e) {
-    // The base class itself says nothing about what went wrong: the API promises subclasses.
-    bool subclass = std::string(e.kind()) != "Error";
-    ledger.Close(id, subclass ? Ledger::Outcome::kTypedError : Ledger::Outcome::kUntyped,
-                 subclass ? e.kind() + std::string(": ") + e.what() : std::string("orrery::Error itself: ") + e.what());
-    *kind = e.kind();
-  } catch (const std::exception& e) {
-    ledger.Close(id, Ledger::Outcome::kUntyped, e.what());
-    *kind = "untyped";
-  } catch (...) {
-    ledger.Close(id, Ledger::Outcome::kUntyped, "(not a std::exception)");
-    *kind = "untyped";
-  }
-}
-
-void Nap(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// Calls one named actor in a loop; even-numbered threads' actors restart (with retried
-// calls), odd ones die for good. A dead actor is replaced by the next generation.
-void ActorLoad(int index, Load* load) {
-  int generation = 0, died_in_a_row = 0;
-  int64_t salt = 0, seq = 0;
-  std::optional<orrery::ActorHandle<Echo>> actor;
-  const bool restartable = index % 2 == 0;
-  while (!load->stop) {
-    std::string kind;
-    if (!actor) {
-      salt = int64_t(index) * 1000000 + generation;
-      std::string name = "chaos-a" + std::to_string(index) + "-g" + std::to_string(generation++);
-      int64_t id = load->ledger.Submit("actor create");
-      try {
-        auto creator = orrery::Actor(Echo::Create).SetName(name).SetResources({{"CPU", 1}});
-        if (restartable) creator.SetMaxRestarts(-1).SetMaxTaskRetries(3);
-        actor = creator.Remote(salt);
-        load->ledger.Close(id, Ledger::Outcome::kOk, "");
-        load->Named(name);
-      } catch (...) {
-        CloseWithCurrentException(load->ledger, id, &kind);
-        Nap(200);
-        continue;
-      }
-    }
-    const int64_t x = ++seq;
-    int64_t id = load->ledger.Submit("actor call");
-    try {
-      auto v = orrery::Get(actor->Task(&Echo::Call).Remote(x), kGetTimeoutMs);
-      if (*v == x * 3 + salt) {
-        load->ledger.Close(id, Ledger::Outcome::kOk, "");
-      } else {
-        load->ledger.Close(id, Ledger::Outcome::kWrongValue,
-                           "Call(" + std::to_string(x) + ") = " + std::to_string(*v) + ", want " + std::to_string(x * 3 + salt));
-      }
-      died_in_a_row = 0;
-    } catch (...) {
-      CloseWithCurrentException(load->ledger, id, &kind);
-    }
-    // A restartable actor answers again after a restart; one that keeps failing as dead, or
-    // any other actor that died, is replaced (and killed, in case it is only unreachable).
-    if (kind == "ActorDiedError" && (!restartable || ++died_in_a_row >= 3)) {
-      try {
-        actor->Kill();
-      } catch (const std::exception&) {
-      }
-      actor.reset();
-      died_in_a_row = 0;
-    }
-    Nap(kind.empty() ? 100 : 300);
-  }
-}
-
-// Submits tasks four at a time and gets each.
-void TaskLoad(Load* load) {
-  int64_t seq = 0;
-  while (!load->stop) {
-    struct Pending {
-      int64_t id, x;
-      orrery::ObjectRef<int64_t> ref;
-    };
-    std::vector<Pending> batch;
-    std::string kind;
-    for (int i = 0; i < 4; ++i) {
-      const int64_t x = ++seq;
-      int64_t id = load->ledger.Submit("task");
-      try {
-        batch.push_back({id, x, orrery::Task(Twice).SetMaxRetries(3).Remote(x)});
-      } catch (...) {
-        CloseWithCurrentException(load->ledger, id, &kind);
-      }
-    }
-    // Each task gets kGetTimeoutMs from its submission, not from the previous Get's end.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kGetTimeoutMs);
-    for (auto& p : batch) {
-      try {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        auto v = orrery::Get(p.ref, int(std::max<int64_t>(1, left.count())));
-        if (*v == 2 * p.x + 1) {
-          load->ledger.Close(p.id, Ledger::Outcome::kOk, "");
-        } else {
-          load->ledger.Close(p.id, Ledger::Outcome::kWrongValue,
-                             "Twice(" + std::to_string(p.x) + ") = " + std::to_string(*v));
-        }
-      } catch (...) {
-        CloseWithCurrentException(load->ledger, p.id, &kind);
-      }
-    }
-    Nap(kind.empty() ? 250 : 500);
-  }
 }
 
 // ------------------------------------------------------------------ the test
@@ -257,6 +96,7 @@ class ChaosTest : public ::testing::Test {
     c.infeasible_timeout_s = 60;
     orrery::Init(c);
     ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == size_t(kNodes); })) << "the nodes did not join";
+    fresh_fds_ = DaemonFds();
     sampler_ = std::thread([this] { Sample(); });
   }
 
@@ -337,6 +177,7 @@ class ChaosTest : public ::testing::Test {
     return out;
   }
 
+  std::map<std::string, std::pair<int, int>> fresh_fds_;  // before any load
   double duration_s_ = 180;
   uint64_t seed_ = 0;
   std::string marker_;
@@ -469,6 +310,34 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   for (const auto& m : result.metrics_history) wrong_steps += m.count("allreduce_ok") && m.at("allreduce_ok") == 1.0 ? 0 : 1;
   EXPECT_EQ(wrong_steps, 0) << "reports whose all-reduce was wrong (of " << result.metrics_history.size() << ")";
 
+  // ---- the run's record and metrics in Redis match what Fit() returned: one stream entry
+  // per report, none twice (a report resent across a head restart must not be appended again)
+  if (!result.run_id.empty()) {
+    orrery_cluster::Redis redis(cluster_->redis_address());
+    const std::string want_status = result.error ? "ERRORED" : "FINISHED";
+    nlohmann::json record;
+    EXPECT_TRUE(WaitFor([&] {
+      record = nlohmann::json::parse(redis.HGet("orrery:default:train_runs", result.run_id), nullptr, false);
+      return record.is_object() && record.value("status", "") == want_status;
+    })) << "the run's record in Redis is not " << want_status << ": " << record.dump().substr(0, 500);
+    if (record.is_object()) {
+      EXPECT_EQ(record.value("iterations", -1), int(result.metrics_history.size()));
+      EXPECT_EQ(record.value("num_failures", -1), result.num_failures);
+    }
+    auto entries = redis.XRange("orrery:default:train:" + result.run_id + ":metrics");
+    std::map<std::string, int> seen;
+    for (const auto& e : entries) seen[e.count("iteration") ? e.at("iteration") : "?"]++;
+    std::string twice;
+    for (const auto& [it, n] : seen)
+      if (n > 1) twice += " " + it + " (x" + std::to_string(n) + ")";
+    std::string missing;
+    for (size_t i = 1; i <= result.metrics_history.size(); ++i)
+      if (!seen.count(std::to_string(i))) missing += " " + std::to_string(i);
+    EXPECT_EQ(entries.size(), result.metrics_history.size())
+        << "metrics stream entries vs reports; iterations missing from the stream:" << missing;
+    EXPECT_TRUE(twice.empty()) << "iterations in the metrics stream more than once:" << twice;
+  }
+
   // ---- still serving: a new actor and a new task work
   {
     auto fresh = orrery::Actor(Echo::Create).SetName("chaos-after").Remote(int64_t(7));
@@ -504,19 +373,29 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
       30000);
   EXPECT_TRUE(agree) << "the head and Redis disagree:\n" << Join(diffs);
 
-  // ---- descriptors of the daemons stay bounded
+  // ---- descriptors stay bounded: what a process held before any load, plus a few for
+  // each worker process it may be talking to now
   auto fds_after = DaemonFds();
-  int max_node_before = 0;
-  for (const auto& [name, pf] : fds_before)
-    if (name.rfind("node", 0) == 0) max_node_before = std::max(max_node_before, pf.second);
+  auto procs = orrery_chaos::MarkedProcesses(marker_);
+  int workers = 0, fresh_node_max = 0;
+  for (const auto& p : procs) workers += p.role == Role::kWorker;
+  for (const auto& [name, pf] : fresh_fds_)
+    if (name.rfind("node", 0) == 0) fresh_node_max = std::max(fresh_node_max, pf.second);
   for (const auto& [name, pf] : fds_after) {
-    const auto& before = fds_before[name];
-    // A daemon restarted during the chaos is held to what its kind held before.
-    int baseline = before.first == pf.first ? before.second : (name == "head" ? before.second : max_node_before);
-    std::printf("chaos: %s (pid %d) holds %d descriptors (%d before the chaos%s)\n", name.c_str(), pf.first, pf.second,
-                before.second, before.first == pf.first ? "" : ", another process");
-    EXPECT_LE(pf.second, baseline + kFdSlack) << name << " (pid " << pf.first << ") holds " << pf.second
-                                              << " descriptors; it held " << before.second << " before the chaos";
+    int children = workers;  // the head and the driver may talk to every worker
+    int fresh = fresh_fds_[name].second;
+    if (name.rfind("node", 0) == 0) {
+      children = 0;
+      for (const auto& p : procs) children += p.pid != pf.first && orrery_chaos::DescendsFrom(p.pid, pf.first);
+      fresh = fresh_node_max;  // a restarted node is held to what a fresh one held
+    }
+    // A process that was there before the chaos also may hold what it held then.
+    int before = fds_before[name].first == pf.first ? fds_before[name].second : 0;
+    int bound = std::max(fresh + kFdsPerWorker * children, before) + kFdSlack;
+    std::printf("chaos: %s (pid %d) holds %d descriptors (%d before any load; %d before the chaos; %d workers; bound %d)\n",
+                name.c_str(), pf.first, pf.second, fresh_fds_[name].second, fds_before[name].second, children, bound);
+    EXPECT_LE(pf.second, bound) << name << " (pid " << pf.first << ") holds " << pf.second << " descriptors, "
+                                << fresh << " before any load, with " << children << " worker processes now";
   }
 
   // ---- the driver goes: its actors die and their workers exit
@@ -532,6 +411,20 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
       30000))
       << "actors not DEAD in Redis after their driver shut down:\n"
       << Join(alive);
+  std::vector<std::string> jobs_running;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        jobs_running.clear();
+        for (const auto& [id, text] : RedisTable("jobs")) {
+          auto j = nlohmann::json::parse(text, nullptr, false);
+          if (j.is_object() && j.value("pid", 0) == int(getpid()) && j.value("state", "") != "FINISHED")
+            jobs_running.push_back(id + " " + j.value("state", "?"));
+        }
+        return jobs_running.empty();
+      },
+      30000))
+      << "this driver's job is not FINISHED in Redis after Shutdown():\n"
+      << Join(jobs_running);
   std::vector<int> lingering;
   EXPECT_TRUE(WaitFor(
       [&] {
