@@ -13,6 +13,7 @@
 // ORRERY_CHAOS_SEED replays a run (the seed is printed at the start). On failure the
 // cluster's directory (every daemon's log) is kept and its path printed.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -156,6 +158,37 @@ class ChaosTest : public ::testing::Test {
     orrery_cluster::Redis redis(cluster_->redis_address());
     if (!redis.ok()) return {};
     return redis.HGetAll("orrery:default:" + table);
+  }
+
+  // `orrery list nodes --json` against the cluster, parsed; nullopt (and what it printed in
+  // `out`) when it fails or does not finish within 60 s.
+  std::optional<std::vector<orrery::NodeInfo>> CliNodes(std::string* out) {
+    const std::string file = cluster_->dir() + "/cli_list_nodes.out";
+    std::error_code ec;
+    fs::remove(file, ec);
+    int pid = orrery_cluster::Spawn({orrery_cluster::CliPath(), "list", "nodes", "--json", "--address",
+                                     cluster_->head_address(), "--redis-address", cluster_->redis_address()},
+                                    file);
+    int status = 0;
+    bool exited = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 60000);
+    if (!exited) orrery_cluster::KillHard(pid);
+    std::ifstream in(file);
+    *out = std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!exited || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+    auto j = nlohmann::json::parse(out->substr(std::min(out->size(), out->find('['))), nullptr, false);
+    if (!j.is_array()) return std::nullopt;
+    std::vector<orrery::NodeInfo> nodes;
+    for (const auto& n : j) {
+      if (!n.is_object()) return std::nullopt;
+      orrery::NodeInfo info;
+      info.node_id = orrery::NodeId::FromHex(n.value("node_id", ""));
+      info.alive = n.value("alive", false);
+      const nlohmann::json total = n.value("total", nlohmann::json::object());
+      for (const auto& [k, v] : total.items())
+        if (v.is_number()) info.total[k] = v.get<double>();
+      nodes.push_back(info);
+    }
+    return nodes;
   }
 
   std::set<int> WorkerPids() {
@@ -372,6 +405,14 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
       },
       30000);
   EXPECT_TRUE(agree) << "the head and Redis disagree:\n" << Join(diffs);
+  // And as a user sees it: `orrery list nodes --json` (the head's answer) against Redis.
+  std::string cli_out;
+  auto cli_nodes = CliNodes(&cli_out);
+  EXPECT_TRUE(cli_nodes.has_value()) << "`orrery list nodes --json` failed:\n" << cli_out;
+  if (cli_nodes) {
+    auto cli_diffs = orrery_chaos::CompareNodes(*cli_nodes, RedisTable("nodes"));
+    EXPECT_TRUE(cli_diffs.empty()) << "`orrery list nodes --json` and Redis disagree:\n" << Join(cli_diffs);
+  }
 
   // ---- descriptors stay bounded: what a process held before any load, plus a few for
   // each worker process it may be talking to now
