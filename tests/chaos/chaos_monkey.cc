@@ -10,17 +10,22 @@ namespace orrery_chaos {
 
 const char* TargetName(Target t) {
   switch (t) {
-    case Target::kWorker: return "worker";
-    case Target::kNode: return "node";
-    case Target::kRedis: return "redis";
-    case Target::kHead: return "head";
+    case Target::kWorker:
+      return "worker";
+    case Target::kNode:
+      return "node";
+    case Target::kRedis:
+      return "redis";
+    case Target::kHead:
+      return "head";
   }
   return "?";
 }
 
 std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_s) {
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> gap(3, 8), node_down(0.5, 3), redis_down(0.5, 8), head_down(0, 2);
+  std::uniform_real_distribution<double> gap(3, 8), node_down(0.5, 3), redis_down(0.5, 8),
+      head_down(0, 2);
   std::vector<ChaosEvent> plan;
   std::vector<Target> round;
   double t = first_s;
@@ -45,13 +50,13 @@ std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_
 
 std::string Describe(const ChaosEvent& e) {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "t=%6.1fs kill %-6s pick=%10u down %.1fs", e.at_s, TargetName(e.target), e.pick,
-                e.downtime_s);
+  std::snprintf(buf, sizeof(buf), "t=%6.1fs kill %-6s pick=%10u down %.1fs", e.at_s,
+                TargetName(e.target), e.pick, e.downtime_s);
   return buf;
 }
 
-ChaosMonkey::ChaosMonkey(orrery_cluster::Cluster* cluster, std::vector<ChaosEvent> plan, std::string marker,
-                         double health_period_s, int health_threshold)
+ChaosMonkey::ChaosMonkey(orrery_cluster::Cluster* cluster, std::vector<ChaosEvent> plan,
+                         std::string marker, double health_period_s, int health_threshold)
     : cluster_(cluster),
       plan_(std::move(plan)),
       marker_(std::move(marker)),
@@ -121,7 +126,8 @@ void ChaosMonkey::Apply(const ChaosEvent& e) {
       std::sort(workers.begin(), workers.end());
       int pid = workers[e.pick % workers.size()];
       kill(pid, SIGKILL);
-      Note(Describe(e) + ": killed worker " + std::to_string(pid) + " (of " + std::to_string(workers.size()) + ")");
+      Note(Describe(e) + ": killed worker " + std::to_string(pid) + " (of " +
+           std::to_string(workers.size()) + ")");
       return;
     }
     case Target::kNode: {
@@ -134,7 +140,8 @@ void ChaosMonkey::Apply(const ChaosEvent& e) {
         cluster_->KillNode(index);
         killed_.push_back(pid);
       }
-      Note(Describe(e) + ": killed node " + std::to_string(index) + " (pid " + std::to_string(pid) + ")");
+      Note(Describe(e) + ": killed node " + std::to_string(index) + " (pid " + std::to_string(pid) +
+           ")");
       down(e.downtime_s);
       int fresh;
       {

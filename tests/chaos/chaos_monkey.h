@@ -21,7 +21,7 @@ enum class Target { kWorker, kNode, kRedis, kHead };
 const char* TargetName(Target t);
 
 struct ChaosEvent {
-  double at_s = 0;        // seconds after the start of the chaos
+  double at_s = 0;  // seconds after the start of the chaos
   Target target = Target::kWorker;
   uint32_t pick = 0;      // which worker or node (modulo the candidates)
   double downtime_s = 0;  // how long a killed daemon stays down before its restart

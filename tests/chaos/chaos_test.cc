@@ -27,14 +27,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "orrery/train/train.h"
 #include "tests/chaos/chaos_monkey.h"
@@ -85,8 +84,9 @@ class ChaosTest : public ::testing::Test {
     duration_s_ = EnvDouble("ORRERY_CHAOS_SECONDS", 180);
     const char* seed = std::getenv("ORRERY_CHAOS_SEED");
     seed_ = seed && *seed ? std::strtoull(seed, nullptr, 10) : std::random_device{}();
-    std::printf("chaos: seed %llu, %.0f s (replay with ORRERY_CHAOS_SEED=%llu ORRERY_CHAOS_SECONDS=%.0f)\n",
-                (unsigned long long)seed_, duration_s_, (unsigned long long)seed_, duration_s_);
+    std::printf(
+        "chaos: seed %llu, %.0f s (replay with ORRERY_CHAOS_SEED=%llu ORRERY_CHAOS_SECONDS=%.0f)\n",
+        (unsigned long long)seed_, duration_s_, (unsigned long long)seed_, duration_s_);
     std::fflush(stdout);
     shm_before_ = orrery_chaos::ShmEntries();
     cluster_ = std::make_unique<orrery_cluster::Cluster>();
@@ -97,7 +97,8 @@ class ChaosTest : public ::testing::Test {
     c.address = cluster_->head_address();
     c.infeasible_timeout_s = 60;
     orrery::Init(c);
-    ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == size_t(kNodes); })) << "the nodes did not join";
+    ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == size_t(kNodes); }))
+        << "the nodes did not join";
     fresh_fds_ = DaemonFds();
     sampler_ = std::thread([this] { Sample(); });
   }
@@ -140,7 +141,8 @@ class ChaosTest : public ::testing::Test {
                     << Join(load_.ledger.Open());
       std::printf("%s", load_.ledger.Summary().c_str());
       cluster_->KeepDirectory();
-      std::printf("chaos: hung; logs in %s (seed %llu)\n", cluster_->dir().c_str(), (unsigned long long)seed_);
+      std::printf("chaos: hung; logs in %s (seed %llu)\n", cluster_->dir().c_str(),
+                  (unsigned long long)seed_);
       std::fflush(stdout);
       cluster_.reset();
       std::_Exit(1);
@@ -166,16 +168,18 @@ class ChaosTest : public ::testing::Test {
     const std::string file = cluster_->dir() + "/cli_list_nodes.out";
     std::error_code ec;
     fs::remove(file, ec);
-    int pid = orrery_cluster::Spawn({orrery_cluster::CliPath(), "list", "nodes", "--json", "--address",
-                                     cluster_->head_address(), "--redis-address", cluster_->redis_address()},
-                                    file);
+    int pid = orrery_cluster::Spawn(
+        {orrery_cluster::CliPath(), "list", "nodes", "--json", "--address",
+         cluster_->head_address(), "--redis-address", cluster_->redis_address()},
+        file);
     int status = 0;
     bool exited = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 60000);
     if (!exited) orrery_cluster::KillHard(pid);
     std::ifstream in(file);
     *out = std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!exited || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-    auto j = nlohmann::json::parse(out->substr(std::min(out->size(), out->find('['))), nullptr, false);
+    auto j =
+        nlohmann::json::parse(out->substr(std::min(out->size(), out->find('['))), nullptr, false);
     if (!j.is_array()) return std::nullopt;
     std::vector<orrery::NodeInfo> nodes;
     for (const auto& n : j) {
@@ -202,7 +206,8 @@ class ChaosTest : public ::testing::Test {
   std::map<std::string, std::pair<int, int>> DaemonFds() {
     std::map<std::string, std::pair<int, int>> out;
     auto d = monkey_ ? monkey_->Current()
-                     : orrery_chaos::ChaosMonkey::Daemons{cluster_->redis_pid(), cluster_->head_pid(), cluster_->node_pids()};
+                     : orrery_chaos::ChaosMonkey::Daemons{
+                           cluster_->redis_pid(), cluster_->head_pid(), cluster_->node_pids()};
     out["head"] = {d.head, orrery_chaos::CountFds(d.head)};
     for (size_t i = 0; i < d.nodes.size(); ++i)
       out["node" + std::to_string(i)] = {d.nodes[i], orrery_chaos::CountFds(d.nodes[i])};
@@ -253,7 +258,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
     train::TorchConfig torch;
     torch.timeout_s = 60;
     try {
-      result = train::TorchTrainer(ChaosTrainLoop, scaling, run, torch, {{"stop_file", stop_file}}).Fit();
+      result = train::TorchTrainer(ChaosTrainLoop, scaling, run, torch, {{"stop_file", stop_file}})
+                   .Fit();
     } catch (const std::exception& e) {
       fit_threw = e.what();
     }
@@ -268,7 +274,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
         bool checkpointed = false;
         std::error_code ec;
         for (fs::directory_iterator it(run_path, ec), end; !ec && it != end; it.increment(ec))
-          checkpointed = checkpointed || it->path().filename().string().rfind("checkpoint_", 0) == 0;
+          checkpointed =
+              checkpointed || it->path().filename().string().rfind("checkpoint_", 0) == 0;
         return t["actor call"].ok >= kActorThreads && t["task"].ok >= 4 && checkpointed;
       },
       120000);
@@ -280,11 +287,14 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   std::printf("chaos: %zu events planned\n", plan.size());
   for (const auto& e : plan) std::printf("  %s\n", orrery_chaos::Describe(e).c_str());
   std::fflush(stdout);
-  monkey_ = std::make_unique<orrery_chaos::ChaosMonkey>(cluster_.get(), plan, marker_, kHealthPeriodS, kHealthThreshold);
+  monkey_ = std::make_unique<orrery_chaos::ChaosMonkey>(cluster_.get(), plan, marker_,
+                                                        kHealthPeriodS, kHealthThreshold);
   auto chaos_start = std::chrono::steady_clock::now();
   std::printf("chaos: starts at t=%.1fs of the load's clock\n", load_.ledger.Seconds());
   monkey_->Start();
-  for (int tick = 1; std::chrono::steady_clock::now() - chaos_start < std::chrono::duration<double>(duration_s_); ++tick) {
+  for (int tick = 1;
+       std::chrono::steady_clock::now() - chaos_start < std::chrono::duration<double>(duration_s_);
+       ++tick) {
     Nap(500);
     if (!monkey_->Failures().empty()) break;
     if (tick % 20 == 0) {  // progress every 10 s: where calls stop completing shows here
@@ -296,7 +306,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
     }
   }
   monkey_->Stop();
-  EXPECT_TRUE(monkey_->Failures().empty()) << "a killed daemon could not be restarted:\n" << Join(monkey_->Failures());
+  EXPECT_TRUE(monkey_->Failures().empty()) << "a killed daemon could not be restarted:\n"
+                                           << Join(monkey_->Failures());
   std::printf("chaos: %d events done\n", monkey_->events_done());
 
   // ---- the cluster recovers: three live nodes, then the load stops and training ends
@@ -324,7 +335,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   EXPECT_TRUE(load_.ledger.Violations().empty()) << Join(load_.ledger.Violations());
   for (const auto& [op, c] : load_.ledger.Totals()) {
     EXPECT_EQ(c.submitted, c.closed()) << op;
-    EXPECT_EQ(c.timed_out, 0) << op << ": calls hung until their " << kGetTimeoutMs << " ms timeout";
+    EXPECT_EQ(c.timed_out, 0) << op << ": calls hung until their " << kGetTimeoutMs
+                              << " ms timeout";
     EXPECT_GT(c.ok, 0) << op;
   }
 
@@ -332,16 +344,19 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   EXPECT_TRUE(fit_threw.empty()) << "Fit() threw: " << fit_threw;
   if (result.error) {
     EXPECT_STREQ(result.error->kind(), "TrainingFailedError") << result.error->what();
-    std::printf("chaos: training failed (%s) after %d restarts: %s\n", result.error->kind(), result.num_failures,
-                result.error->what());
+    std::printf("chaos: training failed (%s) after %d restarts: %s\n", result.error->kind(),
+                result.num_failures, result.error->what());
   } else {
     std::printf("chaos: training finished at step %.0f after %d restarts\n",
-                result.metrics.count("step") ? result.metrics.at("step") : -1.0, result.num_failures);
+                result.metrics.count("step") ? result.metrics.at("step") : -1.0,
+                result.num_failures);
     EXPECT_GT(result.metrics.count("step") ? result.metrics.at("step") : 0.0, 0);
   }
   int wrong_steps = 0;
-  for (const auto& m : result.metrics_history) wrong_steps += m.count("allreduce_ok") && m.at("allreduce_ok") == 1.0 ? 0 : 1;
-  EXPECT_EQ(wrong_steps, 0) << "reports whose all-reduce was wrong (of " << result.metrics_history.size() << ")";
+  for (const auto& m : result.metrics_history)
+    wrong_steps += m.count("allreduce_ok") && m.at("allreduce_ok") == 1.0 ? 0 : 1;
+  EXPECT_EQ(wrong_steps, 0) << "reports whose all-reduce was wrong (of "
+                            << result.metrics_history.size() << ")";
 
   // ---- the run's record and metrics in Redis match what Fit() returned: one stream entry
   // per report, none twice (a report resent across a head restart must not be appended again)
@@ -350,9 +365,11 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
     const std::string want_status = result.error ? "ERRORED" : "FINISHED";
     nlohmann::json record;
     EXPECT_TRUE(WaitFor([&] {
-      record = nlohmann::json::parse(redis.HGet("orrery:default:train_runs", result.run_id), nullptr, false);
+      record = nlohmann::json::parse(redis.HGet("orrery:default:train_runs", result.run_id),
+                                     nullptr, false);
       return record.is_object() && record.value("status", "") == want_status;
-    })) << "the run's record in Redis is not " << want_status << ": " << record.dump().substr(0, 500);
+    })) << "the run's record in Redis is not "
+        << want_status << ": " << record.dump().substr(0, 500);
     if (record.is_object()) {
       EXPECT_EQ(record.value("iterations", -1), int(result.metrics_history.size()));
       EXPECT_EQ(record.value("num_failures", -1), result.num_failures);
@@ -375,8 +392,10 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   {
     auto fresh = orrery::Actor(Echo::Create).SetName("chaos-after").Remote(int64_t(7));
     load_.Named("chaos-after");
-    EXPECT_NO_THROW(EXPECT_EQ(*orrery::Get(fresh.Task(&Echo::Call).Remote(int64_t(1)), kGetTimeoutMs), 10));
-    EXPECT_NO_THROW(EXPECT_EQ(*orrery::Get(orrery::Task(Twice).Remote(int64_t(5)), kGetTimeoutMs), 11));
+    EXPECT_NO_THROW(
+        EXPECT_EQ(*orrery::Get(fresh.Task(&Echo::Call).Remote(int64_t(1)), kGetTimeoutMs), 10));
+    EXPECT_NO_THROW(
+        EXPECT_EQ(*orrery::Get(orrery::Task(Twice).Remote(int64_t(5)), kGetTimeoutMs), 11));
   }
 
   // ---- the head and Redis agree, and every actor is at rest
@@ -385,7 +404,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
       [&] {
         diffs.clear();
         try {
-          for (auto& d : orrery_chaos::CompareNodes(orrery::Nodes(), RedisTable("nodes"))) diffs.push_back(d);
+          for (auto& d : orrery_chaos::CompareNodes(orrery::Nodes(), RedisTable("nodes")))
+            diffs.push_back(d);
           std::set<std::string> names;
           {
             std::lock_guard<std::mutex> lock(load_.mu);
@@ -396,7 +416,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
             return h ? h->ID().Hex() : std::string();
           };
           auto actors = RedisTable("actors");
-          for (auto& d : orrery_chaos::CompareNamedActors(names, lookup, actors)) diffs.push_back(d);
+          for (auto& d : orrery_chaos::CompareNamedActors(names, lookup, actors))
+            diffs.push_back(d);
           for (auto& d : orrery_chaos::UnsettledActors(actors, WorkerPids())) diffs.push_back(d);
         } catch (const orrery::Error& e) {
           diffs.push_back(std::string("asking the head: ") + e.kind() + ": " + e.what());
@@ -411,7 +432,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   EXPECT_TRUE(cli_nodes.has_value()) << "`orrery list nodes --json` failed:\n" << cli_out;
   if (cli_nodes) {
     auto cli_diffs = orrery_chaos::CompareNodes(*cli_nodes, RedisTable("nodes"));
-    EXPECT_TRUE(cli_diffs.empty()) << "`orrery list nodes --json` and Redis disagree:\n" << Join(cli_diffs);
+    EXPECT_TRUE(cli_diffs.empty()) << "`orrery list nodes --json` and Redis disagree:\n"
+                                   << Join(cli_diffs);
   }
 
   // ---- descriptors stay bounded: what a process held before any load, plus a few for
@@ -427,16 +449,21 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
     int fresh = fresh_fds_[name].second;
     if (name.rfind("node", 0) == 0) {
       children = 0;
-      for (const auto& p : procs) children += p.pid != pf.first && orrery_chaos::DescendsFrom(p.pid, pf.first);
+      for (const auto& p : procs)
+        children += p.pid != pf.first && orrery_chaos::DescendsFrom(p.pid, pf.first);
       fresh = fresh_node_max;  // a restarted node is held to what a fresh one held
     }
     // A process that was there before the chaos also may hold what it held then.
     int before = fds_before[name].first == pf.first ? fds_before[name].second : 0;
     int bound = std::max(fresh + kFdsPerWorker * children, before) + kFdSlack;
-    std::printf("chaos: %s (pid %d) holds %d descriptors (%d before any load; %d before the chaos; %d workers; bound %d)\n",
-                name.c_str(), pf.first, pf.second, fresh_fds_[name].second, fds_before[name].second, children, bound);
-    EXPECT_LE(pf.second, bound) << name << " (pid " << pf.first << ") holds " << pf.second << " descriptors, "
-                                << fresh << " before any load, with " << children << " worker processes now";
+    std::printf(
+        "chaos: %s (pid %d) holds %d descriptors (%d before any load; %d before the chaos; %d "
+        "workers; bound %d)\n",
+        name.c_str(), pf.first, pf.second, fresh_fds_[name].second, fds_before[name].second,
+        children, bound);
+    EXPECT_LE(pf.second, bound) << name << " (pid " << pf.first << ") holds " << pf.second
+                                << " descriptors, " << fresh << " before any load, with "
+                                << children << " worker processes now";
   }
 
   // ---- the driver goes: its actors die and their workers exit
@@ -458,7 +485,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
         jobs_running.clear();
         for (const auto& [id, text] : RedisTable("jobs")) {
           auto j = nlohmann::json::parse(text, nullptr, false);
-          if (j.is_object() && j.value("pid", 0) == int(getpid()) && j.value("state", "") != "FINISHED")
+          if (j.is_object() && j.value("pid", 0) == int(getpid()) &&
+              j.value("state", "") != "FINISHED")
             jobs_running.push_back(id + " " + j.value("state", "?"));
         }
         return jobs_running.empty();
@@ -475,7 +503,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
         return lingering.empty();
       },
       30000))
-      << lingering.size() << " actor worker processes outlived their driver's shutdown, e.g. pid " << lingering[0];
+      << lingering.size() << " actor worker processes outlived their driver's shutdown, e.g. pid "
+      << lingering[0];
 
   // ---- no orphans: every process of the cluster is a current daemon or a descendant of a
   // current node (what a killed node started died with it)
@@ -487,7 +516,8 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
         for (const auto& p : orrery_chaos::MarkedProcesses(marker_)) {
           if (p.pid == current.redis || p.pid == current.head) continue;
           bool under_node = false;
-          for (int node : current.nodes) under_node = under_node || orrery_chaos::DescendsFrom(p.pid, node);
+          for (int node : current.nodes)
+            under_node = under_node || orrery_chaos::DescendsFrom(p.pid, node);
           if (!under_node) orphans.push_back(p);
         }
         return orphans.empty();
@@ -526,9 +556,12 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
       if (dash != std::string::npos && seen_pids_.count(pid)) shm_left.push_back(name);
     }
   }
-  EXPECT_TRUE(shm_left.empty()) << "shared-memory segments the cluster's processes left in /dev/shm:\n" << Join(shm_left);
+  EXPECT_TRUE(shm_left.empty())
+      << "shared-memory segments the cluster's processes left in /dev/shm:\n"
+      << Join(shm_left);
   if (HasFailure() || std::getenv("ORRERY_CHAOS_KEEP")) {
-    std::printf("chaos: the daemons' logs are kept in %s (seed %llu)\n", dir.c_str(), (unsigned long long)seed_);
+    std::printf("chaos: the daemons' logs are kept in %s (seed %llu)\n", dir.c_str(),
+                (unsigned long long)seed_);
   } else {
     std::error_code ec;
     fs::remove_all(dir, ec);

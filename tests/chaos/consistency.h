@@ -18,14 +18,15 @@ using Records = std::map<std::string, std::string>;
 
 // Every node the head knows is in Redis with the same `alive` and `total`, and the other way
 // round.
-std::vector<std::string> CompareNodes(const std::vector<orrery::NodeInfo>& head, const Records& redis);
+std::vector<std::string> CompareNodes(const std::vector<orrery::NodeInfo>& head,
+                                      const Records& redis);
 
 // For each actor name: the head's answer to a lookup (`lookup(name)`, the actor id in hex or
 // "" when no live actor has the name) matches Redis (one record with that name that is not
 // DEAD, with that id; none when the head says none).
-std::vector<std::string> CompareNamedActors(const std::set<std::string>& names,
-                                            const std::function<std::string(const std::string&)>& lookup,
-                                            const Records& redis);
+std::vector<std::string> CompareNamedActors(
+    const std::set<std::string>& names,
+    const std::function<std::string(const std::string&)>& lookup, const Records& redis);
 
 // Actors that Redis does not have at rest: every record that is not DEAD must be ALIVE with a
 // worker pid in `worker_pids` (a live worker process of the cluster), each pid used once.

@@ -16,20 +16,24 @@ void Ledger::Close(int64_t id, Outcome outcome, const std::string& detail) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = open_.find(id);
   if (it == open_.end()) {
-    violations_.push_back("entry #" + std::to_string(id) + " closed twice or never opened (" + detail + ")");
+    violations_.push_back("entry #" + std::to_string(id) + " closed twice or never opened (" +
+                          detail + ")");
     return;
   }
   const std::string op = it->second.op;
   const auto now = std::chrono::steady_clock::now();
   char when[96];
-  std::snprintf(when, sizeof(when), "t=%.1fs, %.1fs after submission: ", std::chrono::duration<double>(now - start_).count(),
+  std::snprintf(when, sizeof(when), "t=%.1fs, %.1fs after submission: ",
+                std::chrono::duration<double>(now - start_).count(),
                 std::chrono::duration<double>(now - it->second.since).count());
   open_.erase(it);
   const std::string line = op + " #" + std::to_string(id) + " at " + when + detail;
   Counts& c = totals_[op];
   std::string kind;
   switch (outcome) {
-    case Outcome::kOk: c.ok++; return;
+    case Outcome::kOk:
+      c.ok++;
+      return;
     case Outcome::kWrongValue:
       c.wrong++;
       kind = "wrong value";
@@ -92,9 +96,11 @@ std::string Ledger::Summary() const {
   std::string out;
   for (const auto& [op, c] : totals_) {
     char buf[256];
-    std::snprintf(buf, sizeof(buf), "  %-14s submitted %6lld  ok %6lld  typed errors %5lld  timed out %4lld  wrong %lld  untyped %lld",
-                  op.c_str(), (long long)c.submitted, (long long)c.ok, (long long)c.typed, (long long)c.timed_out,
-                  (long long)c.wrong, (long long)c.untyped);
+    std::snprintf(buf, sizeof(buf),
+                  "  %-14s submitted %6lld  ok %6lld  typed errors %5lld  timed out %4lld  wrong "
+                  "%lld  untyped %lld",
+                  op.c_str(), (long long)c.submitted, (long long)c.ok, (long long)c.typed,
+                  (long long)c.timed_out, (long long)c.wrong, (long long)c.untyped);
     out += buf;
     for (const auto& [kind, n] : c.by_kind) out += "  " + kind + "=" + std::to_string(n);
     out += "\n";

@@ -47,12 +47,18 @@ bool StatOf(int pid, char* state, int* ppid) {
 
 const char* RoleName(Role role) {
   switch (role) {
-    case Role::kRedis: return "redis-server";
-    case Role::kHead: return "head";
-    case Role::kNode: return "node";
-    case Role::kZygote: return "zygote";
-    case Role::kWorker: return "worker";
-    case Role::kOther: return "other";
+    case Role::kRedis:
+      return "redis-server";
+    case Role::kHead:
+      return "head";
+    case Role::kNode:
+      return "node";
+    case Role::kZygote:
+      return "zygote";
+    case Role::kWorker:
+      return "worker";
+    case Role::kOther:
+      return "other";
   }
   return "?";
 }
@@ -92,7 +98,8 @@ std::vector<Proc> MarkedProcesses(const std::string& marker) {
     out.push_back(p);
   }
   for (auto& p : out) {
-    if (p.role == Role::kZygote && zygote_env.count(p.ppid) && zygote_env[p.ppid]) p.role = Role::kWorker;
+    if (p.role == Role::kZygote && zygote_env.count(p.ppid) && zygote_env[p.ppid])
+      p.role = Role::kWorker;
   }
   return out;
 }
@@ -111,22 +118,25 @@ bool DescendsFrom(int pid, int ancestor) {
 int CountFds(int pid) {
   std::error_code ec;
   int n = 0;
-  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end; it.increment(ec)) ++n;
+  for (fs::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
+       it.increment(ec))
+    ++n;
   return ec ? -1 : n;
 }
 
 std::set<std::string> ShmEntries() {
   std::set<std::string> out;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/dev/shm", ec)) out.insert(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator("/dev/shm", ec))
+    out.insert(entry.path().filename().string());
   return out;
 }
 
 std::string Describe(const std::vector<Proc>& procs) {
   std::string out;
   for (const auto& p : procs) {
-    out += "  " + std::to_string(p.pid) + " (parent " + std::to_string(p.ppid) + ") " + RoleName(p.role) + ": " +
-           p.cmdline.substr(0, 160) + "\n";
+    out += "  " + std::to_string(p.pid) + " (parent " + std::to_string(p.ppid) + ") " +
+           RoleName(p.role) + ": " + p.cmdline.substr(0, 160) + "\n";
   }
   return out;
 }

@@ -30,7 +30,8 @@ void CloseWithCurrentException(Ledger& ledger, int64_t id, std::string* kind) {
     // The base class itself says nothing about what went wrong: the API promises subclasses.
     bool subclass = std::string(e.kind()) != "Error";
     ledger.Close(id, subclass ? Ledger::Outcome::kTypedError : Ledger::Outcome::kUntyped,
-                 subclass ? e.kind() + std::string(": ") + e.what() : std::string("orrery::Error itself: ") + e.what());
+                 subclass ? e.kind() + std::string(": ") + e.what()
+                          : std::string("orrery::Error itself: ") + e.what());
     *kind = e.kind();
   } catch (const std::exception& e) {
     ledger.Close(id, Ledger::Outcome::kUntyped, e.what());
@@ -110,7 +111,8 @@ void ActorLoad(int index, Load* load) {
         load->ledger.Close(id, Ledger::Outcome::kOk, "");
       } else {
         load->ledger.Close(id, Ledger::Outcome::kWrongValue,
-                           "Call(" + std::to_string(x) + ") = " + std::to_string(*v) + ", want " + std::to_string(x * 3 + salt));
+                           "Call(" + std::to_string(x) + ") = " + std::to_string(*v) + ", want " +
+                               std::to_string(x * 3 + salt));
       }
       died_in_a_row = 0;
     } catch (...) {
@@ -150,10 +152,12 @@ void TaskLoad(Load* load) {
       }
     }
     // Each task gets kGetTimeoutMs from its submission, not from the previous Get's end.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kGetTimeoutMs);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kGetTimeoutMs);
     for (auto& p : batch) {
       try {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         auto v = orrery::Get(p.ref, int(std::max<int64_t>(1, left.count())));
         if (*v == 2 * p.x + 1) {
           load->ledger.Close(p.id, Ledger::Outcome::kOk, "");
