@@ -28,10 +28,9 @@ struct ChaosEvent {
 };
 
 // Events from about `first_s` until `duration_s - 5`, one every 3 to 8 s; a node stays down
-// 0.5 to 3 s, Redis 0.5 to 8 s (at times longer than the head retries a write), the head
-// up to 2 s. Targets come
-// from shuffled rounds of {worker, worker, node, Redis, head}, so every kind is hit even in
-// a short run.
+// 0.5 to 3 s, Redis 0.5 to 8 s (at times longer than the head retries a write), the head up
+// to 2 s. Targets come from shuffled rounds of {worker, worker, node, Redis, head}, so every
+// kind is hit even in a short run.
 std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_s = 2);
 std::string Describe(const ChaosEvent& e);
 
