@@ -91,6 +91,7 @@ class ChaosTest : public ::testing::Test {
     shm_before_ = orrery_chaos::ShmEntries();
     cluster_ = std::make_unique<orrery_cluster::Cluster>();
     marker_ = "ORRERY_TMPDIR=" + cluster_->dir();
+    dir_ = cluster_->dir();
     cluster_->StartHead(kHealthPeriodS, kHealthThreshold);
     for (int i = 0; i < kNodes; ++i) cluster_->AddNode("", "host=n" + std::to_string(i), 4);
     orrery::Config c;
@@ -118,7 +119,7 @@ class ChaosTest : public ::testing::Test {
   // Every 0.5 s: remembers every pid of the cluster (to attribute shared-memory segments).
   void Sample() {
     while (!sampler_stop_) {
-      auto procs = orrery_chaos::MarkedProcesses(marker_);
+      auto procs = orrery_chaos::MarkedProcesses(marker_, dir_);
       {
         std::lock_guard<std::mutex> lock(seen_mu_);
         for (const auto& p : procs) seen_pids_.insert(p.pid);
@@ -197,7 +198,7 @@ class ChaosTest : public ::testing::Test {
 
   std::set<int> WorkerPids() {
     std::set<int> out;
-    for (const auto& p : orrery_chaos::MarkedProcesses(marker_))
+    for (const auto& p : orrery_chaos::MarkedProcesses(marker_, dir_))
       if (p.role == Role::kWorker) out.insert(p.pid);
     return out;
   }
@@ -219,6 +220,7 @@ class ChaosTest : public ::testing::Test {
   double duration_s_ = 180;
   uint64_t seed_ = 0;
   std::string marker_;
+  std::string dir_;  // the cluster's directory (redis-server's working directory)
   std::set<std::string> shm_before_;
   std::unique_ptr<orrery_cluster::Cluster> cluster_;
   std::unique_ptr<orrery_chaos::ChaosMonkey> monkey_;
@@ -439,7 +441,7 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   // ---- descriptors stay bounded: what a process held before any load, plus a few for
   // each worker process it may be talking to now
   auto fds_after = DaemonFds();
-  auto procs = orrery_chaos::MarkedProcesses(marker_);
+  auto procs = orrery_chaos::MarkedProcesses(marker_, dir_);
   int workers = 0, fresh_node_max = 0;
   for (const auto& p : procs) workers += p.role == Role::kWorker;
   for (const auto& [name, pf] : fresh_fds_)
@@ -513,7 +515,7 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   EXPECT_TRUE(WaitFor(
       [&] {
         orphans.clear();
-        for (const auto& p : orrery_chaos::MarkedProcesses(marker_)) {
+        for (const auto& p : orrery_chaos::MarkedProcesses(marker_, dir_)) {
           if (p.pid == current.redis || p.pid == current.head) continue;
           bool under_node = false;
           for (int node : current.nodes)
@@ -539,7 +541,7 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
   std::vector<orrery_chaos::Proc> left;
   EXPECT_TRUE(WaitFor(
       [&] {
-        left = orrery_chaos::MarkedProcesses(marker_);
+        left = orrery_chaos::MarkedProcesses(marker_, dir_);
         return left.empty();
       },
       15000))

@@ -63,7 +63,7 @@ const char* RoleName(Role role) {
   return "?";
 }
 
-std::vector<Proc> MarkedProcesses(const std::string& marker) {
+std::vector<Proc> MarkedProcesses(const std::string& marker, const std::string& cwd) {
   std::vector<Proc> out;
   std::map<int, bool> zygote_env;  // pid -> ORRERY_ROLE=zygote
   const int self = getpid();
@@ -77,6 +77,10 @@ std::vector<Proc> MarkedProcesses(const std::string& marker) {
     for (const auto& e : Entries("/proc/" + name + "/environ")) {
       marked = marked || e == marker;
       zygote = zygote || e == "ORRERY_ROLE=zygote";
+    }
+    if (!marked && !cwd.empty()) {
+      std::error_code cwd_ec;
+      marked = fs::read_symlink("/proc/" + name + "/cwd", cwd_ec) == fs::path(cwd);
     }
     if (!marked) continue;
     char state = '?';

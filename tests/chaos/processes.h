@@ -21,9 +21,11 @@ struct Proc {
 };
 
 // Every live process (not a zombie, not this one) whose initial environment contains the
-// entry `marker` ("NAME=value"). A zygote and the workers it forks share the zygote's
-// environment (ORRERY_ROLE=zygote); a worker is such a process whose parent is one too.
-std::vector<Proc> MarkedProcesses(const std::string& marker);
+// entry `marker` ("NAME=value"), or whose working directory is `cwd` when given (redis-server
+// writes its title over its environment, and runs in its --dir). A zygote and the workers it
+// forks share the zygote's environment (ORRERY_ROLE=zygote); a worker is such a process
+// whose parent is one too.
+std::vector<Proc> MarkedProcesses(const std::string& marker, const std::string& cwd = "");
 
 // Whether `pid` is `ancestor` or descends from it (by the parent chain in /proc).
 bool DescendsFrom(int pid, int ancestor);
