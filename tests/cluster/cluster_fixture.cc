@@ -4,12 +4,17 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <stdexcept>
 
 extern char** environ;
@@ -58,6 +63,111 @@ int Spawn(const std::vector<std::string>& argv, const std::string& log,
   return pid;
 }
 
+namespace {
+
+// The environment of this process with `env` replacing or adding variables.
+std::vector<std::string> EnvWith(const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : env) replaced = replaced || k == key;
+    if (!replaced) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  return envs;
+}
+
+// argv0 as execve needs it: itself when it has a slash, else its first match on PATH.
+std::string Resolve(const std::string& argv0) {
+  if (argv0.find('/') != std::string::npos) return argv0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + argv0;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return argv0;
+}
+
+}  // namespace
+
+// Forks and execs on its own thread, with PR_SET_PDEATHSIG: the kernel sends SIGKILL to a
+// daemon when the thread that forked it ends, so one long-lived thread does every fork, and
+// a test process that crashes or is killed (a ctest timeout) takes its daemons with it.
+class Cluster::Spawner {
+ public:
+  Spawner() : thread_([this] { Loop(); }) {}
+  ~Spawner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  int Spawn(const std::vector<std::string>& argv, const std::string& log,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    std::packaged_task<int()> job([&] { return ForkExec(argv, log, env); });
+    std::future<int> pid = job.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+    int out = pid.get();
+    if (out < 0) throw std::runtime_error("cannot start " + argv[0]);
+    return out;
+  }
+
+ private:
+  static int ForkExec(const std::vector<std::string>& argv, const std::string& log,
+                      const std::vector<std::pair<std::string, std::string>>& env) {
+    // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
+    std::string exe = Resolve(argv[0]);
+    std::vector<std::string> envs = EnvWith(env);
+    std::vector<char*> cargv, cenv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (auto& e : envs) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);  // the test died before the line above
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+      execve(exe.c_str(), cargv.data(), cenv.data());
+      _exit(127);
+    }
+    return pid;
+  }
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<int()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 void KillHard(int pid) {
   if (pid <= 0) return;
   kill(pid, SIGKILL);
@@ -76,7 +186,7 @@ bool LogHas(const std::string& log, const std::string& needle) {
 }
 }  // namespace
 
-Cluster::Cluster() {
+Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {
   char tmpl[] = "/tmp/orrery_cluster_test_XXXXXX";
   dir_ = mkdtemp(tmpl);
   // Daemons keep their files (fetched executables, sessions) under this test's directory.
@@ -87,6 +197,7 @@ Cluster::~Cluster() {
   for (int pid : node_pids_) KillHard(pid);
   KillHard(head_pid_);
   KillHard(redis_pid_);
+  spawner_.reset();
   std::error_code ec;
   if (!keep_dir_) std::filesystem::remove_all(dir_, ec);
 }
@@ -95,7 +206,7 @@ void Cluster::RestartRedis() {
   KillRedis();
   std::string log = dir_ + "/redis." + std::to_string(logs_++) + ".log";
   int rport = std::atoi(redis_address_.c_str() + redis_address_.rfind(':') + 1);
-  redis_pid_ = Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", dir_,
+  redis_pid_ = spawner_->Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", dir_,
                       "--appendonly", "yes", "--save", ""},
                      log);
   // Ready only once the append-only file is loaded.
@@ -108,7 +219,7 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
   if (redis_pid_ < 0 && redis_address_.empty()) {
     int rport = FreePort();
     std::string log = dir_ + "/redis.log";
-    redis_pid_ = Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", dir_,
+    redis_pid_ = spawner_->Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", dir_,
                         "--appendonly", "yes", "--save", ""},
                        log);
     redis_address_ = "127.0.0.1:" + std::to_string(rport);
@@ -119,7 +230,7 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
   // A restarted head writes a new log, so the previous one stays for the post-mortem.
   std::string log = heads_++ == 0 ? dir_ + "/head.log" : dir_ + "/head." + std::to_string(heads_ - 1) + ".log";
   std::ofstream(log, std::ios::trunc).close();
-  head_pid_ = Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_, "--health-check-period-s",
+  head_pid_ = spawner_->Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_, "--health-check-period-s",
                      std::to_string(health_period_s_), "--health-check-failure-threshold", std::to_string(health_threshold_)},
                     log);
   if (!WaitFor([&] { return LogHas(log, "head listening on"); })) throw std::runtime_error("the head did not start");
@@ -131,7 +242,7 @@ int Cluster::AddNode(const std::string& resources_json, const std::string& label
 
 int Cluster::StartNode(const NodeSpec& spec) {
   std::string log = dir_ + "/node" + std::to_string(logs_++) + ".log";
-  int pid = Spawn(spec.argv, log, spec.env);
+  int pid = spawner_->Spawn(spec.argv, log, spec.env);
   if (!WaitFor([&] { return LogHas(log, " up at "); })) {
     KillHard(pid);
     throw std::runtime_error("a node did not start; see " + log);

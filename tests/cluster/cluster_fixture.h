@@ -1,5 +1,6 @@
 // A real cluster on loopback for tests: redis-server, an `orrery head` daemon and node
-// daemons, each its own process on an ephemeral port, stopped (SIGKILL) by the destructor.
+// daemons, each its own process on an ephemeral port, stopped (SIGKILL) by the destructor,
+// and killed by the kernel if the test process dies first (crash, ctest timeout).
 #pragma once
 
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <utility>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,6 +92,9 @@ class Cluster {
   bool keep_dir_ = false;
 
   int StartNode(const NodeSpec& spec);
+
+  class Spawner;
+  std::unique_ptr<Spawner> spawner_;  // starts the daemons (see cluster_fixture.cc)
 };
 
 }  // namespace orrery_cluster
