@@ -4,12 +4,17 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <stdexcept>
 
 extern char** environ;
@@ -29,7 +34,8 @@ int FreePort() {
   return port;
 }
 
-int Spawn(const std::vector<std::string>& argv, const std::string& log) {
+int Spawn(const std::vector<std::string>& argv, const std::string& log,
+          const std::vector<std::pair<std::string, std::string>>& env) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -37,12 +43,130 @@ int Spawn(const std::vector<std::string>& argv, const std::string& log) {
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  // This process's environment, with `env` replacing or adding variables.
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : env) replaced = replaced || k == key;
+    if (!replaced) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  std::vector<char*> cenv;
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   pid_t pid;
-  int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), environ);
+  int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   return pid;
 }
+
+namespace {
+
+// The environment of this process with `env` replacing or adding variables.
+std::vector<std::string> EnvWith(const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : env) replaced = replaced || k == key;
+    if (!replaced) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  return envs;
+}
+
+// argv0 as execve needs it: itself when it has a slash, else its first match on PATH.
+std::string Resolve(const std::string& argv0) {
+  if (argv0.find('/') != std::string::npos) return argv0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + argv0;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return argv0;
+}
+
+}  // namespace
+
+// Forks and execs on its own thread, with PR_SET_PDEATHSIG: the kernel sends SIGKILL to a
+// daemon when the thread that forked it ends, so one long-lived thread does every fork, and
+// a test process that crashes or is killed (a ctest timeout) takes its daemons with it.
+class Cluster::Spawner {
+ public:
+  Spawner() : thread_([this] { Loop(); }) {}
+  ~Spawner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  int Spawn(const std::vector<std::string>& argv, const std::string& log,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    std::packaged_task<int()> job([&] { return ForkExec(argv, log, env); });
+    std::future<int> pid = job.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+    int out = pid.get();
+    if (out < 0) throw std::runtime_error("cannot start " + argv[0]);
+    return out;
+  }
+
+ private:
+  static int ForkExec(const std::vector<std::string>& argv, const std::string& log,
+                      const std::vector<std::pair<std::string, std::string>>& env) {
+    // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
+    std::string exe = Resolve(argv[0]);
+    std::vector<std::string> envs = EnvWith(env);
+    std::vector<char*> cargv, cenv;
+    for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    for (auto& e : envs) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);  // the test died before the line above
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+      execve(exe.c_str(), cargv.data(), cenv.data());
+      _exit(127);
+    }
+    return pid;
+  }
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::packaged_task<int()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 void KillHard(int pid) {
   if (pid <= 0) return;
@@ -62,7 +186,7 @@ bool LogHas(const std::string& log, const std::string& needle) {
 }
 }  // namespace
 
-Cluster::Cluster() {
+Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {
   char tmpl[] = "/tmp/orrery_cluster_test_XXXXXX";
   dir_ = mkdtemp(tmpl);
   // Daemons keep their files (fetched executables, sessions) under this test's directory.
@@ -73,8 +197,9 @@ Cluster::~Cluster() {
   for (int pid : node_pids_) KillHard(pid);
   KillHard(head_pid_);
   KillHard(redis_pid_);
+  spawner_.reset();
   std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
+  if (!keep_dir_) std::filesystem::remove_all(dir_, ec);
 }
 
 void Cluster::StartHead(double health_period_s, int health_threshold) {
@@ -88,20 +213,22 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
   }
   if (head_address_.empty()) head_address_ = "127.0.0.1:" + std::to_string(FreePort());
   std::string port = head_address_.substr(head_address_.rfind(':') + 1);
-  std::string log = dir_ + "/head.log";
+  // A restarted head writes a new log, so the previous one stays for the post-mortem.
+  std::string log = heads_++ == 0 ? dir_ + "/head.log" : dir_ + "/head." + std::to_string(heads_ - 1) + ".log";
   std::ofstream(log, std::ios::trunc).close();
-  head_pid_ = Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_, "--health-check-period-s",
+  head_pid_ = spawner_->Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_, "--health-check-period-s",
                      std::to_string(health_period_s_), "--health-check-failure-threshold", std::to_string(health_threshold_)},
                     log);
   if (!WaitFor([&] { return LogHas(log, "head listening on"); })) throw std::runtime_error("the head did not start");
 }
 
 void Cluster::StartRedis(int port, const std::string& dir) {
-  std::string log = dir_ + "/redis" + std::to_string(redis_restarts_++) + ".log";
-  redis_pid_ = Spawn({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
-                      "--appendonly", "yes", "--save", ""},
-                     log);
-  if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); })) throw std::runtime_error("redis did not start");
+  std::string log = dir_ + "/redis." + std::to_string(redis_restarts_++) + ".log";
+  redis_pid_ = spawner_->Spawn({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
+                               "--appendonly", "yes", "--save", ""},
+                              log);
+  // Ready only once the append-only file is loaded.
+  if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); })) throw std::runtime_error("redis did not start; see " + log);
 }
 
 void Cluster::RestartRedis(bool empty) {
@@ -114,32 +241,45 @@ void Cluster::RestartRedis(bool empty) {
 }
 
 int Cluster::AddNode(const std::string& resources_json, const std::string& labels, int cpus) {
-  std::string log = dir_ + "/node" + std::to_string(node_pids_.size()) + ".log";
-  std::vector<std::string> argv{CliPath(), "node", "--address", head_address_, "--num-cpus", std::to_string(cpus),
-                                "--heartbeat-s", std::to_string(health_period_s_)};
-  if (!resources_json.empty()) argv.insert(argv.end(), {"--resources", resources_json});
-  if (!labels.empty()) argv.insert(argv.end(), {"--labels", labels});
-  int pid = Spawn(argv, log);
-  node_pids_.push_back(pid);
-  if (!WaitFor([&] { return LogHas(log, " up at "); })) throw std::runtime_error("a node did not start; see " + log);
+  return AddNodeWithEnv("", {}, labels, cpus, resources_json);
+}
+
+int Cluster::StartNode(const NodeSpec& spec) {
+  std::string log = dir_ + "/node" + std::to_string(logs_++) + ".log";
+  int pid = spawner_->Spawn(spec.argv, log, spec.env);
+  if (!WaitFor([&] { return LogHas(log, " up at "); })) {
+    KillHard(pid);
+    throw std::runtime_error("a node did not start; see " + log);
+  }
   return pid;
 }
 
+void Cluster::KillNode(size_t index) {
+  KillHard(node_pids_.at(index));
+  node_pids_[index] = -1;
+}
+
+int Cluster::RestartNode(size_t index) {
+  KillNode(index);
+  node_pids_[index] = StartNode(node_specs_.at(index));
+  return node_pids_[index];
+}
+
 int Cluster::AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
-                            const std::string& labels, int cpus) {
-  std::filesystem::create_directories(sysroot);
-  setenv("ORRERY_SYSROOT", sysroot.c_str(), 1);
-  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-  int pid = -1;
-  try {
-    pid = AddNode("", labels, cpus);
-  } catch (...) {
-    unsetenv("ORRERY_SYSROOT");
-    for (const auto& kv : env) unsetenv(kv.first.c_str());
-    throw;
+                            const std::string& labels, int cpus, const std::string& resources_json) {
+  NodeSpec spec;
+  spec.argv = {CliPath(), "node", "--address", head_address_, "--num-cpus", std::to_string(cpus),
+               "--heartbeat-s", std::to_string(health_period_s_)};
+  if (!resources_json.empty()) spec.argv.insert(spec.argv.end(), {"--resources", resources_json});
+  if (!labels.empty()) spec.argv.insert(spec.argv.end(), {"--labels", labels});
+  spec.env = env;
+  if (!sysroot.empty()) {
+    std::filesystem::create_directories(sysroot);
+    spec.env.emplace_back("ORRERY_SYSROOT", sysroot);
   }
-  unsetenv("ORRERY_SYSROOT");
-  for (const auto& kv : env) unsetenv(kv.first.c_str());
+  int pid = StartNode(spec);
+  node_pids_.push_back(pid);
+  node_specs_.push_back(std::move(spec));
   return pid;
 }
 

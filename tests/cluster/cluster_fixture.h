@@ -1,5 +1,6 @@
 // A real cluster on loopback for tests: redis-server, an `orrery head` daemon and node
-// daemons, each its own process on an ephemeral port, stopped (SIGKILL) by the destructor.
+// daemons, each its own process on an ephemeral port, stopped (SIGKILL) by the destructor,
+// and killed by the kernel if the test process dies first (crash, ctest timeout).
 #pragma once
 
 #include <signal.h>
@@ -7,7 +8,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <utility>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,8 +28,10 @@ inline bool WaitFor(const std::function<bool()>& cond, int timeout_ms = 20000) {
 }
 
 int FreePort();
-// Starts argv (stdout/stderr appended to `log`), returns the pid.
-int Spawn(const std::vector<std::string>& argv, const std::string& log);
+// Starts argv (stdout/stderr appended to `log`) with this process's environment plus
+// `env`, returns the pid.
+int Spawn(const std::vector<std::string>& argv, const std::string& log,
+          const std::vector<std::pair<std::string, std::string>>& env = {});
 void KillHard(int pid);
 std::string CliPath();
 
@@ -37,13 +42,18 @@ class Cluster {
   // Starts Redis and the head (with the given health-check settings).
   void StartHead(double health_period_s = 0.2, int health_threshold = 3);
   void KillHead() { KillHard(head_pid_); head_pid_ = -1; }
-  int head_pid() const { return head_pid_; }
   // Kills redis-server (SIGKILL), then starts it again on the same port: with its data
-  // directory as it was, or (`empty`) with a fresh one, as if Redis had lost everything.
+  // directory as it was, so it reloads its append-only file (what it acknowledged before
+  // the kill survives), or (`empty`) with a fresh one, as if Redis had lost everything.
   void KillRedis() { KillHard(redis_pid_); redis_pid_ = -1; }
-  void RestartRedis(bool empty);
+  void RestartRedis(bool empty = false);
   // Returns the node daemon's pid.
   int AddNode(const std::string& extra_flags_json_resources, const std::string& labels, int cpus);
+  // Kills node `index` (in the order added) if it still runs and starts a node with the
+  // same flags and environment; it registers with a new id. Returns the new pid.
+  int RestartNode(size_t index);
+  // Kills node `index` (SIGKILL); RestartNode brings it back.
+  void KillNode(size_t index);
   // Simulated hosts (a node whose ORRERY_SYSROOT is a fake host under dir()), each returning
   // the node's pid: worker `worker` of a v4-16 slice (2x2x2, two hosts) named `slice`, with
   // four Google TPU chips; a host with two A100 GPUs; and a host with no accelerator (so the
@@ -53,12 +63,17 @@ class Cluster {
   int AddCpuNode(const std::string& labels, int cpus);
   const std::string& head_address() const { return head_address_; }
   const std::string& dir() const { return dir_; }
+  // Leaves dir() (the daemons' logs) in place when the cluster is destroyed.
+  void KeepDirectory() { keep_dir_ = true; }
   const std::string& redis_address() const { return redis_address_; }
+  int redis_pid() const { return redis_pid_; }
+  // The current pid of each node, in the order added; -1 for a node killed and not restarted.
+  const std::vector<int>& node_pids() const { return node_pids_; }
 
  private:
-  // AddNode with ORRERY_SYSROOT (and `env`) set for the node only.
+  // AddNode with ORRERY_SYSROOT (unless `sysroot` is empty) and `env` set for the node only.
   int AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
-                     const std::string& labels, int cpus);
+                     const std::string& labels, int cpus, const std::string& resources_json = "");
 
   void StartRedis(int port, const std::string& dir);
 
@@ -71,6 +86,19 @@ class Cluster {
   int health_threshold_ = 3;
   int redis_pid_ = -1, head_pid_ = -1;
   std::vector<int> node_pids_;
+  struct NodeSpec {
+    std::vector<std::string> argv;
+    std::vector<std::pair<std::string, std::string>> env;
+  };
+  std::vector<NodeSpec> node_specs_;  // parallel to node_pids_
+  int logs_ = 0;                      // numbers the log files of restarted processes
+  int heads_ = 0;                     // heads started: head.log, head.1.log, ...
+  bool keep_dir_ = false;
+
+  int StartNode(const NodeSpec& spec);
+
+  class Spawner;
+  std::unique_ptr<Spawner> spawner_;  // starts the daemons (see cluster_fixture.cc)
 };
 
 }  // namespace orrery_cluster
