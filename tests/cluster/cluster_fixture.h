@@ -67,6 +67,7 @@ class Cluster {
   void KeepDirectory() { keep_dir_ = true; }
   const std::string& redis_address() const { return redis_address_; }
   int redis_pid() const { return redis_pid_; }
+  int head_pid() const { return head_pid_; }
   // The current pid of each node, in the order added; -1 for a node killed and not restarted.
   const std::vector<int>& node_pids() const { return node_pids_; }
 
