@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -80,6 +82,13 @@ void HeadService::Recover() {
                  j.at("total").get<Resources>(), j.value("labels", Labels{})};
       if (!n.alive) n.available.clear();
       nodes_.push_back(n);
+      auto number = [&](const char* key, double max) {  // 0 unless a number in [0, max]
+        auto it = j.find(key);
+        double v = it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+        return std::isfinite(v) ? std::clamp(v, 0.0, max) : 0.0;
+      };
+      node_memory_[n.id.Binary()] = {int64_t(number("memory_used_bytes", 9e18)), int64_t(number("memory_total_bytes", 9e18)),
+                                     number("memory_usage_threshold", 1.0)};
       node_addresses_.push_back(j.value("address", ""));
       node_last_seen_.push_back(now);  // a full grace period to send a heartbeat
     } catch (const std::exception& e) {
@@ -399,8 +408,20 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
     if (i < nodes_.size() && nodes_[i].alive) MarkNodeDead(i, kLeftCleanly);
     return;
   }
+  // The node's memory (as the peer says: clamped to what can be true); its record is
+  // rewritten when the reading moved by 1% of the total.
+  int64_t total = std::max<int64_t>(0, m.node.memory_total_bytes);
+  int64_t used = std::clamp<int64_t>(m.node.memory_used_bytes, 0, total);
+  double threshold = std::isfinite(m.node.memory_usage_threshold) ? std::clamp(m.node.memory_usage_threshold, 0.0, 1.0) : 0.0;
+  NodeMemory& mem = node_memory_[id.Binary()];
+  bool memory_moved = mem.written_used < 0 || mem.total != total || mem.threshold != threshold ||
+                      std::abs(double(used) - double(mem.written_used)) >= 0.01 * double(total);
+  mem.used = used;
+  mem.total = total;
+  mem.threshold = threshold;
   if (i < nodes_.size() && nodes_[i].alive) {  // a heartbeat
     node_last_seen_[i] = Now();
+    if (memory_moved) PersistNode(i);
     ReplyAck(m.reply_to, 0, true, "", "");
     return;
   }
@@ -426,7 +447,9 @@ void HeadService::OnClusterInfo(const transport::Envelope& env) {
   proto::ClusterInfoMsg reply{m.request_id, "", {}};
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const auto& n = nodes_[i];
-    reply.nodes.push_back({n.id.Binary(), node_addresses_[i], n.alive, n.total, n.available, n.labels});
+    const NodeMemory& mem = node_memory_[n.id.Binary()];
+    reply.nodes.push_back({n.id.Binary(), node_addresses_[i], n.alive, n.total, n.available, n.labels, mem.used,
+                           mem.total, mem.threshold});
   }
   transport::Send(m.reply_to, MsgType::kClusterInfoReply, reply);
 }
@@ -547,6 +570,7 @@ void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::str
     ++a.restarts_used;
     ++a.incarnation;
     a.state = proto::ActorState::kRestarting;
+    a.death_kind = kind;  // of the last death: callers of the lost calls get this kind
     a.death_cause = cause;
     LOG_INFO("actor " + Hex(a.spec.actor_id) + " restarting (" + std::to_string(a.restarts_used) + "/" +
              std::to_string(max) + "): " + cause);
@@ -587,7 +611,9 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
       if (it == actors_.end() || it->second.incarnation != m.incarnation) return;
       if (it->second.state == proto::ActorState::kDead) return;
       bool creation_failed = m.error_kind == "CreationFailed";
-      ActorDied(it->second, "ActorDiedError", m.cause, !creation_failed);
+      // The kinds a node reports that callers see as such; anything else is ActorDiedError.
+      std::string kind = m.error_kind == "OutOfMemoryError" ? m.error_kind : "ActorDiedError";
+      ActorDied(it->second, kind, m.cause, !creation_failed);
       ScheduleAll();
       return;
     }
@@ -976,8 +1002,11 @@ void HeadService::Publish(const std::string& table, const std::string& id, const
 
 void HeadService::PersistNode(size_t i) {
   const auto& n = nodes_[i];
+  NodeMemory& mem = node_memory_[n.id.Binary()];
+  mem.written_used = mem.used;
   nlohmann::json j{{"node_id", n.id.Hex()}, {"address", node_addresses_[i]}, {"alive", n.alive},
-                   {"total", n.total}, {"labels", n.labels}};
+                   {"total", n.total}, {"labels", n.labels}, {"memory_used_bytes", mem.used},
+                   {"memory_total_bytes", mem.total}, {"memory_usage_threshold", mem.threshold}};
   options_.store->Put("nodes", n.id.Hex(), j.dump());
   Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }

@@ -100,11 +100,17 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
 }
 
 int Cluster::AddNode(const std::string& resources_json, const std::string& labels, int cpus) {
+  return AddNodeWithFlags(resources_json, labels, cpus, {});
+}
+
+int Cluster::AddNodeWithFlags(const std::string& resources_json, const std::string& labels, int cpus,
+                              const std::vector<std::string>& extra_flags) {
   std::string log = dir_ + "/node" + std::to_string(node_pids_.size()) + ".log";
   std::vector<std::string> argv{CliPath(), "node", "--address", head_address_, "--num-cpus", std::to_string(cpus),
                                 "--heartbeat-s", std::to_string(health_period_s_)};
   if (!resources_json.empty()) argv.insert(argv.end(), {"--resources", resources_json});
   if (!labels.empty()) argv.insert(argv.end(), {"--labels", labels});
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
   int pid = Spawn(argv, log);
   node_pids_.push_back(pid);
   if (!WaitFor([&] { return LogHas(log, " up at "); })) throw std::runtime_error("a node did not start; see " + log);
@@ -112,13 +118,13 @@ int Cluster::AddNode(const std::string& resources_json, const std::string& label
 }
 
 int Cluster::AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
-                            const std::string& labels, int cpus) {
+                            const std::string& labels, int cpus, const std::vector<std::string>& extra_flags) {
   std::filesystem::create_directories(sysroot);
   setenv("ORRERY_SYSROOT", sysroot.c_str(), 1);
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   int pid = -1;
   try {
-    pid = AddNode("", labels, cpus);
+    pid = AddNodeWithFlags("", labels, cpus, extra_flags);
   } catch (...) {
     unsetenv("ORRERY_SYSROOT");
     for (const auto& kv : env) unsetenv(kv.first.c_str());
@@ -154,6 +160,11 @@ int Cluster::AddTwoGpuNode(const std::string& labels, int cpus) {
       << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
   std::filesystem::permissions(root + "/usr/bin/nvidia-smi", std::filesystem::perms::owner_all);
   return AddNodeWithEnv(root, {}, labels, cpus);
+}
+
+int Cluster::AddNodeWithSysroot(const std::string& sysroot, const std::string& labels, int cpus,
+                                const std::vector<std::string>& extra_flags) {
+  return AddNodeWithEnv(sysroot, {}, labels, cpus, extra_flags);
 }
 
 int Cluster::AddCpuNode(const std::string& labels, int cpus) {

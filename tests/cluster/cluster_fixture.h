@@ -46,6 +46,10 @@ class Cluster {
   int AddTpuV4Node(const std::string& slice, int worker, const std::string& labels, int cpus);
   int AddTwoGpuNode(const std::string& labels, int cpus);
   int AddCpuNode(const std::string& labels, int cpus);
+  // A node whose host is the fake tree `sysroot` (what the test wrote there, e.g. a
+  // /proc/meminfo for the memory monitor); `extra_flags` go to `orrery node`.
+  int AddNodeWithSysroot(const std::string& sysroot, const std::string& labels, int cpus,
+                         const std::vector<std::string>& extra_flags = {});
   const std::string& head_address() const { return head_address_; }
   const std::string& dir() const { return dir_; }
   const std::string& redis_address() const { return redis_address_; }
@@ -53,7 +57,9 @@ class Cluster {
  private:
   // AddNode with ORRERY_SYSROOT (and `env`) set for the node only.
   int AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
-                     const std::string& labels, int cpus);
+                     const std::string& labels, int cpus, const std::vector<std::string>& extra_flags = {});
+  int AddNodeWithFlags(const std::string& resources_json, const std::string& labels, int cpus,
+                       const std::vector<std::string>& extra_flags);
 
   std::string dir_;
   std::string redis_address_;
