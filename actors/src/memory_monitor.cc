@@ -143,6 +143,45 @@ MemoryUsage Tighter(const MemoryUsage& a, const MemoryUsage& b) {
   return b.Fraction() > a.Fraction() ? b : a;
 }
 
+std::vector<std::string> CgroupAncestors(std::string_view text, bool v2) {
+  std::string path;
+  bool found = false;
+  ForEachLine(text.size() > kMaxFileBytes ? std::string_view() : text, ':', [&](std::string_view id, std::string_view rest) {
+    // "hierarchy-id:controllers:path"; ForEachLine split off the id.
+    size_t colon = rest.find(':');
+    if (found || colon == std::string_view::npos) return;
+    std::string_view controllers = rest.substr(0, colon);
+    bool match = v2 ? id == "0" && controllers.empty() : false;
+    while (!v2 && !controllers.empty()) {
+      size_t comma = controllers.find(',');
+      if (controllers.substr(0, comma) == "memory") match = true;
+      controllers = comma == std::string_view::npos ? std::string_view() : controllers.substr(comma + 1);
+    }
+    if (!match) return;
+    found = true;
+    path = std::string(rest.substr(colon + 1));
+  });
+  std::vector<std::string> out;
+  constexpr size_t kMaxPath = 4096, kMaxDepth = 32;
+  bool ok = found && !path.empty() && path[0] == '/' && path.size() <= kMaxPath;
+  while (ok && path.size() > 1) {
+    if (path.back() == '/') {
+      path.pop_back();
+      continue;
+    }
+    if (out.size() >= kMaxDepth || path.find("/../") != std::string::npos || path.find("/./") != std::string::npos ||
+        (path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0) ||
+        (path.size() >= 2 && path.compare(path.size() - 2, 2, "/.") == 0)) {
+      out.clear();
+      break;
+    }
+    out.push_back(path);
+    path.resize(path.rfind('/'));
+  }
+  out.push_back("");
+  return out;
+}
+
 Result<MemoryUsage> SystemMemoryReader::Read() {
   std::string root = sysroot_ == "/" ? "" : sysroot_;
   std::string errors;
@@ -155,28 +194,36 @@ Result<MemoryUsage> SystemMemoryReader::Read() {
   } else {
     errors = meminfo.status().message();
   }
-  // A cgroup limit (a container's): v2 at the mount point, else v1's memory controller.
+  // Cgroup limits (a container's, a systemd slice's): v2, else v1's memory controller. A
+  // limit on any ancestor applies too.
+  auto self = ReadSmallFile(root + "/proc/self/cgroup");
+  std::string self_text = self.ok() ? self.value() : std::string();
   struct Files {
+    bool v2;
+    const char* mount;
     const char* limit;
     const char* usage;
-    const char* stat;
     const char* source;
   };
-  for (const Files& f : {Files{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat", "cgroup v2"},
-                         Files{"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
-                               "/sys/fs/cgroup/memory/memory.stat", "cgroup v1"}}) {
-    auto limit = ReadSmallFile(root + f.limit);
-    if (!limit.ok()) continue;
-    auto usage = ReadSmallFile(root + f.usage);
-    auto stat = ReadSmallFile(root + f.stat);
-    auto cg = ParseCgroup(limit.value(), usage.ok() ? usage.value() : std::string(),
-                          stat.ok() ? stat.value() : std::string(), f.source);
-    if (cg.ok()) {
-      best = Tighter(best, cg.value());
-    } else if (cg.status().code() != StatusCode::kNotFound) {
-      errors += (errors.empty() ? "" : "; ") + cg.status().message();
+  for (const Files& f : {Files{true, "/sys/fs/cgroup", "/memory.max", "/memory.current", "cgroup v2"},
+                         Files{false, "/sys/fs/cgroup/memory", "/memory.limit_in_bytes", "/memory.usage_in_bytes", "cgroup v1"}}) {
+    bool any = false;
+    for (const std::string& rel : CgroupAncestors(self_text, f.v2)) {
+      std::string dir = root + f.mount + rel;
+      auto limit = ReadSmallFile(dir + f.limit);
+      if (!limit.ok()) continue;
+      any = true;
+      auto usage = ReadSmallFile(dir + f.usage);
+      auto stat = ReadSmallFile(dir + "/memory.stat");
+      auto cg = ParseCgroup(limit.value(), usage.ok() ? usage.value() : std::string(),
+                            stat.ok() ? stat.value() : std::string(), f.source);
+      if (cg.ok()) {
+        best = Tighter(best, cg.value());
+      } else if (cg.status().code() != StatusCode::kNotFound) {
+        errors += (errors.empty() ? "" : "; ") + dir + ": " + cg.status().message();
+      }
     }
-    break;
+    if (any) break;
   }
   if (best.total_bytes <= 0) return Status::Unavailable("cannot read this host's memory: " + errors);
   return best;

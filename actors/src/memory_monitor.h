@@ -34,10 +34,12 @@ class MemoryReader {
   virtual Result<MemoryUsage> Read() = 0;
 };
 
-// Reads <sysroot>/proc/meminfo and the cgroup files <sysroot>/sys/fs/cgroup/memory.max,
-// memory.current, memory.stat (v2) or <sysroot>/sys/fs/cgroup/memory/memory.limit_in_bytes,
-// memory.usage_in_bytes, memory.stat (v1). "" or "/" is the real host. Of the host and a
-// cgroup limit, the one closer to running out (the larger fraction in use) is reported.
+// Reads <sysroot>/proc/meminfo and the memory limits of this process's cgroup and of its
+// ancestors (found through <sysroot>/proc/self/cgroup): memory.max, memory.current and
+// memory.stat under <sysroot>/sys/fs/cgroup (v2), else memory.limit_in_bytes,
+// memory.usage_in_bytes and memory.stat under <sysroot>/sys/fs/cgroup/memory (v1). "" or
+// "/" is the real host. Of the host and every limit found, the one closest to running out
+// (the largest fraction in use) is reported.
 class SystemMemoryReader : public MemoryReader {
  public:
   explicit SystemMemoryReader(std::string sysroot) : sysroot_(std::move(sysroot)) {}
@@ -56,6 +58,11 @@ Result<MemoryUsage> ParseMeminfo(std::string_view text);
 // cgroup has no limit ("max", or v1's huge "unlimited" value).
 Result<MemoryUsage> ParseCgroup(std::string_view limit, std::string_view usage, std::string_view stat,
                                 const std::string& source);
+// The cgroup paths, relative to the controller's mount, of this process's cgroup and its
+// ancestors, innermost first, always ending with "" (the mount itself), from the text of
+// /proc/self/cgroup: the v2 line "0::/path" when `v2`, else the v1 line naming the memory
+// controller. A path that is missing, too long, too deep or has ".." gives {""}.
+std::vector<std::string> CgroupAncestors(std::string_view proc_self_cgroup, bool v2);
 // The binding one of two readings: the larger fraction in use.
 MemoryUsage Tighter(const MemoryUsage& a, const MemoryUsage& b);
 

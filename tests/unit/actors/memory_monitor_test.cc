@@ -166,6 +166,46 @@ TEST_F(FakeSysroot, CgroupV1) {
   EXPECT_EQ(u->used_bytes, kGiB - 107374182);
 }
 
+TEST(CgroupAncestors, FromProcSelfCgroup) {
+  const char* hybrid = "9:name=systemd:/\n4:cpu,memory:/process_api/abc\n0::/user.slice/app\n";
+  EXPECT_EQ(CgroupAncestors(hybrid, false), (std::vector<std::string>{"/process_api/abc", "/process_api", ""}));
+  EXPECT_EQ(CgroupAncestors(hybrid, true), (std::vector<std::string>{"/user.slice/app", "/user.slice", ""}));
+  EXPECT_EQ(CgroupAncestors("0::/\n", true), (std::vector<std::string>{""}));
+  EXPECT_EQ(CgroupAncestors("", true), (std::vector<std::string>{""}));
+  EXPECT_EQ(CgroupAncestors("0::/a/../../etc\n", true), (std::vector<std::string>{""})) << "no escaping the mount";
+  EXPECT_EQ(CgroupAncestors("0::relative\n", true), (std::vector<std::string>{""}));
+  std::string deep = "0::";
+  for (int i = 0; i < 100; ++i) deep += "/d";
+  EXPECT_EQ(CgroupAncestors(deep, true), (std::vector<std::string>{""})) << "too deep";
+}
+
+TEST_F(FakeSysroot, ALimitOnAnAncestorCgroupApplies) {
+  Write("/proc/meminfo", kMeminfo);  // 75% of the host
+  Write("/proc/self/cgroup", "0::/ctr/app\n");
+  Write("/sys/fs/cgroup/ctr/app/memory.max", "max\n");
+  Write("/sys/fs/cgroup/ctr/app/memory.current", "100\n");
+  Write("/sys/fs/cgroup/ctr/memory.max", "1073741824\n");
+  Write("/sys/fs/cgroup/ctr/memory.current", "1020054732\n");  // 95%
+  auto u = SystemMemoryReader(root_).Read();
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->source, "cgroup v2");
+  EXPECT_EQ(u->total_bytes, kGiB);
+}
+
+TEST_F(FakeSysroot, CgroupV1OfThisProcess) {
+  Write("/proc/meminfo", kMeminfo);
+  Write("/proc/self/cgroup", "4:memory:/process_api/abc\n0::/\n");
+  Write("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");  // the root: none
+  Write("/sys/fs/cgroup/memory/memory.usage_in_bytes", "1\n");
+  Write("/sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes", "2147483648\n");
+  Write("/sys/fs/cgroup/memory/process_api/abc/memory.usage_in_bytes", "2147483648\n");
+  auto u = SystemMemoryReader(root_).Read();
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_EQ(u->source, "cgroup v1");
+  EXPECT_EQ(u->total_bytes, 2 * kGiB);
+  EXPECT_EQ(u->used_bytes, 2 * kGiB);
+}
+
 TEST_F(FakeSysroot, CgroupWithoutMeminfoStillReads) {
   Write("/sys/fs/cgroup/memory.max", "1073741824\n");
   Write("/sys/fs/cgroup/memory.current", "536870912\n");
