@@ -1,5 +1,6 @@
 #include "orrery/config.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -62,7 +63,11 @@ Labels ParseLabels(const std::string& what, const std::string& text) {
 }
 
 void CheckMemoryUsageThreshold(const std::string& what, double t) {
-  if (!(t > 0 && t <= 1)) throw ConfigError(what + ": must be a fraction in (0, 1], got " + std::to_string(t));
+  if (!(t > 0 && t <= 1)) {
+    char got[32];
+    std::snprintf(got, sizeof(got), "%g", t);
+    throw ConfigError(what + ": must be a fraction in (0, 1], got " + got);
+  }
 }
 
 void CheckRefreshMs(const std::string& what, long long ms) {
