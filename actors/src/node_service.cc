@@ -118,8 +118,12 @@ Result<ZygoteClient*> NodeService::ZygoteFor(const std::vector<std::string>& req
 
 void NodeService::SendRegistration(bool alive) {
   proto::RegisterNodeMsg reg;
-  reg.node = {id_.Binary(), inbox_.address(), alive, options_.resources, options_.resources, options_.labels,
-              memory_.last().used_bytes, memory_.last().total_bytes, memory_.threshold()};
+  reg.node = {id_.Binary(), inbox_.address(), alive, options_.resources, options_.resources, options_.labels};
+  if (alive) {  // on the inbox thread, which owns the monitor (Stop's goodbye is not)
+    reg.node.memory_used_bytes = memory_.last().used_bytes;
+    reg.node.memory_total_bytes = memory_.last().total_bytes;
+    reg.node.memory_usage_threshold = memory_.threshold();
+  }
   reg.reply_to = inbox_.address();
   transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
 }
