@@ -110,6 +110,8 @@ void DoInit(Config config, int argc, char** argv) {
     if (Status st = accel::AddDetected(&no.resources, &no.labels, &no.accelerator_ids); !st.ok()) {
       throw ConfigError("accelerator detection: " + st.message());
     }
+    no.memory_usage_threshold = config.memory_usage_threshold;
+    no.memory_monitor_refresh_ms = config.memory_monitor_refresh_ms;
     no.worker_argv = runtime::SelfCommandLine();
     if (!config.log_level.empty()) no.worker_env["ORRERY_LOG_LEVEL"] = config.log_level;
     if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;
@@ -206,7 +208,8 @@ RuntimeContext GetRuntimeContext() {
 std::vector<NodeInfo> Nodes() {
   std::vector<NodeInfo> out;
   for (const auto& n : Rt().ClusterInfo()) {
-    out.push_back(NodeInfo{NodeId(UniqueId::FromBinary(n.node_id)), n.address, n.alive, n.total, n.available, n.labels});
+    out.push_back(NodeInfo{NodeId(UniqueId::FromBinary(n.node_id)), n.address, n.alive, n.total, n.available, n.labels,
+                           n.memory_used_bytes, n.memory_total_bytes, n.memory_usage_threshold});
   }
   return out;
 }

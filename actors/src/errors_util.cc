@@ -19,6 +19,7 @@ void ThrowKind(const std::string& kind, const std::string& message) {
   if (kind == "ConnectionError") throw ConnectionError(message);
   if (kind == "AcceleratorNotAvailableError") throw AcceleratorNotAvailableError(message);
   if (kind == "TrainingFailedError") throw TrainingFailedError(message);
+  if (kind == "OutOfMemoryError") throw OutOfMemoryError(message);
   throw Error(message);
 }
 

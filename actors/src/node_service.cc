@@ -22,9 +22,22 @@ using proto::MsgType;
 
 namespace {
 double Now() { return MonotonicSeconds(); }
+
+// A worker killed for memory that has not exited after this long no longer holds back the
+// next kill.
+constexpr double kOomVictimGraceS = 10;
+
+std::string SysrootOf(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* env = std::getenv("ORRERY_SYSROOT");
+  return env ? env : "";
+}
 }  // namespace
 
-NodeService::NodeService(NodeOptions options) : options_(std::move(options)), id_(NodeId::Random()) {
+NodeService::NodeService(NodeOptions options)
+    : options_(std::move(options)),
+      id_(NodeId::Random()),
+      memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)), options_.memory_usage_threshold) {
   for (const char* kind : {"TPU", "GPU", "XPU"}) {
     auto it = options_.resources.find(kind);
     if (it == options_.resources.end() || it->second < 1) continue;
@@ -52,7 +65,11 @@ NodeService::~NodeService() { Stop(); }
 Status NodeService::Start(int register_timeout_ms) {
   Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
   if (!s.ok()) return s;
-  inbox_.SetTick(int(options_.heartbeat_period_s * 1000), [this] { Tick(); });
+  // The tick is the heartbeat's, or the memory monitor's when that is shorter.
+  int tick_ms = int(options_.heartbeat_period_s * 1000);
+  if (options_.memory_monitor_refresh_ms > 0) tick_ms = std::min(tick_ms, options_.memory_monitor_refresh_ms);
+  (void)memory_.Refresh();  // the registration carries a first reading
+  inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
   inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
   if (!options_.worker_argv.empty()) {
@@ -84,6 +101,11 @@ Status NodeService::Start(int register_timeout_ms) {
 void NodeService::SendRegistration(bool alive) {
   proto::RegisterNodeMsg reg;
   reg.node = {id_.Binary(), inbox_.address(), alive, options_.resources, options_.resources, options_.labels};
+  if (alive) {  // on the inbox thread, which owns the monitor (Stop's goodbye is not)
+    reg.node.memory_used_bytes = memory_.last().used_bytes;
+    reg.node.memory_total_bytes = memory_.last().total_bytes;
+    reg.node.memory_usage_threshold = memory_.threshold();
+  }
   reg.reply_to = inbox_.address();
   transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
 }
@@ -174,6 +196,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   Worker& w = workers_[id];
   w.id = id;
   w.is_actor = is_actor;
+  w.started = Now();
   w.executable = !hash.empty() ? hash : (argv.empty() ? std::string() : argv[0]);
   auto env = AssignDevices(w, demand);
   if (!env.ok()) {
@@ -366,6 +389,7 @@ void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
         w.executable == executable) {
       w.has_lease = true;
       w.lease = r;
+      w.started = Now();
       GrantTo(w);
       return;
     }
@@ -542,15 +566,21 @@ void NodeService::OnExited(int pid, const std::string& how) {
   Worker& w = wit->second;
   std::string cause = w.kill_requested ? w.kill_reason
                                        : "its worker process (pid " + std::to_string(pid) + ") " + how;
-  if (w.is_actor) ActorDied(w, "ActorDiedError", cause);
-  if (w.has_lease) LeaseFailed(w.lease, "WorkerDied", cause);
+  if (w.is_actor) ActorDied(w, w.kill_kind.empty() ? "ActorDiedError" : w.kill_kind, cause);
+  if (w.has_lease) LeaseFailed(w.lease, w.kill_kind.empty() ? "WorkerDied" : w.kill_kind, cause);
   Erase(id);
 }
 
 void NodeService::Tick() {
+  CheckMemory();
+  // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
+  // heartbeat on the tick nearest to its period, never later.
+  double now = Now(), hb = options_.heartbeat_period_s;
+  double tick = options_.memory_monitor_refresh_ms > 0 ? std::min(hb, options_.memory_monitor_refresh_ms / 1000.0) : hb;
+  if (now - last_heartbeat_ < hb - tick / 2) return;
+  last_heartbeat_ = now;
   SendRegistration(true);  // the heartbeat
   // Idle task workers beyond the kept pool go after a while.
-  double now = Now();
   int idle = 0;
   for (auto& [id, w] : workers_) {
     if (w.is_actor || !w.ready || w.has_lease || w.kill_requested) continue;
@@ -558,6 +588,34 @@ void NodeService::Tick() {
       Kill(w, "idle");
     }
   }
+}
+
+void NodeService::CheckMemory() {
+  if (!memory_.Refresh() || options_.memory_monitor_refresh_ms <= 0) return;
+  double now = Now();
+  // One kill at a time: the victim's memory is back only once its process is gone.
+  if (!oom_victim_.empty() && workers_.count(oom_victim_) && now - oom_victim_since_ < kOomVictimGraceS) return;
+  std::vector<OomCandidate> candidates;
+  std::vector<Worker*> running;
+  for (auto& [id, w] : workers_) {
+    if (w.pid <= 0 || w.kill_requested || !(w.is_actor || w.has_lease)) continue;
+    const auto& o = w.actor.spec.options;
+    // An actor is restarted while restarts are left (its incarnation counts those used).
+    bool retriable = w.is_actor ? o.max_restarts < 0 || w.actor.incarnation < o.max_restarts : w.lease.max_retries != 0;
+    candidates.push_back({id, retriable, w.started});
+    running.push_back(&w);
+  }
+  int i = ChooseOomVictim(candidates);
+  if (i < 0) return;
+  Worker& w = *running[i];
+  std::string victim = "the worker (pid " + std::to_string(w.pid) + ") " +
+                       (w.is_actor ? "of actor " + UniqueId::FromBinary(w.actor.spec.actor_id).Hex() : "running a task");
+  std::string message = OutOfMemoryMessage(id_.Hex(), memory_.last(), memory_.threshold(), victim);
+  LOG_WARN(message);
+  w.kill_kind = "OutOfMemoryError";
+  oom_victim_ = w.id;
+  oom_victim_since_ = now;
+  Kill(w, message);
 }
 
 NodeService::Worker* NodeService::ByActor(const std::string& actor_id) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/src/memory_monitor.h"
 #include "actors/src/zygote_pool.h"
 #include "core/src/protocol.h"
 #include "core/src/transport.h"
@@ -39,6 +40,12 @@ struct NodeOptions {
   // Device ids per accelerator kind ("TPU", "GPU", "XPU") that workers are given; kinds
   // with a resource but no entry get 0..n-1.
   std::map<std::string, std::vector<int>> accelerator_ids;
+  // The memory monitor (memory_monitor.h): above this fraction of memory in use a worker is
+  // killed; it reads every refresh period (0: it only reads for the heartbeat and kills
+  // nothing). Memory is read under `sysroot` ("": $ORRERY_SYSROOT, else the real host).
+  double memory_usage_threshold = 0.95;
+  int memory_monitor_refresh_ms = 250;
+  std::string sysroot;
 };
 
 class NodeService {
@@ -65,6 +72,8 @@ class NodeService {
     bool reported = false;  // death already reported to the head
     bool kill_requested = false;
     std::string kill_reason;
+    std::string kill_kind;  // error kind its death reports when not the default
+    double started = 0;     // when it took its current actor or lease (for the memory monitor)
     double idle_since = 0;
     std::vector<std::string> argv;  // while waiting for the executable
     std::string executable;         // content hash or path: lease workers are reused only for it
@@ -82,6 +91,8 @@ class NodeService {
   void OnSpawned(uint64_t request, int pid);
   void OnExited(int pid, const std::string& how);
   void Tick();
+  // On every tick: reads memory and, above the threshold, kills one worker (memory_monitor.h).
+  void CheckMemory();
   void SendRegistration(bool alive);
 
   // Creates the worker record and spawns its process, or queues it until the driver's
@@ -123,6 +134,10 @@ class NodeService {
   std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
   std::map<std::string, std::pair<ExecutableIdentity, std::string>> hash_cache_;  // path -> (file, hash)
   std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
+  MemoryMonitor memory_;
+  std::string oom_victim_;      // the worker killed for memory, until its process is gone
+  double oom_victim_since_ = 0;
+  double last_heartbeat_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

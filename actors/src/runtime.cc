@@ -442,15 +442,20 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
   if (a->state == proto::ActorState::kDead) return;
   if (u.incarnation < a->incarnation) return;
   auto state = proto::ActorState(u.state);
-  // Calls sent to an incarnation that is gone: retry those with retries left, fail the rest.
+  // Calls sent to an incarnation that is gone: retry those with retries left, fail the rest
+  // (with OutOfMemoryError when a node's memory monitor killed it).
   auto requeue_inflight = [&](const std::string& why) {
+    bool oom = u.death_kind == "OutOfMemoryError";
     for (auto it = a->inflight.rbegin(); it != a->inflight.rend(); ++it) {
       auto& call = it->second;
       if (call->retries_left != 0) {
         if (call->retries_left > 0) --call->retries_left;
         a->queue.push_front(call);
       } else {
-        FailCall(*call, ObjectError{"ActorDiedError", "", "the actor died while running " + call->function + ": " + why, call->function, ""});
+        FailCall(*call, ObjectError{oom ? u.death_kind : "ActorDiedError", "",
+                                    (oom ? "actor method " + call->function + " failed: "
+                                         : "the actor died while running " + call->function + ": ") + why,
+                                    call->function, ""});
       }
     }
     a->inflight.clear();

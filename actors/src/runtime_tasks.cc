@@ -29,8 +29,11 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
   if (o.bundle_index >= 0 && o.placement_group.IsNil()) {
     throw ConfigError("task " + function + ": a bundle index needs a placement group");
   }
+  // Tasks share leases only when they agree on all of these (max_retries too: a node's memory
+  // monitor kills the workers of retried tasks first).
   std::string key = internal::Pack(std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(),
-                                                   o.bundle_index, o.strategy, o.affinity_node.Binary(), o.affinity_soft));
+                                                   o.bundle_index, o.strategy, o.affinity_node.Binary(), o.affinity_soft,
+                                                   o.max_retries));
   {
     std::lock_guard<std::mutex> lock(tasks_mu_);
     auto& k = task_keys_[key];
@@ -99,6 +102,7 @@ void Runtime::PumpTasks(const std::string& key) {
     r.strategy = k.options.strategy;
     r.affinity_node = k.options.affinity_node.IsNil() ? std::string() : k.options.affinity_node.Binary();
     r.affinity_soft = k.options.affinity_soft;
+    r.max_retries = k.options.max_retries;
     inbox_.SetTickPeriod(kLeaseTickMs);
     Lease& l = leases_[r.lease_id];
     l.id = r.lease_id;
@@ -140,13 +144,17 @@ void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
     }
     return;
   }
-  // The leased worker died: retry its calls or fail them.
+  // The leased worker died: retry its calls or fail them. A node's memory monitor kills
+  // with OutOfMemoryError, whose message says why.
+  bool oom = r.error_kind == "OutOfMemoryError";
   for (auto& [id, call] : l.inflight) {
     if (call->retries_left != 0) {
       if (call->retries_left > 0) --call->retries_left;
       k.queue.push_front(call);
     } else {
-      FailCall(*call, ObjectError{"Error", "", "the worker running task " + call->function + " died: " + r.message,
+      FailCall(*call, ObjectError{oom ? r.error_kind : "Error", "",
+                                  oom ? "task " + call->function + " failed: " + r.message
+                                      : "the worker running task " + call->function + " died: " + r.message,
                                   call->function, ""});
     }
   }

@@ -65,6 +65,8 @@ int RunNode(const NodeFlags& flags) {
   no.head_address = flags.address.find("://") == std::string::npos ? "tcp://" + flags.address : flags.address;
   no.bind_host = flags.bind;
   no.heartbeat_period_s = flags.heartbeat_s;
+  no.memory_usage_threshold = flags.memory_usage_threshold;
+  no.memory_monitor_refresh_ms = flags.memory_monitor_refresh_ms;
   int cpus = flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
   no.resources["CPU"] = cpus;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

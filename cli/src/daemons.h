@@ -24,6 +24,8 @@ struct NodeFlags {
   Resources resources;
   Labels labels;
   double heartbeat_s = 1.0;
+  double memory_usage_threshold = 0.95;
+  int memory_monitor_refresh_ms = 250;
 };
 
 int RunHead(const HeadFlags& flags);

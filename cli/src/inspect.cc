@@ -52,11 +52,27 @@ std::string Accelerators(const Labels& labels) {
   return out;
 }
 
+// "memory in use 12.00/16.00 GiB (75.0%), threshold 0.95" from the node's memory monitor.
+std::string MemoryLine(const nlohmann::json& n) {
+  double used = n.value("memory_used_bytes", 0.0), total = n.value("memory_total_bytes", 0.0);
+  double threshold = n.value("memory_usage_threshold", 0.0);
+  char buf[160];
+  if (total <= 0) {
+    std::snprintf(buf, sizeof(buf), "memory in use unknown, threshold %g", threshold);
+  } else {
+    std::snprintf(buf, sizeof(buf), "memory in use %.2f/%.2f GiB (%.1f%%), threshold %g", used / (1 << 30),
+                  total / (1 << 30), 100 * used / total, threshold);
+  }
+  return buf;
+}
+
 nlohmann::json NodesJson() {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& n : Nodes()) {
     out.push_back({{"node_id", n.node_id.Hex()}, {"address", n.address}, {"alive", n.alive},
-                   {"total", n.total}, {"available", n.available}, {"labels", n.labels}});
+                   {"total", n.total}, {"available", n.available}, {"labels", n.labels},
+                   {"memory_used_bytes", n.memory_used_bytes}, {"memory_total_bytes", n.memory_total_bytes},
+                   {"memory_usage_threshold", n.memory_usage_threshold}});
   }
   return out;
 }
@@ -109,6 +125,7 @@ int Status(const InspectFlags& flags) {
     std::cout << "  " << n["node_id"].get<std::string>().substr(0, 12) << "  " << (n["alive"].get<bool>() ? "ALIVE" : "DEAD ")
               << "  " << n["address"].get<std::string>() << "  "
               << Used(n["total"].get<Resources>(), n["available"].get<Resources>()) << "\n";
+    if (n["alive"].get<bool>()) std::cout << "      " << MemoryLine(n) << "\n";
     std::string accel = Accelerators(n["labels"].get<Labels>());
     if (!accel.empty()) std::cout << "      " << accel << "\n";
   }

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "cli/src/daemons.h"
@@ -29,17 +31,41 @@ struct ResourceFlags {
   double memory = -1;
   std::string resources_json;
   std::string labels;
+  std::string memory_usage_threshold;     // as typed; validated by Parsed()
+  std::string memory_monitor_refresh_ms;
   void Add(CLI::App* app) {
     app->add_option("--num-cpus", num_cpus, "CPUs this node offers (default: all cores)")->check(CLI::NonNegativeNumber);
     app->add_option("--memory", memory, "memory this node offers, in bytes")->check(CLI::NonNegativeNumber);
     app->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"GPU\": 2}'");
     app->add_option("--labels", labels, "node labels: k=v,k2=v2");
+    app->add_option("--memory-usage-threshold", memory_usage_threshold,
+                    "kill a worker when more than this fraction of memory is in use, 0 < t <= 1 "
+                    "(default $ORRERY_MEMORY_USAGE_THRESHOLD, else 0.95)");
+    app->add_option("--memory-monitor-refresh-ms", memory_monitor_refresh_ms,
+                    "how often the memory monitor reads memory; 0: it kills nothing "
+                    "(default $ORRERY_MEMORY_MONITOR_REFRESH_MS, else 250)");
   }
   // Throws orrery::ConfigError on malformed values.
   orrery::Config Parsed() const {
     std::vector<std::string> args{"orrery"};
     if (!resources_json.empty()) args.push_back("--orrery-resources=" + resources_json);
     if (!labels.empty()) args.push_back("--orrery-labels=" + labels);
+    // The memory monitor's settings: the flag, else the environment (as a driver's Config).
+    std::map<std::string, std::string> typed = {{"--orrery-resources", "--resources"}, {"--orrery-labels", "--labels"}};
+    for (auto [name, value] : {std::pair{std::string("memory-usage-threshold"), memory_usage_threshold},
+                               std::pair{std::string("memory-monitor-refresh-ms"), memory_monitor_refresh_ms}}) {
+      std::string from = "--" + name;
+      if (value.empty()) {
+        std::string env = "ORRERY_";
+        for (char ch : name) env.push_back(ch == '-' ? '_' : char(std::toupper(ch)));
+        const char* v = std::getenv(env.c_str());
+        if (!v || !*v) continue;
+        value = v;
+        from = env;
+      }
+      args.push_back("--orrery-" + name + "=" + value);
+      typed["--orrery-" + name] = from;
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -50,9 +76,9 @@ struct ResourceFlags {
     } catch (const orrery::ConfigError& e) {
       // Name the flag the user typed, not the --orrery-* form used to parse it.
       std::string m = e.what();
-      for (const std::string f : {"resources", "labels"}) {
-        size_t at = m.find("--orrery-" + f);
-        if (at != std::string::npos) m.replace(at, 9 + f.size(), "--" + f);
+      for (const auto& [internal, shown] : typed) {
+        size_t at = m.find(internal);
+        if (at != std::string::npos) m.replace(at, internal.size(), shown);
       }
       throw orrery::ConfigError(m);
     }
@@ -65,6 +91,10 @@ struct ResourceFlags {
     if (memory >= 0) argv.insert(argv.end(), {"--memory", std::to_string((long long)memory)});
     if (!resources_json.empty()) argv.insert(argv.end(), {"--resources", resources_json});
     if (!labels.empty()) argv.insert(argv.end(), {"--labels", labels});
+    if (!memory_usage_threshold.empty()) argv.insert(argv.end(), {"--memory-usage-threshold", memory_usage_threshold});
+    if (!memory_monitor_refresh_ms.empty()) {
+      argv.insert(argv.end(), {"--memory-monitor-refresh-ms", memory_monitor_refresh_ms});
+    }
   }
 };
 
@@ -204,6 +234,8 @@ int main(int argc, char** argv) {
       orrery::Config c = nrf.Parsed();
       nf.num_cpus = nrf.num_cpus;
       nf.memory = nrf.memory;
+      nf.memory_usage_threshold = c.memory_usage_threshold;
+      nf.memory_monitor_refresh_ms = c.memory_monitor_refresh_ms;
       nf.resources = c.resources;
       nf.labels = c.labels;
       return oc::RunNode(nf);

@@ -1,5 +1,6 @@
 #include "orrery/config.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,18 @@ Labels ParseLabels(const std::string& what, const std::string& text) {
   return out;
 }
 
+void CheckMemoryUsageThreshold(const std::string& what, double t) {
+  if (!(t > 0 && t <= 1)) {
+    char got[32];
+    std::snprintf(got, sizeof(got), "%g", t);
+    throw ConfigError(what + ": must be a fraction in (0, 1], got " + got);
+  }
+}
+
+void CheckRefreshMs(const std::string& what, long long ms) {
+  if (ms < 0 || ms > 3600 * 1000) throw ConfigError(what + ": must be 0 (off) to 3600000 ms, got " + std::to_string(ms));
+}
+
 void CheckLogLevel(const std::string& what, const std::string& level) {
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
   for (const char* l : kLevels)
@@ -111,13 +124,24 @@ void SetField(Config& c, const std::string& key, const std::string& value, const
     if (c.session_dir.empty()) c.session_dir = value;
   } else if (key == "node-ip") {
     if (c.node_ip.empty()) c.node_ip = value;
+  } else if (key == "memory-usage-threshold") {
+    double v = ParseDouble(what, value);
+    CheckMemoryUsageThreshold(what, v);
+    if (c.memory_usage_threshold == kDefaults.memory_usage_threshold) c.memory_usage_threshold = v;
+  } else if (key == "memory-monitor-refresh-ms") {
+    char* end = nullptr;
+    long long v = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0') throw ConfigError(what + ": expected an integer, got '" + value + "'");
+    CheckRefreshMs(what, v);
+    if (c.memory_monitor_refresh_ms == kDefaults.memory_monitor_refresh_ms) c.memory_monitor_refresh_ms = int(v);
   } else {
     throw ConfigError("unknown option " + what);
   }
 }
 
 const char* kKeys[] = {"address", "redis-address", "namespace", "num-cpus", "resources", "labels",
-                       "log-level", "infeasible-timeout-s", "session-dir", "node-ip"};
+                       "log-level", "infeasible-timeout-s", "session-dir", "node-ip",
+                       "memory-usage-threshold", "memory-monitor-refresh-ms"};
 
 std::string EnvName(const std::string& key) {
   std::string out = "ORRERY_";
@@ -133,6 +157,8 @@ void ValidateConfig(const Config& c) {
   if (!c.log_level.empty()) CheckLogLevel("Config::log_level", c.log_level);
   if (c.num_cpus < -1) throw ConfigError("Config::num_cpus must be >= 0 (or -1 for the core count)");
   if (c.max_message_bytes <= 0) throw ConfigError("Config::max_message_bytes must be positive");
+  CheckMemoryUsageThreshold("Config::memory_usage_threshold", c.memory_usage_threshold);
+  CheckRefreshMs("Config::memory_monitor_refresh_ms", c.memory_monitor_refresh_ms);
 }
 
 Config ApplyEnvironment(Config base) {

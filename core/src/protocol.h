@@ -260,9 +260,12 @@ struct LeaseRequestMsg {
   bool affinity_soft = false;
   std::string binary_hash;
   std::string arch;
+  // The retries of the tasks this lease runs (-1: forever): a node's memory monitor kills
+  // workers whose tasks are retried first. Older senders omit it (0: not retried).
+  int max_retries = 0;
   MSGPACK_DEFINE(request_id, lease_id, reply_to, resources, label_selector, placement_group,
                  bundle_index, infeasible_timeout_s, job_id, argv, strategy, affinity_node,
-                 affinity_soft, binary_hash, arch);
+                 affinity_soft, binary_hash, arch, max_retries);
 };
 
 struct LeaseReplyMsg {
@@ -317,7 +320,14 @@ struct NodeInfoMsg {
   std::map<std::string, double> total;
   std::map<std::string, double> available;
   std::map<std::string, std::string> labels;
-  MSGPACK_DEFINE(node_id, address, alive, total, available, labels);
+  // The node's memory monitor: memory in use and the limit that applies (host or cgroup),
+  // in bytes, and the fraction above which it kills workers. 0 from older senders or when
+  // the node cannot read its memory.
+  int64_t memory_used_bytes = 0;
+  int64_t memory_total_bytes = 0;
+  double memory_usage_threshold = 0;
+  MSGPACK_DEFINE(node_id, address, alive, total, available, labels, memory_used_bytes,
+                 memory_total_bytes, memory_usage_threshold);
 };
 
 struct ClusterInfoMsg {

@@ -44,6 +44,7 @@ void HeadService::Recover() {
     NodeView n{r->id, r->alive, r->total, r->total, r->labels};
     if (!n.alive) n.available.clear();
     nodes_.push_back(n);
+    node_memory_[n.id.Binary()] = {r->memory_used_bytes, r->memory_total_bytes, r->memory_usage_threshold};
     node_addresses_.push_back(r->address);
     node_last_seen_.push_back(now);  // a full grace period to send a heartbeat
   }
@@ -167,7 +168,9 @@ void HeadService::Publish(const std::string& table, const std::string& id,
 
 void HeadService::PersistNode(size_t i) {
   const auto& n = nodes_[i];
-  records::NodeRecord r{n.id, node_addresses_[i], n.alive, n.total, n.labels};
+  NodeMemory& mem = node_memory_[n.id.Binary()];
+  mem.written_used = mem.used;
+  records::NodeRecord r{n.id, node_addresses_[i], n.alive, n.total, n.labels, mem.used, mem.total, mem.threshold};
   options_.store->Put("nodes", n.id.Hex(), records::NodeRecordJson(r));
   Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }

@@ -1,6 +1,12 @@
 #include "scheduler/src/head_service.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/src/clock.h"
@@ -89,8 +95,20 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
     if (i < nodes_.size() && nodes_[i].alive) MarkNodeDead(i, kLeftCleanly);
     return;
   }
+  // The node's memory (as the peer says: clamped to what can be true); its record is
+  // rewritten when the reading moved by 1% of the total.
+  int64_t total = std::max<int64_t>(0, m.node.memory_total_bytes);
+  int64_t used = std::clamp<int64_t>(m.node.memory_used_bytes, 0, total);
+  double threshold = std::isfinite(m.node.memory_usage_threshold) ? std::clamp(m.node.memory_usage_threshold, 0.0, 1.0) : 0.0;
+  NodeMemory& mem = node_memory_[id.Binary()];
+  bool memory_moved = mem.written_used < 0 || mem.total != total || mem.threshold != threshold ||
+                      std::abs(double(used) - double(mem.written_used)) >= 0.01 * double(total);
+  mem.used = used;
+  mem.total = total;
+  mem.threshold = threshold;
   if (i < nodes_.size() && nodes_[i].alive) {  // a heartbeat
     node_last_seen_[i] = Now();
+    if (memory_moved) PersistNode(i);
     ReplyAck(m.reply_to, 0, true, "", "");
     return;
   }
@@ -124,7 +142,9 @@ void HeadService::OnClusterInfo(const transport::Envelope& env) {
   proto::ClusterInfoMsg reply{m.request_id, "", {}};
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const auto& n = nodes_[i];
-    reply.nodes.push_back({n.id.Binary(), node_addresses_[i], n.alive, n.total, n.available, n.labels});
+    const NodeMemory& mem = node_memory_[n.id.Binary()];
+    reply.nodes.push_back({n.id.Binary(), node_addresses_[i], n.alive, n.total, n.available, n.labels, mem.used,
+                           mem.total, mem.threshold});
   }
   transport::Send(m.reply_to, MsgType::kClusterInfoReply, reply);
 }
@@ -253,6 +273,7 @@ void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::str
     ++a.restarts_used;
     ++a.incarnation;
     a.state = proto::ActorState::kRestarting;
+    a.death_kind = kind;  // of the last death: callers of the lost calls get this kind
     a.death_cause = cause;
     LOG_INFO("actor " + Hex(a.spec.actor_id) + " restarting (" + std::to_string(a.restarts_used) + "/" +
              std::to_string(max) + "): " + cause);
@@ -295,7 +316,9 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
       if (it == actors_.end() || it->second.incarnation != m.incarnation) return;
       if (it->second.state == proto::ActorState::kDead) return;
       bool creation_failed = m.error_kind == "CreationFailed";
-      ActorDied(it->second, "ActorDiedError", m.cause, !creation_failed);
+      // The kinds a node reports that callers see as such; anything else is ActorDiedError.
+      std::string kind = m.error_kind == "OutOfMemoryError" ? m.error_kind : "ActorDiedError";
+      ActorDied(it->second, kind, m.cause, !creation_failed);
       ScheduleAll();
       return;
     }

@@ -165,6 +165,14 @@ class HeadService {
   };
   std::map<std::string, JobRec> jobs_;
   std::map<std::string, int64_t> stream_written_;  // record key -> last stream index appended
+  // What each node's heartbeat last said of its memory (by binary node id), and what its
+  // record in the store last said.
+  struct NodeMemory {
+    int64_t used = 0, total = 0;
+    double threshold = 0;
+    int64_t written_used = -1;
+  };
+  std::map<std::string, NodeMemory> node_memory_;
   std::deque<Pending> pending_;
   size_t round_robin_ = 0;
   std::string wait_reason_;  // set by TryPlace* when they return false

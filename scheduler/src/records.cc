@@ -1,5 +1,6 @@
 #include "scheduler/src/records.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -211,7 +212,10 @@ std::string NodeRecordJson(const NodeRecord& r) {
                    {"address", r.address},
                    {"alive", r.alive},
                    {"total", r.total},
-                   {"labels", r.labels}});
+                   {"labels", r.labels},
+                   {"memory_used_bytes", r.memory_used_bytes},
+                   {"memory_total_bytes", r.memory_total_bytes},
+                   {"memory_usage_threshold", r.memory_usage_threshold}});
 }
 
 std::string ActorRecordJson(const ActorRecord& r) {
@@ -288,6 +292,14 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
     r.total = j.at("total").get<Resources>();
     r.labels = j.value("labels", Labels{});
     if (Status s = CheckStoredResources("the node's total", r.total); !s.ok()) return s;
+    auto number = [&](const char* key, double max) {  // 0 unless a number in [0, max]
+      auto it = j.find(key);
+      double v = it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+      return std::isfinite(v) ? std::clamp(v, 0.0, max) : 0.0;
+    };
+    r.memory_used_bytes = int64_t(number("memory_used_bytes", 9e18));
+    r.memory_total_bytes = int64_t(number("memory_total_bytes", 9e18));
+    r.memory_usage_threshold = number("memory_usage_threshold", 1.0);
     return r;
   });
 }

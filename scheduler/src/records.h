@@ -46,6 +46,10 @@ struct NodeRecord {
   bool alive = false;
   Resources total;
   Labels labels;
+  // What the node's last heartbeat said of its memory (0 when unknown).
+  int64_t memory_used_bytes = 0;
+  int64_t memory_total_bytes = 0;
+  double memory_usage_threshold = 0;
 };
 
 struct ActorRecord {

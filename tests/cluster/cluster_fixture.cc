@@ -266,12 +266,14 @@ int Cluster::RestartNode(size_t index) {
 }
 
 int Cluster::AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
-                            const std::string& labels, int cpus, const std::string& resources_json) {
+                            const std::string& labels, int cpus, const std::string& resources_json,
+                            const std::vector<std::string>& extra_flags) {
   NodeSpec spec;
   spec.argv = {CliPath(), "node", "--address", head_address_, "--num-cpus", std::to_string(cpus),
                "--heartbeat-s", std::to_string(health_period_s_)};
   if (!resources_json.empty()) spec.argv.insert(spec.argv.end(), {"--resources", resources_json});
   if (!labels.empty()) spec.argv.insert(spec.argv.end(), {"--labels", labels});
+  spec.argv.insert(spec.argv.end(), extra_flags.begin(), extra_flags.end());
   spec.env = env;
   if (!sysroot.empty()) {
     std::filesystem::create_directories(sysroot);
@@ -308,6 +310,11 @@ int Cluster::AddTwoGpuNode(const std::string& labels, int cpus) {
       << "#!/bin/sh\necho '0, NVIDIA A100-SXM4-40GB'\necho '1, NVIDIA A100-SXM4-40GB'\n";
   std::filesystem::permissions(root + "/usr/bin/nvidia-smi", std::filesystem::perms::owner_all);
   return AddNodeWithEnv(root, {}, labels, cpus);
+}
+
+int Cluster::AddNodeWithSysroot(const std::string& sysroot, const std::string& labels, int cpus,
+                                const std::vector<std::string>& extra_flags) {
+  return AddNodeWithEnv(sysroot, {}, labels, cpus, "", extra_flags);
 }
 
 int Cluster::AddCpuNode(const std::string& labels, int cpus) {

@@ -61,6 +61,10 @@ class Cluster {
   int AddTpuV4Node(const std::string& slice, int worker, const std::string& labels, int cpus);
   int AddTwoGpuNode(const std::string& labels, int cpus);
   int AddCpuNode(const std::string& labels, int cpus);
+  // A node whose host is the fake tree `sysroot` (what the test wrote there, e.g. a
+  // /proc/meminfo for the memory monitor); `extra_flags` go to `orrery node`.
+  int AddNodeWithSysroot(const std::string& sysroot, const std::string& labels, int cpus,
+                         const std::vector<std::string>& extra_flags = {});
   const std::string& head_address() const { return head_address_; }
   const std::string& dir() const { return dir_; }
   // Leaves dir() (the daemons' logs) in place when the cluster is destroyed.
@@ -74,7 +78,8 @@ class Cluster {
  private:
   // AddNode with ORRERY_SYSROOT (unless `sysroot` is empty) and `env` set for the node only.
   int AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
-                     const std::string& labels, int cpus, const std::string& resources_json = "");
+                     const std::string& labels, int cpus, const std::string& resources_json = "",
+                     const std::vector<std::string>& extra_flags = {});
 
   void StartRedis(int port, const std::string& dir);
 

@@ -80,7 +80,10 @@ const std::vector<Table>& Tables() {
         {"address", {Kind::kString}},
         {"alive", {Kind::kBool}},
         {"total", {Kind::kResources}},
-        {"labels", {Kind::kLabels}}}},
+        {"labels", {Kind::kLabels}},
+        {"memory_used_bytes", {Kind::kInteger}},
+        {"memory_total_bytes", {Kind::kInteger}},
+        {"memory_usage_threshold", {Kind::kNumber}}}},
       {"actors",
        "actor_id",
        {{"actor_id", {Kind::kHexId}},
@@ -370,6 +373,11 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
   EXPECT_EQ(node["labels"]["rack"], "r1");
   EXPECT_EQ(node["labels"]["orrery.io/node-id"], node_hex);
   EXPECT_EQ(node["address"].get<std::string>().rfind("tcp://", 0), 0u) << node.dump();
+  // The node's memory monitor reads this (real) host: something is in use, within the total.
+  EXPECT_GT(node["memory_total_bytes"].get<int64_t>(), 0) << node.dump();
+  EXPECT_GT(node["memory_used_bytes"].get<int64_t>(), 0) << node.dump();
+  EXPECT_LE(node["memory_used_bytes"].get<int64_t>(), node["memory_total_bytes"].get<int64_t>()) << node.dump();
+  EXPECT_EQ(node["memory_usage_threshold"], 0.95) << node.dump();
   auto a = Records(r, "actors")[probe_hex];
   EXPECT_EQ(a["name"], "schema_probe");
   EXPECT_EQ(a["namespace"], "schema_ns");

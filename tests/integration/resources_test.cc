@@ -44,6 +44,12 @@ TEST(ClusterInfoTest, NodesDescribeTheEmbeddedNode) {
   auto label = node.labels.find(orrery_test::kTestLabelKey);
   ASSERT_NE(label, node.labels.end()) << "Config::labels";
   EXPECT_EQ(label->second, orrery_test::kTestLabelValue);
+  // The node's memory monitor reads this host.
+  EXPECT_DOUBLE_EQ(node.memory_usage_threshold, orrery_test::kTestMemoryUsageThreshold)
+      << "Config::memory_usage_threshold";
+  EXPECT_GT(node.memory_total_bytes, 0);
+  EXPECT_GT(node.memory_used_bytes, 0);
+  EXPECT_LE(node.memory_used_bytes, node.memory_total_bytes);
 }
 
 TEST(ClusterInfoTest, ClusterAndAvailableResources) {

@@ -37,6 +37,8 @@ inline constexpr double kTestCpus = 16;
 inline constexpr double kTestCustom = 2;
 inline const char* const kTestLabelKey = "orrery.io/test";
 inline const char* const kTestLabelValue = "integration";
+// Not the default (0.95), so tests see that Config reaches the node's memory monitor.
+inline constexpr double kTestMemoryUsageThreshold = 0.99;
 
 inline orrery::Config TestClusterConfig() {
   orrery::Config config;
@@ -46,6 +48,7 @@ inline orrery::Config TestClusterConfig() {
   // Quiet unless ORRERY_LOG_LEVEL asks for more (fields set here would override it).
   if (std::getenv("ORRERY_LOG_LEVEL") == nullptr) config.log_level = "warn";
   config.infeasible_timeout_s = 0.5;
+  config.memory_usage_threshold = kTestMemoryUsageThreshold;
   return config;
 }
 

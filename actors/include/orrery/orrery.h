@@ -11,6 +11,7 @@
 // deadlocks the actor). Errors are thrown as orrery::Error subclasses (orrery/errors.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -111,6 +112,12 @@ struct NodeInfo {
   Resources total;
   Resources available;
   Labels labels;
+  // The node's memory monitor: memory in use and the limit that applies (the host's, or its
+  // cgroup's when tighter), in bytes, and the fraction in use above which the node kills a
+  // worker (whose caller gets OutOfMemoryError). 0 when the node could not read its memory.
+  int64_t memory_used_bytes = 0;
+  int64_t memory_total_bytes = 0;
+  double memory_usage_threshold = 0;
 };
 
 std::vector<NodeInfo> Nodes();

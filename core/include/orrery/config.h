@@ -41,6 +41,14 @@ struct Config {
   int task_lease_idle_ms = 100;
   // Host address to bind and advertise (embedded default: 127.0.0.1).
   std::string node_ip;
+  // The embedded node's memory monitor: above this fraction of the host's (or its cgroup's)
+  // memory in use, the node kills a worker (retriable and newest first) and its caller gets
+  // OutOfMemoryError. 0 < t <= 1. Env ORRERY_MEMORY_USAGE_THRESHOLD, flag
+  // --orrery-memory-usage-threshold.
+  double memory_usage_threshold = 0.95;
+  // How often the embedded node's memory monitor reads memory, in milliseconds; 0 turns it
+  // off. Env ORRERY_MEMORY_MONITOR_REFRESH_MS, flag --orrery-memory-monitor-refresh-ms.
+  int memory_monitor_refresh_ms = 250;
 };
 
 // Throws ConfigError naming the first malformed field (an address that is not host:port, an

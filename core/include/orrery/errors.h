@@ -32,6 +32,10 @@ ORRERY_DECLARE_ERROR(ConfigError);
 ORRERY_DECLARE_ERROR(ConnectionError);
 ORRERY_DECLARE_ERROR(AcceleratorNotAvailableError);
 ORRERY_DECLARE_ERROR(TrainingFailedError);
+// A node's memory monitor killed the worker running the call or task: the node's memory
+// in use was above its memory_usage_threshold. The message names the node, the memory in
+// use and the threshold.
+ORRERY_DECLARE_ERROR(OutOfMemoryError);
 
 #undef ORRERY_DECLARE_ERROR
 

@@ -65,7 +65,8 @@ class ConfigTest : public ::testing::Test {
   void SetUp() override {
     // Start from a clean slate whatever the calling environment holds.
     for (const char* name : {"ORRERY_ADDRESS", "ORRERY_REDIS_ADDRESS", "ORRERY_NAMESPACE",
-                             "ORRERY_NUM_CPUS", "ORRERY_LOG_LEVEL"}) {
+                             "ORRERY_NUM_CPUS", "ORRERY_LOG_LEVEL", "ORRERY_MEMORY_USAGE_THRESHOLD",
+                             "ORRERY_MEMORY_MONITOR_REFRESH_MS"}) {
       guards_.push_back(std::make_unique<Unset>(name));
     }
   }
@@ -209,6 +210,53 @@ TEST_F(ConfigTest, AddressWithoutPortIsConfigError) {
   EXPECT_THROW(ApplyFlags(Config{}, address.argc(), address.argv()), ConfigError);
   ScopedEnv a("ORRERY_ADDRESS", "also-no-port");
   EXPECT_THROW(ApplyEnvironment(Config{}), ConfigError);
+}
+
+TEST_F(ConfigTest, MemoryMonitorDefaultsAreRays) {
+  Config c = ApplyEnvironment(Config{});
+  EXPECT_DOUBLE_EQ(c.memory_usage_threshold, 0.95);
+  EXPECT_EQ(c.memory_monitor_refresh_ms, 250);
+  EXPECT_NO_THROW(ValidateConfig(c));
+}
+
+TEST_F(ConfigTest, MemoryUsageThresholdFromEnvironmentAndFlags) {
+  {
+    ScopedEnv t("ORRERY_MEMORY_USAGE_THRESHOLD", "0.8");
+    ScopedEnv r("ORRERY_MEMORY_MONITOR_REFRESH_MS", "0");
+    Config c = ApplyEnvironment(Config{});
+    EXPECT_DOUBLE_EQ(c.memory_usage_threshold, 0.8);
+    EXPECT_EQ(c.memory_monitor_refresh_ms, 0);
+  }
+  Argv args{"prog", "--orrery-memory-usage-threshold=1", "--orrery-memory-monitor-refresh-ms", "100"};
+  Config c = ApplyFlags(Config{}, args.argc(), args.argv());
+  EXPECT_DOUBLE_EQ(c.memory_usage_threshold, 1.0);
+  EXPECT_EQ(c.memory_monitor_refresh_ms, 100);
+  EXPECT_THAT(args.Remaining(), ElementsAre("prog"));
+}
+
+TEST_F(ConfigTest, MemoryUsageThresholdOutsideZeroToOneIsConfigError) {
+  for (const char* bad : {"0", "-0.5", "1.01", "95", "nan", "abc", ""}) {
+    std::string flag = std::string("--orrery-memory-usage-threshold=") + bad;
+    Argv args{"prog", flag.c_str()};
+    EXPECT_THROW(ApplyFlags(Config{}, args.argc(), args.argv()), ConfigError) << bad;
+  }
+  {
+    ScopedEnv t("ORRERY_MEMORY_USAGE_THRESHOLD", "1.5");
+    try {
+      ApplyEnvironment(Config{});
+      FAIL() << "expected ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("ORRERY_MEMORY_USAGE_THRESHOLD"));
+    }
+  }
+  Argv refresh{"prog", "--orrery-memory-monitor-refresh-ms=-1"};
+  EXPECT_THROW(ApplyFlags(Config{}, refresh.argc(), refresh.argv()), ConfigError);
+  Config set_in_code;
+  set_in_code.memory_usage_threshold = 0;
+  EXPECT_THROW(ValidateConfig(set_in_code), ConfigError);
+  set_in_code.memory_usage_threshold = 0.5;
+  set_in_code.memory_monitor_refresh_ms = -5;
+  EXPECT_THROW(ValidateConfig(set_in_code), ConfigError);
 }
 
 }  // namespace

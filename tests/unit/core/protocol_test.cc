@@ -291,5 +291,53 @@ TEST(ProtocolTest, MutatedValidFramesNeverThrow) {
   }
 }
 
+// The node's memory fields and a lease's max_retries were added at the end of their
+// messages: what an older peer sends (without them) still decodes, to defaults.
+struct OldNodeInfoMsg {
+  std::string node_id, address;
+  bool alive = true;
+  std::map<std::string, double> total, available;
+  std::map<std::string, std::string> labels;
+  MSGPACK_DEFINE(node_id, address, alive, total, available, labels);
+};
+
+TEST(ProtocolTest, MessagesFromOlderPeersDecodeWithoutTheNewFields) {
+  OldNodeInfoMsg old{std::string(16, 'n'), "tcp://127.0.0.1:1", true, {{"CPU", 2}}, {{"CPU", 1}}, {{"k", "v"}}};
+  std::string frame = EncodeFrame(MsgType::kRegisterNode, old);
+  auto h = DecodeHeader(frame.data(), frame.size());
+  ASSERT_TRUE(h.ok());
+  NodeInfoMsg got;
+  got.memory_used_bytes = 5;
+  ASSERT_TRUE(DecodeMeta(h->meta, &got).ok());
+  EXPECT_EQ(got.address, "tcp://127.0.0.1:1");
+  EXPECT_EQ(got.labels.at("k"), "v");
+  EXPECT_EQ(got.memory_used_bytes, 5) << "a field the sender did not send keeps its default";
+  EXPECT_EQ(got.memory_total_bytes, 0);
+
+  NodeInfoMsg now = got;
+  now.memory_used_bytes = 3ll << 30;
+  now.memory_total_bytes = 16ll << 30;
+  now.memory_usage_threshold = 0.95;
+  std::string f2 = EncodeFrame(MsgType::kRegisterNode, now);
+  auto h2 = DecodeHeader(f2.data(), f2.size());
+  ASSERT_TRUE(h2.ok());
+  NodeInfoMsg back;
+  ASSERT_TRUE(DecodeMeta(h2->meta, &back).ok());
+  EXPECT_EQ(back.memory_used_bytes, 3ll << 30);
+  EXPECT_EQ(back.memory_total_bytes, 16ll << 30);
+  EXPECT_DOUBLE_EQ(back.memory_usage_threshold, 0.95);
+  OldNodeInfoMsg old_reader;  // and an older reader ignores them
+  EXPECT_TRUE(DecodeMeta(h2->meta, &old_reader).ok());
+
+  LeaseRequestMsg lease;
+  lease.max_retries = 3;
+  std::string f3 = EncodeFrame(MsgType::kRequestLease, lease);
+  auto h3 = DecodeHeader(f3.data(), f3.size());
+  ASSERT_TRUE(h3.ok());
+  LeaseRequestMsg lease_back;
+  ASSERT_TRUE(DecodeMeta(h3->meta, &lease_back).ok());
+  EXPECT_EQ(lease_back.max_retries, 3);
+}
+
 }  // namespace
 }  // namespace orrery::proto
