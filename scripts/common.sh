@@ -84,36 +84,29 @@ orrery_build() {
   cmake --build "$dir" -j "$jobs"
 }
 
-# The parent pid of $1 (empty when it is gone).
-orrery_ppid() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }  # the command name may hold spaces and parentheses
-  set -- $stat
-  echo "$2"
-}
-
 # Pids of live processes (not zombies) whose environment holds ORRERY_CI_RUN_ID=$1, except
 # this shell, its ancestors and its descendants (the scripts doing the checking).
 orrery_marked_procs() {
-  local marker="ORRERY_CI_RUN_ID=$1" d pid state p
-  local -A mine=()
+  local marker="ORRERY_CI_RUN_ID=$1" f pid ppid state p
+  local -A parent=() mine=()
+  local -a marked=()
+  while read -r pid ppid state; do
+    [[ "$state" == Z* ]] && continue
+    parent[$pid]=$ppid
+  done < <(ps -e -o pid=,ppid=,stat=)
   p=$$
   while [[ -n "$p" && "$p" != 0 ]]; do
     mine[$p]=1
-    p=$(orrery_ppid "$p")
+    p=${parent[$p]:-}
   done
-  for d in /proc/[0-9]*; do
-    pid=${d#/proc/}
-    [[ -n "${mine[$pid]:-}" ]] && continue
-    grep -qzxF "$marker" "$d/environ" 2>/dev/null || continue
-    state=$(awk '{print $3}' "$d/stat" 2>/dev/null || echo X)
-    [[ "$state" == Z || "$state" == X ]] && continue
-    # A descendant of this shell: part of the check itself.
-    p=$(orrery_ppid "$pid")
-    while [[ -n "$p" && "$p" != 0 && "$p" != 1 && -z "${mine[$p]:-}" && "$p" != $$ ]]; do
-      p=$(orrery_ppid "$p")
-    done
+  mapfile -t marked < <(grep -lzxF "$marker" /proc/[0-9]*/environ 2>/dev/null)
+  for f in "${marked[@]}"; do
+    pid=${f#/proc/}
+    pid=${pid%/environ}
+    [[ -n "${parent[$pid]:-}" && -z "${mine[$pid]:-}" ]] || continue
+    # A descendant of this shell is part of the check itself.
+    p=${parent[$pid]}
+    while [[ -n "$p" && "$p" != 0 && "$p" != 1 && "$p" != $$ ]]; do p=${parent[$p]:-}; done
     [[ "$p" == $$ ]] && continue
     echo "$pid"
   done
