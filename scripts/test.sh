@@ -17,7 +17,10 @@ export ORRERY_CI_RUN_ID="${ORRERY_CI_RUN_ID:-test-$$-$RANDOM$RANDOM}"
 junit="$dir/Testing/orrery-junit.xml"
 args=("$@")
 # ctest takes one --output-junit; keep the caller's when given.
-[[ " $* " == *" --output-junit "* ]] || args+=(--output-junit "$PWD/$junit")
+if [[ " $* " != *" --output-junit "* ]]; then
+  # The skipped list below reads gtest's summary at the end of each output.
+  args+=(--output-junit "$PWD/$junit" --test-output-size-passed 262144 --test-output-truncation middle)
+fi
 orrery_log "Running the tests in $dir/"
 rc=0
 ctest --test-dir "$dir" --output-on-failure -j "${ORRERY_JOBS:-2}" --timeout 300 "${args[@]}" || rc=$?
