@@ -32,6 +32,12 @@ if(ORRERY_SANITIZE)
   message(STATUS "Orrery: sanitizers ${ORRERY_SANITIZE} (${CMAKE_CXX_COMPILER_ID})")
 endif()
 
+# Instrumented tests run several times slower; the test helpers multiply their TIMEOUTs.
+set(ORRERY_TEST_TIMEOUT_SCALE 1)
+if(ORRERY_SANITIZE OR ORRERY_BUILD_FUZZERS)
+  set(ORRERY_TEST_TIMEOUT_SCALE 3)
+endif()
+
 if(ORRERY_THREAD_SAFETY)
   if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
     message(FATAL_ERROR "ORRERY_THREAD_SAFETY needs clang (CXX=clang++); ${CMAKE_CXX_COMPILER_ID} has no -Wthread-safety")
