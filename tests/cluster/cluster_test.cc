@@ -16,6 +16,7 @@
 
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/skip_exit_code.h"
 
 using ::testing::HasSubstr;
 using orrery_cluster::WaitFor;
@@ -314,5 +315,5 @@ int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "--fetch-driver") return FetchDriver(argv[2], argv[3]);
   if (argc == 3 && std::string(argv[1]) == "--child-driver") return ChildDriver(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

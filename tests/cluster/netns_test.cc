@@ -10,6 +10,7 @@
 
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/skip_exit_code.h"
 
 namespace {
 
@@ -107,5 +108,5 @@ TEST_F(NetnsTest, ANodeInItsOwnNamespaceRunsActorsForADriverOutsideIt) {
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

@@ -22,6 +22,7 @@
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/cluster/redis_client.h"
+#include "tests/skip_exit_code.h"
 
 using nlohmann::json;
 using orrery_cluster::WaitFor;
@@ -473,5 +474,5 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

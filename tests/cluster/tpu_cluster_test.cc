@@ -12,6 +12,7 @@
 
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/skip_exit_code.h"
 
 namespace {
 
@@ -185,5 +186,5 @@ TEST(GpuClusterTest, EachGpuWorkerSeesItsOwnDevice) {
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

@@ -26,6 +26,7 @@
 #include "tests/integration/train_loop_checks.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/cluster/redis_client.h"
+#include "tests/skip_exit_code.h"
 
 namespace fs = std::filesystem;
 namespace train = orrery::train;
@@ -475,5 +476,5 @@ TEST(TrainNodeDeathTest, ANodeKilledMidRunRestartsTheGroupOnTheOthersFromTheChec
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

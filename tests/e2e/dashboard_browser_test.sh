@@ -16,7 +16,8 @@
 #      and a screenshot of the run page (to ORRERY_DASHBOARD_SCREENSHOT when set)
 #   5. Redis killed: the overview shows the redis-banner instead of failing
 # A trap stops the cluster (orrery stop with this test's ORRERY_TMPDIR) and whatever the
-# test started, even on failure. Exits 77 (skipped) when no Chromium is installed.
+# test started, even on failure. Exits 77 (skipped) when no Chromium is installed, and
+# fails instead under CI=true, whose setup installs it.
 # Usage: dashboard_browser_test.sh <build dir>
 set -euo pipefail
 
@@ -33,6 +34,11 @@ for b in chromium chromium-browser google-chrome-stable google-chrome; do
   fi
 done
 if [[ -z "$browser" ]]; then
+  # Under CI the setup installs chromium, so its absence is a broken setup, not a skip.
+  if [[ "${CI:-}" == "true" ]]; then
+    echo "FAIL: no chromium on PATH although CI=true (scripts/setup.sh installs the chromium package)" >&2
+    exit 1
+  fi
   echo "SKIP: no chromium on PATH (scripts/setup.sh installs the chromium package)"
   exit 77
 fi

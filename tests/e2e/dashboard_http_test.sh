@@ -9,7 +9,8 @@
 #   5. `orrery start --head --dashboard-port 0` prints the dashboard's URL and serves it;
 #      `orrery stop` stops it. A second `orrery start --head` with the same (busy)
 #      dashboard port warns and still starts the cluster.
-# Waits poll conditions against deadlines. A trap stops everything the test started.
+# Waits poll conditions against deadlines. A trap stops everything the test started and
+# fails the test if any of its processes outlived that.
 # Usage: dashboard_http_test.sh <build dir>
 set -euo pipefail
 
@@ -52,6 +53,9 @@ cleanup() {
   for pid in "${pids[@]}"; do
     wait_for 5 bash -c "! kill -0 $pid 2>/dev/null" || kill -KILL "$pid" 2>/dev/null
   done
+  # Checked before the catch-all below, so that a daemon the test lost track of fails it.
+  check_none_left || rc=1
+  stop_session
   rm -rf "$tmp"
   exit "$rc"
 }
@@ -84,10 +88,10 @@ redis_pid=$!
 pids+=("$redis_pid")
 wait_for 15 log_has "$tmp/redis.log" "Ready to accept connections" || fail "redis-server did not start"
 head_port=$(free_port)
-orrery head --port "$head_port" --redis-address "127.0.0.1:$redis_port" >"$tmp/head.log" 2>&1 &
+orrery_bg head --port "$head_port" --redis-address "127.0.0.1:$redis_port" >"$tmp/head.log" 2>&1
 pids+=($!)
 wait_for 15 log_has "$tmp/head.log" "head listening on" || fail "the head did not start"
-orrery node --address "127.0.0.1:$head_port" --num-cpus 3 >"$tmp/node.log" 2>&1 &
+orrery_bg node --address "127.0.0.1:$head_port" --num-cpus 3 >"$tmp/node.log" 2>&1
 pids+=($!)
 wait_for 15 log_has "$tmp/node.log" " up at " || fail "the node did not start"
 node_id=$(sed -n 's/^node \([0-9a-f]\{32\}\) up at .*/\1/p' "$tmp/node.log")
@@ -95,7 +99,7 @@ node_id=$(sed -n 's/^node \([0-9a-f]\{32\}\) up at .*/\1/p' "$tmp/node.log")
 
 # 2. The dashboard.
 step "orrery dashboard --redis-address 127.0.0.1:$redis_port --port 0"
-orrery dashboard --redis-address "127.0.0.1:$redis_port" --port 0 >"$tmp/dashboard.log" 2>&1 &
+orrery_bg dashboard --redis-address "127.0.0.1:$redis_port" --port 0 >"$tmp/dashboard.log" 2>&1
 dashboard_pid=$!
 pids+=("$dashboard_pid")
 wait_for 15 log_has "$tmp/dashboard.log" "^Dashboard at http://127.0.0.1:[0-9]*" || fail "the dashboard printed no URL"

@@ -56,6 +56,11 @@ check_failed() {
 # by this test (the daemons, zygotes and workers inherit it).
 # shellcheck disable=SC2154  # sessions: set by the test that sources this file
 orrery() { ORRERY_TMPDIR="$sessions" "$orrery_bin" "$@"; }
+# `orrery ... &` would put a bash subshell (running the function) in $!, not the daemon, and
+# killing that subshell leaves the daemon running. `orrery_bg ARGS...` starts the command
+# itself in the background, so $! afterwards is the daemon's pid. Redirections given to
+# orrery_bg apply to the daemon.
+orrery_bg() { ORRERY_TMPDIR="$sessions" "$orrery_bin" "$@" & }
 
 # Pids recorded in this test's session files (Redis, head, node, dashboard).
 session_pids() {
@@ -111,6 +116,20 @@ print_session_logs() {
     echo "--- last lines of ${f#"$sessions/"}"
     tail -n 20 "$f"
   done
+}
+
+# Fails (prints the survivors and returns 1) when a process this test started still runs
+# after stop_session: a leak that would outlive the test run.
+check_none_left() {
+  local -a marked
+  local left
+  mapfile -t marked < <(marked_pids)
+  [[ ${#marked[@]} -eq 0 ]] && return 0
+  # Processes that are exiting (a zygote after its node) get a few seconds.
+  left=$(wait_gone 5 "${marked[@]}") && return 0
+  echo "FAIL: processes of this test still run after it stopped them: $left" >&2
+  ps -o pid=,args= -p "${left// /,}" 2>/dev/null | sed 's/^/  /' >&2
+  return 1
 }
 
 # `orrery stop`, then TERM (and after 5 s KILL) whatever this test started that still runs.

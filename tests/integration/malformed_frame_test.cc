@@ -10,16 +10,10 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "actors/src/test_hooks.h"
 #include "core/src/protocol.h"
 #include "remote_functions.h"
 #include "test_support.h"
-
-#if __has_include("actors/src/test_hooks.h")
-#include "actors/src/test_hooks.h"
-#define ORRERY_TEST_HAVE_HOOKS 1
-#else
-#define ORRERY_TEST_HAVE_HOOKS 0
-#endif
 
 namespace {
 
@@ -99,11 +93,6 @@ std::optional<MsgType> SendAndAwaitReply(zmq::context_t& ctx, const std::string&
 
 class MalformedFrameTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-#if !ORRERY_TEST_HAVE_HOOKS
-    GTEST_SKIP() << "actors/src/test_hooks.h is not available";
-#endif
-  }
   zmq::context_t ctx_;
 };
 
@@ -124,7 +113,6 @@ TEST_F(MalformedFrameTest, WorkerAnswersWithErrorAndKeepsServing) {
 }
 
 TEST_F(MalformedFrameTest, HeadAnswersWithErrorAndKeepsServing) {
-#if ORRERY_TEST_HAVE_HOOKS
   std::string address = orrery::internal::HeadAddressForTest();
   ASSERT_FALSE(address.empty());
   for (const BadMessage& bad : BadMessages()) {
@@ -138,7 +126,6 @@ TEST_F(MalformedFrameTest, HeadAnswersWithErrorAndKeepsServing) {
   orrery_test::ActorReaper reaper;
   auto c = reaper.Add(orrery::Actor(Counter::Create).Remote(41));
   EXPECT_EQ(*orrery::Get(c.Task(&Counter::Inc).Remote(1), kGetTimeoutMs), 42);
-#endif
 }
 
 }  // namespace

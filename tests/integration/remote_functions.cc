@@ -6,12 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#if __has_include("actors/src/test_hooks.h")
 #include "actors/src/test_hooks.h"
-#define ORRERY_TEST_HAVE_HOOKS 1
-#else
-#define ORRERY_TEST_HAVE_HOOKS 0
-#endif
 
 namespace {
 constexpr int kInnerGetTimeoutMs = 60000;
@@ -76,11 +71,7 @@ int Counter::Value() const { return value_; }
 int Counter::Pid() { return int(getpid()); }
 int Counter::Fail(std::string message) { throw std::runtime_error(message); }
 std::string Counter::Address() {
-#if ORRERY_TEST_HAVE_HOOKS
   return orrery::internal::WorkerAddressForTest();
-#else
-  return std::string();
-#endif
 }
 int Counter::Crash() { std::_Exit(3); }
 int Counter::CrashOnce(std::string marker) {

@@ -4,9 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "orrery/orrery.h"
+#include "tests/skip_exit_code.h"
 
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

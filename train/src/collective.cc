@@ -215,7 +215,9 @@ void CollectiveGroup::DirectAllReduce(char* data, size_t count, int dtype, Reduc
       src = static_cast<const char*>(m.data());
     }
     if (p == 0) {
-      std::memcpy(data, src, bytes);
+      // An empty vector's data() (and an empty message's) may be null: memcpy needs valid
+      // pointers even for 0 bytes.
+      if (bytes > 0) std::memcpy(data, src, bytes);
     } else {
       Reduce(data, src, count, dtype, op);
     }
