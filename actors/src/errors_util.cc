@@ -20,6 +20,7 @@ void ThrowKind(const std::string& kind, const std::string& message) {
   if (kind == "AcceleratorNotAvailableError") throw AcceleratorNotAvailableError(message);
   if (kind == "TrainingFailedError") throw TrainingFailedError(message);
   if (kind == "OutOfMemoryError") throw OutOfMemoryError(message);
+  if (kind == "WorkerCrashedError") throw WorkerCrashedError(message);
   throw Error(message);
 }
 

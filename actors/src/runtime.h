@@ -106,6 +106,7 @@ class Runtime {
     std::deque<std::shared_ptr<PendingCall>> queue;  // resolved, waiting for a lease slot
     int requested = 0;                                // lease requests in flight
     std::vector<std::string> leases;
+    int lost_before_grant = 0;  // lease requests in a row whose node or worker died first
   };
 
   void Handle(transport::Envelope& env);

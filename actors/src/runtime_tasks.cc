@@ -17,6 +17,10 @@ namespace {
 constexpr size_t kMaxTasksInFlightPerLease = 8;
 constexpr int kMaxLeaseRequestsPerKey = 4;
 constexpr int kLeaseTickMs = 20;
+// A lease whose node or worker died before it was granted is asked for again, this many
+// times in a row at most (a worker that dies as it starts would otherwise loop forever).
+constexpr int kMaxLostLeasesInARow = 16;
+constexpr const char* kWorkerDiedKind = "WorkerDied";
 }  // namespace
 
 std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& function, std::vector<internal::ArgSlot> args,
@@ -128,6 +132,7 @@ void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
   if (r.ok) {
     if (granted) return;
     --k.requested;
+    k.lost_before_grant = 0;
     l.worker_address = r.worker_address;
     l.idle_since = MonotonicSeconds();
     k.leases.push_back(l.id);
@@ -135,11 +140,18 @@ void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
     return;
   }
   if (!granted) {
-    // The request failed (infeasible): nothing of this shape can run.
     --k.requested;
     leases_.erase(it);
+    if (r.error_kind == kWorkerDiedKind && ++k.lost_before_grant <= kMaxLostLeasesInARow) {
+      // The node chosen for the lease (or the worker it started) died before the grant
+      // reached us: nothing ran, so ask again rather than fail the queued calls.
+      PumpTasks(key);
+      return;
+    }
+    // The request failed (infeasible): nothing of this shape can run.
     if (k.requested == 0 && k.leases.empty()) {
-      for (auto& call : k.queue) FailCall(*call, ObjectError{r.error_kind, "", r.message, call->function, ""});
+      std::string kind = r.error_kind == kWorkerDiedKind ? "WorkerCrashedError" : r.error_kind;
+      for (auto& call : k.queue) FailCall(*call, ObjectError{kind, "", r.message, call->function, ""});
       k.queue.clear();
     }
     return;
@@ -152,7 +164,7 @@ void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
       if (call->retries_left > 0) --call->retries_left;
       k.queue.push_front(call);
     } else {
-      FailCall(*call, ObjectError{oom ? r.error_kind : "Error", "",
+      FailCall(*call, ObjectError{oom ? r.error_kind : "WorkerCrashedError", "",
                                   oom ? "task " + call->function + " failed: " + r.message
                                       : "the worker running task " + call->function + " died: " + r.message,
                                   call->function, ""});

@@ -348,8 +348,10 @@ void WorkerMain() {
   g_server = server;
   rt->SetExtraHandler([server](transport::Envelope& env) { return server->Handle(env); });
   std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
-  Status s = rt->Start(host);
-  if (s.ok()) s = server->StartCallInbox(host);
+  // The call inbox is bound first: the runtime's thread reads its address (Handle), so it
+  // must be set before that thread starts. No call arrives before kWorkerRegister below.
+  Status s = server->StartCallInbox(host);
+  if (s.ok()) s = rt->Start(host);
   if (!s.ok()) {
     std::fprintf(stderr, "orrery worker: %s\n", s.message().c_str());
     _exit(2);

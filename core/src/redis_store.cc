@@ -80,18 +80,56 @@ RedisStateStore::~RedisStateStore() {
 }
 
 void RedisStateStore::MarkDirtyLocked(const std::string& table, const std::string& key,
-                                      bool deleted) {
+                                      bool deleted, uint64_t gen) {
   // While a rewrite is due, it covers every record of the mirror and every deletion in a
   // table read with GetAll: only deletions elsewhere must be remembered one by one.
   if (resync_ && (!deleted || authoritative_.count(table))) return;
-  dirty_.emplace(table, key);
+  uint64_t& g = dirty_[{table, key}];
+  g = std::max(g, gen);  // the latest change supersedes older ones of the same record
+}
+
+std::vector<std::function<void()>> RedisStateStore::TakeSatisfiedLocked() {
+  std::vector<std::function<void()>> out;
+  // Until a rewrite is written, changes it covers are tracked nowhere else: hold back.
+  if (resync_ || resync_in_flight_) return out;
+  uint64_t oldest = in_flight_min_gen_;
+  for (const auto& [key, gen] : dirty_) oldest = std::min(oldest, gen);
+  for (const auto& [gen, cmd] : stream_adds_) oldest = std::min(oldest, gen);
+  written_gen_ = std::max(written_gen_, oldest == UINT64_MAX ? gen_ : oldest - 1);
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (it->first <= written_gen_) {
+      out.push_back(std::move(it->second));
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+void RedisStateStore::RunSatisfied() {
+  std::vector<std::function<void()>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (waiters_.empty()) return;
+    done = TakeSatisfiedLocked();
+  }
+  for (auto& fn : done) fn();
+}
+
+void RedisStateStore::WhenWritten(std::function<void()> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters_.emplace_back(gen_, std::move(done));
+  }
+  RunSatisfied();
 }
 
 void RedisStateStore::Put(const std::string& table, const std::string& key,
                           const std::string& json) {
   std::lock_guard<std::mutex> lock(mu_);
   mirror_[table][key] = json;
-  MarkDirtyLocked(table, key, false);
+  MarkDirtyLocked(table, key, false, ++gen_);
   cv_.notify_all();
 }
 
@@ -99,7 +137,7 @@ void RedisStateStore::Delete(const std::string& table, const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto t = mirror_.find(table);
   if (t != mirror_.end()) t->second.erase(key);
-  MarkDirtyLocked(table, key, true);
+  MarkDirtyLocked(table, key, true, ++gen_);
   cv_.notify_all();
 }
 
@@ -122,7 +160,7 @@ void RedisStateStore::StreamAdd(const std::string& stream, int64_t seq, const St
     LOG_ERROR("Redis has been unreachable for long: dropped the oldest unwritten stream entry");
     stream_adds_.pop_front();
   }
-  stream_adds_.push_back(std::move(cmd));
+  stream_adds_.emplace_back(++gen_, std::move(cmd));
   cv_.notify_all();
 }
 
@@ -216,11 +254,15 @@ bool IsDuplicateStreamId(const std::string& error) {
 bool RedisStateStore::WriteBatch(redisContext* ctx) {
   std::vector<std::vector<std::string>> cmds;
   std::vector<std::pair<std::string, std::string>> keys;
+  std::vector<uint64_t> gens;
   size_t streams = 0, events = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    in_flight_min_gen_ = UINT64_MAX;
     while (!dirty_.empty() && keys.size() < kMaxBatch) {
-      auto key = *dirty_.begin();
+      auto key = dirty_.begin()->first;
+      in_flight_min_gen_ = std::min(in_flight_min_gen_, dirty_.begin()->second);
+      gens.push_back(dirty_.begin()->second);
       dirty_.erase(dirty_.begin());
       auto t = mirror_.find(key.first);
       const std::string* value = nullptr;
@@ -235,8 +277,10 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
       }
       keys.push_back(std::move(key));
     }
-    for (; streams < stream_adds_.size() && streams < kMaxBatch; ++streams)
-      cmds.push_back(stream_adds_[streams]);
+    for (; streams < stream_adds_.size() && streams < kMaxBatch; ++streams) {
+      in_flight_min_gen_ = std::min(in_flight_min_gen_, stream_adds_[streams].first);
+      cmds.push_back(stream_adds_[streams].second);
+    }
     // Events go once: popped before sending, never resent. Only once every dirty record is
     // in the batch, so an event never overtakes the write of the record it announces.
     for (; dirty_.empty() && !events_.empty() && events < kMaxBatch; ++events) {
@@ -251,18 +295,24 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
       return;  // resent entry
     LOG_WARN("Redis refused a write: " + error);
   });
-  std::lock_guard<std::mutex> lock(mu_);
-  in_flight_ = false;
-  if (ok) {
-    stream_adds_.erase(stream_adds_.begin(), stream_adds_.begin() + long(streams));
-  } else {
-    resync_ = true;
-    for (const auto& [table, key] : keys) {
-      auto t = mirror_.find(table);
-      MarkDirtyLocked(table, key, t == mirror_.end() || !t->second.count(key));
+  std::vector<std::function<void()>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ = false;
+    in_flight_min_gen_ = UINT64_MAX;
+    if (ok) {
+      stream_adds_.erase(stream_adds_.begin(), stream_adds_.begin() + long(streams));
+    } else {
+      resync_ = true;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        auto t = mirror_.find(keys[i].first);
+        MarkDirtyLocked(keys[i].first, keys[i].second, t == mirror_.end() || !t->second.count(keys[i].second), gens[i]);
+      }
     }
+    if (!waiters_.empty()) done = TakeSatisfiedLocked();
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  for (auto& fn : done) fn();
   return ok;
 }
 
@@ -274,12 +324,14 @@ bool RedisStateStore::Resync(redisContext* ctx) {
     snapshot = mirror_;
     authoritative = authoritative_;
     resync_ = false;
+    resync_in_flight_ = true;
     in_flight_ = true;
     // What the rewrite covers is no longer dirty; later changes mark their records again.
     for (auto it = dirty_.begin(); it != dirty_.end();) {
-      auto t = mirror_.find(it->first);
-      bool present = t != mirror_.end() && t->second.count(it->second);
-      it = present || authoritative_.count(it->first) ? dirty_.erase(it) : std::next(it);
+      const auto& [table, key] = it->first;
+      auto t = mirror_.find(table);
+      bool present = t != mirror_.end() && t->second.count(key);
+      it = present || authoritative_.count(table) ? dirty_.erase(it) : std::next(it);
     }
   }
   bool ok = true;
@@ -320,15 +372,21 @@ bool RedisStateStore::Resync(redisContext* ctx) {
     }
     if (ok && !chunk.empty()) ok = Pipeline(ctx, chunk, log_error);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  in_flight_ = false;
-  if (ok) {
-    LOG_INFO("rewrote " + std::to_string(written) +
-             " records to Redis after the connection came back");
-  } else {
-    resync_ = true;
+  std::vector<std::function<void()>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ = false;
+    resync_in_flight_ = false;
+    if (ok) {
+      LOG_INFO("rewrote " + std::to_string(written) +
+               " records to Redis after the connection came back");
+    } else {
+      resync_ = true;
+    }
+    if (!waiters_.empty()) done = TakeSatisfiedLocked();
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  for (auto& fn : done) fn();
   return ok;
 }
 

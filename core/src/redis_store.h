@@ -16,7 +16,9 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +50,10 @@ class RedisStateStore : public StateStore {
   // XADD orrery:<cluster>:<stream> <seq>-1 field value ...; Redis refuses (and the store
   // ignores) an entry whose seq is not above the stream's last.
   void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override;
+  // Every change has a generation number; `done` runs once no change of a generation up to
+  // the current one is still unwritten (waiting in the dirty set, the stream queue, a batch
+  // in flight or a rewrite after a lost connection).
+  void WhenWritten(std::function<void()> done) override;
   // Blocks until nothing is left to write (or the timeout passes); true when written.
   bool Flush(int timeout_ms = 5000);
   std::string KeyFor(const std::string& table) const { return "orrery:" + cluster_ + ":" + table; }
@@ -61,7 +67,11 @@ class RedisStateStore : public StateStore {
   // Rewrites the whole mirror; false when the connection failed.
   bool Resync(redisContext* ctx);
   bool HasWorkLocked() const;
-  void MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted);
+  void MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted, uint64_t gen);
+  // Advances written_gen_ as far as nothing unwritten holds it back and takes the waiters it
+  // satisfies (the caller runs them without the lock).
+  std::vector<std::function<void()>> TakeSatisfiedLocked();
+  void RunSatisfied();
 
   std::string host_;
   int port_;
@@ -73,12 +83,18 @@ class RedisStateStore : public StateStore {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::map<std::string, std::string>> mirror_;  // table -> key -> JSON
-  std::set<std::pair<std::string, std::string>> dirty_;               // (table, key) to write
+  // (table, key) to write -> the generation of its latest change.
+  std::map<std::pair<std::string, std::string>, uint64_t> dirty_;
   std::set<std::string> authoritative_;  // tables read with GetAll: the mirror holds all of them
   bool resync_ = false;                  // the whole mirror must be rewritten
   std::deque<std::string> events_;
-  std::deque<std::vector<std::string>> stream_adds_;
+  std::deque<std::pair<uint64_t, std::vector<std::string>>> stream_adds_;  // (generation, XADD)
   bool in_flight_ = false;
+  bool resync_in_flight_ = false;
+  uint64_t gen_ = 0;                      // the latest change's generation
+  uint64_t written_gen_ = 0;              // every change up to this one is written
+  uint64_t in_flight_min_gen_ = UINT64_MAX;  // the oldest change in the batch being sent
+  std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;
   bool stop_ = false;
   std::thread writer_;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,11 @@ class StateStore {
   // retries and head restarts alike.
   using StreamEntry = std::vector<std::pair<std::string, std::string>>;
   virtual void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) = 0;
+  // Runs `done` once every Put, Delete and StreamAdd made before this call is stored for
+  // good (Redis answered it), on whatever thread learns so (possibly this one, at once).
+  // Lets the head acknowledge a driver's record only when a head restart cannot lose it.
+  // `done` must be cheap and must not call back into the store.
+  virtual void WhenWritten(std::function<void()> done) { done(); }
 };
 
 // Thread-safe in-memory store.

@@ -93,7 +93,13 @@ void HeadService::OnPutRecord(const transport::Envelope& env) {
     auto status = record.find("status");  // any JSON type: only a string is announced
     Publish(m.table, m.key, status != record.end() && status->is_string() ? status->get<std::string>() : "");
   }
-  ReplyAck(m.reply_to, m.request_id, true, "", "");
+  // Acknowledged only once the store has the record and the entry: a driver that got its
+  // ack may forget them, since a head restart can no longer lose them. The ack is sent from
+  // whichever thread learns it (the store's writer), with nothing of the head's captured.
+  if (m.reply_to.empty()) return;
+  options_.store->WhenWritten([to = m.reply_to, id = m.request_id] {
+    transport::Send(to, MsgType::kAck, proto::AckMsg{id, true, "", ""});
+  });
 }
 
 std::string HeadService::BinaryPath(const std::string& hash) const {

@@ -42,6 +42,7 @@
 #include "tests/chaos/processes.h"
 #include "tests/chaos/workload.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/skip_exit_code.h"
 #include "tests/cluster/redis_client.h"
 
 namespace fs = std::filesystem;
@@ -575,5 +576,5 @@ TEST_F(ChaosTest, ClusterUnderLoadSurvivesKillsAndLeavesNothingBehind) {
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

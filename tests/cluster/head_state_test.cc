@@ -28,6 +28,7 @@
 #include "orrery/ids.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/skip_exit_code.h"
 #include "tests/cluster/redis_client.h"
 
 using nlohmann::json;
@@ -513,10 +514,49 @@ TEST(HeadStateTest, HeadRestartAppendsNoStreamEntryTwice) {
     EXPECT_EQ(entries[i]["iteration"], std::to_string(i + 1));
 }
 
+// The head acknowledges a driver's record only once Redis has it: while Redis is away no
+// ack comes (the driver keeps the entry to resend), and an entry acknowledged just before
+// the head is killed is in Redis after the restart.
+TEST(HeadStateTest, RecordsAreAcknowledgedOnlyOnceRedisHasThem) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  std::string run = UniqueId::Random().Hex();
+  auto record = [&](Peer& peer, int64_t index) {
+    proto::RecordMsg m;
+    m.request_id = peer.NextId();
+    m.reply_to = peer.address();
+    m.table = "train_runs";
+    m.key = run;
+    m.json = json{{"id", run}, {"status", "RUNNING"}, {"iterations", index + 1}}.dump();
+    m.stream_index = index;
+    m.stream_json = json{{"iteration", std::to_string(index + 1)}}.dump();
+    return m;
+  };
+  std::string stream = kPrefix + "train:" + run + ":metrics";
+  {
+    Peer peer(cluster.head_address());
+    proto::RecordMsg first = record(peer, 0);
+    peer.Send(MsgType::kPutRecord, first);
+    ASSERT_TRUE(peer.WaitAck(first.request_id)) << "no ack while Redis is up";
+    cluster.KillRedis();
+    proto::RecordMsg second = record(peer, 1);
+    peer.Send(MsgType::kPutRecord, second);
+    EXPECT_FALSE(peer.WaitAck(second.request_id, 1500)) << "acknowledged while Redis was down";
+    cluster.RestartRedis();
+    auto ack = peer.WaitAck(second.request_id, 20000);
+    ASSERT_TRUE(ack && ack->ok) << "no ack once Redis was back";
+  }
+  cluster.KillHead();  // right after the ack: nothing the ack promised may be lost
+  Redis after(cluster.redis_address());
+  auto entries = after.XRange(stream);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[1]["iteration"], "2");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

@@ -18,6 +18,7 @@
 
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/skip_exit_code.h"
 #include "tests/cluster/redis_client.h"
 
 namespace {
@@ -220,5 +221,5 @@ TEST_F(MemoryMonitorTest, NodeMemoryInNodesRedisAndStatus) {
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

@@ -23,6 +23,7 @@
 #include "core/src/protocol.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/skip_exit_code.h"
 
 using orrery::proto::MsgType;
 using orrery_cluster::WaitFor;
@@ -322,5 +323,5 @@ int main(int argc, char** argv) {
     return NamedDriver(argv[2], false);
   if (argc == 3 && std::string(argv[1]) == "--churn-driver") return ChurnDriver(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <set>
 
@@ -100,7 +101,12 @@ class Run {
   Outcome StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<ActorHandle<TrainWorker>>& actors,
                         std::set<int64_t>* incomplete);
   void Finalize(const ReportMsg& rank0, const std::string& checkpoint);
-  void Write(const std::string& status, const nlohmann::json* entry = nullptr, int64_t index = -1);
+  // Sends the run's record (and metrics entry `index`, if given) to the head. Entries the
+  // head has not acknowledged (it acknowledges once Redis has them) are kept, in order, and
+  // sent again before the next write, so none is lost while the head or Redis is away; the
+  // head appends each index at most once. `timeout_ms` bounds each request.
+  void Write(const std::string& status, const nlohmann::json* entry = nullptr, int64_t index = -1,
+             int timeout_ms = 5000);
   void Say(const std::string& line) const {
     if (run_.verbose > 0) std::printf("[%s] %s\n", run_.name.c_str(), line.c_str()), std::fflush(stdout);
   }
@@ -117,28 +123,48 @@ class Run {
   int64_t reports_ = 0;  // complete reports so far, over all attempts
   double first_report_time_ = 0;
   bool store_warned_ = false;
+  std::deque<std::pair<int64_t, std::string>> unacked_entries_;  // (index, entry JSON)
 };
 
-void Run::Write(const std::string& status, const nlohmann::json* entry, int64_t index) {
+// Unacknowledged metrics entries kept for resending; past this the oldest go (with a warning).
+constexpr size_t kMaxUnackedEntries = 100000;
+
+void Run::Write(const std::string& status, const nlohmann::json* entry, int64_t index, int timeout_ms) {
   record_.status = status;
   record_.num_failures = result_.num_failures;
   record_.iterations = reports_;
   record_.latest_metrics = result_.metrics;
   record_.checkpoints = checkpoints_.Kept();
+  if (entry != nullptr) {
+    if (unacked_entries_.size() >= kMaxUnackedEntries) {
+      LOG_WARN("training run " + run_.name + ": the head has not stored " + std::to_string(unacked_entries_.size()) +
+               " metrics entries; dropping the oldest");
+      unacked_entries_.pop_front();
+    }
+    unacked_entries_.emplace_back(index, entry->dump());
+  }
   auto* rt = runtime::Current();
   if (rt == nullptr) return;
   proto::RecordMsg m;
   m.table = "train_runs";
   m.key = record_.id;
   m.json = record_.ToJson();
-  if (entry != nullptr) {
-    m.stream_index = index;
-    m.stream_json = entry->dump();
+  Status s = Status::Ok();
+  if (unacked_entries_.empty()) {
+    s = rt->PutRecord(m, timeout_ms);
   }
-  Status s = rt->PutRecord(m);
+  while (!unacked_entries_.empty()) {  // oldest first; each carries the latest record
+    m.stream_index = unacked_entries_.front().first;
+    m.stream_json = unacked_entries_.front().second;
+    s = rt->PutRecord(m, timeout_ms);
+    // Refused (not JSON the head accepts): resending would not help. Otherwise keep it.
+    if (!s.ok() && s.code() != StatusCode::kInvalidArgument) break;
+    unacked_entries_.pop_front();
+  }
   if (!s.ok() && !store_warned_) {
     store_warned_ = true;
-    LOG_WARN("training run " + run_.name + ": the head did not store the run's record: " + s.message());
+    LOG_WARN("training run " + run_.name + ": the head did not store the run's record (kept to resend): " +
+             s.message());
   }
 }
 
@@ -406,7 +432,8 @@ Result Run::Fit() {
     Say("finished: " + std::to_string(reports_) + " iterations" +
         (result_.metrics.empty() ? "" : ", last " + FormatMetrics(result_.metrics)));
   }
-  Write(result_.error ? "ERRORED" : "FINISHED");
+  // The last word on the run: worth waiting longer for a head that is restarting.
+  Write(result_.error ? "ERRORED" : "FINISHED", nullptr, -1, 30000);
   return result_;
 }
 

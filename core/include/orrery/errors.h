@@ -36,6 +36,9 @@ ORRERY_DECLARE_ERROR(TrainingFailedError);
 // in use was above its memory_usage_threshold. The message names the node, the memory in
 // use and the threshold.
 ORRERY_DECLARE_ERROR(OutOfMemoryError);
+// The worker process running a task died (it crashed, was killed, or its node died) and the
+// task had no retries left (SetMaxRetries). As Ray's WorkerCrashedError.
+ORRERY_DECLARE_ERROR(WorkerCrashedError);
 
 #undef ORRERY_DECLARE_ERROR
 
