@@ -14,6 +14,7 @@
 
 #include "core/src/protocol.h"
 #include "fuzz/registry_args_fuzzer.h"
+#include "scheduler/src/records.h"
 
 namespace {
 
@@ -146,6 +147,52 @@ void DashboardRequest() {
   Write(t, "http10", "GET /nodes HTTP/1.0\r\n\r\n");
 }
 
+void RedisRecord() {
+  namespace records = orrery::scheduler::records;
+  const char* t = "redis_record";
+  auto seed = [&](const std::string& name, int table, const std::string& json) {
+    Write(t, name, std::string(1, char(table)) + json);
+  };
+  orrery::NodeId node(orrery::UniqueId::FromBinary(kId));
+  records::NodeRecord n{node, "tcp://127.0.0.1:6380", true, {{"CPU", 4}}, {{"zone", "a"}}, 1 << 30, 4ll << 30, 0.95};
+  seed("node", 0, records::NodeRecordJson(n));
+  records::ActorRecord a;
+  a.spec.actor_id = kId;
+  a.spec.job_id = kId;
+  a.spec.factory = "Counter::Create";
+  a.spec.options.name = "counter";
+  a.spec.options.resources = {{"CPU", 1}};
+  a.state = ActorState::kAlive;
+  a.node_id = node.Hex();
+  a.address = "tcp://127.0.0.1:40000";
+  a.pid = 1234;
+  a.subscribers = {"tcp://127.0.0.1:40001"};
+  seed("actor", 1, records::ActorRecordJson(a));
+  records::PgRecord pg;
+  pg.spec.pg_id = kId;
+  pg.spec.name = "slice";
+  pg.spec.bundles = {{{"TPU", 4}}, {{"TPU", 4}}};
+  pg.state = records::PgRecord::kCreated;
+  pg.bundle_nodes = {node.Hex(), node.Hex()};
+  seed("placement_group", 2, records::PgRecordJson(pg));
+  records::JobRecord j;
+  j.info.job_id = kId;
+  j.info.entrypoint = "/usr/bin/driver";
+  j.running = true;
+  seed("job", 3, records::JobRecordJson(j));
+  records::LeaseRecord l;
+  l.request.lease_id = kId;
+  l.request.job_id = kId;
+  l.request.resources = {{"CPU", 1}};
+  l.node_id = node.Hex();
+  seed("lease", 4, records::LeaseRecordJson(l));
+  // Near-misses: not JSON, a JSON array, a wrong type, a spec that is not hex.
+  seed("not_json", 1, "{\"actor_id\": ");
+  seed("array", 0, "[1, 2, 3]");
+  seed("wrong_type", 0, "{\"node_id\": 7, \"total\": {\"CPU\": \"four\"}}");
+  seed("spec_not_hex", 1, "{\"actor_id\": \"11\", \"spec\": \"zz\"}");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,5 +204,6 @@ int main(int argc, char** argv) {
   MessageDecoder();
   RegistryArgs();
   DashboardRequest();
+  RedisRecord();
   return 0;
 }
