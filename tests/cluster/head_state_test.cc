@@ -477,19 +477,25 @@ TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
   orrery::Shutdown();
 }
 
+// A training run's record with metrics entry `index`, as a driver sends it.
+proto::RecordMsg RunRecord(Peer& peer, const std::string& run, int64_t index) {
+  proto::RecordMsg m;
+  m.request_id = peer.NextId();
+  m.reply_to = peer.address();
+  m.table = "train_runs";
+  m.key = run;
+  m.json = json{{"id", run}, {"status", "RUNNING"}, {"iterations", index + 1}}.dump();
+  m.stream_index = index;
+  m.stream_json = json{{"iteration", std::to_string(index + 1)}}.dump();
+  return m;
+}
+
 TEST(HeadStateTest, HeadRestartAppendsNoStreamEntryTwice) {
   orrery_cluster::Cluster cluster;
   cluster.StartHead(0.2, 3);
   std::string run = UniqueId::Random().Hex();
   auto report = [&](Peer& peer, int64_t index) {
-    proto::RecordMsg m;
-    m.request_id = peer.NextId();
-    m.reply_to = peer.address();
-    m.table = "train_runs";
-    m.key = run;
-    m.json = json{{"id", run}, {"status", "RUNNING"}, {"iterations", index + 1}}.dump();
-    m.stream_index = index;
-    m.stream_json = json{{"iteration", std::to_string(index + 1)}}.dump();
+    proto::RecordMsg m = RunRecord(peer, run, index);
     peer.Send(MsgType::kPutRecord, m);
     auto ack = peer.WaitAck(m.request_id);
     ASSERT_TRUE(ack && ack->ok);
@@ -526,25 +532,14 @@ TEST(HeadStateTest, RecordsAreAcknowledgedOnlyOnceRedisHasThem) {
   orrery_cluster::Cluster cluster;
   cluster.StartHead(0.2, 3);
   std::string run = UniqueId::Random().Hex();
-  auto record = [&](Peer& peer, int64_t index) {
-    proto::RecordMsg m;
-    m.request_id = peer.NextId();
-    m.reply_to = peer.address();
-    m.table = "train_runs";
-    m.key = run;
-    m.json = json{{"id", run}, {"status", "RUNNING"}, {"iterations", index + 1}}.dump();
-    m.stream_index = index;
-    m.stream_json = json{{"iteration", std::to_string(index + 1)}}.dump();
-    return m;
-  };
   std::string stream = kPrefix + "train:" + run + ":metrics";
   {
     Peer peer(cluster.head_address());
-    proto::RecordMsg first = record(peer, 0);
+    proto::RecordMsg first = RunRecord(peer, run, 0);
     peer.Send(MsgType::kPutRecord, first);
     ASSERT_TRUE(peer.WaitAck(first.request_id)) << "no ack while Redis is up";
     cluster.KillRedis();
-    proto::RecordMsg second = record(peer, 1);
+    proto::RecordMsg second = RunRecord(peer, run, 1);
     peer.Send(MsgType::kPutRecord, second);
     EXPECT_FALSE(peer.WaitAck(second.request_id, 1500)) << "acknowledged while Redis was down";
     cluster.RestartRedis();

@@ -26,22 +26,7 @@ hello="$build_dir/examples/hello_actors"
 require_built "$orrery_bin" "$hello"
 require_tools redis-server python3
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_cli.XXXXXX")
-sessions="$tmp/sessions"
-mkdir -p "$sessions"
-
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e
-  [[ $rc -ne 0 ]] && print_session_logs
-  stop_session
-  rm -rf "$tmp"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+start_test_session cli
 
 # 1. The head.
 step "orrery start --head --port 0 --num-cpus 2 --labels zone=a --dashboard-port 0"

@@ -15,22 +15,7 @@ e2e_args "$@"
 require_built "$orrery_bin"
 require_tools redis-server python3
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_head_restart.XXXXXX")
-sessions="$tmp/sessions"
-mkdir -p "$sessions"
-
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e
-  [[ $rc -ne 0 ]] && print_session_logs
-  stop_session
-  rm -rf "$tmp"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+start_test_session head_restart
 
 # The live processes of this test's sessions whose command line is `orrery <role> ...`.
 pids_of() {

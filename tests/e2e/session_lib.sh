@@ -145,3 +145,25 @@ stop_session() {
   fi
   return 0
 }
+
+# Makes the test's directory ($tmp, with the session root $sessions in it) and installs the
+# usual clean-up: on any exit, the session's logs when the test failed, then its processes
+# stopped and the directory removed. Usage: start_test_session NAME.
+start_test_session() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_$1.XXXXXX")
+  sessions="$tmp/sessions"
+  mkdir -p "$sessions"
+  trap cleanup_test_session EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+cleanup_test_session() {
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e
+  [[ $rc -ne 0 ]] && print_session_logs
+  stop_session
+  rm -rf "$tmp"
+  exit "$rc"
+}
