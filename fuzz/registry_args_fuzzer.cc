@@ -96,7 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   void* self = e->kind == FunctionKind::kMethod ? &account : nullptr;
   void* instance = nullptr;
   try {
-    msgpack::object_handle oh = msgpack::unpack(reinterpret_cast<const char*>(data + 1), size - 1);
+    // As the worker does (actors/src/worker.cc Execute): unpack within the value limits.
+    msgpack::object_handle oh = orrery::internal::UnpackUntrusted(reinterpret_cast<const char*>(data + 1), size - 1,
+                                                                  orrery::internal::kValueUnpackLimits);
     std::string result = e->invoke(self, oh.get(), e->kind == FunctionKind::kFactory ? &instance : nullptr);
     (void)result;
   } catch (const std::exception&) {

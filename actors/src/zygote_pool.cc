@@ -117,9 +117,13 @@ void ZygotePool::OnReady() {
   epoll_event events[64];
   int n = epoll_wait(epoll_fd_, events, 64, 0);
   for (int i = 0; i < n; ++i) {
+    // epoll_event is packed on x86-64: copy the fields out rather than bind references to
+    // them (misaligned).
+    uint64_t id = events[i].data.u64;
+    uint32_t what = events[i].events;
     // An earlier event's callbacks may have removed this entry.
-    auto it = entries_.find(events[i].data.u64);
-    if (it != entries_.end()) OnEvent(*it->second, events[i].events);
+    auto it = entries_.find(id);
+    if (it != entries_.end()) OnEvent(*it->second, what);
   }
 }
 
