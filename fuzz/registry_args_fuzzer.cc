@@ -5,6 +5,7 @@
 // the caller) and nothing else: no crash, no unbounded allocation.
 //
 // Input: byte 0 picks the registered entry (kEntryNames); the rest is the msgpack payload.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -37,7 +38,12 @@ size_t CountNested(std::map<std::string, std::vector<int>> m) {
   for (const auto& [k, v] : m) n += k.size() + v.size();
   return n;
 }
-Point Mirror(Point p) { return Point{int(p.y), double(p.x), p.label}; }
+// The sample functions are user code: they must be defined for any argument the fuzzer
+// sends, so that only the registry's own bugs are found.
+Point Mirror(Point p) {
+  int y = std::isfinite(p.y) && std::fabs(p.y) < 1e9 ? int(p.y) : 0;
+  return Point{y, double(p.x), p.label};
+}
 std::pair<int, std::string> Swap(std::tuple<std::string, int> t) { return {std::get<1>(t), std::get<0>(t)}; }
 std::vector<std::vector<Point>> Grid(std::vector<std::vector<Point>> g) { return g; }
 void Sink(std::string, float, std::vector<uint8_t>) {}
@@ -46,7 +52,10 @@ class Account {
  public:
   explicit Account(std::string owner, int64_t balance) : owner_(std::move(owner)), balance_(balance) {}
   static Account* Create(std::string owner, int64_t balance) { return new Account(std::move(owner), balance); }
-  int64_t Deposit(int64_t amount) { return balance_ += amount; }
+  int64_t Deposit(int64_t amount) {
+    if (__builtin_add_overflow(balance_, amount, &balance_)) balance_ = 0;
+    return balance_;
+  }
   std::string Rename(std::string owner, std::map<std::string, std::string> tags) {
     owner_ = std::move(owner);
     for (const auto& [k, v] : tags) owner_ += k + v;
