@@ -34,39 +34,8 @@ int FreePort() {
   return port;
 }
 
-int Spawn(const std::vector<std::string>& argv, const std::string& log,
-          const std::vector<std::pair<std::string, std::string>>& env) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  // This process's environment, with `env` replacing or adding variables.
-  std::vector<std::string> envs;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    std::string key = kv.substr(0, kv.find('='));
-    bool replaced = false;
-    for (const auto& [k, v] : env) replaced = replaced || k == key;
-    if (!replaced) envs.push_back(kv);
-  }
-  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-  std::vector<char*> cenv;
-  for (auto& e : envs) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  pid_t pid;
-  int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
-  return pid;
-}
-
-namespace {
-
 // The environment of this process with `env` replacing or adding variables.
-std::vector<std::string> EnvWith(const std::vector<std::pair<std::string, std::string>>& env) {
+static std::vector<std::string> EnvWith(const std::vector<std::pair<std::string, std::string>>& env) {
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -78,6 +47,28 @@ std::vector<std::string> EnvWith(const std::vector<std::pair<std::string, std::s
   for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
   return envs;
 }
+
+int Spawn(const std::vector<std::string>& argv, const std::string& log,
+          const std::vector<std::pair<std::string, std::string>>& env) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  std::vector<std::string> envs = EnvWith(env);
+  std::vector<char*> cenv;
+  for (auto& e : envs) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+namespace {
 
 // argv0 as execve needs it: itself when it has a slash, else its first match on PATH.
 std::string Resolve(const std::string& argv0) {
