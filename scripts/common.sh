@@ -18,7 +18,7 @@
 ORRERY_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libboost-fiber-dev libboost-context-dev libboost-dev
-  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libhiredis-dev libspdlog-dev
+  libzmq3-dev libsodium-dev cppzmq-dev libmsgpack-cxx-dev libhiredis-dev libspdlog-dev
   redis-server
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev

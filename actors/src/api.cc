@@ -1,6 +1,7 @@
 // The public API's entry points: process roles, Init/Shutdown, and the functions that the
 // header templates call.
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "core/src/accelerators.h"
 #include "core/src/log.h"
 #include "core/src/redis_store.h"
+#include "core/src/security.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
 #include "scheduler/src/head_service.h"
@@ -55,6 +57,50 @@ long long TotalMemoryBytes() {
   return pages > 0 && size > 0 ? (long long)pages * size : 0;
 }
 
+// The embedded cluster's token: made once per process and kept across Init/Shutdown, in a
+// file only this user can read (in a 0700 directory), which its workers are pointed at.
+// Removed when the process exits.
+std::string EmbeddedTokenFile() {
+  static std::string file;
+  if (!file.empty() && access(file.c_str(), R_OK) == 0) return file;
+  const char* t = std::getenv("ORRERY_TMPDIR");
+  std::string root = t && *t ? t : "/tmp/orrery";
+  mkdir(root.c_str(), 0777);  // shared by this host's users, as the session directories
+  std::string dir = root + "/embedded_" + std::to_string(getpid()) + "_XXXXXX";
+  if (!mkdtemp(dir.data())) throw ConfigError("cannot create a directory for the embedded cluster's token under " + root);
+  Status s = security::WriteSecretFile(dir + "/token", security::NewToken());
+  if (!s.ok()) throw ConfigError("the embedded cluster's token: " + s.message());
+  static bool cleanup_registered = false;
+  if (!cleanup_registered) {
+    cleanup_registered = true;
+    std::atexit([] {
+      if (file.empty()) return;
+      unlink(file.c_str());
+      rmdir(file.substr(0, file.rfind('/')).c_str());
+    });
+  }
+  file = dir + "/token";
+  return file;
+}
+
+// Sets this process's credentials (docs/security.md) and what its workers are told.
+void UseDriverCredentials(const Config& config, const std::string& head_address,
+                          std::map<std::string, std::string>* worker_env) {
+  std::string token_file = config.token_file;
+  if (!config.insecure && token_file.empty() && head_address.empty()) token_file = EmbeddedTokenFile();
+  auto used = security::UseCredentials(config.insecure, token_file, head_address);
+  if (!used.ok()) {
+    if (used.status().code() == StatusCode::kPermissionDenied) throw ConnectionError(used.status().message());
+    throw ConfigError(used.status().message());
+  }
+  if (!worker_env) return;
+  if (config.insecure) {
+    (*worker_env)["ORRERY_INSECURE"] = "1";
+  } else {
+    (*worker_env)["ORRERY_TOKEN_FILE"] = used.value();
+  }
+}
+
 std::string WithScheme(const std::string& address) {
   return address.find("://") == std::string::npos ? "tcp://" + address : address;
 }
@@ -85,6 +131,8 @@ void DoInit(Config config, int argc, char** argv) {
   auto state = std::make_unique<Embedded>();
   std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
   std::string head_address;
+  std::map<std::string, std::string> credential_env;
+  UseDriverCredentials(config, config.address.empty() ? "" : WithScheme(config.address), &credential_env);
   if (config.address.empty()) {
     scheduler::HeadOptions ho;
     ho.bind_host = host;
@@ -117,11 +165,18 @@ void DoInit(Config config, int argc, char** argv) {
     if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;
     no.worker_env["ORRERY_INFEASIBLE_TIMEOUT_S"] = std::to_string(config.infeasible_timeout_s);
     no.worker_env["ORRERY_ADDRESS"] = "";
+    for (const auto& [k, v] : credential_env) no.worker_env[k] = v;
     state->node = std::make_unique<runtime::NodeService>(no);
     s = state->node->Start();
     if (!s.ok()) throw ConnectionError("cannot start the embedded node: " + s.message());
   } else {
     head_address = WithScheme(config.address);
+    // A wrong or missing credential fails here at once, saying so, rather than as a timeout.
+    Status probe = security::ProbeHandshake(head_address, 2000);
+    if (probe.code() == StatusCode::kPermissionDenied) {
+      throw ConnectionError(security::AuthFailedMessage(head_address, security::ProcessCredentials()) + " (" +
+                            probe.message() + ")");
+    }
   }
   state->runtime = std::make_unique<runtime::Runtime>(config, head_address, JobId::Random(),
                                                       "driver pid " + std::to_string(getpid()));

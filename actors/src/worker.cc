@@ -12,6 +12,7 @@
 #include "actors/src/executor.h"
 #include "actors/src/runtime.h"
 #include "core/src/log.h"
+#include "core/src/security.h"
 #include "orrery/api/registry.h"
 #include "orrery/errors.h"
 
@@ -341,6 +342,11 @@ void WorkerMain() {
   }
   log::SetLevel(config.log_level.empty() ? "warn" : config.log_level);
   log::SetProcessTag("worker " + std::to_string(getpid()));
+  // The node points its workers at the cluster's token (or says ORRERY_INSECURE).
+  if (auto used = security::UseCredentials(config.insecure, config.token_file, ""); !used.ok()) {
+    std::fprintf(stderr, "orrery worker: %s\n", used.status().message().c_str());
+    _exit(2);
+  }
   ObjectStore::SetBlockHooks(&WorkerServer::BeforeBlock, &WorkerServer::AfterBlock);
   // Leaked on purpose: the process ends with _exit, never by unwinding.
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));

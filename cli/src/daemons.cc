@@ -10,6 +10,7 @@
 #include "core/src/accelerators.h"
 #include "core/src/log.h"
 #include "core/src/redis_store.h"
+#include "core/src/security.h"
 #include "scheduler/src/head_service.h"
 
 namespace orrery::cli {
@@ -26,10 +27,32 @@ sigset_t BlockStopSignals() {
 }
 }  // namespace
 
+Result<std::string> UseDaemonCredentials(const CredentialFlags& flags, const std::string& head_address) {
+  std::string file = flags.token_file;
+  bool insecure = flags.insecure;
+  if (file.empty() && !insecure) {
+    const char* env = std::getenv("ORRERY_TOKEN_FILE");
+    if (env && *env) file = env;
+  }
+  if (file.empty() && !insecure) {
+    const char* env = std::getenv("ORRERY_INSECURE");
+    insecure = env && (std::string(env) == "1" || std::string(env) == "true");
+  }
+  if (flags.insecure && !flags.token_file.empty()) {
+    return Status::InvalidArgument("--insecure and --token-file contradict each other: an insecure daemon uses no token");
+  }
+  if (insecure) LOG_WARN("running with --insecure: anyone who can reach this process's ports can control it");
+  return security::UseCredentials(insecure, file, head_address);
+}
+
 int RunHead(const HeadFlags& flags) {
   sigset_t set = BlockStopSignals();
   log::SetLevel("info");
   log::SetProcessTag("head");
+  if (auto used = UseDaemonCredentials(flags.credentials, ""); !used.ok()) {
+    std::fprintf(stderr, "orrery head: %s\n", used.status().message().c_str());
+    return 1;
+  }
   scheduler::HeadOptions ho;
   ho.bind_host = flags.bind;
   ho.port = flags.port;
@@ -63,6 +86,24 @@ int RunNode(const NodeFlags& flags) {
   log::SetProcessTag("node");
   runtime::NodeOptions no;
   no.head_address = flags.address.find("://") == std::string::npos ? "tcp://" + flags.address : flags.address;
+  auto used = UseDaemonCredentials(flags.credentials, no.head_address);
+  if (!used.ok()) {
+    std::fprintf(stderr, "orrery node: %s\n", used.status().message().c_str());
+    return 1;
+  }
+  // A wrong token fails the node at once, saying so, instead of a node that never joins.
+  if (Status probe = security::ProbeHandshake(no.head_address, 5000);
+      probe.code() == StatusCode::kPermissionDenied) {
+    std::fprintf(stderr, "orrery node: %s (%s)\n",
+                 security::AuthFailedMessage(no.head_address, security::ProcessCredentials()).c_str(),
+                 probe.message().c_str());
+    return 1;
+  }
+  if (used.value().empty()) {
+    no.worker_env["ORRERY_INSECURE"] = "1";
+  } else {
+    no.worker_env["ORRERY_TOKEN_FILE"] = used.value();
+  }
   no.bind_host = flags.bind;
   no.heartbeat_period_s = flags.heartbeat_s;
   no.memory_usage_threshold = flags.memory_usage_threshold;

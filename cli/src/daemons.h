@@ -5,10 +5,19 @@
 #include <string>
 
 #include "orrery/config.h"
+#include "orrery/status.h"
 
 namespace orrery::cli {
 
+// How a daemon authenticates (docs/security.md): the cluster token file (else
+// ORRERY_TOKEN_FILE), or none at all with `insecure`.
+struct CredentialFlags {
+  std::string token_file;
+  bool insecure = false;
+};
+
 struct HeadFlags {
+  CredentialFlags credentials;
   std::string bind = "127.0.0.1";
   int port = 6380;
   std::string redis_address;
@@ -17,6 +26,7 @@ struct HeadFlags {
 };
 
 struct NodeFlags {
+  CredentialFlags credentials;
   std::string address;  // head host:port
   std::string bind = "127.0.0.1";
   int num_cpus = -1;
@@ -27,6 +37,11 @@ struct NodeFlags {
   double memory_usage_threshold = 0.95;
   int memory_monitor_refresh_ms = 250;
 };
+
+// Sets this process's credentials from `flags` (the head's address lets a node on the head's
+// host find the session's token); returns the token file used, "" when insecure. Prints
+// the reason and returns an error when there is no usable token.
+Result<std::string> UseDaemonCredentials(const CredentialFlags& flags, const std::string& head_address);
 
 int RunHead(const HeadFlags& flags);
 int RunNode(const NodeFlags& flags);

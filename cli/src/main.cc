@@ -18,6 +18,7 @@
 #include "cli/src/inspect.h"
 #include "cli/src/session.h"
 #include "core/src/redis_store.h"
+#include "core/src/security.h"
 #include "orrery/errors.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
@@ -130,9 +131,55 @@ int Fail(const std::string& message, oc::Session* session = nullptr) {
   return 1;
 }
 
+// How the session's daemons authenticate: its token file, or --insecure.
+std::vector<std::string> CredentialArgs(const oc::Session& s) {
+  auto it = s.values.find("insecure");
+  if (it != s.values.end() && it->second == "1") return {"--insecure"};
+  return {"--token-file", s.dir + "/token"};
+}
+
+// Adds --token-file/--insecure to a daemon or inspection subcommand.
+void AddCredentialFlags(CLI::App* app, oc::CredentialFlags* flags) {
+  app->add_option("--token-file", flags->token_file,
+                  "the cluster token (default $ORRERY_TOKEN_FILE, else this host's session of that head)");
+  app->add_flag("--insecure", flags->insecure, "no authentication or encryption (a cluster started with --insecure)");
+}
+
+// The session's token (docs/security.md): the one given (--token-file, $ORRERY_TOKEN_FILE),
+// else for a head a new random one, else the one of this host's session of that head;
+// written to <session dir>/token with mode 0600.
+orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flags, const std::string& join_address) {
+  if (flags.insecure) {
+    s.values["insecure"] = "1";
+    return orrery::Status::Ok();
+  }
+  std::string file = flags.token_file;
+  if (file.empty()) {
+    const char* env = std::getenv("ORRERY_TOKEN_FILE");
+    if (env && *env) file = env;
+  }
+  if (file.empty() && !join_address.empty()) file = orrery::security::FindSessionTokenFile(join_address);
+  std::string token;
+  if (!file.empty()) {
+    auto t = orrery::security::ReadTokenFile(file);
+    if (!t.ok()) return t.status();
+    token = t.value();
+  } else if (join_address.empty()) {
+    token = orrery::security::NewToken();
+  } else {
+    return orrery::Status::PermissionDenied("no cluster token for " + join_address +
+                                            ": copy the head's <session dir>/token to this host (mode 0600) and pass "
+                                            "--token-file F (or set ORRERY_TOKEN_FILE)");
+  }
+  return orrery::security::WriteSecretFile(s.dir + "/token", token);
+}
+
+bool IsLoopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
+
 int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf, const std::string& bind) {
   std::string log = s.dir + "/logs/node.log";
   std::vector<std::string> argv{oc::SelfExe(), "node", "--address", head, "--bind", bind};
+  for (auto& a : CredentialArgs(s)) argv.push_back(a);
   rf.AppendTo(argv);
   auto pid = oc::SpawnDaemon(argv, log);
   if (!pid.ok()) return Fail(pid.status().message(), &s);
@@ -188,6 +235,15 @@ int main(int argc, char** argv) {
   start->add_option("--dashboard-port", dashboard_port, "with --head: the dashboard's port (default 8265; 0: any free port)")
       ->check(CLI::Range(0, 65535));
   rf.Add(start);
+  oc::CredentialFlags start_credentials;
+  bool insecure_allow_remote = false;
+  start->add_option("--token-file", start_credentials.token_file,
+                    "the cluster token: with --head, use this one instead of a new random one; with --address, the "
+                    "head's (default $ORRERY_TOKEN_FILE, else this host's session of that head)");
+  start->add_flag("--insecure", start_credentials.insecure,
+                  "no authentication or encryption: anyone who reaches the ports controls the cluster");
+  start->add_flag("--insecure-allow-remote", insecure_allow_remote,
+                  "allow --insecure together with a --bind address other than loopback");
 
   // orrery dashboard
   oc::DashboardFlags df;
@@ -208,6 +264,8 @@ int main(int argc, char** argv) {
     sub->add_option("--redis-address", inspect.redis_address, "the cluster's Redis (host:port)");
     sub->add_flag("--json", inspect.json, "print JSON");
   }
+  oc::CredentialFlags inspect_credentials;
+  for (auto* sub : {status, list}) AddCredentialFlags(sub, &inspect_credentials);
 
   // Daemons (started by `orrery start`).
   oc::HeadFlags hf;
@@ -217,12 +275,14 @@ int main(int argc, char** argv) {
   head->add_option("--redis-address", hf.redis_address);
   head->add_option("--health-check-period-s", hf.health_period_s)->check(CLI::PositiveNumber);
   head->add_option("--health-check-failure-threshold", hf.health_threshold)->check(CLI::PositiveNumber);
+  AddCredentialFlags(head, &hf.credentials);
   oc::NodeFlags nf;
   ResourceFlags nrf;
   auto* node = app.add_subcommand("node", "run a node daemon in the foreground");
   node->add_option("--address", nf.address, "the head (host:port)")->required();
   node->add_option("--bind", nf.bind);
   node->add_option("--heartbeat-s", nf.heartbeat_s)->check(CLI::PositiveNumber);
+  AddCredentialFlags(node, &nf.credentials);
   nrf.Add(node);
 
   CLI11_PARSE(app, argc, argv);
@@ -246,7 +306,25 @@ int main(int argc, char** argv) {
         std::cerr << "orrery start: give exactly one of --head and --address HOST:PORT\n";
         return 2;
       }
+      if (start_credentials.insecure && !IsLoopback(bind) && !insecure_allow_remote) {
+        std::cerr << "orrery start: --insecure with --bind " << bind
+                  << " would let anyone who reaches this host run code on it; add --insecure-allow-remote if that is "
+                     "really meant (docs/security.md)\n";
+        return 2;
+      }
+      if (start_credentials.insecure && !start_credentials.token_file.empty()) {
+        std::cerr << "orrery start: --insecure and --token-file contradict each other\n";
+        return 2;
+      }
+      if (start_credentials.insecure) {
+        std::cerr << "orrery start: WARNING: --insecure: no authentication or encryption; anyone who can reach "
+                     "this cluster's ports can run code on its nodes\n";
+      }
       oc::Session s = oc::NewSession();
+      if (orrery::Status ts = WriteSessionToken(s, start_credentials, head_mode ? "" : join_address); !ts.ok()) {
+        return Fail(ts.message(), &s);
+      }
+      s.Save();
       std::string head_address;
       if (head_mode) {
         if (redis_address.empty()) {
@@ -266,9 +344,10 @@ int main(int argc, char** argv) {
         }
         if (port == 0) port = oc::FreePort();
         std::string log = s.dir + "/logs/head.log";
-        auto pid = oc::SpawnDaemon({oc::SelfExe(), "head", "--port", std::to_string(port), "--bind", bind,
-                                    "--redis-address", redis_address},
-                                   log);
+        std::vector<std::string> head_argv{oc::SelfExe(), "head", "--port", std::to_string(port), "--bind", bind,
+                                           "--redis-address", redis_address};
+        for (auto& a : CredentialArgs(s)) head_argv.push_back(a);
+        auto pid = oc::SpawnDaemon(head_argv, log);
         if (!pid.ok()) return Fail(pid.status().message(), &s);
         s.pids.push_back(pid.value());
         s.Save();
@@ -301,8 +380,14 @@ int main(int argc, char** argv) {
       if (head_mode) {
         std::cout << "Orrery head started at " << head_address << " (Redis at " << redis_address << ").\n";
         if (!dashboard_url.empty()) std::cout << "  Dashboard:           " << dashboard_url << "\n";
-        std::cout << "  Join another node:   orrery start --address " << head_address << "\n"
-                  << "  Connect a driver:    ORRERY_ADDRESS=" << head_address << " ./your_program\n"
+        bool insecure = start_credentials.insecure;
+        std::string token = s.dir + "/token";
+        std::cout << "  Join another node:   orrery start --address " << head_address
+                  << (insecure ? " --insecure" : " --token-file <a copy of " + token + ", mode 0600>") << "\n"
+                  << "  Connect a driver:    ORRERY_ADDRESS=" << head_address << " ./your_program"
+                  << (insecure ? "  (with ORRERY_INSECURE=1)" : "  (on another host also ORRERY_TOKEN_FILE=<copy of the token>)")
+                  << "\n";
+        if (!insecure) std::cout << "  Cluster token:       " << token << " (keep it secret)\n";
                   << "  Status:              orrery status\n"
                   << "  Stop:                orrery stop\n";
       } else {
@@ -334,6 +419,20 @@ int main(int argc, char** argv) {
         for (auto& s : oc::LiveSessions()) {
           if (s.values["head_address"] == inspect.address && !s.values["redis_address"].empty()) {
             inspect.redis_address = s.values["redis_address"];
+          }
+        }
+      }
+      {
+        auto used = oc::UseDaemonCredentials(inspect_credentials, inspect.address);
+        if (!used.ok()) {
+          std::cerr << "orrery: " << used.status().message() << "\n";
+          return 2;
+        }
+        if (!inspect.address.empty()) {
+          std::string head = inspect.address.find("://") == std::string::npos ? "tcp://" + inspect.address : inspect.address;
+          if (orrery::Status p = orrery::security::ProbeHandshake(head, 2000); p.code() == orrery::StatusCode::kPermissionDenied) {
+            std::cerr << "orrery: " << orrery::security::AuthFailedMessage(head, orrery::security::ProcessCredentials()) << "\n";
+            return 2;
           }
         }
       }

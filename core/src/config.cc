@@ -134,6 +134,15 @@ void SetField(Config& c, const std::string& key, const std::string& value, const
     if (value.empty() || *end != '\0') throw ConfigError(what + ": expected an integer, got '" + value + "'");
     CheckRefreshMs(what, v);
     if (c.memory_monitor_refresh_ms == kDefaults.memory_monitor_refresh_ms) c.memory_monitor_refresh_ms = int(v);
+  } else if (key == "token-file") {
+    if (value.empty()) throw ConfigError(what + ": expected a file name");
+    if (c.token_file.empty()) c.token_file = value;
+  } else if (key == "insecure") {
+    if (value == "1" || value == "true" || value == "yes" || value == "on") {
+      c.insecure = true;
+    } else if (!(value == "0" || value == "false" || value == "no" || value == "off")) {
+      throw ConfigError(what + ": expected 1/true/yes/on or 0/false/no/off, got '" + value + "'");
+    }
   } else {
     throw ConfigError("unknown option " + what);
   }
@@ -141,7 +150,7 @@ void SetField(Config& c, const std::string& key, const std::string& value, const
 
 const char* kKeys[] = {"address", "redis-address", "namespace", "num-cpus", "resources", "labels",
                        "log-level", "infeasible-timeout-s", "session-dir", "node-ip",
-                       "memory-usage-threshold", "memory-monitor-refresh-ms"};
+                       "memory-usage-threshold", "memory-monitor-refresh-ms", "token-file", "insecure"};
 
 std::string EnvName(const std::string& key) {
   std::string out = "ORRERY_";
@@ -159,6 +168,9 @@ void ValidateConfig(const Config& c) {
   if (c.max_message_bytes <= 0) throw ConfigError("Config::max_message_bytes must be positive");
   CheckMemoryUsageThreshold("Config::memory_usage_threshold", c.memory_usage_threshold);
   CheckRefreshMs("Config::memory_monitor_refresh_ms", c.memory_monitor_refresh_ms);
+  if (c.insecure && !c.token_file.empty()) {
+    throw ConfigError("Config::insecure and Config::token_file contradict each other: an insecure process uses no token");
+  }
 }
 
 Config ApplyEnvironment(Config base) {
@@ -186,6 +198,8 @@ Config ApplyFlags(Config base, int* argc, char** argv) {
     if (eq != std::string::npos) {
       value = key.substr(eq + 1);
       key = key.substr(0, eq);
+    } else if (key == "insecure") {
+      value = "1";  // a switch: --orrery-insecure alone turns it on
     } else {
       if (i + 1 >= *argc) throw ConfigError("option --orrery-" + key + " needs a value");
       value = argv[++i];

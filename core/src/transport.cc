@@ -7,6 +7,7 @@
 
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
+#include "core/src/security.h"
 
 namespace orrery::transport {
 
@@ -46,6 +47,7 @@ Inbox::Inbox() { wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 Inbox::~Inbox() {
   Stop();
+  security::StopWatching(handshake_watch_);
   if (router_) router_->close();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -57,12 +59,14 @@ Status Inbox::Bind(const std::string& host, int port, const std::string& adverti
     router_->set(zmq::sockopt::sndhwm, kRouterSndHwm);
     router_->set(zmq::sockopt::linger, 0);
     router_->set(zmq::sockopt::maxmsgsize, int64_t(max_message_bytes_));
+    security::ConfigureServer(Context(), *router_);
     router_->bind("tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*")));
     std::string endpoint = router_->get(zmq::sockopt::last_endpoint);
     port_ = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
     std::string adv = advertise_host.empty() ? (host == "0.0.0.0" || host == "*" ? "127.0.0.1" : host)
                                              : advertise_host;
     address_ = "tcp://" + adv + ":" + std::to_string(port_);
+    handshake_watch_ = security::WatchHandshakes(Context(), *router_, "the inbox at " + address_);
     return Status::Ok();
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot bind tcp://" + host + ":" + std::to_string(port) + ": " + e.what());

@@ -103,6 +103,7 @@ class Inbox {
   void ReplyError(const std::string& identity, const std::string& message);
 
   std::unique_ptr<zmq::socket_t> router_;
+  uint64_t handshake_watch_ = 0;  // security::WatchHandshakes
   std::string address_;
   int port_ = 0;
   long long max_message_bytes_ = 512ll << 20;

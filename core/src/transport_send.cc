@@ -6,6 +6,7 @@
 #include "core/src/clock.h"
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
+#include "core/src/security.h"
 #include "core/src/transport.h"
 
 namespace orrery::transport {
@@ -203,6 +204,7 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
   s->set(zmq::sockopt::linger, kLingerMs);
   s->set(zmq::sockopt::reconnect_ivl, 100);
   s->set(zmq::sockopt::reconnect_ivl_max, 5000);  // back off from peers that are gone
+  security::ConfigureClient(*s);
   s->connect(address);
   ts.lru.push_front(address);
   CachedSocket& c = ts.sockets[address];

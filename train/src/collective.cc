@@ -6,6 +6,7 @@
 #include <cstring>
 #include <zmq.hpp>
 
+#include "core/src/security.h"
 #include "orrery/errors.h"
 
 namespace orrery::train {
@@ -108,7 +109,9 @@ CollectiveGroup::CollectiveGroup() : ctx_(std::make_unique<zmq::context_t>(1)) {
 
 CollectiveGroup::~CollectiveGroup() {
   push_.clear();
+  security::StopWatching(handshake_watch_);
   pull_.reset();
+  zap_.reset();
   ctx_.reset();
 }
 
@@ -117,8 +120,14 @@ orrery::Result<std::string> CollectiveGroup::Bind(const std::string& host) {
     pull_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pull);
     pull_->set(zmq::sockopt::rcvhwm, 0);
     pull_->set(zmq::sockopt::linger, 0);
+    if (security::Enabled()) {
+      zap_ = std::make_unique<security::ZapHandler>(*ctx_);
+      security::ConfigureServer(*ctx_, *pull_);
+    }
     pull_->bind("tcp://" + host + ":*");
-    return pull_->get(zmq::sockopt::last_endpoint);
+    std::string endpoint = pull_->get(zmq::sockopt::last_endpoint);
+    handshake_watch_ = security::WatchHandshakes(*ctx_, *pull_, "the collective socket at " + endpoint);
+    return endpoint;
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot bind the collective socket on " + host + ": " + e.what());
   }
@@ -136,6 +145,7 @@ void CollectiveGroup::Send(int peer, uint32_t part, const void* data, size_t byt
     sock = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::push);
     sock->set(zmq::sockopt::sndhwm, 0);
     sock->set(zmq::sockopt::linger, 0);
+    security::ConfigureClient(*sock);
     sock->connect(addresses_.at(size_t(peer)));
   }
   char header[kHeaderBytes];

@@ -32,6 +32,10 @@ class socket_t;
 class message_t;
 }  // namespace zmq
 
+namespace orrery::security {
+class ZapHandler;
+}  // namespace orrery::security
+
 namespace orrery::train {
 
 class CollectiveGroup {
@@ -82,6 +86,9 @@ class CollectiveGroup {
   void SignalWithCount(uint32_t part, uint64_t count);
 
   std::unique_ptr<zmq::context_t> ctx_;
+  // Answers the CURVE handshakes of ctx_'s sockets (docs/security.md); stopped before ctx_.
+  std::unique_ptr<orrery::security::ZapHandler> zap_;
+  uint64_t handshake_watch_ = 0;
   std::unique_ptr<zmq::socket_t> pull_;
   std::map<int, std::unique_ptr<zmq::socket_t>> push_;
   std::vector<std::string> addresses_;

@@ -49,6 +49,15 @@ struct Config {
   // How often the embedded node's memory monitor reads memory, in milliseconds; 0 turns it
   // off. Env ORRERY_MEMORY_MONITOR_REFRESH_MS, flag --orrery-memory-monitor-refresh-ms.
   int memory_monitor_refresh_ms = 250;
+  // The cluster token (docs/security.md): a file holding the secret every process of the
+  // cluster presents. Empty: on the head's host, the token of this host's session whose
+  // head is `address` (`orrery start --head` writes <session dir>/token); the embedded
+  // default makes its own. Env ORRERY_TOKEN_FILE, flag --orrery-token-file.
+  std::string token_file;
+  // Turns authentication and encryption off (every ZeroMQ connection in the clear, as a
+  // cluster started with `orrery start --insecure` expects). Env ORRERY_INSECURE=1, flag
+  // --orrery-insecure.
+  bool insecure = false;
 };
 
 // Throws ConfigError naming the first malformed field (an address that is not host:port, an

@@ -17,6 +17,7 @@ enum class StatusCode : int {
   kTimeout = 4,
   kCancelled = 5,
   kInternal = 6,
+  kPermissionDenied = 7,  // a credential is missing or wrong
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -33,6 +34,7 @@ class [[nodiscard]] Status {
   static Status Timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
