@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -120,7 +121,7 @@ int RunDashboard(DashboardFlags flags) {
   std::cout << kBanner << d.url() << " (Redis at " << flags.redis_address << ")" << std::endl;
   if (!flags.url_file.empty()) {
     // The ticket is a credential: it goes to a 0600 file, never to the (readable) log.
-    if (Status w = security::WriteSecretFile(flags.url_file, open_url + "\n"); !w.ok()) {
+    if (Status w = security::WriteSecretFile(flags.url_file, open_url); !w.ok()) {
       std::cerr << "orrery dashboard: " << w.message() << "\n";
       return 1;
     }
@@ -153,12 +154,14 @@ Result<std::string> StartDashboardDaemon(Session& session, const std::string& re
   // the port actually bound and, when the token is required, a one-time ticket.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < deadline) {
+    // Written whole (renamed into place), so any content is the complete URL.
     std::string written = ReadFile(url_file);
-    if (!written.empty() && written.back() == '\n') {
+    while (!written.empty() && std::isspace(static_cast<unsigned char>(written.back()))) written.pop_back();
+    if (!written.empty()) {
       unlink(url_file.c_str());  // printed once; the ticket is not kept around
       session.pids.push_back(pid.value());
       session.Save();
-      return written.substr(0, written.size() - 1);
+      return written;
     }
     std::string content = ReadFile(log);
     // The daemon is our child: once it exits it stays a zombie (still "alive" to kill 0)

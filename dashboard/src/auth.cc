@@ -250,7 +250,10 @@ std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point n
         r.headers["Retry-After"] = "1";
         return r;
       }
+      // Surrounding white space is dropped, as ReadTokenFile does (a pasted line, a file).
       std::string token = FormValue(req.body, "token");
+      size_t first = token.find_first_not_of(" \t\r\n");
+      token = first == std::string::npos ? "" : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
       if (!token.empty() && security::SecretEquals(token, token_)) return LoggedIn(now);
       Fail(now);
       return Page(401, "Wrong token.");

@@ -88,6 +88,8 @@ pids+=($!)
 wait_for 15 log_has "$tmp/redis.log" "Ready to accept connections" || fail "redis-server did not start"
 (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$tmp/token")
 token=$(cat "$tmp/token")
+# The token with its last character changed.
+wrong_token=${token%?}$([[ ${token: -1} == 0 ]] && echo 1 || echo 0)
 
 # Starts `orrery dashboard ARGS...` with its output in $tmp/$1.log; sets dash_pid and base
 # (http://127.0.0.1:PORT).
@@ -124,7 +126,7 @@ for p in "${apis[@]}"; do
 done
 expect 401 "POST /api/nodes" -X POST "$base/api/nodes"
 expect 401 "HEAD /api/cluster" -I "$base/api/cluster"
-expect 401 "a wrong bearer token" -H "Authorization: Bearer ${token%?}0" "$base/api/cluster"
+expect 401 "a wrong bearer token" -H "Authorization: Bearer $wrong_token" "$base/api/cluster"
 expect 401 "the token as a cookie" -H "Cookie: orrery_dashboard_session=$token" "$base/api/cluster"
 expect 401 "a wrong login form" -d "token=wrong" "$base/login"
 header_has '^set-cookie' && fail "a wrong login set a cookie"

@@ -107,7 +107,7 @@ TEST(DashboardAuth, LoginFormSetsACookieThatIsNotTheToken) {
   EXPECT_EQ(wrong->status, 401);
   EXPECT_EQ(wrong->headers.count("Set-Cookie"), 0u);
 
-  auto ok = auth.Check(LoginForm("other=1&token=" + kToken), kT0);
+  auto ok = auth.Check(LoginForm("other=1&token=+" + kToken + "%0A"), kT0);  // as pasted
   ASSERT_TRUE(ok);
   std::string session = SessionOf(*ok);
   EXPECT_EQ(session.size(), 64u);
