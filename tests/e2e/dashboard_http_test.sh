@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The dashboard's HTTP API as a browser (or curl) sees it, on one machine:
 #   1. redis-server on a free loopback port, `orrery head` and `orrery node --num-cpus 3`
-#   2. `orrery dashboard --redis-address <redis> --port 0`: prints its URL (bound to
-#      127.0.0.1 it is open; tests/e2e/dashboard_auth_test.sh covers other addresses)
+#   2. `orrery dashboard --redis-address <redis> --port 0`: prints its URL
 #   3. /api/nodes lists the node (alive, CPU 3, used), /api/cluster has CPU total 3,
 #      the pages and assets answer with their content types, an unknown /api path and an
 #      unknown page answer 404, POST answers 405
@@ -83,18 +82,19 @@ PY
 
 # 1. Redis, a head and a node, as daemons of this test.
 step "redis-server, orrery head, orrery node --num-cpus 3"
+# The cluster's token (docs/security.md), as `orrery start --head` would make one.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token")
+export ORRERY_TOKEN_FILE="$tmp/token"
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
 redis_pid=$!
 pids+=("$redis_pid")
 wait_for 15 log_has "$tmp/redis.log" "Ready to accept connections" || fail "redis-server did not start"
-# The cluster token of the head and the node (the dashboard, bound to loopback, needs none).
-(umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$tmp/token")
 head_port=$(free_port)
-orrery_bg head --port "$head_port" --redis-address "127.0.0.1:$redis_port" --token-file "$tmp/token" >"$tmp/head.log" 2>&1
+orrery_bg head --port "$head_port" --redis-address "127.0.0.1:$redis_port" >"$tmp/head.log" 2>&1
 pids+=($!)
 wait_for 15 log_has "$tmp/head.log" "head listening on" || fail "the head did not start"
-orrery_bg node --address "127.0.0.1:$head_port" --num-cpus 3 --token-file "$tmp/token" >"$tmp/node.log" 2>&1
+orrery_bg node --address "127.0.0.1:$head_port" --num-cpus 3 >"$tmp/node.log" 2>&1
 pids+=($!)
 wait_for 15 log_has "$tmp/node.log" " up at " || fail "the node did not start"
 node_id=$(sed -n 's/^node \([0-9a-f]\{32\}\) up at .*/\1/p' "$tmp/node.log")
