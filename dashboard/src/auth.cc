@@ -261,6 +261,10 @@ std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point n
     if (req.method != "GET" && req.method != "HEAD") {
       return HttpReply{405, "text/plain; charset=utf-8", "405 method not allowed\n", {{"Allow", "GET, HEAD, POST"}}};
     }
+    if (!req.ticket.empty() && req.method == "HEAD") {
+      // A link preview or prefetch must not use up the one-time ticket.
+      return Page(200, "");
+    }
     if (!req.ticket.empty()) {
       if (OverLimit(now)) {
         HttpReply r = Page(429, "Too many failed attempts; wait a second and try again.");

@@ -207,6 +207,9 @@ Result<int> Server::Start() {
         "(--token-file F or ORRERY_TOKEN_FILE), bind 127.0.0.1, or pass --insecure to serve "
         "it open to anyone who reaches this host");
   }
+  if (!options_.insecure && !options_.token.empty() && options_.token.size() < 32) {
+    return Status::InvalidArgument("the dashboard's token is too short: at least 32 characters");
+  }
   // On loopback the dashboard stays open, as everything else this host serves there.
   bool open = options_.insecure || IsLoopbackHost(options_.host);
   auth_ = std::make_unique<Auth>(open ? std::string() : options_.token);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "orrery/dashboard.h"
+
 #include <string>
 
 namespace orrery::dashboard {
@@ -145,6 +147,14 @@ TEST(DashboardAuth, TicketWorksOnce) {
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 401);
   EXPECT_EQ(again->headers.count("Set-Cookie"), 0u);
+  // HEAD (a link preview) does not use a ticket up.
+  Auth other(kToken);
+  AuthRequest head = Get("/login");
+  head.method = "HEAD";
+  head.ticket = other.NewTicket();
+  EXPECT_EQ(other.Check(head, kT0)->status, 200);
+  head.method = "GET";
+  EXPECT_EQ(other.Check(head, kT0)->status, 303);
   // The token is not a ticket.
   r.ticket = kToken;
   EXPECT_EQ(auth.Check(r, kT0)->status, 401);
@@ -220,6 +230,21 @@ TEST(DashboardAuth, Parsers) {
     (void)BearerToken(s);
     (void)FormValue(s, "token");
   }
+}
+
+// Start checks the options before it binds anything.
+TEST(DashboardServer, RefusesANonLoopbackHostWithoutAToken) {
+  for (const char* host : {"0.0.0.0", "::", "10.1.2.3"}) {
+    Dashboard d({.redis_address = "", .host = host, .port = 0});
+    auto r = d.Start();
+    ASSERT_FALSE(r.ok()) << host;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << host;
+    EXPECT_NE(r.status().message().find("without authentication"), std::string::npos) << r.status().message();
+  }
+  Dashboard weak({.redis_address = "", .host = "0.0.0.0", .port = 0, .token = "short"});
+  auto r = weak.Start();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too short"), std::string::npos) << r.status().message();
 }
 
 }  // namespace
