@@ -1,8 +1,9 @@
 // libFuzzer target: the bytes of one HTTP request as a browser (or anyone who can reach the
 // port) sends them to the dashboard: cpp-httplib parses the request line, headers, query and
-// body, and the dashboard's pre-routing handler routes the path (dashboard/src/server.h
-// HandleRequest) with no Redis configured. Whatever the bytes, the server must answer or
-// drop the connection, never crash.
+// body, and the dashboard's handlers (dashboard/src/server.h InstallHandlers) check the
+// credentials (dashboard/src/auth.h: cookie, bearer header, login form, one-time ticket) of
+// a dashboard that requires a token, then route the path (HandleRequest) with no Redis
+// configured. Whatever the bytes, the server must answer or drop the connection, never crash.
 //
 // Debian's cpp-httplib is a compiled library without coverage instrumentation, so coverage
 // guides the fuzzer through the dashboard's routing; the parser still runs under ASan's
@@ -54,22 +55,23 @@ class FuzzedStream : public httplib::Stream {
 
 // The dashboard's server configuration (dashboard/src/server.cc Server::Start) on a server
 // whose request processing the fuzzer can call without a socket.
+// The token is the one the seeds (fuzz/make_corpus.cc) send, so inputs reach both the
+// accepted and the refused paths.
+constexpr const char* kToken = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
 class FuzzableServer : public httplib::Server {
  public:
-  FuzzableServer() {
+  FuzzableServer() : auth_(kToken) {
     set_payload_max_length(64 * 1024);
-    set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-      orrery::dashboard::HttpReply r = orrery::dashboard::HandleRequest(req.method, req.path, nullptr, "");
-      res.status = r.status;
-      for (const auto& [k, v] : r.headers) res.set_header(k, v);
-      res.set_content(std::move(r.body), r.content_type);
-      return httplib::Server::HandlerResponse::Handled;
-    });
+    orrery::dashboard::InstallHandlers(*this, nullptr, "", &auth_);
   }
   void Process(FuzzedStream& stream) {
     bool connection_closed = false;
     process_request(stream, /*close_connection=*/true, connection_closed, nullptr);
   }
+
+ private:
+  orrery::dashboard::Auth auth_;
 };
 
 }  // namespace

@@ -145,6 +145,17 @@ void DashboardRequest() {
         "Content-Length: 44\r\n\r\n--b\r\nContent-Disposition: form-data; name=a\r\n\r\n");
   Write(t, "garbage", "GARBAGE\r\n\r\n");
   Write(t, "http10", "GET /nodes HTTP/1.0\r\n\r\n");
+  // Credentials (the fuzzer's dashboard requires the token below).
+  const std::string token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  Write(t, "bearer", get("/api/cluster", "Authorization: Bearer " + token + "\r\n"));
+  Write(t, "bearer_wrong", get("/api/nodes", "Authorization: bearer x y\r\n"));
+  Write(t, "cookie", get("/nodes", "Cookie: a=1; orrery_dashboard_session=\"abc\"; b\r\n"));
+  Write(t, "ticket", get("/login?ticket=" + token + "&ticket=x"));
+  std::string form = "x=%zz&token=" + token.substr(0, 10) + "%2" + token.substr(12) + "+";
+  Write(t, "login_form",
+        "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        "Content-Length: " + std::to_string(form.size()) + "\r\n\r\n" + form);
+  Write(t, "logout", "POST /logout HTTP/1.1\r\nHost: x\r\nCookie: orrery_dashboard_session=1\r\n\r\n");
 }
 
 void RedisRecord() {

@@ -2,14 +2,20 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <thread>
+#include <vector>
 
+#include "core/src/security.h"
+#include "dashboard/src/auth.h"
 #include "orrery/dashboard.h"
 
 namespace orrery::cli {
@@ -29,6 +35,21 @@ std::string SessionRedis() {
     if (!s.values["redis_address"].empty()) found = s.values["redis_address"];
   }
   return found;
+}
+
+// The token file of this host's session whose Redis is `redis_address`: "" when none is
+// known or that session runs insecure.
+std::string SessionTokenFile(const std::string& redis_address) {
+  std::vector<Session> sessions;
+  if (auto latest = LatestSession(); latest.ok()) sessions.push_back(latest.value());
+  for (auto& s : LiveSessions()) sessions.push_back(s);
+  for (auto& s : sessions) {
+    if (s.values["redis_address"] != redis_address) continue;
+    if (s.values["insecure"] == "1") return "";
+    std::string file = s.dir + "/token";
+    if (access(file.c_str(), F_OK) == 0) return file;
+  }
+  return "";
 }
 
 std::string ReadFile(const std::string& path) {
@@ -58,13 +79,57 @@ int RunDashboard(DashboardFlags flags) {
   options.redis_address = flags.redis_address;
   options.host = flags.host;
   options.port = flags.port;
+  options.insecure = flags.insecure;
+  bool loopback = dashboard::IsLoopbackHost(flags.host);
+  if (flags.insecure && !flags.token_file.empty()) {
+    std::cerr << "orrery dashboard: --insecure and --token-file contradict each other\n";
+    return 2;
+  }
+  std::string token_file;
+  if (!flags.insecure && !loopback) {
+    // Only a dashboard that others can reach needs the token (loopback stays open).
+    token_file = flags.token_file;
+    const char* env = std::getenv("ORRERY_TOKEN_FILE");
+    if (token_file.empty() && env) token_file = env;
+    if (token_file.empty()) token_file = SessionTokenFile(flags.redis_address);
+    if (token_file.empty()) {
+      std::cerr << "orrery dashboard: --host " << flags.host
+                << " serves other hosts, so the dashboard requires the cluster token, and none was found: pass "
+                   "--token-file F (or set ORRERY_TOKEN_FILE; `orrery start --head` writes <session dir>/token), "
+                   "bind --host 127.0.0.1, or add --insecure to serve it without authentication\n";
+      return 1;
+    }
+    auto token = security::ReadTokenFile(token_file);
+    if (!token.ok()) {
+      std::cerr << "orrery dashboard: " << token.status().message() << "\n";
+      return 1;
+    }
+    options.token = token.value();
+  }
+  if (flags.insecure && !loopback) {
+    std::cerr << "orrery dashboard: WARNING: --insecure with --host " << flags.host
+              << ": the dashboard is served WITHOUT authentication; anyone who can reach this port can read "
+                 "the whole cluster's state\n";
+  }
   dashboard::Dashboard d(options);
   auto port = d.Start();
   if (!port.ok()) {
     std::cerr << "orrery dashboard: " << port.status().message() << "\n";
     return 1;
   }
+  std::string open_url = d.login_url();
   std::cout << kBanner << d.url() << " (Redis at " << flags.redis_address << ")" << std::endl;
+  if (!flags.url_file.empty()) {
+    // The ticket is a credential: it goes to a 0600 file, never to the (readable) log.
+    if (Status w = security::WriteSecretFile(flags.url_file, open_url); !w.ok()) {
+      std::cerr << "orrery dashboard: " << w.message() << "\n";
+      return 1;
+    }
+  } else if (!options.token.empty()) {
+    std::cout << "  Log in once with this URL: " << open_url << "\n"
+              << "  (or with the cluster token " << token_file << "; scripts send 'Authorization: Bearer <token>')"
+              << std::endl;
+  }
   int sig = 0;
   sigwait(&set, &sig);
   d.Stop();
@@ -72,24 +137,33 @@ int RunDashboard(DashboardFlags flags) {
 }
 
 Result<std::string> StartDashboardDaemon(Session& session, const std::string& redis_address,
-                                         int port) {
+                                         const std::string& host, int port) {
   std::string log = session.dir + "/logs/dashboard.log";
-  auto pid = SpawnDaemon({SelfExe(), "dashboard", "--redis-address", redis_address, "--host",
-                          "127.0.0.1", "--port", std::to_string(port)},
-                         log);
+  std::string url_file = session.dir + "/dashboard_url";
+  unlink(url_file.c_str());
+  std::vector<std::string> argv{SelfExe(), "dashboard", "--redis-address", redis_address, "--host", host,
+                                "--port", std::to_string(port), "--url-file", url_file};
+  if (session.values["insecure"] == "1") {
+    argv.push_back("--insecure");
+  } else {
+    argv.insert(argv.end(), {"--token-file", session.dir + "/token"});
+  }
+  auto pid = SpawnDaemon(argv, log);
   if (!pid.ok()) return pid.status();
-  // Wait (with a deadline) for the banner, which carries the port actually bound.
+  // Wait (with a deadline) for the URL file, written once the dashboard serves; it carries
+  // the port actually bound and, when the token is required, a one-time ticket.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < deadline) {
-    std::string content = ReadFile(log);
-    size_t at = content.find(kBanner);
-    if (at != std::string::npos) {
-      size_t from = at + std::string(kBanner).size();
-      std::string url = content.substr(from, content.find_first_of(" \n", from) - from);
+    // Written whole (renamed into place), so any content is the complete URL.
+    std::string written = ReadFile(url_file);
+    while (!written.empty() && std::isspace(static_cast<unsigned char>(written.back()))) written.pop_back();
+    if (!written.empty()) {
+      unlink(url_file.c_str());  // printed once; the ticket is not kept around
       session.pids.push_back(pid.value());
       session.Save();
-      return url;
+      return written;
     }
+    std::string content = ReadFile(log);
     // The daemon is our child: once it exits it stays a zombie (still "alive" to kill 0)
     // until reaped here.
     if (waitpid(pid.value(), nullptr, WNOHANG) == pid.value() || !Alive(pid.value())) {

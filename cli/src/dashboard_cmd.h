@@ -12,16 +12,27 @@ struct DashboardFlags {
   std::string redis_address;  // "" -> this host's latest head session's Redis
   std::string host = "127.0.0.1";
   int port = 8265;
+  // The cluster token, required when `host` is not a loopback address: --token-file, else
+  // $ORRERY_TOKEN_FILE, else the token of this host's session whose Redis is served.
+  std::string token_file;
+  bool insecure = false;  // serve a non-loopback host without authentication (warns)
+  // Where the daemon writes the URL to open (with its one-time ticket), mode 0600, once it
+  // serves; "" prints it instead.
+  std::string url_file;
 };
 
-// Serves until SIGINT or SIGTERM; prints "Dashboard at http://HOST:PORT" once listening.
-// Returns 1 when there is no Redis to read or the port cannot be bound.
+// Serves until SIGINT or SIGTERM; prints "Dashboard at http://HOST:PORT" once listening
+// and, when the dashboard requires the token, a one-time login URL
+// (http://HOST:PORT/login?ticket=...). Returns 1 when there is no Redis to read, no token
+// for a non-loopback host, or the port cannot be bound.
 int RunDashboard(DashboardFlags flags);
 
-// Starts `orrery dashboard` as a daemon of `session` (logs/dashboard.log) and waits until
-// it serves. Returns its URL and records its pid in the session; on failure (port in use,
-// ...) returns the reason as a non-OK status and leaves nothing running.
+// Starts `orrery dashboard` as a daemon of `session` (logs/dashboard.log) bound to `host`,
+// with the session's token file (or --insecure for an insecure session), and waits until it
+// serves. Returns the URL to open (a one-time login URL when the dashboard requires the
+// token) and records its pid in the session; on failure (port in use, ...) returns the
+// reason as a non-OK status and leaves nothing running.
 Result<std::string> StartDashboardDaemon(Session& session, const std::string& redis_address,
-                                         int port);
+                                         const std::string& host, int port);
 
 }  // namespace orrery::cli

@@ -246,6 +246,10 @@ int main(int argc, char** argv) {
   start->add_flag("--no-dashboard", no_dashboard, "with --head: do not start the dashboard");
   start->add_option("--dashboard-port", dashboard_port, "with --head: the dashboard's port (default 8265; 0: any free port)")
       ->check(CLI::Range(0, 65535));
+  std::string dashboard_host = "127.0.0.1";
+  start->add_option("--dashboard-host", dashboard_host,
+                    "with --head: the address the dashboard binds (default 127.0.0.1; any other requires the "
+                    "cluster token to log in)");
   rf.Add(start);
   oc::CredentialFlags start_credentials;
   bool insecure_allow_remote = false;
@@ -263,6 +267,12 @@ int main(int argc, char** argv) {
   dash->add_option("--redis-address", df.redis_address, "the cluster's Redis (host:port); default: this host's latest session");
   dash->add_option("--host", df.host, "address to bind (default 127.0.0.1)");
   dash->add_option("--port", df.port, "port to serve on (default 8265; 0: any free port)")->check(CLI::Range(0, 65535));
+  dash->add_option("--token-file", df.token_file,
+                   "the cluster token, required with a --host other than loopback (default $ORRERY_TOKEN_FILE, else "
+                   "the token of this host's session of that Redis)");
+  dash->add_flag("--insecure", df.insecure, "serve a --host other than loopback without authentication");
+  dash->add_option("--url-file", df.url_file, "write the URL to open to this file (0600) instead of printing it")
+      ->group("");
 
   // orrery stop / status / list
   auto* stop = app.add_subcommand("stop", "stop what `orrery start` started on this host");
@@ -322,6 +332,13 @@ int main(int argc, char** argv) {
         std::cerr << "orrery start: --insecure with --bind " << bind
                   << " would let anyone who reaches this host run code on it; add --insecure-allow-remote if that is "
                      "really meant (docs/security.md)\n";
+        return 2;
+      }
+      if (start_credentials.insecure && head_mode && !no_dashboard && !IsLoopback(dashboard_host) &&
+          !insecure_allow_remote) {
+        std::cerr << "orrery start: --insecure with --dashboard-host " << dashboard_host
+                  << " would show this cluster to anyone who reaches this host; add --insecure-allow-remote if that "
+                     "is really meant (docs/security.md)\n";
         return 2;
       }
       if (start_credentials.insecure && !start_credentials.token_file.empty()) {
@@ -384,7 +401,7 @@ int main(int argc, char** argv) {
       std::string dashboard_url;
       if (head_mode && !no_dashboard) {
         // A dashboard that cannot start (port in use) is not worth failing the cluster for.
-        auto url = oc::StartDashboardDaemon(s, redis_address, dashboard_port);
+        auto url = oc::StartDashboardDaemon(s, redis_address, dashboard_host, dashboard_port);
         if (url.ok()) {
           dashboard_url = url.value();
         } else {

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -158,6 +159,36 @@ HttpReply HandleRequest(const std::string& method, const std::string& path, Redi
   }
 }
 
+void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::string& redis_address,
+                     Auth* auth) {
+  auto respond = [reader, redis_address, auth](const httplib::Request& req, httplib::Response& res) {
+    HttpReply r;
+    try {
+      AuthRequest a{req.method, req.path, "", "", "", ""};
+      if (req.path == "/login") a.ticket = req.get_param_value("ticket");
+      a.cookie = req.get_header_value("Cookie");
+      a.authorization = req.get_header_value("Authorization");
+      if (req.method == "POST" && req.path == "/login") a.body = req.body;
+      auto denied = auth ? auth->Check(a, Auth::Clock::now()) : std::nullopt;
+      r = denied ? std::move(*denied) : HandleRequest(req.method, req.path, reader, redis_address);
+    } catch (const std::exception& e) {
+      // Nothing above is expected to throw (bad_alloc aside); a request must never take
+      // the server down, nor get through unchecked.
+      r = JsonReply(500, ErrorResponse(std::string("internal error: ") + e.what()));
+    }
+    res.status = r.status;
+    for (const auto& [k, v] : r.headers) res.set_header(k, v);
+    res.set_content(std::move(r.body), r.content_type);
+  };
+  http.set_pre_routing_handler([respond](const httplib::Request& req, httplib::Response& res) {
+    // The login form's body is read by httplib only for a routed handler (below).
+    if (req.method == "POST" && req.path == "/login") return httplib::Server::HandlerResponse::Unhandled;
+    respond(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.Post("/login", respond);
+}
+
 Server::Server(DashboardOptions options) : options_(std::move(options)) {
   if (!options_.redis_address.empty()) {
     reader_ = std::make_unique<RedisReader>(options_.redis_address, options_.cluster,
@@ -169,6 +200,19 @@ Server::~Server() { Stop(); }
 
 Result<int> Server::Start() {
   if (http_) return Status::InvalidArgument("the dashboard was already started");
+  if (!options_.insecure && options_.token.empty() && !IsLoopbackHost(options_.host)) {
+    return Status::InvalidArgument(
+        "the dashboard would serve " + options_.host +
+        ", a non-loopback address, without authentication: give it the cluster token "
+        "(--token-file F or ORRERY_TOKEN_FILE), bind 127.0.0.1, or pass --insecure to serve "
+        "it open to anyone who reaches this host");
+  }
+  if (!options_.insecure && !options_.token.empty() && options_.token.size() < 32) {
+    return Status::InvalidArgument("the dashboard's token is too short: at least 32 characters");
+  }
+  // On loopback the dashboard stays open, as everything else this host serves there.
+  bool open = options_.insecure || IsLoopbackHost(options_.host);
+  auth_ = std::make_unique<Auth>(open ? std::string() : options_.token);
   http_ = std::make_unique<httplib::Server>();
   int threads = options_.threads > 0 ? options_.threads : 1;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
@@ -181,13 +225,7 @@ Result<int> Server::Start() {
   http_->set_read_timeout(5);
   http_->set_write_timeout(5);
   http_->set_keep_alive_timeout(5);
-  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    HttpReply r = HandleRequest(req.method, req.path, reader_.get(), options_.redis_address);
-    res.status = r.status;
-    for (const auto& [k, v] : r.headers) res.set_header(k, v);
-    res.set_content(std::move(r.body), r.content_type);
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  InstallHandlers(*http_, reader_.get(), options_.redis_address, auth_.get());
   http_->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         res.status = 500;
@@ -231,7 +269,19 @@ Dashboard::~Dashboard() { Stop(); }
 Result<int> Dashboard::Start() { return server_->Start(); }
 void Dashboard::Stop() { server_->Stop(); }
 std::string Dashboard::url() const {
-  return "http://" + server_->options().host + ":" + std::to_string(server_->port());
+  std::string host = server_->options().host;
+  if (host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty()) {
+    // Bound to every interface: the name other hosts reach this one by.
+    char name[256] = {};
+    host = gethostname(name, sizeof(name) - 1) == 0 && name[0] ? name : "127.0.0.1";
+  } else if (host.find(':') != std::string::npos && host.front() != '[') {
+    host = "[" + host + "]";
+  }
+  return "http://" + host + ":" + std::to_string(server_->port());
+}
+std::string Dashboard::login_url() {
+  std::string ticket = server_->NewTicket();
+  return ticket.empty() ? url() : url() + "/login?ticket=" + ticket;
 }
 
 }  // namespace orrery::dashboard

@@ -2,11 +2,12 @@
 // embedded pages (assets.h), and the cpp-httplib server that runs it.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "dashboard/src/auth.h"
+#include "dashboard/src/http_reply.h"
 #include "dashboard/src/redis_reader.h"
 #include "orrery/dashboard.h"
 #include "orrery/status.h"
@@ -17,19 +18,19 @@ class Server;
 
 namespace orrery::dashboard {
 
-struct HttpReply {
-  int status = 200;
-  std::string content_type;
-  std::string body;
-  std::map<std::string, std::string> headers;
-};
-
 // Answers one request (docs/dashboard.md): GET of an /api path reads Redis through
 // `reader` (null: no Redis configured, reported as redis.ok=false); page paths answer the
 // embedded index.html; /static/app.js and /static/app.css the embedded assets; anything
 // else 404; methods other than GET and HEAD 405. Never throws.
 HttpReply HandleRequest(const std::string& method, const std::string& path, RedisReader* reader,
                         const std::string& redis_address);
+
+// Installs the dashboard's request handling on `http`: every request goes through `auth`
+// (auth.h) and then HandleRequest. POST /login is routed after httplib has read its body
+// (bounded by the payload limit); everything else is answered before any body is read.
+// The pointers must outlive `http`'s serving. Used by Server and by the request fuzzer.
+void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::string& redis_address,
+                     Auth* auth);
 
 // The HTTP server. Start binds and serves on its own thread with a pool of handler
 // threads; Stop (or the destructor) stops it. Thread-safe for one Start and any Stops.
@@ -42,10 +43,13 @@ class Server {
   void Stop();
   const DashboardOptions& options() const { return options_; }
   int port() const { return port_; }
+  // A one-time login ticket (auth.h); "" when the dashboard is open.
+  std::string NewTicket() { return auth_ ? auth_->NewTicket() : ""; }
 
  private:
   DashboardOptions options_;
   std::unique_ptr<RedisReader> reader_;  // null when no Redis address was given
+  std::unique_ptr<Auth> auth_;           // made by Start
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
   int port_ = 0;

@@ -14,7 +14,10 @@
 #        /runs/<id>         60 <circle class="point" data-metric="loss"> in #plot-loss, and
 #                           the 4 workers
 #      and a screenshot of the run page (to ORRERY_DASHBOARD_SCREENSHOT when set)
-#   5. Redis killed: the overview shows the redis-banner instead of failing
+#   5. `orrery dashboard --host 0.0.0.0` (the session's token): a browser without a login
+#      gets the login page; the one-time URL logs it in and shows the overview, and its
+#      cookie then opens /nodes in a new browser run with the same profile
+#   6. Redis killed: the overview shows the redis-banner instead of failing
 # A trap stops the cluster (orrery stop with this test's ORRERY_TMPDIR) and whatever the
 # test started, even on failure. Exits 77 (skipped) when no Chromium is installed, and
 # fails instead under CI=true, whose setup installs it.
@@ -74,7 +77,7 @@ chrome() {
   # The marker in its environment lets the trap find a browser left behind.
   ORRERY_TMPDIR="$sessions" timeout --kill-after=10 90 "$browser" --headless=new --no-sandbox --disable-gpu \
     --no-first-run --no-default-browser-check --disable-extensions --disable-background-networking \
-    --user-data-dir="$tmp/chrome-profile" --virtual-time-budget=10000 "$@" 2>>"$tmp/chrome.err"
+    --user-data-dir="${chrome_profile:-$tmp/chrome-profile}" --virtual-time-budget=10000 "$@" 2>>"$tmp/chrome.err"
 }
 # Usage: dump <name> <path>: the page's DOM after its scripts ran, in $pages/<name>.html.
 dump() {
@@ -213,7 +216,31 @@ else
   check_failed "no screenshot written"
 fi
 
-# 5. Redis gone: the page stays up and says why it is empty.
+# 5. Logging in with a browser, to a dashboard bound to every interface. It finds the
+# session's token itself (the session whose Redis it serves).
+step "orrery dashboard --host 0.0.0.0: the login page, then the one-time URL"
+orrery_bg dashboard --host 0.0.0.0 --port 0 >"$tmp/auth_dashboard.log" 2>&1
+deadline=$((SECONDS + 15))
+until grep -q 'login?ticket=' "$tmp/auth_dashboard.log"; do
+  ((SECONDS < deadline)) || fail "orrery dashboard --host 0.0.0.0 printed no one-time URL: $(cat "$tmp/auth_dashboard.log")"
+  sleep 0.1
+done
+auth_port=$(sed -n 's|^Dashboard at http://[^ ]*:\([0-9]*\) .*|\1|p' "$tmp/auth_dashboard.log")
+auth_ticket=$(grep -o 'login?ticket=[0-9a-f]*' "$tmp/auth_dashboard.log" | head -1)
+auth_base="http://127.0.0.1:$auth_port"
+mkdir -p "$tmp/chrome-login"
+chrome_profile="$tmp/chrome-login" chrome --dump-dom "$auth_base/" >"$pages/login.html" || true
+grep -q 'id="login"' "$pages/login.html" || check_failed "without a login the browser did not get the login page"
+grep -q 'id="nodes-alive"' "$pages/login.html" && check_failed "without a login the browser got the overview"
+chrome_profile="$tmp/chrome-login" chrome --dump-dom "$auth_base/$auth_ticket" >"$pages/after_login.html" || true
+grep -qE 'id="nodes-alive">3<' "$pages/after_login.html" ||
+  check_failed "the one-time URL did not lead to the overview with 3 alive nodes"
+chrome_profile="$tmp/chrome-login" chrome --dump-dom "$auth_base/nodes" >"$pages/nodes_cookie.html" || true
+grep -q 'id="nodes-table"' "$pages/nodes_cookie.html" ||
+  check_failed "the session cookie did not open /nodes in the next browser run"
+echo "ok: login page, one-time URL, cookie"
+
+# 6. Redis gone: the page stays up and says why it is empty.
 step "Redis killed: the overview shows the Redis banner"
 redis_pid=$(python3 - "$head_session/session.json" <<'EOF'
 import json, os, sys

@@ -24,6 +24,12 @@ struct DashboardOptions {
   int port = 8265;                 // 0 picks a free port
   int threads = 4;                 // request handler threads
   int redis_timeout_ms = 1000;     // connect and command timeout per Redis call
+  // Authentication (docs/dashboard.md): bound to a loopback host the dashboard is open;
+  // bound to any other, every page and /api route needs the cluster token `token` (a
+  // login cookie, or a bearer header). Start refuses a non-loopback host with no token
+  // unless `insecure` (which serves it open to anyone who reaches it).
+  std::string token;
+  bool insecure = false;
 };
 
 class Dashboard {
@@ -39,8 +45,11 @@ class Dashboard {
   Result<int> Start();
   // Stops serving and joins the server's threads. Idempotent.
   void Stop();
-  // "http://host:port" once started.
+  // "http://host:port" once started (this host's name when bound to every interface).
   std::string url() const;
+  // A URL that logs a browser in once (url()/login?ticket=..., a new one-time ticket each
+  // call), or url() when the dashboard is open.
+  std::string login_url();
 
  private:
   std::unique_ptr<Server> server_;

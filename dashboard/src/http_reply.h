@@ -1,0 +1,17 @@
+// One HTTP answer of the dashboard, independent of the HTTP library (so routing and
+// authentication are pure functions that unit tests and the fuzzer call directly).
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace orrery::dashboard {
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type;
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+
+}  // namespace orrery::dashboard
