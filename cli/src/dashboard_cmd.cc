@@ -9,7 +9,9 @@
 #include <iostream>
 #include <iterator>
 #include <thread>
+#include <vector>
 
+#include "core/src/redis_store.h"
 #include "orrery/dashboard.h"
 
 namespace orrery::cli {
@@ -54,8 +56,21 @@ int RunDashboard(DashboardFlags flags) {
                  "with `orrery start --head`)\n";
     return 1;
   }
+  auto password = RedisPasswordFor(flags.redis_password_file, flags.redis_address);
+  if (!password.ok()) {
+    std::cerr << "orrery dashboard: Redis password: " << password.status().message() << "\n";
+    return 1;
+  }
+  // A refused password is a mistake to report now, not on every page (an unreachable Redis
+  // may come back, and the pages say so).
+  if (auto probe = RedisStateStore::Connect(flags.redis_address, "default", password.value());
+      !probe.ok() && probe.status().code() == StatusCode::kPermissionDenied) {
+    std::cerr << "orrery dashboard: " << probe.status().message() << "\n";
+    return 1;
+  }
   dashboard::DashboardOptions options;
   options.redis_address = flags.redis_address;
+  options.redis_password = password.value();
   options.host = flags.host;
   options.port = flags.port;
   dashboard::Dashboard d(options);
@@ -74,9 +89,13 @@ int RunDashboard(DashboardFlags flags) {
 Result<std::string> StartDashboardDaemon(Session& session, const std::string& redis_address,
                                          int port) {
   std::string log = session.dir + "/logs/dashboard.log";
-  auto pid = SpawnDaemon({SelfExe(), "dashboard", "--redis-address", redis_address, "--host",
-                          "127.0.0.1", "--port", std::to_string(port)},
-                         log);
+  std::vector<std::string> argv{SelfExe(), "dashboard", "--redis-address", redis_address};
+  argv.insert(argv.end(), {"--host", "127.0.0.1", "--port", std::to_string(port)});
+  auto password_file = session.values.find("redis_password_file");
+  if (password_file != session.values.end() && !password_file->second.empty()) {
+    argv.insert(argv.end(), {"--redis-password-file", password_file->second});
+  }
+  auto pid = SpawnDaemon(argv, log);
   if (!pid.ok()) return pid.status();
   // Wait (with a deadline) for the banner, which carries the port actually bound.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
