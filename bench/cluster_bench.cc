@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   nlohmann::json head_session = Session(tmp);
   std::string address = head_session["values"]["head_address"];
   std::string redis = head_session["values"]["redis_address"];
+  std::string redis_password_file = head_session["values"].value("redis_password_file", "");
   int head_pid = head_session["pids"][1];
   Sh(g_cli + " start --address " + address + " --num-cpus 2 >> " + tmp + "/start.log 2>&1");
 
@@ -168,7 +169,9 @@ int main(int argc, char** argv) {
     kill(head_pid, SIGKILL);
     auto start = Clock::now();
     std::string port = address.substr(address.rfind(':') + 1);
-    std::string cmd = g_cli + " head --port " + port + " --redis-address " + redis + " >> " + tmp + "/head2.log 2>&1 &";
+    std::string cmd = g_cli + " head --port " + port + " --redis-address " + redis +
+                      " --redis-password-file " + redis_password_file + " >> " + tmp +
+                      "/head2.log 2>&1 &";
     Sh(cmd);
     bool back = false;
     while (!back && std::chrono::duration<double>(Clock::now() - start).count() < 30) {

@@ -138,7 +138,11 @@ void DoInit(Config config, int argc, char** argv) {
     ho.bind_host = host;
     ho.max_message_bytes = config.max_message_bytes;
     if (!config.redis_address.empty()) {
-      auto store = RedisStateStore::Connect(config.redis_address, "default");
+      // The password of an external Redis comes from ORRERY_REDIS_PASSWORD_FILE.
+      auto password = ReadRedisPassword("");
+      if (!password.ok())
+        throw ConfigError("ORRERY_REDIS_PASSWORD_FILE: " + password.status().message());
+      auto store = RedisStateStore::Connect(config.redis_address, "default", password.value());
       if (!store.ok()) throw ConnectionError("state store: " + store.status().message());
       ho.store = store.value();
     }

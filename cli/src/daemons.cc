@@ -59,7 +59,13 @@ int RunHead(const HeadFlags& flags) {
   ho.health_check_period_s = flags.health_period_s;
   ho.health_check_failure_threshold = flags.health_threshold;
   if (!flags.redis_address.empty()) {
-    auto store = RedisStateStore::Connect(flags.redis_address, "default");
+    auto password = ReadRedisPassword(flags.redis_password_file);
+    if (!password.ok()) {
+      std::fprintf(stderr, "orrery head: Redis password: %s\n",
+                   password.status().message().c_str());
+      return 1;
+    }
+    auto store = RedisStateStore::Connect(flags.redis_address, "default", password.value());
     if (!store.ok()) {
       std::fprintf(stderr, "orrery head: %s\n", store.status().message().c_str());
       return 1;

@@ -21,6 +21,7 @@ struct HeadFlags {
   std::string bind = "127.0.0.1";
   int port = 6380;
   std::string redis_address;
+  std::string redis_password_file;  // "" -> $ORRERY_REDIS_PASSWORD_FILE, else no password
   double health_period_s = 1.0;
   int health_threshold = 5;
 };

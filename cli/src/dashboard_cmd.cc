@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/src/redis_store.h"
 #include "core/src/security.h"
 #include "dashboard/src/auth.h"
 #include "orrery/dashboard.h"
@@ -75,8 +76,21 @@ int RunDashboard(DashboardFlags flags) {
                  "with `orrery start --head`)\n";
     return 1;
   }
+  auto password = RedisPasswordFor(flags.redis_password_file, flags.redis_address);
+  if (!password.ok()) {
+    std::cerr << "orrery dashboard: Redis password: " << password.status().message() << "\n";
+    return 1;
+  }
+  // A refused password is a mistake to report now, not on every page (an unreachable Redis
+  // may come back, and the pages say so).
+  if (auto probe = RedisStateStore::Connect(flags.redis_address, "default", password.value());
+      !probe.ok() && probe.status().code() == StatusCode::kPermissionDenied) {
+    std::cerr << "orrery dashboard: " << probe.status().message() << "\n";
+    return 1;
+  }
   dashboard::DashboardOptions options;
   options.redis_address = flags.redis_address;
+  options.redis_password = password.value();
   options.host = flags.host;
   options.port = flags.port;
   options.insecure = flags.insecure;
@@ -147,6 +161,10 @@ Result<std::string> StartDashboardDaemon(Session& session, const std::string& re
     argv.push_back("--insecure");
   } else {
     argv.insert(argv.end(), {"--token-file", session.dir + "/token"});
+  }
+  auto password_file = session.values.find("redis_password_file");
+  if (password_file != session.values.end() && !password_file->second.empty()) {
+    argv.insert(argv.end(), {"--redis-password-file", password_file->second});
   }
   auto pid = SpawnDaemon(argv, log);
   if (!pid.ok()) return pid.status();

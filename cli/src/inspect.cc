@@ -77,11 +77,12 @@ nlohmann::json NodesJson() {
   return out;
 }
 
-nlohmann::json Table(const std::string& redis, const std::string& table) {
+nlohmann::json Table(const std::string& redis, const std::string& password,
+                     const std::string& table) {
   nlohmann::json out = nlohmann::json::array();
   if (redis.empty()) return out;
-  auto store = RedisStateStore::Connect(redis, "default");
-  if (!store.ok()) throw ConnectionError("Redis at " + redis + ": " + store.status().message());
+  auto store = RedisStateStore::Connect(redis, "default", password);
+  if (!store.ok()) throw ConnectionError(store.status().message());  // it names the address
   for (const auto& [id, value] : store.value()->GetAll(table)) {
     try {
       out.push_back(nlohmann::json::parse(value));
@@ -111,9 +112,9 @@ bool Connect(const InspectFlags& flags) {
 int Status(const InspectFlags& flags) {
   if (!Connect(flags)) return 1;
   nlohmann::json nodes = NodesJson();
-  nlohmann::json actors = Table(flags.redis_address, "actors");
-  nlohmann::json pgs = Table(flags.redis_address, "placement_groups");
-  nlohmann::json pending = Table(flags.redis_address, "pending");
+  nlohmann::json actors = Table(flags.redis_address, flags.redis_password, "actors");
+  nlohmann::json pgs = Table(flags.redis_address, flags.redis_password, "placement_groups");
+  nlohmann::json pending = Table(flags.redis_address, flags.redis_password, "pending");
   if (flags.json) {
     std::cout << nlohmann::json{{"nodes", nodes}, {"actors", actors}, {"placement_groups", pgs}, {"pending", pending}}.dump(2)
               << "\n";
@@ -158,7 +159,9 @@ int List(const std::string& what, const InspectFlags& flags) {
     return 2;
   }
   if (!Connect(flags)) return 1;
-  nlohmann::json rows = what == "nodes" ? NodesJson() : Table(flags.redis_address, kTables.at(what));
+  nlohmann::json rows = what == "nodes"
+                            ? NodesJson()
+                            : Table(flags.redis_address, flags.redis_password, kTables.at(what));
   if (flags.json) {
     std::cout << rows.dump(2) << "\n";
   } else {

@@ -186,6 +186,45 @@ orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flag
   return orrery::security::WriteSecretFile(s.dir + "/token", token);
 }
 
+// A value for redis.conf: quoted, so a path or password with spaces stays one argument.
+std::string RedisConfQuoted(const std::string& v) {
+  std::string out = "\"";
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\') out.push_back('\\');
+    out.push_back(ch);
+  }
+  return out + "\"";
+}
+
+// The session's Redis password (docs/redis-schema.md "Password"): the one given
+// (--redis-password-file, $ORRERY_REDIS_PASSWORD_FILE, or for an external Redis the file of
+// this host's session that uses it), else for a Redis started here a new random one; written
+// to <session dir>/redis_password (0600) and recorded as the session's "redis_password_file".
+// An external Redis without a password leaves no file. Returns the password.
+orrery::Result<std::string> WriteSessionRedisPassword(oc::Session& s, const std::string& file,
+                                                      const std::string& external_redis) {
+  auto given = oc::RedisPasswordFor(file, external_redis);
+  if (!given.ok()) return given.status();
+  std::string password = given.value();
+  if (password.empty() && external_redis.empty()) password = orrery::security::NewToken();
+  if (password.empty()) return password;
+  std::string path = s.dir + "/redis_password";
+  if (orrery::Status w = orrery::security::WriteSecretFile(path, password); !w.ok()) return w;
+  s.values["redis_password_file"] = path;
+  return password;
+}
+
+// Starts redis-server for the session on `port`, configured by <session dir>/redis.conf
+// (0600: it holds the password, which therefore never appears on a command line).
+orrery::Result<int> StartSessionRedis(oc::Session& s, int port, const std::string& password) {
+  std::string conf = s.dir + "/redis.conf";
+  std::string text = "port " + std::to_string(port) + "\nbind 127.0.0.1\ndir " +
+                     RedisConfQuoted(s.dir) + "\nappendonly yes\ndaemonize no\nrequirepass " +
+                     RedisConfQuoted(password);
+  if (orrery::Status w = orrery::security::WriteSecretFile(conf, text); !w.ok()) return w;
+  return oc::SpawnDaemon({"redis-server", conf}, s.dir + "/logs/redis.log");
+}
+
 bool IsLoopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf, const std::string& bind) {
@@ -238,6 +277,11 @@ int main(int argc, char** argv) {
   start->add_flag("--head", head_mode, "start Redis (unless --redis-address), a head and a node here");
   start->add_option("--port", port, "the head's port (0: any free port)")->check(CLI::Range(0, 65535));
   start->add_option("--redis-address", redis_address, "use this Redis (host:port) instead of starting one");
+  std::string start_redis_password_file;
+  start->add_option(
+      "--redis-password-file", start_redis_password_file,
+      "with --head: the Redis password (one line, mode 0600): of the --redis-address Redis, or for "
+      "the Redis started here instead of a random one (default $ORRERY_REDIS_PASSWORD_FILE)");
   start->add_option("--address", join_address, "join the head at host:port");
   start->add_option("--bind", bind, "address to bind and advertise (default 127.0.0.1)");
   start->add_flag("--block", block, "stay in the foreground; Ctrl-C stops what was started");
@@ -265,6 +309,9 @@ int main(int argc, char** argv) {
   oc::DashboardFlags df;
   auto* dash = app.add_subcommand("dashboard", "serve the web dashboard of a cluster (reads its Redis) until Ctrl-C");
   dash->add_option("--redis-address", df.redis_address, "the cluster's Redis (host:port); default: this host's latest session");
+  dash->add_option(
+      "--redis-password-file", df.redis_password_file,
+      "its password (default $ORRERY_REDIS_PASSWORD_FILE, else this host's session of that Redis)");
   dash->add_option("--host", df.host, "address to bind (default 127.0.0.1)");
   dash->add_option("--port", df.port, "port to serve on (default 8265; 0: any free port)")->check(CLI::Range(0, 65535));
   dash->add_option("--token-file", df.token_file,
@@ -284,6 +331,9 @@ int main(int argc, char** argv) {
   for (auto* sub : {status, list}) {
     sub->add_option("--address", inspect.address, "the head (host:port); default: this host's latest session");
     sub->add_option("--redis-address", inspect.redis_address, "the cluster's Redis (host:port)");
+    sub->add_option("--redis-password-file", inspect.redis_password_file,
+                    "its password (default $ORRERY_REDIS_PASSWORD_FILE, else this host's session "
+                    "of that Redis)");
     sub->add_flag("--json", inspect.json, "print JSON");
   }
   oc::CredentialFlags inspect_credentials;
@@ -295,6 +345,8 @@ int main(int argc, char** argv) {
   head->add_option("--port", hf.port)->check(CLI::Range(0, 65535));
   head->add_option("--bind", hf.bind);
   head->add_option("--redis-address", hf.redis_address);
+  head->add_option("--redis-password-file", hf.redis_password_file,
+                   "default $ORRERY_REDIS_PASSWORD_FILE");
   head->add_option("--health-check-period-s", hf.health_period_s)->check(CLI::PositiveNumber);
   head->add_option("--health-check-failure-threshold", hf.health_threshold)->check(CLI::PositiveNumber);
   AddCredentialFlags(head, &hf.credentials);
@@ -358,26 +410,35 @@ int main(int argc, char** argv) {
       s.Save();
       std::string head_address;
       if (head_mode) {
+        auto redis_password =
+            WriteSessionRedisPassword(s, start_redis_password_file, redis_address);
+        if (!redis_password.ok())
+          return Fail("Redis password: " + redis_password.status().message(), &s);
+        s.Save();
         if (redis_address.empty()) {
           int rport = oc::FreePort();
           std::string log = s.dir + "/logs/redis.log";
-          auto pid = oc::SpawnDaemon({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--dir", s.dir,
-                                      "--appendonly", "yes", "--daemonize", "no"},
-                                     log);
+          auto pid = StartSessionRedis(s, rport, redis_password.value());
           if (!pid.ok()) return Fail(pid.status().message() + " (is redis-server installed?)", &s);
           s.pids.push_back(pid.value());
           redis_address = "127.0.0.1:" + std::to_string(rport);
           if (!WaitForLog(log, "Ready to accept connections", pid.value(), 15000)) {
             return Fail("Redis did not start; see " + log, &s);
           }
-        } else if (!orrery::RedisStateStore::Connect(redis_address, "default").ok()) {
-          return Fail("cannot reach Redis at " + redis_address, &s);
+        } else if (auto store = orrery::RedisStateStore::Connect(redis_address, "default",
+                                                                 redis_password.value());
+                   !store.ok()) {
+          return Fail(store.status().message(), &s);
         }
         if (port == 0) port = oc::FreePort();
         std::string log = s.dir + "/logs/head.log";
         std::vector<std::string> head_argv{oc::SelfExe(), "head", "--port", std::to_string(port), "--bind", bind,
                                            "--redis-address", redis_address};
         for (auto& a : CredentialArgs(s)) head_argv.push_back(a);
+        if (!s.values["redis_password_file"].empty()) {
+          head_argv.insert(head_argv.end(),
+                           {"--redis-password-file", s.values["redis_password_file"]});
+        }
         auto pid = oc::SpawnDaemon(head_argv, log);
         if (!pid.ok()) return Fail(pid.status().message(), &s);
         s.pids.push_back(pid.value());
@@ -419,6 +480,10 @@ int main(int argc, char** argv) {
                   << (insecure ? "  (with ORRERY_INSECURE=1)" : "  (on another host also ORRERY_TOKEN_FILE=<copy of the token>)")
                   << "\n";
         if (!insecure) std::cout << "  Cluster token:       " << token << " (keep it secret)\n";
+        if (!s.values["redis_password_file"].empty()) {
+          std::cout << "  Redis password:      " << s.values["redis_password_file"]
+                    << " (keep it secret)\n";
+        }
         std::cout << "  Status:              orrery status\n"
                   << "  Stop:                orrery stop\n";
       } else {
@@ -452,6 +517,14 @@ int main(int argc, char** argv) {
             inspect.redis_address = s.values["redis_address"];
           }
         }
+      }
+      if (!inspect.redis_address.empty()) {
+        auto password = oc::RedisPasswordFor(inspect.redis_password_file, inspect.redis_address);
+        if (!password.ok()) {
+          std::cerr << "orrery: Redis password: " << password.status().message() << "\n";
+          return 2;
+        }
+        inspect.redis_password = password.value();
       }
       {
         auto used = oc::UseDaemonCredentials(inspect_credentials, inspect.address);

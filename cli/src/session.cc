@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include "core/src/redis_store.h"
 
 extern char** environ;
 
@@ -87,6 +90,29 @@ int LiveNodeFor(const std::string& head_address) {
 }
 
 Result<Session> LatestSession() { return Load(SessionRoot() + "/session_latest"); }
+
+std::string SessionRedisPasswordFile(const std::string& redis_address) {
+  if (redis_address.empty()) return "";
+  std::vector<Session> sessions = LiveSessions();
+  if (auto latest = LatestSession(); latest.ok()) sessions.insert(sessions.begin(), latest.value());
+  for (auto& s : sessions) {
+    if (s.values["redis_address"] == redis_address && !s.values["redis_password_file"].empty()) {
+      return s.values["redis_password_file"];
+    }
+  }
+  return "";
+}
+
+Result<std::string> RedisPasswordFor(const std::string& file, const std::string& redis_address) {
+  std::string path = file;
+  if (path.empty()) {
+    const char* env = std::getenv("ORRERY_REDIS_PASSWORD_FILE");
+    if (env && *env) path = env;
+  }
+  if (path.empty()) path = SessionRedisPasswordFile(redis_address);
+  if (path.empty()) return std::string();
+  return ReadRedisPassword(path);
+}
 
 Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log) {
   posix_spawn_file_actions_t actions;

@@ -24,6 +24,13 @@ Session NewSession();
 // Every session directory on this host that still has live processes.
 std::vector<Session> LiveSessions();
 Result<Session> LatestSession();
+// The password file (values "redis_password_file") of this host's session, the latest one
+// first, whose Redis is `redis_address`; "" when none.
+std::string SessionRedisPasswordFile(const std::string& redis_address);
+// The password of the Redis at `redis_address` (docs/redis-schema.md "Password"): read from
+// `file`, else from $ORRERY_REDIS_PASSWORD_FILE, else from SessionRedisPasswordFile; "" when
+// none of them names a file. An unreadable or malformed file is an error naming it.
+Result<std::string> RedisPasswordFor(const std::string& file, const std::string& redis_address);
 // The pid of a live node daemon that a session on this host started for the head at
 // `head_address` (values "head_address" and "node_pid"), or 0. A head restarted at the same
 // address is joined again by that node: starting another one here would count this host

@@ -3,8 +3,10 @@
 #include <hiredis/hiredis.h>
 
 #include <chrono>
+#include <cstdlib>
 
 #include "core/src/log.h"
+#include "core/src/security.h"
 
 namespace orrery {
 
@@ -14,18 +16,27 @@ constexpr size_t kMaxBatch = 512;
 constexpr size_t kMaxQueuedEvents = 10000;
 constexpr size_t kMaxQueuedStreamEntries = 100000;
 
-redisContext* ConnectTo(const std::string& host, int port) {
+// Connects and authenticates (AuthenticateRedis); null with `why` set when either fails.
+redisContext* ConnectTo(const std::string& host, int port, const std::string& password,
+                        Status* why) {
+  std::string address = host + ":" + std::to_string(port);
   timeval tv{2, 0};
   redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
-  if (!c) return nullptr;
-  if (c->err) {
-    redisFree(c);
+  if (!c || c->err) {
+    *why = Status::Unavailable("cannot connect to Redis at " + address +
+                               (c ? std::string(": ") + c->errstr : ""));
+    if (c) redisFree(c);
     return nullptr;
   }
   // A Redis that hangs (stopped, or swapping) must not block the writer for ever: a reply
   // slower than this counts as a lost connection, and the writer reconnects and resyncs.
   timeval reply_timeout{10, 0};
   redisSetTimeout(c, reply_timeout);
+  if (Status s = AuthenticateRedis(c, password, address); !s.ok()) {
+    *why = s;
+    redisFree(c);
+    return nullptr;
+  }
   return c;
 }
 
@@ -41,27 +52,71 @@ redisReply* Command(redisContext* c, const std::vector<std::string>& argv) {
 }
 }  // namespace
 
+Result<std::string> ReadRedisPassword(const std::string& file) {
+  std::string path = file;
+  if (path.empty()) {
+    const char* env = std::getenv("ORRERY_REDIS_PASSWORD_FILE");
+    if (env && *env) path = env;
+  }
+  if (path.empty()) return std::string();
+  return security::ReadSecretFile(path);
+}
+
+Status AuthenticateRedis(redisContext* c, const std::string& password, const std::string& address) {
+  // With a password: AUTH. Without one: PING, which a Redis that wants a password refuses
+  // with NOAUTH, so the caller learns it now rather than at its first write.
+  redisReply* r = password.empty() ? Command(c, {"PING"}) : Command(c, {"AUTH", password});
+  if (!r) {
+    return Status::Unavailable("lost the connection to Redis at " + address + ": " +
+                               (c->err ? c->errstr : "no reply"));
+  }
+  std::string error = r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "";
+  freeReplyObject(r);
+  if (error.empty()) return Status::Ok();
+  // Redis's answers never contain the password; it stays out of every message.
+  if (error.rfind("NOAUTH", 0) == 0) {
+    return Status::PermissionDenied(
+        "Redis at " + address + " requires a password (" + error +
+        "): pass --redis-password-file F or set ORRERY_REDIS_PASSWORD_FILE");
+  }
+  if (error.rfind("WRONGPASS", 0) == 0 || error.find("invalid password") != std::string::npos) {
+    return Status::PermissionDenied("Redis at " + address + " refused the password (" + error +
+                                    ")");
+  }
+  if (!password.empty() && error.find("without any password configured") != std::string::npos) {
+    return Status::PermissionDenied(
+        "Redis at " + address +
+        " has no password set, but one was given: set requirepass on that Redis "
+        "or give no --redis-password-file (" +
+        error + ")");
+  }
+  return Status::Unavailable("Redis at " + address + " refused " +
+                             (password.empty() ? "PING" : "AUTH") + " (" + error + ")");
+}
+
 Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::string& address,
-                                                                  const std::string& cluster) {
+                                                                  const std::string& cluster,
+                                                                  const std::string& password) {
   std::string a = address.rfind("redis://", 0) == 0 ? address.substr(8) : address;
   size_t colon = a.rfind(':');
   if (colon == std::string::npos)
     return Status::InvalidArgument("Redis address must be host:port, got " + address);
   std::string host = a.substr(0, colon);
   int port = std::atoi(a.c_str() + colon + 1);
-  std::shared_ptr<RedisStateStore> store(new RedisStateStore(host, port, cluster));
-  store->read_ctx_ = ConnectTo(host, port);
-  if (!store->read_ctx_) return Status::Unavailable("cannot connect to Redis at " + address);
-  redisReply* r = Command(store->read_ctx_, {"PING"});
-  bool ok = r && r->type != REDIS_REPLY_ERROR;
-  if (r) freeReplyObject(r);
-  if (!ok) return Status::Unavailable("Redis at " + address + " did not answer PING");
+  std::shared_ptr<RedisStateStore> store(new RedisStateStore(host, port, cluster, password));
+  Status why;
+  store->read_ctx_ = ConnectTo(host, port, password, &why);
+  if (!store->read_ctx_) return why;
   store->writer_ = std::thread([s = store.get()] { s->WriterLoop(); });
   return store;
 }
 
-RedisStateStore::RedisStateStore(std::string host, int port, std::string cluster)
-    : host_(std::move(host)), port_(port), cluster_(std::move(cluster)) {}
+RedisStateStore::RedisStateStore(std::string host, int port, std::string cluster,
+                                 std::string password)
+    : host_(std::move(host)),
+      port_(port),
+      cluster_(std::move(cluster)),
+      password_(std::move(password)) {}
 
 RedisStateStore::~RedisStateStore() {
   bool written = Flush(2000);
@@ -179,7 +234,8 @@ std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& ta
   std::map<std::string, std::string> out;
   std::lock_guard<std::mutex> lock(read_mu_);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!read_ctx_) read_ctx_ = ConnectTo(host_, port_);
+    Status why;
+    if (!read_ctx_) read_ctx_ = ConnectTo(host_, port_, password_, &why);
     if (!read_ctx_) break;
     redisReply* r = Command(read_ctx_, {"HGETALL", KeyFor(table)});
     if (!r) {
@@ -394,6 +450,7 @@ void RedisStateStore::WriterLoop() {
   redisContext* ctx = nullptr;
   int backoff_ms = 50;
   bool warned = false;
+  Status why;  // why the last connect failed
   while (true) {
     bool stopping;
     {
@@ -402,7 +459,7 @@ void RedisStateStore::WriterLoop() {
       stopping = stop_;
       if (stopping && !HasWorkLocked()) break;
     }
-    if (!ctx) ctx = ConnectTo(host_, port_);
+    if (!ctx) ctx = ConnectTo(host_, port_, password_, &why);
     bool ok = ctx != nullptr;
     if (ok) {
       bool resync;
@@ -425,7 +482,11 @@ void RedisStateStore::WriterLoop() {
     if (ctx) redisFree(ctx);
     ctx = nullptr;
     if (stopping) break;  // the destructor already waited its bounded time
-    if (!warned) LOG_WARN("lost the Redis connection; reconnecting (no state write is dropped)");
+    if (!warned) {
+      LOG_WARN("lost the Redis connection; reconnecting (no state write is dropped)" +
+               (why.ok() ? std::string() : ": " + why.message()));
+    }
+    why = Status::Ok();
     warned = true;
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),

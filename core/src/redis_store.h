@@ -35,11 +35,25 @@ struct redisContext;
 
 namespace orrery {
 
+// The Redis password (docs/redis-schema.md "Password"): the content of `file`, else of the
+// file ORRERY_REDIS_PASSWORD_FILE names (security::ReadSecretFile); "" when neither is given.
+Result<std::string> ReadRedisPassword(const std::string& file);
+
+// Authenticates a new connection to the Redis at `address` (for messages): AUTH with
+// `password`, or, without one, a PING, which a Redis that wants a password refuses.
+// PermissionDenied naming Redis's answer when it wants a password, refuses this one, or has
+// none but one was given; Unavailable when the connection fails. Never puts the password in
+// a message.
+Status AuthenticateRedis(redisContext* c, const std::string& password, const std::string& address);
+
 class RedisStateStore : public StateStore {
  public:
-  // Connects to host:port; Unavailable when Redis does not answer PING.
+  // Connects to host:port and authenticates with `password` ("" for a Redis without one);
+  // every reconnection authenticates again. Unavailable when Redis does not answer,
+  // PermissionDenied when it refuses the password or wants one (AuthenticateRedis).
   static Result<std::shared_ptr<RedisStateStore>> Connect(const std::string& address,
-                                                          const std::string& cluster);
+                                                          const std::string& cluster,
+                                                          const std::string& password = "");
   // Writes what is pending for up to 2 s, then gives up on it (logged).
   ~RedisStateStore() override;
 
@@ -59,7 +73,7 @@ class RedisStateStore : public StateStore {
   std::string KeyFor(const std::string& table) const { return "orrery:" + cluster_ + ":" + table; }
 
  private:
-  RedisStateStore(std::string host, int port, std::string cluster);
+  RedisStateStore(std::string host, int port, std::string cluster, std::string password);
   void WriterLoop();
   // One pipelined batch of dirty records, stream entries and events; false when the
   // connection failed (the caller reconnects and resyncs).
@@ -76,6 +90,7 @@ class RedisStateStore : public StateStore {
   std::string host_;
   int port_;
   std::string cluster_;
+  std::string password_;  // "" for a Redis without one
   std::mutex read_mu_;
   redisContext* read_ctx_ = nullptr;  // guarded by read_mu_
 

@@ -5,14 +5,20 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/src/redis_store.h"
+
 namespace orrery::dashboard {
 
 void RedisReader::ReplyFree::operator()(redisReply* r) const {
   if (r) freeReplyObject(r);
 }
 
-RedisReader::RedisReader(std::string address, std::string cluster, int timeout_ms)
-    : address_(std::move(address)), cluster_(std::move(cluster)), timeout_ms_(timeout_ms) {
+RedisReader::RedisReader(std::string address, std::string cluster, int timeout_ms,
+                         std::string password)
+    : address_(std::move(address)),
+      cluster_(std::move(cluster)),
+      timeout_ms_(timeout_ms),
+      password_(std::move(password)) {
   std::string a = address_.rfind("redis://", 0) == 0 ? address_.substr(8) : address_;
   size_t colon = a.rfind(':');
   char* end = nullptr;
@@ -48,6 +54,11 @@ Status RedisReader::EnsureConnected() {
   if (redisSetTimeout(c, tv) != REDIS_OK) {
     redisFree(c);
     return Status::Unavailable("cannot set a timeout on the connection to Redis at " + address_);
+  }
+  // Every connection authenticates (a Redis without a password: the PING of AuthenticateRedis).
+  if (Status s = AuthenticateRedis(c, password_, address_); !s.ok()) {
+    redisFree(c);
+    return s;
   }
   ctx_ = c;
   return Status::Ok();

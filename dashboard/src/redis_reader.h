@@ -31,9 +31,11 @@ struct StreamEntry {
 
 class RedisReader {
  public:
-  // `address` is host:port (a leading redis:// is accepted); `cluster` names the keys.
-  // Does not connect yet: the first call does.
-  RedisReader(std::string address, std::string cluster = "default", int timeout_ms = 1000);
+  // `address` is host:port (a leading redis:// is accepted); `cluster` names the keys;
+  // `password` authenticates every connection ("" for a Redis without one; a Redis that
+  // wants one answers PermissionDenied). Does not connect yet: the first call does.
+  RedisReader(std::string address, std::string cluster = "default", int timeout_ms = 1000,
+              std::string password = "");
   ~RedisReader();
   RedisReader(const RedisReader&) = delete;
   RedisReader& operator=(const RedisReader&) = delete;
@@ -68,6 +70,7 @@ class RedisReader {
   int port_ = 0;
   std::string cluster_;
   int timeout_ms_;
+  std::string password_;
   Status parse_status_;
 
   std::mutex mu_;

@@ -192,7 +192,7 @@ void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::stri
 Server::Server(DashboardOptions options) : options_(std::move(options)) {
   if (!options_.redis_address.empty()) {
     reader_ = std::make_unique<RedisReader>(options_.redis_address, options_.cluster,
-                                            options_.redis_timeout_ms);
+                                            options_.redis_timeout_ms, options_.redis_password);
   }
 }
 

@@ -21,6 +21,16 @@ bool Usable(const Result<R>& r, const char* table, const std::string& key) {
            ": " + r.status().message());
   return false;
 }
+
+// A record is filed under its own id (docs/redis-schema.md). One under another key was not
+// written by a head: restored, it would shadow or duplicate the record of that id (an actor
+// placed twice, its resources held twice), so it is skipped with a warning.
+bool FiledUnderItsId(const std::string& id_hex, const char* table, const std::string& key) {
+  if (id_hex == key) return true;
+  LOG_WARN(std::string("skipping ") + table +
+           " record filed under another id: " + records::EscapeUtf8(key) + " holds " + id_hex);
+  return false;
+}
 }  // namespace
 
 int HeadService::NodeIndex(const std::string& hex) const {
@@ -51,6 +61,7 @@ void HeadService::Recover() {
   for (const auto& [key, text] : store.GetAll("placement_groups")) {
     auto r = records::ParsePgRecord(text);
     if (!Usable(r, "placement group", key)) continue;
+    if (!FiledUnderItsId(Hex(r->spec.pg_id), "a placement group", key)) continue;
     if (r->state == records::PgRecord::kRemoved) continue;
     PgRec pg;
     pg.spec = r->spec;
@@ -71,6 +82,7 @@ void HeadService::Recover() {
   for (const auto& [key, text] : store.GetAll("actors")) {
     auto r = records::ParseActorRecord(text);
     if (!Usable(r, "actor", key)) continue;
+    if (!FiledUnderItsId(Hex(r->spec.actor_id), "an actor", key)) continue;
     ActorRec a;
     a.spec = std::move(r->spec);
     a.state = r->state;
@@ -111,6 +123,7 @@ void HeadService::Recover() {
   for (const auto& [key, text] : store.GetAll("jobs")) {
     auto r = records::ParseJobRecord(text);
     if (!Usable(r, "job", key)) continue;
+    if (!FiledUnderItsId(Hex(r->info.job_id), "a job", key)) continue;
     JobRec rec;
     rec.info = r->info;
     rec.alive = r->running;

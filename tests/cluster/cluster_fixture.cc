@@ -211,6 +211,12 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
     int rport = FreePort();
     redis_address_ = "127.0.0.1:" + std::to_string(rport);
     redis_dir_ = dir_;
+    // Redis has a password, as `orrery start --head` gives it one; the test process and the
+    // programs it starts (drivers, `orrery status`) find it in ORRERY_REDIS_PASSWORD_FILE.
+    redis_password_file_ = dir_ + "/redis_password";
+    orrery::Status written = orrery::security::WriteSecretFile(redis_password_file_, orrery::security::NewToken());
+    if (!written.ok()) throw std::runtime_error(written.message());
+    setenv("ORRERY_REDIS_PASSWORD_FILE", redis_password_file_.c_str(), 1);
     StartRedis(rport, redis_dir_);
   }
   if (head_address_.empty()) head_address_ = "127.0.0.1:" + std::to_string(FreePort());
@@ -219,16 +225,24 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
   std::string log = heads_++ == 0 ? dir_ + "/head.log" : dir_ + "/head." + std::to_string(heads_ - 1) + ".log";
   std::ofstream(log, std::ios::trunc).close();
   head_pid_ = spawner_->Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_, "--health-check-period-s",
-                     std::to_string(health_period_s_), "--health-check-failure-threshold", std::to_string(health_threshold_)},
+                     std::to_string(health_period_s_), "--health-check-failure-threshold", std::to_string(health_threshold_),
+                     "--redis-password-file", redis_password_file_},
                     log);
   if (!WaitFor([&] { return LogHas(log, "head listening on"); })) throw std::runtime_error("the head did not start");
 }
 
 void Cluster::StartRedis(int port, const std::string& dir) {
   std::string log = dir_ + "/redis." + std::to_string(redis_restarts_++) + ".log";
-  redis_pid_ = spawner_->Spawn({"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--dir", dir,
-                               "--appendonly", "yes", "--save", ""},
-                              log);
+  // The password goes in a config file (0600), never on the command line.
+  std::ifstream password_in(redis_password_file_);
+  std::string password;
+  std::getline(password_in, password);
+  std::string conf = dir_ + "/redis." + std::to_string(redis_restarts_ - 1) + ".conf";
+  orrery::Status written = orrery::security::WriteSecretFile(
+      conf, "port " + std::to_string(port) + "\nbind 127.0.0.1\ndir \"" + dir +
+                "\"\nappendonly yes\nsave \"\"\nrequirepass " + password);
+  if (!written.ok()) throw std::runtime_error(written.message());
+  redis_pid_ = spawner_->Spawn({"redis-server", conf}, log);
   // Ready only once the append-only file is loaded.
   if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); })) throw std::runtime_error("redis did not start; see " + log);
 }

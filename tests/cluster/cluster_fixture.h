@@ -72,6 +72,9 @@ class Cluster {
   // Leaves dir() (the daemons' logs) in place when the cluster is destroyed.
   void KeepDirectory() { keep_dir_ = true; }
   const std::string& redis_address() const { return redis_address_; }
+  // Redis's password file (mode 0600; also this process's ORRERY_REDIS_PASSWORD_FILE once
+  // StartHead has started Redis).
+  const std::string& redis_password_file() const { return redis_password_file_; }
   int redis_pid() const { return redis_pid_; }
   int head_pid() const { return head_pid_; }
   // The current pid of each node, in the order added; -1 for a node killed and not restarted.
@@ -90,6 +93,7 @@ class Cluster {
   std::string redis_dir_;
   int redis_restarts_ = 0;
   std::string redis_address_;
+  std::string redis_password_file_;
   std::string head_address_;
   double health_period_s_ = 0.2;
   int health_threshold_ = 3;

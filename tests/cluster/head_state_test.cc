@@ -10,6 +10,7 @@
 //     were appended.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -300,6 +301,16 @@ TEST(HeadStateTest, HostileRecordsInRedisAreSkippedOnRestart) {
     r.Strings({"HSET", kPrefix + table, key, value});
     ++n;
   }
+  // A well-formed record filed under a key that is not its id: no head wrote it.
+  std::string misfiled = UniqueId::Random().Binary();
+  proto::ActorSpecMsg misfiled_spec;
+  misfiled_spec.actor_id = misfiled;
+  misfiled_spec.job_id = UniqueId::Random().Binary();
+  misfiled_spec.factory = "Counter::Create";
+  json misfiled_record = json::parse(r.HGet(kPrefix + "actors", Hex(good)));
+  misfiled_record["actor_id"] = Hex(misfiled);
+  misfiled_record["spec"] = ToHex(orrery::internal::Pack(misfiled_spec));
+  r.Strings({"HSET", kPrefix + "actors", UniqueId::Random().Hex(), misfiled_record.dump()});
 
   cluster.StartHead(0.2, 3);  // throws when the head does not come up
   Peer after(cluster.head_address());
@@ -311,6 +322,10 @@ TEST(HeadStateTest, HostileRecordsInRedisAreSkippedOnRestart) {
   ASSERT_TRUE(skipped);
   EXPECT_EQ(skipped->state, int(proto::ActorState::kDead))
       << "the record with a non-UTF-8 class was restored";
+  auto misfiled_state = after.ActorState(misfiled);
+  ASSERT_TRUE(misfiled_state);
+  EXPECT_EQ(misfiled_state->state, int(proto::ActorState::kDead))
+      << "the record filed under another id was restored";
   // Still serving after several scheduling ticks.
   ASSERT_TRUE(
       WaitFor([&] { return after.CreateActor(UniqueId::Random().Binary(), "", "").has_value(); }));
@@ -323,6 +338,51 @@ TEST(HeadStateTest, HostileRecordsInRedisAreSkippedOnRestart) {
     text.append(std::istreambuf_iterator<char>(log), std::istreambuf_iterator<char>());
   }
   EXPECT_NE(text.find("skipping an unreadable"), std::string::npos);
+  EXPECT_NE(text.find("skipping an actor record filed under another id"), std::string::npos);
+}
+
+// ------------------------------------------------------------------ Redis's password
+
+// The cluster's Redis has a password: a client without it, or with a wrong one, reads and
+// writes nothing, so it cannot plant a record for the next head restart; the head, which
+// has it, keeps writing.
+TEST(HeadStateTest, RedisRefusesClientsWithoutThePassword) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  int port = std::atoi(cluster.redis_address().c_str() + cluster.redis_address().rfind(':') + 1);
+  Redis owner(port);
+  ASSERT_TRUE(owner.ok());
+  ASSERT_EQ(owner.auth_error(), "");
+  cluster.AddNode("", "", 1);
+  ASSERT_TRUE(WaitFor([&] { return !owner.HGetAll(kPrefix + "nodes").empty(); }));
+
+  Redis stranger(port, "");
+  ASSERT_TRUE(stranger.ok());
+  EXPECT_EQ(stranger.Error({"HGETALL", kPrefix + "nodes"}).rfind("NOAUTH", 0), 0u);
+  EXPECT_TRUE(stranger.HGetAll(kPrefix + "nodes").empty());
+  EXPECT_TRUE(stranger.Strings({"KEYS", "*"}).empty());
+  std::string refused = stranger.Error({"HSET", kPrefix + "actors", UniqueId::Random().Hex(), "{}"});
+  EXPECT_EQ(refused.rfind("NOAUTH", 0), 0u) << refused;
+
+  Redis wrong(port, "not-the-password");
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong.auth_error().rfind("WRONGPASS", 0), 0u) << wrong.auth_error();
+  EXPECT_TRUE(wrong.HGetAll(kPrefix + "nodes").empty());
+  EXPECT_TRUE(owner.HGetAll(kPrefix + "actors").empty()) << "a stranger's write reached Redis";
+
+  // The password is in a 0600 file and on no command line (redis-server's included).
+  struct stat st{};
+  ASSERT_EQ(stat(cluster.redis_password_file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string password = Redis::PasswordFromEnvironment();
+  ASSERT_GE(password.size(), 32u);
+  for (int pid : {cluster.redis_pid(), cluster.head_pid()}) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_FALSE(cmdline.empty());
+    EXPECT_EQ(cmdline.find(password), std::string::npos) << "pid " << pid;
+  }
+  EXPECT_TRUE(HeadAlive(cluster));
 }
 
 // ------------------------------------------------------------------ a Redis outage

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/src/security.h"
 #include "orrery/orrery.h"
 #include "core/src/security.h"
 #include "tests/cluster/cluster_fixture.h"
@@ -61,15 +62,22 @@ class NetnsTest : public ::testing::Test {
     ASSERT_TRUE(orrery::security::WriteSecretFile(dir_ + "/token", orrery::security::NewToken()).ok());
     setenv("ORRERY_TOKEN_FILE", (dir_ + "/token").c_str(), 1);
     int rport = orrery_cluster::FreePort();
-    redis_ = orrery_cluster::Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--save", "",
-                                    "--dir", dir_},
-                                   dir_ + "/redis.log");
+    // Redis with a password, as `orrery start --head` starts it: in a 0600 config file.
+    const std::string password_file = dir_ + "/redis_password", conf = dir_ + "/redis.conf";
+    const std::string password = orrery::security::NewToken();
+    ASSERT_TRUE(orrery::security::WriteSecretFile(password_file, password).ok());
+    ASSERT_TRUE(orrery::security::WriteSecretFile(
+                    conf, "port " + std::to_string(rport) + "\nbind 127.0.0.1\nsave \"\"\n" +
+                              "dir \"" + dir_ + "\"\nrequirepass " + password)
+                    .ok());
+    redis_ = orrery_cluster::Spawn({"redis-server", conf}, dir_ + "/redis.log");
     ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/redis.log", "Ready to accept connections"); }));
     head_address_ = host_ip_ + ":" + std::to_string(orrery_cluster::FreePort());
-    head_ = orrery_cluster::Spawn({orrery_cluster::CliPath(), "head", "--bind", host_ip_, "--port",
-                                   head_address_.substr(head_address_.rfind(':') + 1), "--redis-address",
-                                   "127.0.0.1:" + std::to_string(rport)},
-                                  dir_ + "/head.log");
+    head_ = orrery_cluster::Spawn(
+        {orrery_cluster::CliPath(), "head", "--bind", host_ip_, "--port",
+         head_address_.substr(head_address_.rfind(':') + 1), "--redis-address",
+         "127.0.0.1:" + std::to_string(rport), "--redis-password-file", password_file},
+        dir_ + "/head.log");
     ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/head.log", "head listening on"); }));
     // The node lives in the namespace: its only way to the head is the veth pair.
     node_ = orrery_cluster::Spawn({"ip", "netns", "exec", ns_, orrery_cluster::CliPath(), "node", "--address",

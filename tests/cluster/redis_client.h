@@ -1,9 +1,12 @@
 // A minimal synchronous hiredis client for the cluster tests: reads what the head wrote.
+// It authenticates with the password in $ORRERY_REDIS_PASSWORD_FILE (the cluster fixture's),
+// as every client of the cluster's Redis must.
 #pragma once
 
 #include <hiredis/hiredis.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -12,9 +15,19 @@ namespace orrery_cluster {
 
 class Redis {
  public:
-  explicit Redis(int port) {
+  explicit Redis(int port) : Redis(port, PasswordFromEnvironment()) {}
+  // `password` "": no AUTH (what a stranger does).
+  Redis(int port, const std::string& password) {
     timeval tv{5, 0};
     c_ = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (ok() && !password.empty()) {
+      auto* r = static_cast<redisReply*>(redisCommand(c_, "AUTH %b", password.data(), password.size()));
+      // A Redis without a password (one a test started itself) answers an error: keep going.
+      if (r) {
+        if (r->type == REDIS_REPLY_ERROR) auth_error_.assign(r->str, r->len);
+        freeReplyObject(r);
+      }
+    }
   }
   // "host:port"
   explicit Redis(const std::string& address) : Redis(std::atoi(address.c_str() + address.rfind(':') + 1)) {}
@@ -25,6 +38,26 @@ class Redis {
   Redis& operator=(const Redis&) = delete;
 
   bool ok() const { return c_ && !c_->err; }
+  // Redis's answer to AUTH when it refused it ("" when it accepted it or none was sent).
+  const std::string& auth_error() const { return auth_error_; }
+  // The reply to `argv` as Redis's error text ("" when it was not an error).
+  std::string Error(const std::vector<std::string>& argv) {
+    redisReply* r = Command(argv);
+    std::string out = r && r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "";
+    if (r) freeReplyObject(r);
+    return out;
+  }
+
+  // The first line of the file $ORRERY_REDIS_PASSWORD_FILE names, "" when unset.
+  static std::string PasswordFromEnvironment() {
+    const char* file = std::getenv("ORRERY_REDIS_PASSWORD_FILE");
+    if (!file || !*file) return "";
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    return line;
+  }
   redisContext* raw() { return c_; }
 
   // The reply as strings: an array's elements, or a single string/status.
@@ -86,6 +119,7 @@ class Redis {
     return static_cast<redisReply*>(redisCommandArgv(c_, int(argv.size()), p.data(), l.data()));
   }
   redisContext* c_ = nullptr;
+  std::string auth_error_;
 };
 
 }  // namespace orrery_cluster

@@ -24,6 +24,7 @@ struct DashboardOptions {
   int port = 8265;                 // 0 picks a free port
   int threads = 4;                 // request handler threads
   int redis_timeout_ms = 1000;     // connect and command timeout per Redis call
+  std::string redis_password;      // AUTH on every Redis connection; "" for a Redis without one
   // Authentication (docs/dashboard.md): bound to a loopback host the dashboard is open;
   // bound to any other, every page and /api route needs the cluster token `token` (a
   // login cookie, or a bearer header). Start refuses a non-loopback host with no token
