@@ -3,7 +3,11 @@
 //
 //   orrery_microbench [--duration-s 5] [--warmup-s 1] [--rounds 4] [--batch 1000]
 //                     [--actors 10] [--only NAME[,NAME...]] [--json] [--list]
+//                     [--compare-insecure]
 //
+// Orrery runs with authentication and encryption (CURVE, docs/security.md) as by default.
+// --compare-insecure also measures the actor-call metrics on an --insecure cluster in the
+// same run, as <name>_insecure, and prints the ratio secure / insecure of each.
 // Prints one line per metric: operations per second (mean +- standard deviation over the
 // rounds, as Ray's timeit) and the ratio to zmq_roundtrip_limit. With --json the lines go to
 // stderr and stdout gets one JSON document. Exits 1 when a metric failed.
@@ -122,6 +126,9 @@ int main(int argc, char** argv) {
   app.add_option("--only", only_args, "run only these metrics (comma-separated or repeated)");
   app.add_flag("--json", json, "write the results to stdout as JSON (the table goes to stderr)");
   app.add_flag("--list", list, "list the metrics and exit");
+  bool compare_insecure = false;
+  app.add_flag("--compare-insecure", compare_insecure,
+               "also measure the actor-call metrics without CURVE (as NAME_insecure) and print the ratio");
   app.allow_extras();  // --orrery-* flags are Orrery's (orrery::Init consumes them)
   try {
     app.parse(argc, argv);
@@ -188,6 +195,35 @@ int main(int argc, char** argv) {
     orrery::Shutdown();
   }
 
+  // The cost of CURVE: the same calls on a cluster with authentication and encryption off.
+  std::vector<std::pair<std::string, double>> curve_ratios;
+  if (compare_insecure && any_orrery) {
+    orrery::Config config;
+    config.resources[orrery::bench::kActorResource] = orrery::bench::kActorResourceCapacity;
+    config.insecure = true;
+    try {
+      orrery::Init(config, argc, argv);
+    } catch (const orrery::Error& e) {
+      std::cerr << "orrery::Init (insecure) failed: " << e.kind() << ": " << e.what() << "\n";
+      return 1;
+    }
+    for (const auto& m : orrery::bench::Metrics()) {
+      if (!wanted(m.name) || m.name.rfind("1_1_actor_calls", 0) != 0) continue;
+      Outcome o = Measure(m.name + "_insecure", [&] { return m.run(opt); });
+      PrintLine(table, o, limit_rate);
+      for (const auto& secure : outcomes) {
+        if (secure.name == m.name && secure.ok && o.ok) curve_ratios.emplace_back(m.name, secure.rate.mean / o.rate.mean);
+      }
+      outcomes.push_back(o);
+    }
+    orrery::Shutdown();
+    for (const auto& [name, ratio] : curve_ratios) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "%-28s with CURVE / without: %.3f\n", name.c_str(), ratio);
+      table << buf;
+    }
+  }
+
   bool failed = !limit.ok;
   for (const auto& o : outcomes) failed = failed || !o.ok;
   if (json) {
@@ -210,6 +246,11 @@ int main(int argc, char** argv) {
       results.push_back(r);
     }
     doc["results"] = results;
+    if (compare_insecure) {
+      nlohmann::json ratios = nlohmann::json::object();
+      for (const auto& [name, ratio] : curve_ratios) ratios[name] = ratio;
+      doc["curve_ratio"] = ratios;  // secure ops/s over insecure ops/s, per metric
+    }
     std::cout << doc.dump(2) << std::endl;
   }
   return failed ? 1 : 0;

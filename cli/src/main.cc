@@ -8,6 +8,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -148,7 +149,8 @@ void AddCredentialFlags(CLI::App* app, oc::CredentialFlags* flags) {
 // The session's token (docs/security.md): the one given (--token-file, $ORRERY_TOKEN_FILE),
 // else for a head a new random one, else the one of this host's session of that head;
 // written to <session dir>/token with mode 0600.
-orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flags, const std::string& join_address) {
+orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flags, const std::string& join_address,
+                                 const std::string& restarted_head = "") {
   if (flags.insecure) {
     s.values["insecure"] = "1";
     return orrery::Status::Ok();
@@ -159,6 +161,16 @@ orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flag
     if (env && *env) file = env;
   }
   if (file.empty() && !join_address.empty()) file = orrery::security::FindSessionTokenFile(join_address);
+  if (file.empty() && join_address.empty() && !restarted_head.empty()) {
+    // A head started again where it ran: this host's node of that head still runs and holds
+    // the old token, so the cluster keeps it.
+    for (auto& live : oc::LiveSessions()) {
+      if (live.values["head_address"] == restarted_head && !live.values.count("insecure")) {
+        std::error_code ec;
+        if (std::filesystem::exists(live.dir + "/token", ec)) file = live.dir + "/token";
+      }
+    }
+  }
   std::string token;
   if (!file.empty()) {
     auto t = orrery::security::ReadTokenFile(file);
@@ -320,8 +332,10 @@ int main(int argc, char** argv) {
         std::cerr << "orrery start: WARNING: --insecure: no authentication or encryption; anyone who can reach "
                      "this cluster's ports can run code on its nodes\n";
       }
+      // The address the head will have, when already known (a fixed --port).
+      std::string planned_head = head_mode && port != 0 ? (bind == "0.0.0.0" ? "127.0.0.1" : bind) + ":" + std::to_string(port) : "";
       oc::Session s = oc::NewSession();
-      if (orrery::Status ts = WriteSessionToken(s, start_credentials, head_mode ? "" : join_address); !ts.ok()) {
+      if (orrery::Status ts = WriteSessionToken(s, start_credentials, head_mode ? "" : join_address, planned_head); !ts.ok()) {
         return Fail(ts.message(), &s);
       }
       s.Save();
@@ -388,7 +402,7 @@ int main(int argc, char** argv) {
                   << (insecure ? "  (with ORRERY_INSECURE=1)" : "  (on another host also ORRERY_TOKEN_FILE=<copy of the token>)")
                   << "\n";
         if (!insecure) std::cout << "  Cluster token:       " << token << " (keep it secret)\n";
-                  << "  Status:              orrery status\n"
+        std::cout << "  Status:              orrery status\n"
                   << "  Stop:                orrery stop\n";
       } else {
         std::cout << "Orrery node joined the head at " << head_address << ".\n";

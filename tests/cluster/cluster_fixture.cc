@@ -1,5 +1,7 @@
 #include "tests/cluster/cluster_fixture.h"
 
+#include "core/src/security.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -182,6 +184,15 @@ Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {
   dir_ = mkdtemp(tmpl);
   // Daemons keep their files (fetched executables, sessions) under this test's directory.
   setenv("ORRERY_TMPDIR", dir_.c_str(), 1);
+  // The cluster's token (docs/security.md), as `orrery start --head` makes one: the daemons,
+  // drivers started by the test and the test process itself find it in ORRERY_TOKEN_FILE.
+  // Raw sockets a test opens (security::ConfigureClient) present it too.
+  token_file_ = dir_ + "/token";
+  orrery::Status written = orrery::security::WriteSecretFile(token_file_, orrery::security::NewToken());
+  if (!written.ok()) throw std::runtime_error(written.message());
+  setenv("ORRERY_TOKEN_FILE", token_file_.c_str(), 1);
+  auto used = orrery::security::UseCredentials(false, token_file_, "");
+  if (!used.ok()) throw std::runtime_error(used.status().message());
 }
 
 Cluster::~Cluster() {

@@ -67,6 +67,8 @@ class Cluster {
                          const std::vector<std::string>& extra_flags = {});
   const std::string& head_address() const { return head_address_; }
   const std::string& dir() const { return dir_; }
+  // The cluster's token file (also in this process's ORRERY_TOKEN_FILE).
+  const std::string& token_file() const { return token_file_; }
   // Leaves dir() (the daemons' logs) in place when the cluster is destroyed.
   void KeepDirectory() { keep_dir_ = true; }
   const std::string& redis_address() const { return redis_address_; }
@@ -84,6 +86,7 @@ class Cluster {
   void StartRedis(int port, const std::string& dir);
 
   std::string dir_;
+  std::string token_file_;
   std::string redis_dir_;
   int redis_restarts_ = 0;
   std::string redis_address_;

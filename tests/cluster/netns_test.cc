@@ -9,6 +9,7 @@
 #include <string>
 
 #include "orrery/orrery.h"
+#include "core/src/security.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/skip_exit_code.h"
 
@@ -56,6 +57,9 @@ class NetnsTest : public ::testing::Test {
     char tmpl[] = "/tmp/orrery_netns_test_XXXXXX";
     dir_ = mkdtemp(tmpl);
     setenv("ORRERY_TMPDIR", dir_.c_str(), 1);
+    // Authentication on, as by default: every process here reads the cluster's token.
+    ASSERT_TRUE(orrery::security::WriteSecretFile(dir_ + "/token", orrery::security::NewToken()).ok());
+    setenv("ORRERY_TOKEN_FILE", (dir_ + "/token").c_str(), 1);
     int rport = orrery_cluster::FreePort();
     redis_ = orrery_cluster::Spawn({"redis-server", "--port", std::to_string(rport), "--bind", "127.0.0.1", "--save", "",
                                     "--dir", dir_},

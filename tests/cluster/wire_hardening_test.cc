@@ -21,6 +21,7 @@
 #include "actors/src/test_hooks.h"
 #include "core/src/file_hash.h"
 #include "core/src/protocol.h"
+#include "core/src/security.h"
 #include "core/src/transport.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
@@ -202,6 +203,7 @@ TEST_F(WireHardeningTest, NilBombLeavesTheHeadSmallAndServing) {
   bomb.shrink_to_fit();
   zmq::socket_t dealer(ctx_, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
+  orrery::security::ConfigureClient(dealer);  // a peer of the cluster, not a stranger
   dealer.connect(Endpoint(cluster_.head_address()));
   for (int i = 0; i < 3; ++i) dealer.send(zmq::buffer(frame), zmq::send_flags::none);
   // Three error replies: the head decoded (and refused) all three.
@@ -240,6 +242,7 @@ TEST_F(WireHardeningTest, FetchBinaryFloodToADeadPortLeavesTheHeadSmall) {
   std::string dead = "tcp://127.0.0.1:" + std::to_string(orrery_cluster::FreePort());
   zmq::socket_t dealer(ctx_, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 2000);
+  orrery::security::ConfigureClient(dealer);
   dealer.connect(Endpoint(cluster_.head_address()));
   for (int i = 0; i < requests; ++i) {
     orrery::proto::BinaryMsg m{uint64_t(i + 1), dead, hash, "", true, ""};
@@ -277,6 +280,7 @@ TEST_F(WireHardeningTest, StaleRepliesCompleteNoRequest) {
   std::thread flood([&] {
     zmq::socket_t dealer(ctx_, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
+    orrery::security::ConfigureClient(dealer);
     dealer.connect(Endpoint(self));
     while (!stop) {
       for (uint64_t id = 1; id <= 256 && !stop; ++id) {

@@ -82,6 +82,9 @@ PY
 
 # 1. Redis, a head and a node, as daemons of this test.
 step "redis-server, orrery head, orrery node --num-cpus 3"
+# The cluster's token (docs/security.md), as `orrery start --head` would make one.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token")
+export ORRERY_TOKEN_FILE="$tmp/token"
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
 redis_pid=$!

@@ -12,6 +12,7 @@
 
 #include "actors/src/test_hooks.h"
 #include "core/src/protocol.h"
+#include "core/src/security.h"
 #include "remote_functions.h"
 #include "test_support.h"
 
@@ -65,6 +66,7 @@ std::optional<MsgType> SendAndAwaitReply(zmq::context_t& ctx, const std::string&
                                          const std::vector<std::string>& frames) {
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
+  orrery::security::ConfigureClient(dealer);  // a peer of the cluster, not a stranger
   dealer.connect(endpoint);
   for (size_t i = 0; i < frames.size(); ++i) {
     auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
