@@ -232,6 +232,7 @@ void Runtime::RegisterJob() {
     std::ifstream in(argv_[0], std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     proto::BinaryMsg put{0, "", binary_hash_, arch_, true, ""};
+    put.job_id = job_.Binary();  // the head stores only the executable this job registered
     auto stored = RpcWithPayload<proto::AckMsg>(MsgType::kPutBinary, put, bytes, MsgType::kAck);
     if (!stored.ok) throw ConnectionError("the head could not store this program's executable: " + stored.message);
     ack = Rpc<proto::AckMsg>(MsgType::kRegisterJob, m, MsgType::kAck);
