@@ -258,7 +258,12 @@ void Runtime::Tick() {
   double now = Now();
   if (job_registered_ && now - last_job_heartbeat_ >= 1.0) {
     last_job_heartbeat_ = now;
-    transport::Send(head_address_, MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, true));
+    // With its executable's hash: a head that lost the job (a Redis that lost its data)
+    // takes the heartbeat as the registration, and the job's work names that executable.
+    auto m = JobInfo(job_, address(), config_, argv_, true);
+    m.binary_hash = binary_hash_;
+    m.arch = arch_;
+    transport::Send(head_address_, MsgType::kRegisterJob, m);
   }
   std::lock_guard<std::mutex> lock(tasks_mu_);
   double idle = config_.task_lease_idle_ms / 1000.0;
