@@ -9,10 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "core/src/clock.h"
 #include "core/src/file_hash.h"
 #include "core/src/log.h"
+#include "core/src/rate_limit.h"
+#include "core/src/security.h"
 #include "orrery/tpu.h"
 #include "orrery/resources.h"
 
@@ -27,6 +30,26 @@ double Now() { return MonotonicSeconds(); }
 // next kill.
 constexpr double kOomVictimGraceS = 10;
 
+// Paths whose content hash is remembered (argv[0] of requests and cached copies).
+constexpr size_t kMaxHashedPaths = 256;
+
+RateLimitedLog stray_reply_log;
+RateLimitedLog refused_log;
+
+// A request this node will not run (an executable it cannot verify): logged, rate-limited,
+// since any authenticated peer can send such requests at will.
+void WarnRefused(const std::string& reason) {
+  uint64_t suppressed = 0;
+  if (refused_log.ShouldLog(&suppressed)) {
+    LOG_WARN("node: refused to start a worker: " + reason + RateLimitedLog::More(suppressed));
+  }
+}
+
+uint64_t RandomNonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+}
+
 std::string SysrootOf(const std::string& given) {
   if (!given.empty()) return given;
   const char* env = std::getenv("ORRERY_SYSROOT");
@@ -37,6 +60,7 @@ std::string SysrootOf(const std::string& given) {
 NodeService::NodeService(NodeOptions options)
     : options_(std::move(options)),
       id_(NodeId::Random()),
+      secret_(security::NewToken()),
       memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)), options_.memory_usage_threshold) {
   for (const char* kind : {"TPU", "GPU", "XPU"}) {
     auto it = options_.resources.find(kind);
@@ -107,6 +131,7 @@ void NodeService::SendRegistration(bool alive) {
     reg.node.memory_usage_threshold = memory_.threshold();
   }
   reg.reply_to = inbox_.address();
+  reg.node_secret = secret_;
   transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
 }
 
@@ -197,7 +222,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   w.id = id;
   w.is_actor = is_actor;
   w.started = Now();
-  w.executable = !hash.empty() ? hash : (argv.empty() ? std::string() : argv[0]);
+  w.executable = hash;
   auto env = AssignDevices(w, demand);
   if (!env.ok()) {
     w.kill_requested = true;
@@ -212,50 +237,95 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
                     ", but the driver's executable is built for " + arch;
     return w;
   }
-  std::vector<std::string> resolved = argv.empty() ? options_.worker_argv : argv;
-  if (!hash.empty() && !resolved.empty()) {
-    std::string path = LocalExecutable(resolved[0], hash);
-    if (path.empty()) {
-      w.argv = resolved;
-      auto& waiting = awaiting_binary_[hash];
-      if (waiting.empty()) {
-        LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
-        transport::Send(options_.head_address, MsgType::kFetchBinary,
-                        proto::BinaryMsg{0, inbox_.address(), hash, "", true, ""});
-      }
-      waiting.push_back(id);
+  if (hash.empty()) {
+    // No executable named: only this node's own worker program (the embedded node's: the
+    // driver itself). A path in a message never names what runs.
+    if (options_.worker_argv.empty()) {
+      w.kill_requested = true;
+      w.kill_reason = "the request names no executable by SHA-256, and node " + id_.Hex().substr(0, 12) +
+                      " runs nothing else";
+      WarnRefused(w.kill_reason);
       return w;
     }
-    resolved[0] = path;
+    Spawn(w, options_.worker_argv);
+    return w;
   }
-  Spawn(w, resolved);
+  if (!IsContentHash(hash)) {
+    w.kill_requested = true;
+    w.kill_reason = "the request's executable hash is not a SHA-256 (64 lowercase hex characters)";
+    WarnRefused(w.kill_reason);
+    return w;
+  }
+  // The path is only where the executable may be found on this host; what runs is the
+  // content the head vouched for, checked here by its SHA-256.
+  w.argv = argv.empty() ? std::vector<std::string>{""} : argv;
+  if (vouched_.count(hash)) {
+    std::string path = LocalExecutable(w.argv[0], hash);
+    if (!path.empty()) {
+      std::vector<std::string> resolved = w.argv;
+      resolved[0] = path;
+      Spawn(w, resolved);
+      return w;
+    }
+  }
+  auto& waiting = awaiting_binary_[hash];
+  if (waiting.empty()) {
+    // Ask the head whether a job registered this executable, and for its content when this
+    // node has no copy. The nonce makes the head's the only reply that counts.
+    bool have = !LocalExecutable(w.argv[0], hash).empty();
+    uint64_t nonce = RandomNonce();
+    fetch_nonce_[hash] = nonce;
+    if (!have) LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
+    proto::BinaryMsg ask{nonce, inbox_.address(), hash, "", true, ""};
+    ask.want_bytes = !have;
+    transport::Send(options_.head_address, MsgType::kFetchBinary, ask);
+  }
+  waiting.push_back(id);
   return w;
 }
 
-std::string NodeService::LocalExecutable(const std::string& path, const std::string& hash) {
+bool NodeService::HasContent(const std::string& path, const std::string& hash) {
   Result<ExecutableIdentity> file = IdentityOf(path);
-  if (file.ok()) {
-    auto& cached = hash_cache_[path];
-    if (cached.first != file.value() || cached.second.empty()) cached = {file.value(), HashFile(path)};
-    if (cached.second == hash) return path;
-  }
+  if (!file.ok()) return false;
+  if (hash_cache_.size() >= kMaxHashedPaths && !hash_cache_.count(path)) hash_cache_.clear();
+  auto& cached = hash_cache_[path];
+  if (cached.first != file.value() || cached.second.empty()) cached = {file.value(), HashFile(path)};
+  return cached.second == hash;
+}
+
+std::string NodeService::LocalExecutable(const std::string& path, const std::string& hash) {
+  if (!path.empty() && HasContent(path, hash)) return path;
   std::string cached_path = options_.binary_cache_dir + "/" + hash;
-  if (access(cached_path.c_str(), X_OK) == 0) return cached_path;
+  if (access(cached_path.c_str(), X_OK) == 0 && HasContent(cached_path, hash)) return cached_path;
   return "";
 }
 
 void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
+  auto nonce = fetch_nonce_.find(m.hash);
+  if (nonce == fetch_nonce_.end() || nonce->second != m.request_id) {
+    uint64_t suppressed = 0;
+    if (stray_reply_log.ShouldLog(&suppressed)) {
+      LOG_WARN("node: dropped an executable reply that answers no request of this node" +
+               RateLimitedLog::More(suppressed));
+    }
+    return;
+  }
+  fetch_nonce_.erase(nonce);
   auto waiting = std::move(awaiting_binary_[m.hash]);
   awaiting_binary_.erase(m.hash);
   std::string error;
   std::string path = options_.binary_cache_dir + "/" + m.hash;
   if (!m.ok) {
-    error = m.message;
+    error = "the head does not vouch for it: " + m.message;
+  } else if (bytes.empty()) {
+    vouched_.insert(m.hash);  // this node has a copy (checked again below)
   } else if (HashBytes(bytes) != m.hash) {
-    error = "the executable fetched from the head does not match its hash " + m.hash;
+    error = "the executable fetched from the head does not match its SHA-256 " + m.hash;
   } else {
+    vouched_.insert(m.hash);
     std::error_code ec;
     std::filesystem::create_directories(options_.binary_cache_dir, ec);
+    chmod(options_.binary_cache_dir.c_str(), 0700);
     std::string tmp = path + ".tmp" + std::to_string(getpid());
     {
       std::ofstream out(tmp, std::ios::binary);
@@ -268,7 +338,8 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
       if (ec) error = "cannot store " + path + ": " + ec.message();
     }
   }
-  if (error.empty()) LOG_INFO("node: cached the driver's executable as " + path);
+  if (error.empty() && !bytes.empty()) LOG_INFO("node: cached the driver's executable as " + path);
+  if (!error.empty()) WarnRefused("executable " + m.hash + ": " + error);
   for (const auto& id : waiting) {
     auto it = workers_.find(id);
     if (it == workers_.end()) continue;
@@ -281,8 +352,15 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
       FailWorker(w, w.kill_reason);
       continue;
     }
+    // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
+    std::string local = LocalExecutable(w.argv[0], m.hash);
+    if (local.empty()) {
+      WarnRefused("no file on this node has the SHA-256 " + m.hash);
+      FailWorker(w, "no file on this node has the SHA-256 " + m.hash + " of the driver's executable");
+      continue;
+    }
     std::vector<std::string> argv = w.argv;
-    argv[0] = path;
+    argv[0] = local;
     Spawn(w, argv);
   }
 }
@@ -302,8 +380,10 @@ void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   env["ORRERY_NODE_ADDRESS"] = inbox_.address();
   env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
   env["ORRERY_NODE_ID"] = id_.Hex();
+  // What the worker names as its executable when it submits work itself.
+  if (!w.executable.empty()) env["ORRERY_EXECUTABLE_HASH"] = w.executable;
   for (const auto& [k, v] : w.device_env) env[k] = v;
-  Status s = zygotes_->Spawn(argv.empty() ? options_.worker_argv : argv, req, env);
+  Status s = zygotes_->Spawn(argv, req, env);
   if (!s.ok()) {
     by_spawn_.erase(req);
     LOG_ERROR("cannot start a worker: " + s.message());
@@ -381,7 +461,7 @@ void NodeService::OnStartActor(const proto::StartActorMsg& m) {
 void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
   bool wants_devices = false;
   for (const char* kind : {"TPU", "GPU", "XPU"}) wants_devices = wants_devices || r.resources.count(kind);
-  std::string executable = !r.binary_hash.empty() ? r.binary_hash : (r.argv.empty() ? std::string() : r.argv[0]);
+  const std::string& executable = r.binary_hash;
   for (auto& [id, w] : workers_) {
     // An idle task worker serves another lease only for the same executable and when
     // neither needs devices (a process's visible devices are fixed when it starts).
@@ -422,6 +502,7 @@ void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, const std::string
   proto::WorkerEventMsg ev;
   ev.kind = int(proto::WorkerEventKind::kLeaseWorkerDied);
   ev.node_id = id_.Binary();
+  ev.node_secret = secret_;
   ev.lease_id = r.lease_id;
   ev.cause = message;
   transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
@@ -495,6 +576,8 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
     proto::WorkerEventMsg ev;
     ev.kind = int(proto::WorkerEventKind::kActorAlive);
     ev.node_id = id_.Binary();
+    ev.node_secret = secret_;
+  ev.node_secret = secret_;
     ev.actor_id = w.actor.spec.actor_id;
     ev.incarnation = w.actor.incarnation;
     ev.address = w.call_address;
@@ -513,6 +596,7 @@ void NodeService::ActorDied(Worker& w, const std::string& kind, const std::strin
   proto::WorkerEventMsg ev;
   ev.kind = int(proto::WorkerEventKind::kActorDied);
   ev.node_id = id_.Binary();
+  ev.node_secret = secret_;
   ev.actor_id = w.actor.spec.actor_id;
   ev.incarnation = w.actor.incarnation;
   ev.pid = w.pid;

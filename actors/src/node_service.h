@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,7 @@ class NodeService {
     double started = 0;     // when it took its current actor or lease (for the memory monitor)
     double idle_since = 0;
     std::vector<std::string> argv;  // while waiting for the executable
-    std::string executable;         // content hash or path: lease workers are reused only for it
+    std::string executable;         // content hash ("": worker_argv): lease workers are reused only for it
     std::map<std::string, std::vector<int>> devices;  // accelerator ids this process owns
     std::map<std::string, std::string> device_env;   // what makes them visible to it
   };
@@ -101,9 +102,11 @@ class NodeService {
   Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
                     const std::string& arch, const Resources& demand);
   void Spawn(Worker& w, const std::vector<std::string>& argv);
-  // The local path of the executable with this content: argv[0] when it matches, else the
-  // cache; empty when it must be fetched.
+  // The local path of the executable with this SHA-256: `path` when its content has it, else
+  // the cached copy when its content has it; empty when it must be fetched.
   std::string LocalExecutable(const std::string& path, const std::string& hash);
+  // Whether the file at `path` has this SHA-256 (remembered per file identity).
+  bool HasContent(const std::string& path, const std::string& hash);
   void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
   void FailWorker(Worker& w, const std::string& reason);
   // Takes whole devices for `demand` (TPU/GPU/XPU) and returns the environment that makes
@@ -123,6 +126,7 @@ class NodeService {
 
   NodeOptions options_;
   NodeId id_;
+  std::string secret_;  // sent with every node-scoped message (RegisterNodeMsg::node_secret)
   transport::Inbox inbox_;
   // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
   // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
@@ -132,6 +136,10 @@ class NodeService {
   std::map<uint64_t, std::string> by_spawn_;
   uint64_t next_spawn_ = 1;
   std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
+  std::map<std::string, uint64_t> fetch_nonce_;  // hash -> request id of the head's expected reply
+  // Executables the head said a job registered: the only ones this node runs (besides its
+  // own worker_argv), and only from a file whose SHA-256 matches.
+  std::set<std::string> vouched_;
   std::map<std::string, std::pair<ExecutableIdentity, std::string>> hash_cache_;  // path -> (file, hash)
   std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
   MemoryMonitor memory_;

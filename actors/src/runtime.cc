@@ -232,6 +232,7 @@ void Runtime::RegisterJob() {
     std::ifstream in(argv_[0], std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     proto::BinaryMsg put{0, "", binary_hash_, arch_, true, ""};
+    put.job_id = job_.Binary();  // the head stores only the executable this job registered
     auto stored = RpcWithPayload<proto::AckMsg>(MsgType::kPutBinary, put, bytes, MsgType::kAck);
     if (!stored.ok) throw ConnectionError("the head could not store this program's executable: " + stored.message);
     ack = Rpc<proto::AckMsg>(MsgType::kRegisterJob, m, MsgType::kAck);
@@ -257,7 +258,12 @@ void Runtime::Tick() {
   double now = Now();
   if (job_registered_ && now - last_job_heartbeat_ >= 1.0) {
     last_job_heartbeat_ = now;
-    transport::Send(head_address_, MsgType::kRegisterJob, JobInfo(job_, address(), config_, argv_, true));
+    // With its executable's hash: a head that lost the job (a Redis that lost its data)
+    // takes the heartbeat as the registration, and the job's work names that executable.
+    auto m = JobInfo(job_, address(), config_, argv_, true);
+    m.binary_hash = binary_hash_;
+    m.arch = arch_;
+    transport::Send(head_address_, MsgType::kRegisterJob, m);
   }
   std::lock_guard<std::mutex> lock(tasks_mu_);
   double idle = config_.task_lease_idle_ms / 1000.0;

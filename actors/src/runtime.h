@@ -49,6 +49,9 @@ class Runtime {
   ObjectStore& store() { return store_; }
   transport::Inbox& inbox() { return inbox_; }
   // Extra handler for messages the runtime does not handle itself (the worker's).
+  // A worker's: the SHA-256 of its executable, which the actors and tasks it submits name
+  // (a driver's is set by RegisterJob). Call before Start.
+  void SetExecutableHash(std::string hash) { binary_hash_ = std::move(hash); }
   void SetExtraHandler(std::function<bool(transport::Envelope&)> handler) { extra_ = std::move(handler); }
 
   // ---- the public API's operations (throw orrery::Error subclasses) ----

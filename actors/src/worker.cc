@@ -11,6 +11,7 @@
 #include "actors/src/errors_util.h"
 #include "actors/src/executor.h"
 #include "actors/src/runtime.h"
+#include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "core/src/security.h"
 #include "orrery/api/registry.h"
@@ -350,6 +351,8 @@ void WorkerMain() {
   ObjectStore::SetBlockHooks(&WorkerServer::BeforeBlock, &WorkerServer::AfterBlock);
   // Leaked on purpose: the process ends with _exit, never by unwinding.
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));
+  // Actors and tasks this worker submits run its own executable, named as its node named it.
+  if (const char* h = std::getenv("ORRERY_EXECUTABLE_HASH"); h && IsContentHash(h)) rt->SetExecutableHash(h);
   auto* server = new WorkerServer(rt, worker_id, node);
   g_server = server;
   rt->SetExtraHandler([server](transport::Envelope& env) { return server->Handle(env); });

@@ -1,14 +1,20 @@
-// Content hashes of files (the driver's executable, shipped to nodes that lack it).
+// Content hashes of executables (the driver's program, shipped to nodes that lack it).
 #pragma once
 
 #include <string>
 
 namespace orrery {
 
-// 32 hex characters: two independent 64-bit FNV-1a hashes of the content, plus the size
-// folded in. Empty when the file cannot be read. Not cryptographic: it names content.
+// SHA-256 of a file's content / of bytes, as 64 lowercase hex characters (the name an
+// executable has on the wire, in the head's store and in a node's cache). HashFile is empty
+// when the file cannot be read.
 std::string HashFile(const std::string& path);
 std::string HashBytes(const std::string& bytes);
+
+// Whether `hash` is a well-formed executable hash: exactly 64 lowercase hex characters.
+// Every hash from a peer or from the state store is checked with this before it names a
+// file or is compared.
+bool IsContentHash(const std::string& hash);
 
 // The machine architecture this process runs on ("x86_64", "aarch64"); ORRERY_ARCH
 // overrides it (a node can declare itself for tests).

@@ -340,7 +340,11 @@ struct ClusterInfoMsg {
 struct RegisterNodeMsg {
   NodeInfoMsg node;
   std::string reply_to;
-  MSGPACK_DEFINE(node, reply_to);
+  // A random secret the node chose for its life and sends with every registration,
+  // heartbeat, goodbye and worker event: the head acts on a node-scoped message only when it
+  // carries the secret the node registered with (docs/protocol.md "Node-scoped messages").
+  std::string node_secret;
+  MSGPACK_DEFINE(node, reply_to, node_secret);
 };
 
 struct StartActorMsg {
@@ -373,7 +377,9 @@ struct WorkerEventMsg {
   int pid = 0;
   std::string error_kind;
   std::string cause;
-  MSGPACK_DEFINE(kind, node_id, actor_id, lease_id, incarnation, address, pid, error_kind, cause);
+  std::string node_secret;  // the sending node's (RegisterNodeMsg::node_secret)
+  MSGPACK_DEFINE(kind, node_id, actor_id, lease_id, incarnation, address, pid, error_kind, cause,
+                 node_secret);
 };
 
 struct ReleaseLeaseMsg {
@@ -437,6 +443,10 @@ struct RecordMsg {
   MSGPACK_DEFINE(request_id, reply_to, table, key, json, stream_index, stream_json);
 };
 
+// An executable named by its SHA-256 (64 lowercase hex). PutBinary: a driver uploads the
+// executable its job registered (job_id). FetchBinary: a node asks whether the head vouches
+// for `hash` (a job registered it) and, with want_bytes, for its content; the reply echoes
+// the node's request_id, an unguessable nonce, so that no other peer can answer for the head.
 struct BinaryMsg {
   uint64_t request_id = 0;
   std::string reply_to;
@@ -444,7 +454,9 @@ struct BinaryMsg {
   std::string arch;
   bool ok = true;
   std::string message;
-  MSGPACK_DEFINE(request_id, reply_to, hash, arch, ok, message);
+  std::string job_id;
+  bool want_bytes = true;
+  MSGPACK_DEFINE(request_id, reply_to, hash, arch, ok, message, job_id, want_bytes);
 };
 
 struct PingMsg {

@@ -9,6 +9,8 @@
 
 #include "core/src/file_hash.h"
 #include "core/src/log.h"
+#include "core/src/rate_limit.h"
+#include "core/src/security.h"
 #include "scheduler/src/head_internal.h"
 #include "scheduler/src/head_service.h"
 #include "scheduler/src/records.h"
@@ -16,6 +18,13 @@
 namespace orrery::scheduler {
 
 using proto::MsgType;
+
+namespace {
+// At most this many jobs may be waiting to upload their executable at once (each entry is a
+// job that answered NeedBinary and has not uploaded yet).
+constexpr size_t kMaxAwaitingUploads = 1024;
+RateLimitedLog spoofed_log;
+}  // namespace
 
 // ------------------------------------------------------------------ jobs
 
@@ -36,6 +45,10 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
     }
     m.entrypoint = records::EscapeUtf8(m.entrypoint);
     m.driver_address = records::EscapeUtf8(m.driver_address);
+    if (!m.binary_hash.empty() && !IsContentHash(m.binary_hash)) {
+      return ReplyAck(m.reply_to, m.request_id, false, "ConfigError",
+                      "a job's executable is named by its SHA-256 (64 lowercase hex characters)");
+    }
   }
   if (it != jobs_.end()) {  // a heartbeat, or a resent registration
     if (it->second.alive) it->second.last_seen = Now();
@@ -44,9 +57,14 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
   }
   if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
     // Nodes may need this executable: ask the driver for it before the job starts.
+    if (awaiting_upload_.size() >= kMaxAwaitingUploads && !awaiting_upload_.count(m.job_id)) {
+      awaiting_upload_.erase(awaiting_upload_.begin());
+    }
+    awaiting_upload_[m.job_id] = m.binary_hash;
     ReplyAck(m.reply_to, m.request_id, false, "NeedBinary", "upload " + m.binary_hash);
     return;
   }
+  awaiting_upload_.erase(m.job_id);
   JobRec& j = jobs_[m.job_id];
   j.info = m;
   j.last_seen = Now();
@@ -103,14 +121,74 @@ void HeadService::OnPutRecord(const transport::Envelope& env) {
 }
 
 std::string HeadService::BinaryPath(const std::string& hash) const {
-  for (char c : hash)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return "/nonexistent";
+  if (!IsContentHash(hash)) return "/nonexistent";
   return options_.binary_dir + "/" + hash;
+}
+
+Status HeadService::CheckExecutable(const std::string& job_id, const std::vector<std::string>& argv,
+                                    const std::string& hash) const {
+  if (job_id.find_first_not_of('\0') == std::string::npos) {
+    // Work submitted from inside a worker (it has no job of its own): the node's own worker
+    // program (no hash), or an executable some job registered.
+    if (hash.empty() || VouchesFor(hash)) return Status::Ok();
+    return Status::PermissionDenied("no job registered the executable " + records::EscapeUtf8(hash.substr(0, 80)));
+  }
+  auto job = jobs_.find(job_id);
+  if (job == jobs_.end()) {
+    return Status::PermissionDenied("job " + Hex(job_id) + " is not registered with this head; "
+                                    "only a registered job's executable is run");
+  }
+  const proto::JobMsg& info = job->second.info;
+  if (hash != info.binary_hash) {
+    return Status::PermissionDenied("the executable " + (hash.empty() ? std::string("(none)") : hash) +
+                                    " is not the one job " + Hex(job_id) + " registered (" +
+                                    (info.binary_hash.empty() ? std::string("none") : info.binary_hash) + ")");
+  }
+  if (!argv.empty() && records::EscapeUtf8(argv[0]) != info.entrypoint) {
+    return Status::PermissionDenied("the executable " + records::EscapeUtf8(argv[0]) + " is not the one job " +
+                                    Hex(job_id) + " registered (" + info.entrypoint + ")");
+  }
+  return Status::Ok();
+}
+
+bool HeadService::VouchesFor(const std::string& hash) const {
+  if (!IsContentHash(hash)) return false;
+  for (const auto& [id, j] : jobs_)
+    if (j.info.binary_hash == hash) return true;
+  return false;
+}
+
+bool HeadService::FromNode(const std::string& node_id, const std::string& secret, const char* what, bool adopt) {
+  auto known = node_secrets_.find(node_id);
+  bool ok = false;
+  if (secret.empty() || secret.size() > 256) {
+    ok = false;
+  } else if (known != node_secrets_.end()) {
+    ok = security::SecretEquals(known->second, secret);
+  } else if (adopt) {
+    node_secrets_[node_id] = secret;
+    ok = true;
+  }
+  if (!ok) {
+    uint64_t suppressed = 0;
+    if (spoofed_log.ShouldLog(&suppressed)) {
+      LOG_WARN(std::string("dropped a ") + what + " for node " + Hex(node_id) +
+               " that did not come from that node (its node secret does not match)" + RateLimitedLog::More(suppressed));
+    }
+  }
+  return ok;
 }
 
 void HeadService::OnPutBinary(const transport::Envelope& env) {
   proto::BinaryMsg m;
   DECODE_OR_THROW(env, m);
+  auto awaited = awaiting_upload_.find(m.job_id);
+  if (!IsContentHash(m.hash) || awaited == awaiting_upload_.end() || awaited->second != m.hash) {
+    LOG_WARN("refused an executable upload (hash " + records::EscapeUtf8(m.hash.substr(0, 80)) +
+             ") that no registering job asked for");
+    return ReplyAck(m.reply_to, m.request_id, false, "ConfigError",
+                    "the head stores only the executable a registering job named (register the job first)");
+  }
   std::string bytes = env.PayloadString();
   std::string got = HashBytes(bytes);
   if (got != m.hash) {
@@ -132,9 +210,16 @@ void HeadService::OnPutBinary(const transport::Envelope& env) {
 void HeadService::OnFetchBinary(const transport::Envelope& env) {
   proto::BinaryMsg m;
   DECODE_OR_THROW(env, m);
+  proto::BinaryMsg reply{m.request_id, "", m.hash, "", true, ""};
+  if (!VouchesFor(m.hash)) {
+    reply.ok = false;
+    reply.message = "no job registered an executable with hash " + records::EscapeUtf8(m.hash.substr(0, 80));
+    return transport::Send(m.reply_to, MsgType::kBinaryReply, reply);
+  }
+  if (!m.want_bytes) return transport::Send(m.reply_to, MsgType::kBinaryReply, reply);
   std::ifstream in(BinaryPath(m.hash), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  proto::BinaryMsg reply{m.request_id, "", m.hash, "", bool(in) || !bytes.empty(), ""};
+  reply.ok = bool(in) || !bytes.empty();
   if (!reply.ok) reply.message = "the head has no executable with hash " + m.hash;
   transport::Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
 }

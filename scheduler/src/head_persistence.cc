@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/src/clock.h"
+#include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "orrery/resources.h"
 #include "scheduler/src/head_internal.h"
@@ -79,10 +80,35 @@ void HeadService::Recover() {
     if (!pg.spec.name.empty()) pg_names_[pg.spec.name] = pg.spec.pg_id;
     pgs_[pg.spec.pg_id] = std::move(pg);
   }
+  // Jobs first: they say which executable each actor and lease may run.
+  for (const auto& [key, text] : store.GetAll("jobs")) {
+    auto r = records::ParseJobRecord(text);
+    if (!Usable(r, "job", key)) continue;
+    if (!FiledUnderItsId(Hex(r->info.job_id), "a job", key)) continue;
+    if (!r->info.binary_hash.empty() && !IsContentHash(r->info.binary_hash)) {
+      LOG_WARN("skipping job record " + records::EscapeUtf8(key) + ": its executable hash is not a SHA-256");
+      continue;
+    }
+    JobRec rec;
+    rec.info = r->info;
+    rec.alive = r->running;
+    rec.start_time = r->start_time;
+    rec.end_cause = r->end_cause;
+    rec.last_seen = now;  // a grace period for its driver to reconnect
+    jobs_[rec.info.job_id] = rec;
+  }
   for (const auto& [key, text] : store.GetAll("actors")) {
     auto r = records::ParseActorRecord(text);
     if (!Usable(r, "actor", key)) continue;
     if (!FiledUnderItsId(Hex(r->spec.actor_id), "an actor", key)) continue;
+    if (r->state != proto::ActorState::kDead) {
+      // What a live actor runs must be what its job registered, as this head stored it: a
+      // record written by anyone else into the store never names what a node runs.
+      if (Status s = CheckExecutable(r->spec.job_id, r->spec.argv, r->spec.binary_hash); !s.ok()) {
+        LOG_WARN("skipping actor record " + records::EscapeUtf8(key) + ": " + s.message());
+        continue;
+      }
+    }
     ActorRec a;
     a.spec = std::move(r->spec);
     a.state = r->state;
@@ -120,18 +146,6 @@ void HeadService::Recover() {
     }
     actors_[a.spec.actor_id] = std::move(a);
   }
-  for (const auto& [key, text] : store.GetAll("jobs")) {
-    auto r = records::ParseJobRecord(text);
-    if (!Usable(r, "job", key)) continue;
-    if (!FiledUnderItsId(Hex(r->info.job_id), "a job", key)) continue;
-    JobRec rec;
-    rec.info = r->info;
-    rec.alive = r->running;
-    rec.start_time = r->start_time;
-    rec.end_cause = r->end_cause;
-    rec.last_seen = now;  // a grace period for its driver to reconnect
-    jobs_[rec.info.job_id] = rec;
-  }
   // Leases: a granted one still holds its resources on its node or in its bundle (its
   // worker runs on); a pending one waits again. One whose node, job or placement group is
   // gone has nothing left to hold.
@@ -147,7 +161,9 @@ void HeadService::Recover() {
         !in_group ||
         (pg != pgs_.end() &&
          (!granted || (r->bundle >= 0 && r->bundle < int(pg->second.bundle_available.size()))));
-    if (Hex(r->request.lease_id) != key || job == jobs_.end() || !job->second.alive || !group_ok ||
+    Status executable = CheckExecutable(r->request.job_id, r->request.argv, r->request.binary_hash);
+    if (!executable.ok()) LOG_WARN("dropping lease record " + records::EscapeUtf8(key) + ": " + executable.message());
+    if (!executable.ok() || Hex(r->request.lease_id) != key || job == jobs_.end() || !job->second.alive || !group_ok ||
         (granted && (node < 0 || !nodes_[node].alive)) || leases_.count(r->request.lease_id)) {
       store.Delete("leases", key);
       continue;

@@ -88,6 +88,8 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
   proto::RegisterNodeMsg m;
   DECODE_OR_THROW(env, m);
   NodeId id(UniqueId::FromBinary(m.node.node_id));
+  // Only the node itself may register, heartbeat or say goodbye for its id.
+  if (!FromNode(id.Binary(), m.node_secret, m.node.alive ? "registration" : "goodbye", m.node.alive)) return;
   size_t i = 0;
   for (; i < nodes_.size(); ++i)
     if (nodes_[i].id == id) break;
@@ -163,6 +165,10 @@ void HeadService::OnCreateActor(const transport::Envelope& env) {
     return ReplyAck(m.reply_to, m.request_id, false, "ConfigError", "an actor id has 16 bytes");
   }
   if (Status s = records::CheckActorSpec(m.spec); !s.ok()) {
+    return ReplyAck(m.reply_to, m.request_id, false, "ConfigError", s.message());
+  }
+  if (Status s = CheckExecutable(m.spec.job_id, m.spec.argv, m.spec.binary_hash); !s.ok()) {
+    LOG_WARN("refused to create an actor: " + s.message());
     return ReplyAck(m.reply_to, m.request_id, false, "ConfigError", s.message());
   }
   if (!opts.name.empty()) {
@@ -297,12 +303,17 @@ void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::str
 void HeadService::OnWorkerEvent(const transport::Envelope& env) {
   proto::WorkerEventMsg m;
   DECODE_OR_THROW(env, m);
+  // Only a node's own events count, and only for the actors and leases placed on it.
+  int node = -1;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].id.Binary() == m.node_id) node = int(i);
+  if (node < 0 || !FromNode(m.node_id, m.node_secret, "worker event", false)) return;
   m.cause = records::EscapeUtf8(m.cause);  // error text: any bytes, kept escaped
   m.address = records::EscapeUtf8(m.address);
   switch (proto::WorkerEventKind(m.kind)) {
     case proto::WorkerEventKind::kActorAlive: {
       auto it = actors_.find(m.actor_id);
-      if (it == actors_.end() || it->second.incarnation != m.incarnation) return;
+      if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node) return;
       ActorRec& a = it->second;
       a.state = proto::ActorState::kAlive;
       a.address = m.address;
@@ -313,7 +324,7 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
     }
     case proto::WorkerEventKind::kActorDied: {
       auto it = actors_.find(m.actor_id);
-      if (it == actors_.end() || it->second.incarnation != m.incarnation) return;
+      if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node) return;
       if (it->second.state == proto::ActorState::kDead) return;
       bool creation_failed = m.error_kind == "CreationFailed";
       // The kinds a node reports that callers see as such; anything else is ActorDiedError.
@@ -325,7 +336,7 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
     case proto::WorkerEventKind::kLeaseWorkerDied:
     case proto::WorkerEventKind::kLeaseFailed: {
       auto it = leases_.find(m.lease_id);
-      if (it == leases_.end()) return;
+      if (it == leases_.end() || it->second.node != node) return;
       Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
       ForgetLease(it->first);
       leases_.erase(it);
@@ -344,7 +355,9 @@ void HeadService::OnRequestLease(const transport::Envelope& env) {
   Status valid = m.lease_id.size() == UniqueId::kSize ? Status::Ok() : Status::InvalidArgument("a lease id has 16 bytes");
   if (valid.ok()) valid = records::CheckUtf8("the task's", m.resources);
   if (valid.ok()) valid = records::CheckUtf8("the task's selector", m.label_selector);
+  if (valid.ok()) valid = CheckExecutable(m.job_id, m.argv, m.binary_hash);
   if (!valid.ok()) {
+    if (valid.code() == StatusCode::kPermissionDenied) LOG_WARN("refused a lease: " + valid.message());
     proto::LeaseReplyMsg reply;
     reply.request_id = m.request_id;
     reply.lease_id = m.lease_id;

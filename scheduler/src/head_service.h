@@ -106,6 +106,19 @@ class HeadService {
   void OnFetchBinary(const transport::Envelope& env);
   void OnPutRecord(const transport::Envelope& env);
   std::string BinaryPath(const std::string& hash) const;
+  // Ok when `hash` and `argv` name the executable job `job_id` registered; the error (for
+  // the requester) says what does not match. An executable that no job of this head
+  // registered is never started (docs/design-decisions.md "Nodes run only registered
+  // executables").
+  Status CheckExecutable(const std::string& job_id, const std::vector<std::string>& argv,
+                         const std::string& hash) const;
+  // Whether some job registered the executable with this hash (what a node asks before it
+  // runs one).
+  bool VouchesFor(const std::string& hash) const;
+  // Whether a node-scoped message (`what`) for node `node_id` carries that node's secret.
+  // A registration (`adopt`) of a node whose secret this head does not know yet (a new node,
+  // or one recovered from the store) sets it; anything else for such a node is dropped.
+  bool FromNode(const std::string& node_id, const std::string& secret, const char* what, bool adopt);
   // The driver is gone: its non-detached actors and its leases go with it.
   void JobDied(const std::string& job_id, const std::string& cause);
   void PersistJob(const std::string& job_id);
@@ -164,6 +177,10 @@ class HeadService {
     std::string end_cause;
   };
   std::map<std::string, JobRec> jobs_;
+  // Jobs told to upload their executable (NeedBinary): job id -> the hash it registered. A
+  // PutBinary is stored only for such a job and that hash.
+  std::map<std::string, std::string> awaiting_upload_;
+  std::map<std::string, std::string> node_secrets_;  // binary node id -> its secret (FromNode)
   std::map<std::string, int64_t> stream_written_;  // record key -> last stream index appended
   // What each node's heartbeat last said of its memory (by binary node id), and what its
   // record in the store last said.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/src/file_hash.h"
 #include "orrery/placement.h"
 
 namespace orrery::scheduler::records {
@@ -263,6 +264,8 @@ std::string JobRecordJson(const JobRecord& r) {
          {"pid", r.info.pid},
          {"namespace", r.info.namespace_},
          {"entrypoint", r.info.entrypoint},
+         {"executable_sha256", r.info.binary_hash},
+         {"arch", r.info.arch},
          {"state", r.running ? "RUNNING" : "FINISHED"},
          {"start_time", r.start_time},
          {"end_cause", r.end_cause}};
@@ -400,6 +403,10 @@ Result<JobRecord> ParseJobRecord(std::string_view text) {
     r.info.pid = j.value("pid", 0);
     r.info.namespace_ = j.value("namespace", "");
     r.info.entrypoint = j.value("entrypoint", "");
+    r.info.binary_hash = j.value("executable_sha256", "");
+    if (!r.info.binary_hash.empty() && !IsContentHash(r.info.binary_hash))
+      return Invalid("the job record's executable_sha256 is not 64 lowercase hex digits");
+    r.info.arch = j.value("arch", "");
     r.running = j.value("state", "") == "RUNNING";
     r.start_time = j.value("start_time", 0.0);
     r.end_cause = j.value("end_cause", "");

@@ -115,7 +115,8 @@ class Peer {
     m.request_id = NextId();
     m.reply_to = address();
     m.spec.actor_id = actor_id;
-    m.spec.job_id = UniqueId::Random().Binary();
+    // No job: as an actor a worker creates (which runs the node's own worker program).
+    m.spec.job_id = std::string(UniqueId::kSize, '\0');
     m.spec.factory = "Nothing::Create";
     m.spec.owner = address();
     m.spec.infeasible_timeout_s = -1;
@@ -204,6 +205,7 @@ TEST(HeadStateTest, StringsThatAreNotUtf8NeverCrashTheHead) {
                        "s\xfc"
                        "d"}};
   node.reply_to = peer.address();
+  node.node_secret = "a secret of this test's node";
   peer.Send(MsgType::kRegisterNode, node);
   auto refused = peer.WaitAck(0);
   ASSERT_TRUE(refused) << "the head did not answer a node with a non-UTF-8 label";

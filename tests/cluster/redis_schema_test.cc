@@ -125,6 +125,8 @@ const std::vector<Table>& Tables() {
         {"pid", {Kind::kInteger}},
         {"namespace", {Kind::kString}},
         {"entrypoint", {Kind::kString}},
+        {"executable_sha256", {Kind::kString}},
+        {"arch", {Kind::kString}},
         {"state", {Kind::kEnum, {"RUNNING", "FINISHED"}}},
         {"start_time", {Kind::kNumber}},
         {"end_cause", {Kind::kString}}}},

@@ -214,6 +214,24 @@ TEST(JobRecord, RoundTripsAndRefusesHostile) {
   EXPECT_FALSE(ParseJobRecord(j.dump()).ok());
 }
 
+// The executable's SHA-256 survives a restart; a record whose hash is not 64 lowercase hex
+// digits (it could name a path: "../../bin/sh") is refused.
+TEST(JobRecord, KeepsTheExecutableHashAndRefusesMalformedOnes) {
+  JobRecord job;
+  job.info.job_id = UniqueId::Random().Binary();
+  job.info.binary_hash = std::string(64, 'a');
+  job.info.arch = "x86_64";
+  auto r = ParseJobRecord(JobRecordJson(job));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->info.binary_hash, job.info.binary_hash);
+  EXPECT_EQ(r->info.arch, "x86_64");
+  for (const std::string& bad : {std::string(64, 'A'), std::string(32, 'a'), "../../bin/sh" + std::string(52, 'a')}) {
+    json j = json::parse(JobRecordJson(job));
+    j["executable_sha256"] = bad;
+    EXPECT_FALSE(ParseJobRecord(j.dump()).ok()) << bad;
+  }
+}
+
 TEST(LeaseRecord, RoundTripsAndRefusesHostile) {
   LeaseRecord l;
   l.request.lease_id = UniqueId::Random().Binary();
