@@ -91,12 +91,14 @@ Status NodeService::Start(int register_timeout_ms) {
   }
   inbox_.Post([this] { SendRegistration(true); });
   {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(register_timeout_ms);
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(register_timeout_ms);
     MutexLock lock(&mu_);
     while (!registered_ && cv_.WaitUntil(&mu_, deadline)) {
     }
     if (!registered_) {
-      return Status::Unavailable("the head at " + options_.head_address + " did not answer the node's registration");
+      return Status::Unavailable("the head at " + options_.head_address +
+                                 " did not answer the node's registration");
     }
   }
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " + ToString(options_.resources));

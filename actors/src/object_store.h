@@ -78,8 +78,8 @@ class ObjectStore {
   // What a Get of `id` returns once DoneLocked.
   Result<ObjectValue> ValueLocked(const ObjectId& id) REQUIRES(mu_);
   // Sets (*ready)[i] to whether ids[i] is ready; true when num_returns of them are.
-  bool CountReadyLocked(const std::vector<ObjectId>& ids, int num_returns,
-                        std::vector<bool>* ready) REQUIRES(mu_);
+  bool CountReadyLocked(const std::vector<ObjectId>& ids, int num_returns, std::vector<bool>* ready)
+      REQUIRES(mu_);
 
   Mutex mu_;
   CondVar cv_;

@@ -140,8 +140,9 @@ class Runtime {
   Reply Rpc(proto::MsgType type, Meta meta, proto::MsgType reply_type, int timeout_ms = 30000)
       EXCLUDES(rpc_mu_);
   template <typename Reply, typename Meta>
-  Reply RpcWithPayload(proto::MsgType type, Meta meta, const std::string& payload, proto::MsgType reply_type,
-                       int timeout_ms = 120000, bool has_payload = true) EXCLUDES(rpc_mu_);
+  Reply RpcWithPayload(proto::MsgType type, Meta meta, const std::string& payload,
+                       proto::MsgType reply_type, int timeout_ms = 120000, bool has_payload = true)
+      EXCLUDES(rpc_mu_);
   void CompleteRpc(uint64_t request_id, transport::Envelope& env) EXCLUDES(rpc_mu_);
 
   Config config_;

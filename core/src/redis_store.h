@@ -69,8 +69,8 @@ class RedisStateStore : public StateStore {
   // Rewrites the whole mirror; false when the connection failed.
   bool Resync(redisContext* ctx) EXCLUDES(mu_);
   bool HasWorkLocked() const REQUIRES(mu_);
-  void MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted,
-                       uint64_t gen) REQUIRES(mu_);
+  void MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted, uint64_t gen)
+      REQUIRES(mu_);
   // Advances written_gen_ as far as nothing unwritten holds it back and takes the waiters it
   // satisfies (the caller runs them without the lock).
   std::vector<std::function<void()>> TakeSatisfiedLocked() REQUIRES(mu_);

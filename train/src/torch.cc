@@ -124,7 +124,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx, const Pr
 
   // Never destroyed: a group's destructor joins threads that may wait on dead peers.
   static auto* mu = new Mutex;
-  static auto* groups PT_GUARDED_BY(*mu) = new std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>>;
+  static auto* groups PT_GUARDED_BY(*mu) =
+      new std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>>;
   MutexLock lock(mu);
   if (auto it = groups->find(key); it != groups->end()) return it->second;
   c10::intrusive_ptr<c10d::ProcessGroup> pg;

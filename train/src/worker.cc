@@ -88,7 +88,8 @@ class ReportSink {
   PollReplyMsg Poll(int64_t after, int timeout_ms) EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     while (!reports_.empty() && reports_.front().index <= after) reports_.pop_front();
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, timeout_ms));
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, timeout_ms));
     while (reports_.empty() && !done_ && cv_.WaitUntil(&mu_, deadline)) {
     }
     PollReplyMsg out;
