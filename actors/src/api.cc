@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -21,6 +20,7 @@
 #include "core/src/log.h"
 #include "core/src/redis_store.h"
 #include "core/src/security.h"
+#include "core/src/thread_annotations.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
 #include "scheduler/src/head_service.h"
@@ -35,8 +35,8 @@ struct Embedded {
   std::unique_ptr<runtime::Runtime> runtime;
 };
 
-std::mutex g_mu;
-Embedded* g_state = nullptr;
+Mutex g_mu;  // serialises Init and Shutdown
+Embedded* g_state GUARDED_BY(g_mu) = nullptr;
 
 runtime::Runtime& Rt() {
   runtime::Runtime* rt = runtime::Current();
@@ -107,7 +107,7 @@ std::string WithScheme(const std::string& address) {
 
 void DoInit(Config config, int argc, char** argv) {
   RunWorkerIfRequested(argc, argv);
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(&g_mu);
   if (g_state) throw ConfigError("orrery::Init() was already called; call orrery::Shutdown() first");
   if (argc > 0 && argv) {
     std::vector<char*> copy(argv, argv + argc);
@@ -224,7 +224,7 @@ void Init(const Config& config, int argc, char** argv) { DoInit(config, argc, ar
 bool IsInitialized() { return runtime::Current() != nullptr; }
 
 void Shutdown() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(&g_mu);
   if (!g_state) return;
   std::unique_ptr<Embedded> state(g_state);
   g_state = nullptr;
@@ -313,13 +313,13 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
 }
 
 namespace {
-std::mutex g_removed_mu;
-std::set<PlacementGroupId> g_removed;  // groups this process removed
+Mutex g_removed_mu;
+std::set<PlacementGroupId> g_removed GUARDED_BY(g_removed_mu);  // groups this process removed
 }  // namespace
 
 bool PlacementGroup::Wait(double timeout_seconds) const {
   if (ready_at_creation_) {
-    std::lock_guard<std::mutex> lock(g_removed_mu);
+    MutexLock lock(&g_removed_mu);
     if (!g_removed.count(id_)) return true;
   }
   proto::PlacementGroupMsg m;
@@ -332,7 +332,7 @@ bool PlacementGroup::Wait(double timeout_seconds) const {
 
 void RemovePlacementGroup(const PlacementGroupId& id) {
   {
-    std::lock_guard<std::mutex> lock(g_removed_mu);
+    MutexLock lock(&g_removed_mu);
     g_removed.insert(id);
   }
   Rt().RemovePlacementGroup(id);

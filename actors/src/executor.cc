@@ -12,7 +12,7 @@ thread_local Executor* t_executor = nullptr;
 
 Executor::Executor(int concurrency, int max_threads)
     : concurrency_(concurrency < 1 ? 1 : concurrency), max_threads_(std::max(max_threads, concurrency)) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (int i = 0; i < concurrency_; ++i) SpawnLocked();
 }
 
@@ -23,7 +23,7 @@ void Executor::SpawnLocked() {
 }
 
 void Executor::Submit(Work work) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   queue_.push_back(std::move(work));
   WakeOrSpawnLocked();
 }
@@ -31,7 +31,7 @@ void Executor::Submit(Work work) {
 void Executor::WakeOrSpawnLocked() {
   if (!CanStartLocked()) return;
   if (idle_ > 0) {
-    cv_.notify_one();
+    cv_.NotifyOne();
   } else if (int(threads_.size()) < max_threads_ && !closed_) {
     SpawnLocked();
   }
@@ -41,7 +41,7 @@ bool Executor::CanStartLocked() const { return !queue_.empty() && active_ < conc
 
 void Executor::SlotFreedLocked() {
   if (resuming_ > 0) {
-    resume_cv_.notify_one();
+    resume_cv_.NotifyOne();
   } else {
     WakeOrSpawnLocked();
   }
@@ -50,11 +50,11 @@ void Executor::SlotFreedLocked() {
 void Executor::ThreadMain() {
   pthread_setname_np(pthread_self(), "orrery-exec");
   t_executor = this;
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   while (true) {
     ++idle_;
     // Once closed, queued calls still run (within the limit) before the thread ends.
-    cv_.wait(lock, [this] { return CanStartLocked() || (closed_ && queue_.empty()); });
+    while (!(CanStartLocked() || (closed_ && queue_.empty()))) cv_.Wait(&mu_);
     --idle_;
     if (!CanStartLocked()) break;  // closed and drained
     Work work = std::move(queue_.front());
@@ -63,27 +63,28 @@ void Executor::ThreadMain() {
     // A thread woken for one call may have been the only idle one while more were
     // queued: pass the wake-up on (or add a thread) while slots remain.
     WakeOrSpawnLocked();
-    lock.unlock();
+    mu_.Unlock();
     work();
     work = nullptr;
-    lock.lock();
+    mu_.Lock();
     --active_;
     SlotFreedLocked();
-    if (closed_ && queue_.empty()) cv_.notify_all();
+    if (closed_ && queue_.empty()) cv_.NotifyAll();
   }
   t_executor = nullptr;
+  mu_.Unlock();
 }
 
 void Executor::OnBlock() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   --active_;
   SlotFreedLocked();
 }
 
 void Executor::OnUnblock() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++resuming_;
-  resume_cv_.wait(lock, [this] { return active_ < concurrency_; });
+  while (!(active_ < concurrency_)) resume_cv_.Wait(&mu_);
   --resuming_;
   ++active_;
   // Another slot may still be free: for the next resumed call, else for queued work.
@@ -91,7 +92,7 @@ void Executor::OnUnblock() {
 }
 
 int Executor::resuming() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return resuming_;
 }
 
@@ -106,11 +107,11 @@ void Executor::AfterBlock() {
 void Executor::Stop() {
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
     threads.swap(threads_);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : threads) {
     if (t.get_id() == std::this_thread::get_id()) {
       t.detach();
@@ -121,30 +122,30 @@ void Executor::Stop() {
 }
 
 bool CallSlot::TryTake() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (held_ || resuming_ > 0) return false;
   held_ = true;
   return true;
 }
 
 void CallSlot::TakeResumed() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++resuming_;
-  cv_.wait(lock, [this] { return !held_; });
+  while (held_) cv_.Wait(&mu_);
   --resuming_;
   held_ = true;
 }
 
 void CallSlot::Release() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     held_ = false;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 int CallSlot::resuming() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return resuming_;
 }
 

@@ -12,12 +12,12 @@
 // the CPU on a 2-core machine with multi-millisecond stalls (docs/design-decisions.md).
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/src/thread_annotations.h"
 
 namespace orrery::runtime {
 
@@ -28,9 +28,9 @@ class Executor {
   explicit Executor(int concurrency, int max_threads = 256);
   ~Executor();
   // Thread-safe; calls start in submission order.
-  void Submit(Work work);
+  void Submit(Work work) EXCLUDES(mu_);
   // Stops taking work and joins the threads once running calls end.
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
   // Called around blocking waits on an executor thread (no-ops elsewhere): BeforeBlock
   // gives the call's slot up, AfterBlock blocks until the call has one again.
@@ -38,32 +38,32 @@ class Executor {
   static void AfterBlock();
 
   // For tests: calls whose wait ended and that wait for a slot.
-  int resuming();
+  int resuming() EXCLUDES(mu_);
 
  private:
-  void ThreadMain();
-  void SpawnLocked();
-  void OnBlock();
-  void OnUnblock();
+  void ThreadMain() EXCLUDES(mu_);
+  void SpawnLocked() REQUIRES(mu_);
+  void OnBlock() EXCLUDES(mu_);
+  void OnUnblock() EXCLUDES(mu_);
   // Whether a queued call may start now: a slot is free and no resumed call waits for one.
-  bool CanStartLocked() const;
+  bool CanStartLocked() const REQUIRES(mu_);
   // Wakes whoever gets the slot just given up: a resumed call first, else a queued one.
-  void SlotFreedLocked();
+  void SlotFreedLocked() REQUIRES(mu_);
   // When a queued call may start: wakes an idle thread, or adds one if none is idle (the
   // others may all be blocked in waits).
-  void WakeOrSpawnLocked();
+  void WakeOrSpawnLocked() REQUIRES(mu_);
 
   const int concurrency_;
   const int max_threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;         // idle threads: a queued call may start
-  std::condition_variable resume_cv_;  // resumed calls: a slot may be free
-  std::deque<Work> queue_;
-  int active_ = 0;    // calls holding a slot
-  int resuming_ = 0;  // calls back from a wait, waiting for a slot
-  int idle_ = 0;      // threads waiting for work
-  bool closed_ = false;
-  std::vector<std::thread> threads_;
+  Mutex mu_;
+  CondVar cv_;         // idle threads: a queued call may start
+  CondVar resume_cv_;  // resumed calls: a slot may be free
+  std::deque<Work> queue_ GUARDED_BY(mu_);
+  int active_ GUARDED_BY(mu_) = 0;    // calls holding a slot
+  int resuming_ GUARDED_BY(mu_) = 0;  // calls back from a wait, waiting for a slot
+  int idle_ GUARDED_BY(mu_) = 0;      // threads waiting for work
+  bool closed_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_ GUARDED_BY(mu_);
 };
 
 // The one slot of a call path that runs calls inline (a max_concurrency 1 actor's calls on
@@ -73,18 +73,18 @@ class Executor {
 class CallSlot {
  public:
   // For a call that has not started: takes the slot if it may start now.
-  bool TryTake();
+  bool TryTake() EXCLUDES(mu_);
   // For a call back from a wait: blocks until it has the slot.
-  void TakeResumed();
+  void TakeResumed() EXCLUDES(mu_);
   // Gives the slot up (the call ended or waits).
-  void Release();
-  int resuming();
+  void Release() EXCLUDES(mu_);
+  int resuming() EXCLUDES(mu_);
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false;
-  int resuming_ = 0;
+  Mutex mu_;
+  CondVar cv_;
+  bool held_ GUARDED_BY(mu_) = false;
+  int resuming_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace orrery::runtime

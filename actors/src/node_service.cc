@@ -98,25 +98,32 @@ Status NodeService::Start(int register_timeout_ms) {
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
   if (!options_.worker_argv.empty()) {
     // Start the default zygote now, so the first actor does not wait for it.
-    std::mutex mu;
-    std::condition_variable cv;
+    Mutex mu;  // guards done and st (locals: not annotated)
+    CondVar cv;
     bool done = false;
     Status st;
     inbox_.Post([&] {
       Status z = zygotes_->Prepare(options_.worker_argv);
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       st = z;
       done = true;
-      cv.notify_all();
+      cv.NotifyAll();
     });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
+    MutexLock lock(&mu);
+    while (!done) cv.Wait(&mu);
     if (!st.ok()) return st;
   }
   inbox_.Post([this] { SendRegistration(true); });
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_for(lock, std::chrono::milliseconds(register_timeout_ms), [this] { return registered_; })) {
-    return Status::Unavailable("the head at " + options_.head_address + " did not answer the node's registration");
+  {
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(register_timeout_ms);
+    MutexLock lock(&mu_);
+    while (!registered_ && cv_.WaitUntil(&mu_, deadline)) {
+    }
+    if (!registered_) {
+      return Status::Unavailable("the head at " + options_.head_address +
+                                 " did not answer the node's registration");
+    }
   }
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " + ToString(options_.resources));
   return Status::Ok();
@@ -138,7 +145,7 @@ void NodeService::SendRegistration(bool alive) {
 void NodeService::Stop() {
   bool was_running = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     was_running = registered_;
     registered_ = false;
   }
@@ -157,9 +164,9 @@ void NodeService::Handle(transport::Envelope& env) {
   };
   switch (env.type) {
     case MsgType::kAck: {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       registered_ = true;
-      cv_.notify_all();
+      cv_.NotifyAll();
       return;
     }
     case MsgType::kStartActor: {

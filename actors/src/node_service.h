@@ -4,10 +4,8 @@
 // All state lives on the node's inbox thread.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "actors/src/memory_monitor.h"
 #include "actors/src/zygote_pool.h"
 #include "core/src/protocol.h"
+#include "core/src/thread_annotations.h"
 #include "core/src/transport.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
@@ -147,9 +146,11 @@ class NodeService {
   double oom_victim_since_ = 0;
   double last_heartbeat_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool registered_ = false;
+  // Everything above is used on the inbox thread only (Stop touches workers_ once that
+  // thread has ended): no lock. Only the registration handshake crosses threads.
+  Mutex mu_;
+  CondVar cv_;
+  bool registered_ GUARDED_BY(mu_) = false;
 
 };
 

@@ -27,7 +27,7 @@ void ObjectStore::SetBlockHooks(void (*before)(), void (*after)()) {
 }
 
 bool ObjectStore::MarkPending(const ObjectId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Entry& e = entries_[id];
   if (e.state != Entry::kReferenced) return false;
   e.state = Entry::kPending;
@@ -37,7 +37,7 @@ bool ObjectStore::MarkPending(const ObjectId& id) {
 void ObjectStore::Complete(const ObjectId& id, ObjectValue value) {
   std::vector<Callback> callbacks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;  // nobody holds a ref any more
     Entry& e = it->second;
@@ -47,7 +47,7 @@ void ObjectStore::Complete(const ObjectId& id, ObjectValue value) {
     callbacks.swap(e.callbacks);
     if (e.refs == 0 && !e.pinned) entries_.erase(it);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& cb : callbacks) cb(value);
 }
 
@@ -60,7 +60,7 @@ void ObjectStore::PutError(const ObjectId& id, ObjectError error) {
 }
 
 ObjectStore::Presence ObjectStore::Lookup(const ObjectId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return Presence::kAbsent;
   switch (it->second.state) {
@@ -71,59 +71,74 @@ ObjectStore::Presence ObjectStore::Lookup(const ObjectId& id) {
   return Presence::kAbsent;
 }
 
-Result<ObjectValue> ObjectStore::Get(const ObjectId& id, int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto ready = [&] {
-    auto it = entries_.find(id);
-    return it == entries_.end() || it->second.state == Entry::kReady;
-  };
-  if (!ready()) {
-    lock.unlock();
-    bool in_time = true;
-    {
-      BlockScope scope;
-      std::unique_lock<std::mutex> wait_lock(mu_);
-      if (timeout_ms < 0) {
-        cv_.wait(wait_lock, ready);
-      } else {
-        in_time = cv_.wait_for(wait_lock, std::chrono::milliseconds(timeout_ms), ready);
-      }
-    }
-    if (!in_time) {
-      return Status::Timeout("object " + id.Hex() + " was not ready within " + std::to_string(timeout_ms) + " ms");
-    }
-    lock.lock();
-  }
+bool ObjectStore::DoneLocked(const ObjectId& id) {
+  auto it = entries_.find(id);
+  return it == entries_.end() || it->second.state == Entry::kReady;
+}
+
+Result<ObjectValue> ObjectStore::ValueLocked(const ObjectId& id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return Status::NotFound("object " + id.Hex() + " is not in the store");
   return it->second.value;
 }
 
+bool ObjectStore::CountReadyLocked(const std::vector<ObjectId>& ids, int num_returns,
+                                   std::vector<bool>* ready) {
+  int n = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto it = entries_.find(ids[i]);
+    (*ready)[i] = it != entries_.end() && it->second.state == Entry::kReady;
+    n += (*ready)[i];
+  }
+  return n >= num_returns;
+}
+
+Result<ObjectValue> ObjectStore::Get(const ObjectId& id, int timeout_ms) {
+  {
+    MutexLock lock(&mu_);
+    if (DoneLocked(id)) return ValueLocked(id);
+  }
+  bool in_time = true;
+  {
+    BlockScope scope;
+    MutexLock wait_lock(&mu_);
+    if (timeout_ms < 0) {
+      while (!DoneLocked(id)) cv_.Wait(&mu_);
+    } else {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      while (!DoneLocked(id) && cv_.WaitUntil(&mu_, deadline)) {
+      }
+      in_time = DoneLocked(id);
+    }
+  }
+  if (!in_time) {
+    return Status::Timeout("object " + id.Hex() + " was not ready within " + std::to_string(timeout_ms) + " ms");
+  }
+  MutexLock lock(&mu_);
+  return ValueLocked(id);
+}
+
 std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_returns, int timeout_ms) {
   std::vector<bool> out(ids.size(), false);
-  std::unique_lock<std::mutex> lock(mu_);
-  auto count = [&] {
-    int n = 0;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto it = entries_.find(ids[i]);
-      out[i] = it != entries_.end() && it->second.state == Entry::kReady;
-      n += out[i];
-    }
-    return n >= num_returns;
-  };
-  if (!count()) {
-    lock.unlock();
+  bool enough;
+  {
+    MutexLock lock(&mu_);
+    enough = CountReadyLocked(ids, num_returns, &out);
+  }
+  if (!enough) {
     {
       BlockScope scope;
-      std::unique_lock<std::mutex> wait_lock(mu_);
+      MutexLock wait_lock(&mu_);
       if (timeout_ms < 0) {
-        cv_.wait(wait_lock, count);
+        while (!CountReadyLocked(ids, num_returns, &out)) cv_.Wait(&mu_);
       } else {
-        cv_.wait_for(wait_lock, std::chrono::milliseconds(timeout_ms), count);
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (!CountReadyLocked(ids, num_returns, &out) && cv_.WaitUntil(&mu_, deadline)) {
+        }
       }
     }
-    lock.lock();
-    count();  // what is ready now, after the wait for the slot
+    MutexLock lock(&mu_);
+    CountReadyLocked(ids, num_returns, &out);  // what is ready now, after the wait for the slot
   }
   // Report exactly num_returns ready ones at most (the first in order), as Ray does.
   int seen = 0;
@@ -136,7 +151,7 @@ std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_re
 void ObjectStore::OnReady(const ObjectId& id, Callback cb) {
   ObjectValue value;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Entry& e = entries_[id];
     if (e.state != Entry::kReady) {
       e.callbacks.push_back(std::move(cb));
@@ -148,12 +163,12 @@ void ObjectStore::OnReady(const ObjectId& id, Callback cb) {
 }
 
 void ObjectStore::AddRef(const ObjectId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++entries_[id].refs;
 }
 
 void ObjectStore::RemoveRef(const ObjectId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   Entry& e = it->second;
@@ -161,12 +176,12 @@ void ObjectStore::RemoveRef(const ObjectId& id) {
 }
 
 void ObjectStore::Pin(const ObjectId& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   entries_[id].pinned = true;
 }
 
 size_t ObjectStore::Size() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return entries_.size();
 }
 

@@ -5,14 +5,13 @@
 // block hooks) so the actor keeps serving while one of its methods waits.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/src/thread_annotations.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
 
@@ -37,28 +36,30 @@ class ObjectStore {
 
   // Marks `id` as expected (a call's return value, a fetch in flight). Returns false when the
   // object already had a state other than "referenced only".
-  bool MarkPending(const ObjectId& id);
-  void PutValue(const ObjectId& id, std::shared_ptr<const std::string> bytes);
-  void PutError(const ObjectId& id, ObjectError error);
+  bool MarkPending(const ObjectId& id) EXCLUDES(mu_);
+  void PutValue(const ObjectId& id, std::shared_ptr<const std::string> bytes) EXCLUDES(mu_);
+  void PutError(const ObjectId& id, ObjectError error) EXCLUDES(mu_);
 
   enum class Presence { kAbsent, kReferenced, kPending, kReady };
-  Presence Lookup(const ObjectId& id);
+  Presence Lookup(const ObjectId& id) EXCLUDES(mu_);
 
   // Waits for the value. Timeout (timeout_ms >= 0 elapsed) or NotFound (nobody will produce
   // it) as Status.
-  Result<ObjectValue> Get(const ObjectId& id, int timeout_ms);
+  Result<ObjectValue> Get(const ObjectId& id, int timeout_ms) EXCLUDES(mu_);
   // Which of `ids` are ready once `num_returns` are, or at the timeout.
-  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_returns, int timeout_ms);
+  std::vector<bool> Wait(const std::vector<ObjectId>& ids, int num_returns, int timeout_ms)
+      EXCLUDES(mu_);
   // Runs `cb` once the object is ready: at once (on this thread) if it is, else on the
   // thread that completes it.
-  void OnReady(const ObjectId& id, Callback cb);
+  // The callback runs without the store's lock, so it may call back into the store.
+  void OnReady(const ObjectId& id, Callback cb) EXCLUDES(mu_);
 
   // Local reference counting by ObjectRef holders; the entry goes when the count drops to
   // zero unless it was shared with other processes.
-  void AddRef(const ObjectId& id);
-  void RemoveRef(const ObjectId& id);
-  void Pin(const ObjectId& id);
-  size_t Size();
+  void AddRef(const ObjectId& id) EXCLUDES(mu_);
+  void RemoveRef(const ObjectId& id) EXCLUDES(mu_);
+  void Pin(const ObjectId& id) EXCLUDES(mu_);
+  size_t Size() EXCLUDES(mu_);
 
   // Hooks called around a blocking wait, so an executor can free the caller's slot.
   static void SetBlockHooks(void (*before)(), void (*after)());
@@ -71,11 +72,18 @@ class ObjectStore {
     bool pinned = false;
     std::vector<Callback> callbacks;
   };
-  void Complete(const ObjectId& id, ObjectValue value);
+  void Complete(const ObjectId& id, ObjectValue value) EXCLUDES(mu_);
+  // Whether a Get of `id` need not wait: it is ready, or nobody holds it (NotFound).
+  bool DoneLocked(const ObjectId& id) REQUIRES(mu_);
+  // What a Get of `id` returns once DoneLocked.
+  Result<ObjectValue> ValueLocked(const ObjectId& id) REQUIRES(mu_);
+  // Sets (*ready)[i] to whether ids[i] is ready; true when num_returns of them are.
+  bool CountReadyLocked(const std::vector<ObjectId>& ids, int num_returns, std::vector<bool>* ready)
+      REQUIRES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_map<ObjectId, Entry, IdHash> entries_;
+  Mutex mu_;
+  CondVar cv_;
+  std::unordered_map<ObjectId, Entry, IdHash> entries_ GUARDED_BY(mu_);
 };
 
 }  // namespace orrery::runtime

@@ -3,20 +3,23 @@
 
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <sstream>
 
+#include "core/src/thread_annotations.h"
 #include "orrery/api/registry.h"
 #include "orrery/errors.h"
 
 namespace orrery::internal {
 
 namespace {
+// Entries are never moved once added (std::map nodes are stable), so FindByName and
+// FindNameByKey return pointers that stay valid after the lock is released; only
+// UnregisterForTest removes entries.
 struct Registry {
-  std::mutex mu;
-  std::map<std::string, FunctionEntry> by_name;
-  std::map<std::string, std::string> name_by_key;
-  std::vector<std::string> errors;
+  Mutex mu;
+  std::map<std::string, FunctionEntry> by_name GUARDED_BY(mu);
+  std::map<std::string, std::string> name_by_key GUARDED_BY(mu);
+  std::vector<std::string> errors GUARDED_BY(mu);
 };
 Registry& Get() {
   static Registry* r = new Registry();  // used during static initialization: never destroyed
@@ -26,7 +29,7 @@ Registry& Get() {
 
 Status RegisterEntry(FunctionEntry entry, const std::string& key) {
   Registry& r = Get();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   if (r.by_name.count(entry.name)) {
     std::string msg = "the remote function name '" + entry.name + "' is registered twice (ORRERY_REMOTE)";
     r.errors.push_back(msg);
@@ -40,21 +43,21 @@ Status RegisterEntry(FunctionEntry entry, const std::string& key) {
 
 const FunctionEntry* FindByName(const std::string& name) {
   Registry& r = Get();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.by_name.find(name);
   return it == r.by_name.end() ? nullptr : &it->second;
 }
 
 const std::string* FindNameByKey(const std::string& key) {
   Registry& r = Get();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   auto it = r.name_by_key.find(key);
   return it == r.name_by_key.end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> RegisteredNames() {
   Registry& r = Get();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   std::vector<std::string> out;
   for (const auto& [name, e] : r.by_name) out.push_back(name);
   return out;
@@ -62,13 +65,13 @@ std::vector<std::string> RegisteredNames() {
 
 std::vector<std::string> RegistrationErrors() {
   Registry& r = Get();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   return r.errors;
 }
 
 void UnregisterForTest(const std::string& name) {
   Registry& r = Get();
-  std::lock_guard<std::mutex> lock(r.mu);
+  MutexLock lock(&r.mu);
   r.by_name.erase(name);
   for (auto it = r.name_by_key.begin(); it != r.name_by_key.end();) {
     it = it->second == name ? r.name_by_key.erase(it) : std::next(it);

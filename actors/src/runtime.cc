@@ -77,7 +77,7 @@ void Runtime::Stop() {
   {
     // Leases (granted or still requested) go back to the head, so their resources do not
     // stay reserved for a driver that is gone.
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     std::vector<std::string> ids;
     for (const auto& [id, l] : leases_) ids.push_back(id);
     for (const auto& id : ids) ReturnLease(id, false);
@@ -141,11 +141,11 @@ void Runtime::OnCallReply(transport::Envelope& env) {
   if (!r.actor_id.empty()) {
     // A reply naming an actor this process never called changes nothing (and adds no entry).
     if (auto a = FindActor(ActorId(UniqueId::FromBinary(r.actor_id)))) {
-      std::lock_guard<std::mutex> lock(a->mu);
+      MutexLock lock(&a->mu);
       a->inflight.erase(r.seq);
     }
   } else if (!r.lease_id.empty()) {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     auto it = leases_.find(r.lease_id);
     if (it != leases_.end()) {
       Lease& l = it->second;
@@ -265,7 +265,7 @@ void Runtime::Tick() {
     m.arch = arch_;
     transport::Send(head_address_, MsgType::kRegisterJob, m);
   }
-  std::lock_guard<std::mutex> lock(tasks_mu_);
+  MutexLock lock(&tasks_mu_);
   double idle = config_.task_lease_idle_ms / 1000.0;
   std::vector<std::string> expired;
   for (auto& [id, l] : leases_) {
@@ -279,7 +279,7 @@ void Runtime::Tick() {
 // ------------------------------------------------------------------ actors
 
 std::shared_ptr<Runtime::ActorState> Runtime::FindActor(const ActorId& id) {
-  std::lock_guard<std::mutex> lock(actors_mu_);
+  MutexLock lock(&actors_mu_);
   auto it = actors_.find(id);
   return it == actors_.end() ? nullptr : it->second;
 }
@@ -287,7 +287,7 @@ std::shared_ptr<Runtime::ActorState> Runtime::FindActor(const ActorId& id) {
 std::shared_ptr<Runtime::ActorState> Runtime::ActorFor(const ActorId& id, bool subscribe) {
   std::shared_ptr<ActorState> a;
   {
-    std::lock_guard<std::mutex> lock(actors_mu_);
+    MutexLock lock(&actors_mu_);
     auto& slot = actors_[id];
     if (!slot) slot = std::make_shared<ActorState>();
     a = slot;
@@ -295,7 +295,7 @@ std::shared_ptr<Runtime::ActorState> Runtime::ActorFor(const ActorId& id, bool s
   if (subscribe) {
     bool send = false;
     {
-      std::lock_guard<std::mutex> lock(a->mu);
+      MutexLock lock(&a->mu);
       if (!a->subscribed) send = a->subscribed = true;
     }
     if (send) transport::Send(head_address_, MsgType::kSubscribeActor, proto::SubscribeActorMsg{id.Binary(), address()});
@@ -357,7 +357,7 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
 
   auto a = ActorFor(id, false);
   {
-    std::lock_guard<std::mutex> lock(a->mu);
+    MutexLock lock(&a->mu);
     a->subscribed = true;  // the owner is subscribed by the head
     a->owned = true;
     a->detached = options.lifetime == ActorLifetime::kDetached;
@@ -373,7 +373,7 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   // A name must be unique in its namespace: the head's answer decides, now.
   auto reply = Rpc<proto::AckMsg>(MsgType::kCreateActor, m, MsgType::kAck);
   if (!reply.ok) {
-    std::lock_guard<std::mutex> lock(actors_mu_);
+    MutexLock lock(&actors_mu_);
     actors_.erase(id);
     ThrowKind(reply.error_kind, reply.message);
   }
@@ -388,7 +388,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& act
   call->function = method;
   call->slots = std::move(args);
   {
-    std::lock_guard<std::mutex> lock(a->mu);
+    MutexLock lock(&a->mu);
     if (a->state == proto::ActorState::kDead) {
       FailCall(*call, a->death);
       return ref;
@@ -398,7 +398,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& act
     a->queue.push_back(call);
   }
   Resolve(call, [this, actor, a, call] {
-    std::lock_guard<std::mutex> lock(a->mu);
+    MutexLock lock(&a->mu);
     call->unresolved = 0;
     DispatchActor(actor, *a);
   });
@@ -444,13 +444,14 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
   ActorId id(UniqueId::FromBinary(u.actor_id));
   auto a = FindActor(id);
   if (!a) return;  // not an actor this process created or called: nothing to update
-  std::lock_guard<std::mutex> lock(a->mu);
+  MutexLock lock(&a->mu);
   if (a->state == proto::ActorState::kDead) return;
   if (u.incarnation < a->incarnation) return;
   auto state = proto::ActorState(u.state);
   // Calls sent to an incarnation that is gone: retry those with retries left, fail the rest
   // (with OutOfMemoryError when a node's memory monitor killed it).
   auto requeue_inflight = [&](const std::string& why) {
+    a->mu.AssertHeld();  // called only below, under the lock (a lambda is analysed on its own)
     bool oom = u.death_kind == "OutOfMemoryError";
     for (auto it = a->inflight.rbegin(); it != a->inflight.rend(); ++it) {
       auto& call = it->second;
@@ -495,7 +496,7 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
 void Runtime::KillActor(const ActorId& actor, bool no_restart) {
   transport::Send(head_address_, MsgType::kKillActor, proto::KillActorMsg{actor.Binary(), no_restart});
   auto a = ActorFor(actor, false);
-  std::lock_guard<std::mutex> lock(a->mu);
+  MutexLock lock(&a->mu);
   if (a->state == proto::ActorState::kDead) return;
   if (!no_restart) {
     // Later calls wait for the next incarnation (or fail if there is none).
@@ -516,9 +517,9 @@ void Runtime::KillActor(const ActorId& actor, bool no_restart) {
 void Runtime::KillOwnedActors() {
   std::vector<ActorId> owned;
   {
-    std::lock_guard<std::mutex> lock(actors_mu_);
+    MutexLock lock(&actors_mu_);
     for (auto& [id, a] : actors_) {
-      std::lock_guard<std::mutex> l(a->mu);
+      MutexLock l(&a->mu);
       if (a->owned && !a->detached && a->state != proto::ActorState::kDead) owned.push_back(id);
     }
   }
@@ -548,25 +549,30 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
   meta.reply_to = address();
   uint64_t id = meta.request_id;
   {
-    std::lock_guard<std::mutex> lock(rpc_mu_);
+    MutexLock lock(&rpc_mu_);
     rpc_replies_[id] = nullptr;
   }
   // Resent every second until answered: a request sent just as the head died is lost with
   // its connection, and the head's handlers are idempotent, so a resend never acts twice.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  std::unique_lock<std::mutex> lock(rpc_mu_);
   bool done = false;
   Status sent = Status::Ok();
   while (!done && std::chrono::steady_clock::now() < deadline) {
-    lock.unlock();
     sent = transport::TrySend(head_address_, type, meta, has_payload ? &payload : nullptr);
-    lock.lock();
+    MutexLock lock(&rpc_mu_);
     auto wake = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(kRpcResendMs));
-    done = rpc_cv_.wait_until(lock, wake, [&] { return rpc_replies_[id] != nullptr; });
+    bool woken = true;
+    while (rpc_replies_[id] == nullptr && woken) woken = rpc_cv_.WaitUntil(&rpc_mu_, wake);
+    done = rpc_replies_[id] != nullptr;
   }
-  auto env = rpc_replies_[id];
-  rpc_replies_.erase(id);
-  lock.unlock();
+  std::shared_ptr<transport::Envelope> env;
+  {
+    // A reply that comes after the last wait is dropped with the entry, as one after the
+    // deadline always is: `done` decides.
+    MutexLock lock(&rpc_mu_);
+    env = rpc_replies_[id];
+    rpc_replies_.erase(id);
+  }
   if (!done) {
     throw ConnectionError(std::string("the head at ") + head_address_ + " did not answer " +
                           proto::TypeName(type) + " within " + std::to_string(timeout_ms / 1000.0) +
@@ -583,12 +589,12 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
 
 void Runtime::CompleteRpc(uint64_t request_id, transport::Envelope& env) {
   {
-    std::lock_guard<std::mutex> lock(rpc_mu_);
+    MutexLock lock(&rpc_mu_);
     auto it = rpc_replies_.find(request_id);
     if (it == rpc_replies_.end()) return;  // the caller gave up
     it->second = std::make_shared<transport::Envelope>(std::move(env));
   }
-  rpc_cv_.notify_all();
+  rpc_cv_.NotifyAll();
 }
 
 proto::PlacementGroupReplyMsg Runtime::PlacementGroupRpc(MsgType type, proto::PlacementGroupMsg msg, int timeout_ms) {

@@ -11,13 +11,13 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "actors/src/object_store.h"
 #include "core/src/protocol.h"
+#include "core/src/thread_annotations.h"
 #include "core/src/transport.h"
 #include "orrery/api/runtime_api.h"
 #include "orrery/config.h"
@@ -83,19 +83,21 @@ class Runtime {
 
  private:
   struct ActorState {
-    std::mutex mu;
-    proto::ActorState state = proto::ActorState::kPending;
-    std::string address;
-    int incarnation = -1;
-    int killed_incarnation = -1;  // Kill(no_restart=false): ignore this one's updates
-    uint64_t next_seq = 0;
-    int max_task_retries = 0;
-    bool subscribed = false;
-    bool owned = false;
-    bool detached = false;
-    std::deque<std::shared_ptr<PendingCall>> queue;          // submission order, not yet sent
-    std::map<uint64_t, std::shared_ptr<PendingCall>> inflight;  // sent, by seq
-    ObjectError death;
+    Mutex mu;
+    proto::ActorState state GUARDED_BY(mu) = proto::ActorState::kPending;
+    std::string address GUARDED_BY(mu);
+    int incarnation GUARDED_BY(mu) = -1;
+    // Kill(no_restart=false): ignore this one's updates.
+    int killed_incarnation GUARDED_BY(mu) = -1;
+    uint64_t next_seq GUARDED_BY(mu) = 0;
+    int max_task_retries GUARDED_BY(mu) = 0;
+    bool subscribed GUARDED_BY(mu) = false;
+    bool owned GUARDED_BY(mu) = false;
+    bool detached GUARDED_BY(mu) = false;
+    // Submission order, not yet sent.
+    std::deque<std::shared_ptr<PendingCall>> queue GUARDED_BY(mu);
+    std::map<uint64_t, std::shared_ptr<PendingCall>> inflight GUARDED_BY(mu);  // sent, by seq
+    ObjectError death GUARDED_BY(mu);
   };
   struct Lease {
     std::string id;
@@ -112,13 +114,13 @@ class Runtime {
     int lost_before_grant = 0;  // lease requests in a row whose node or worker died first
   };
 
-  void Handle(transport::Envelope& env);
+  void Handle(transport::Envelope& env) EXCLUDES(actors_mu_, tasks_mu_, rpc_mu_);
   void OnCallReply(transport::Envelope& env);
   void OnActorUpdate(const proto::ActorUpdateMsg& update);
   void OnLeaseReply(const proto::LeaseReplyMsg& reply);
   void OnGetObject(const proto::GetObjectMsg& msg);
   void OnObjectReply(transport::Envelope& env);
-  void Tick();
+  void Tick() EXCLUDES(tasks_mu_);
 
   std::shared_ptr<internal::RefHolder> NewReturn(ObjectId* id);
   // Resolves the call's ObjectRef arguments, then runs `ready` (possibly on another thread).
@@ -126,23 +128,25 @@ class Runtime {
   void EnsureFetch(const internal::RefHolder& ref);
   static std::string PackArgs(const std::vector<internal::ArgSlot>& slots);
 
-  std::shared_ptr<ActorState> ActorFor(const ActorId& id, bool subscribe);
+  std::shared_ptr<ActorState> ActorFor(const ActorId& id, bool subscribe) EXCLUDES(actors_mu_);
   // Null for an actor this process has no state for (messages from peers never add one).
-  std::shared_ptr<ActorState> FindActor(const ActorId& id);
-  void DispatchActor(const ActorId& id, ActorState& a);  // a.mu held
+  std::shared_ptr<ActorState> FindActor(const ActorId& id) EXCLUDES(actors_mu_);
+  void DispatchActor(const ActorId& id, ActorState& a) REQUIRES(a.mu);
   void FailCall(const PendingCall& call, const ObjectError& error);
 
-  void EnqueueTask(const std::string& key, std::shared_ptr<PendingCall> call);
-  void PumpTasks(const std::string& key);  // tasks_mu_ held
-  void ReturnLease(const std::string& lease_id, bool failed);  // tasks_mu_ held
+  void EnqueueTask(const std::string& key, std::shared_ptr<PendingCall> call) EXCLUDES(tasks_mu_);
+  void PumpTasks(const std::string& key) REQUIRES(tasks_mu_);
+  void ReturnLease(const std::string& lease_id, bool failed) REQUIRES(tasks_mu_);
 
   // Synchronous control RPC to the head: sends, then waits for the reply with request_id.
   template <typename Reply, typename Meta>
-  Reply Rpc(proto::MsgType type, Meta meta, proto::MsgType reply_type, int timeout_ms = 30000);
+  Reply Rpc(proto::MsgType type, Meta meta, proto::MsgType reply_type, int timeout_ms = 30000)
+      EXCLUDES(rpc_mu_);
   template <typename Reply, typename Meta>
-  Reply RpcWithPayload(proto::MsgType type, Meta meta, const std::string& payload, proto::MsgType reply_type,
-                       int timeout_ms = 120000, bool has_payload = true);
-  void CompleteRpc(uint64_t request_id, transport::Envelope& env);
+  Reply RpcWithPayload(proto::MsgType type, Meta meta, const std::string& payload,
+                       proto::MsgType reply_type, int timeout_ms = 120000, bool has_payload = true)
+      EXCLUDES(rpc_mu_);
+  void CompleteRpc(uint64_t request_id, transport::Envelope& env) EXCLUDES(rpc_mu_);
 
   Config config_;
   std::string head_address_;
@@ -158,18 +162,20 @@ class Runtime {
   // process on the same address never matches a request of this one.
   std::atomic<uint64_t> next_request_{proto::RequestIdBase()};
   std::atomic<bool> job_registered_{false};
-  double last_job_heartbeat_ = 0;
+  double last_job_heartbeat_ = 0;  // only Tick, on the inbox thread: no lock
 
-  std::mutex actors_mu_;
-  std::unordered_map<ActorId, std::shared_ptr<ActorState>, IdHash> actors_;
+  // Taken before an ActorState's mu where both are held (KillOwnedActors).
+  Mutex actors_mu_;
+  std::unordered_map<ActorId, std::shared_ptr<ActorState>, IdHash> actors_ GUARDED_BY(actors_mu_);
 
-  std::mutex tasks_mu_;
-  std::map<std::string, TaskKey> task_keys_;
-  std::map<std::string, Lease> leases_;
+  Mutex tasks_mu_;
+  std::map<std::string, TaskKey> task_keys_ GUARDED_BY(tasks_mu_);
+  std::map<std::string, Lease> leases_ GUARDED_BY(tasks_mu_);
 
-  std::mutex rpc_mu_;
-  std::condition_variable rpc_cv_;
-  std::map<uint64_t, std::shared_ptr<transport::Envelope>> rpc_replies_;  // null: waiting
+  Mutex rpc_mu_;
+  CondVar rpc_cv_;
+  // Null: waiting.
+  std::map<uint64_t, std::shared_ptr<transport::Envelope>> rpc_replies_ GUARDED_BY(rpc_mu_);
 };
 
 // A worker process may hold 1, 2, 4 or 8 TPU chips (TPU.md): anything else is refused with

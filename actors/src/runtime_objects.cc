@@ -82,7 +82,9 @@ void Runtime::Resolve(const std::shared_ptr<PendingCall>& call, std::function<vo
     return;
   }
   auto remaining = std::make_shared<std::atomic<int>>(refs + 1);
-  auto error_mu = std::make_shared<std::mutex>();
+  // Serialises the callbacks' writes of dep_error (several arguments may fail at once); the
+  // read in `finish` needs no lock, the countdown orders it after every write.
+  auto error_mu = std::make_shared<Mutex>();
   auto finish = [this, call, remaining, ready, error_mu]() {
     if (remaining->fetch_sub(1) != 1) return;
     if (!call->dep_error) call->args = PackArgs(call->slots);
@@ -97,7 +99,7 @@ void Runtime::Resolve(const std::shared_ptr<PendingCall>& call, std::function<vo
       if (v.bytes) {
         call->slots[i].bytes = *v.bytes;
       } else {
-        std::lock_guard<std::mutex> lock(*error_mu);
+        MutexLock lock(error_mu.get());
         if (!call->dep_error) call->dep_error = v.error;
       }
       finish();

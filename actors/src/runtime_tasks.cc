@@ -39,7 +39,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
                                                    o.bundle_index, o.strategy, o.affinity_node.Binary(), o.affinity_soft,
                                                    o.max_retries));
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(&tasks_mu_);
     auto& k = task_keys_[key];
     k.options = o;
   }
@@ -57,7 +57,7 @@ void Runtime::EnqueueTask(const std::string& key, std::shared_ptr<PendingCall> c
     FailCall(*call, *call->dep_error);
     return;
   }
-  std::lock_guard<std::mutex> lock(tasks_mu_);
+  MutexLock lock(&tasks_mu_);
   task_keys_[key].queue.push_back(std::move(call));
   PumpTasks(key);
 }
@@ -117,7 +117,7 @@ void Runtime::PumpTasks(const std::string& key) {
 }
 
 void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
-  std::lock_guard<std::mutex> lock(tasks_mu_);
+  MutexLock lock(&tasks_mu_);
   auto it = leases_.find(r.lease_id);
   if (it == leases_.end()) {
     // A grant for a lease this process no longer wants: give it straight back.

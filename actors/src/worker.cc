@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -14,6 +13,7 @@
 #include "core/src/file_hash.h"
 #include "core/src/log.h"
 #include "core/src/security.h"
+#include "core/src/thread_annotations.h"
 #include "orrery/api/registry.h"
 #include "orrery/errors.h"
 
@@ -69,9 +69,9 @@ class WorkerServer {
     }
   }
 
-  void WaitForExit() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return exit_; });
+  void WaitForExit() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    while (!exit_) cv_.Wait(&mu_);
   }
 
   static void BeforeBlock() {
@@ -84,10 +84,10 @@ class WorkerServer {
   }
 
  private:
-  void RequestExit() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void RequestExit() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     exit_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   // On the call inbox's loop thread.
@@ -310,9 +310,12 @@ class WorkerServer {
   // for a wait and takes it back after.
   static thread_local bool t_holds_slot;
   static thread_local bool t_resumes_slot;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool exit_ = false;
+  // Only the exit request is under a lock. The assignment above is written once on the
+  // runtime's inbox thread and published to the call threads by the atomic ready_; the
+  // call-order state belongs to the call loop's thread.
+  Mutex mu_;
+  CondVar cv_;
+  bool exit_ GUARDED_BY(mu_) = false;
 };
 
 thread_local bool WorkerServer::t_holds_slot = false;

@@ -104,9 +104,13 @@ Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::str
   std::string host = a.substr(0, colon);
   int port = std::atoi(a.c_str() + colon + 1);
   std::shared_ptr<RedisStateStore> store(new RedisStateStore(host, port, cluster, password));
-  Status why;
-  store->read_ctx_ = ConnectTo(host, port, password, &why);
-  if (!store->read_ctx_) return why;
+  {
+    // Nothing else sees the store yet; the lock costs nothing and keeps the analysis exact.
+    MutexLock lock(&store->read_mu_);
+    Status why;
+    store->read_ctx_ = ConnectTo(host, port, password, &why);
+    if (!store->read_ctx_) return why;
+  }
   store->writer_ = std::thread([s = store.get()] { s->WriterLoop(); });
   return store;
 }
@@ -121,7 +125,7 @@ RedisStateStore::RedisStateStore(std::string host, int port, std::string cluster
 RedisStateStore::~RedisStateStore() {
   bool written = Flush(2000);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     if (!written) {
       LOG_ERROR("Redis is unreachable: " + std::to_string(dirty_.size() + stream_adds_.size()) +
@@ -129,7 +133,7 @@ RedisStateStore::~RedisStateStore() {
                 (resync_ ? " (and a full rewrite)" : ""));
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (writer_.joinable()) writer_.join();
   if (read_ctx_) redisFree(read_ctx_);
 }
@@ -165,7 +169,7 @@ std::vector<std::function<void()>> RedisStateStore::TakeSatisfiedLocked() {
 void RedisStateStore::RunSatisfied() {
   std::vector<std::function<void()>> done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (waiters_.empty()) return;
     done = TakeSatisfiedLocked();
   }
@@ -174,7 +178,7 @@ void RedisStateStore::RunSatisfied() {
 
 void RedisStateStore::WhenWritten(std::function<void()> done) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     waiters_.emplace_back(gen_, std::move(done));
   }
   RunSatisfied();
@@ -182,26 +186,26 @@ void RedisStateStore::WhenWritten(std::function<void()> done) {
 
 void RedisStateStore::Put(const std::string& table, const std::string& key,
                           const std::string& json) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   mirror_[table][key] = json;
   MarkDirtyLocked(table, key, false, ++gen_);
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void RedisStateStore::Delete(const std::string& table, const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto t = mirror_.find(table);
   if (t != mirror_.end()) t->second.erase(key);
   MarkDirtyLocked(table, key, true, ++gen_);
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void RedisStateStore::Publish(const std::string& event_json) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Events are notifications (pub/sub keeps none either): a bounded queue, oldest dropped.
   if (events_.size() >= kMaxQueuedEvents) events_.pop_front();
   events_.push_back(event_json);
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void RedisStateStore::StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) {
@@ -210,13 +214,13 @@ void RedisStateStore::StreamAdd(const std::string& stream, int64_t seq, const St
     cmd.push_back(f);
     cmd.push_back(v);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stream_adds_.size() >= kMaxQueuedStreamEntries) {
     LOG_ERROR("Redis has been unreachable for long: dropped the oldest unwritten stream entry");
     stream_adds_.pop_front();
   }
   stream_adds_.emplace_back(++gen_, std::move(cmd));
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool RedisStateStore::HasWorkLocked() const {
@@ -224,15 +228,17 @@ bool RedisStateStore::HasWorkLocked() const {
 }
 
 bool RedisStateStore::Flush(int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
-    return (!HasWorkLocked() && !in_flight_) || stop_;
-  }) && !HasWorkLocked();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  MutexLock lock(&mu_);
+  bool timed_out = false;
+  while (!((!HasWorkLocked() && !in_flight_) || stop_) && !timed_out)
+    timed_out = !cv_.WaitUntil(&mu_, deadline);
+  return ((!HasWorkLocked() && !in_flight_) || stop_) && !HasWorkLocked();
 }
 
 std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& table) {
   std::map<std::string, std::string> out;
-  std::lock_guard<std::mutex> lock(read_mu_);
+  MutexLock lock(&read_mu_);
   for (int attempt = 0; attempt < 2; ++attempt) {
     Status why;
     if (!read_ctx_) read_ctx_ = ConnectTo(host_, port_, password_, &why);
@@ -256,7 +262,7 @@ std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& ta
     if (read) {
       // The mirror now holds the whole table: a rewrite after an outage may remove from
       // Redis what the mirror lacks.
-      std::lock_guard<std::mutex> state_lock(mu_);
+      MutexLock state_lock(&mu_);
       auto& mirrored = mirror_[table];
       for (const auto& [k, v] : out) mirrored.emplace(k, v);
       authoritative_.insert(table);
@@ -313,7 +319,7 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
   std::vector<uint64_t> gens;
   size_t streams = 0, events = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     in_flight_min_gen_ = UINT64_MAX;
     while (!dirty_.empty() && keys.size() < kMaxBatch) {
       auto key = dirty_.begin()->first;
@@ -353,7 +359,7 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
   });
   std::vector<std::function<void()>> done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     in_flight_ = false;
     in_flight_min_gen_ = UINT64_MAX;
     if (ok) {
@@ -366,7 +372,7 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
       }
     }
     if (!waiters_.empty()) done = TakeSatisfiedLocked();
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   for (auto& fn : done) fn();
   return ok;
@@ -376,7 +382,7 @@ bool RedisStateStore::Resync(redisContext* ctx) {
   std::map<std::string, std::map<std::string, std::string>> snapshot;
   std::set<std::string> authoritative;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     snapshot = mirror_;
     authoritative = authoritative_;
     resync_ = false;
@@ -430,7 +436,7 @@ bool RedisStateStore::Resync(redisContext* ctx) {
   }
   std::vector<std::function<void()>> done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     in_flight_ = false;
     resync_in_flight_ = false;
     if (ok) {
@@ -440,7 +446,7 @@ bool RedisStateStore::Resync(redisContext* ctx) {
       resync_ = true;
     }
     if (!waiters_.empty()) done = TakeSatisfiedLocked();
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   for (auto& fn : done) fn();
   return ok;
@@ -454,8 +460,8 @@ void RedisStateStore::WriterLoop() {
   while (true) {
     bool stopping;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || HasWorkLocked(); });
+      MutexLock lock(&mu_);
+      while (!(stop_ || HasWorkLocked())) cv_.Wait(&mu_);
       stopping = stop_;
       if (stopping && !HasWorkLocked()) break;
     }
@@ -464,7 +470,7 @@ void RedisStateStore::WriterLoop() {
     if (ok) {
       bool resync;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         resync = resync_;
       }
       ok = resync ? Resync(ctx) : WriteBatch(ctx);
@@ -476,7 +482,7 @@ void RedisStateStore::WriterLoop() {
       continue;
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       resync_ = true;  // Redis may have lost what it had: rewrite everything once it is back
     }
     if (ctx) redisFree(ctx);
@@ -488,9 +494,13 @@ void RedisStateStore::WriterLoop() {
     }
     why = Status::Ok();
     warned = true;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
-                 [this] { return stop_; });  // backoff, stop wakes it
+    {
+      // Backoff; stop wakes it.
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff_ms);
+      MutexLock lock(&mu_);
+      while (!stop_ && cv_.WaitUntil(&mu_, deadline)) {
+      }
+    }
     backoff_ms = std::min(backoff_ms * 2, 1000);
   }
   if (ctx) redisFree(ctx);

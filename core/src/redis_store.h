@@ -15,13 +15,11 @@
 // sent at most once and, like Redis pub/sub itself, may be lost in an outage.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "core/src/state_store.h"
+#include "core/src/thread_annotations.h"
 #include "orrery/status.h"
 
 struct redisContext;
@@ -57,60 +56,70 @@ class RedisStateStore : public StateStore {
   // Writes what is pending for up to 2 s, then gives up on it (logged).
   ~RedisStateStore() override;
 
-  void Put(const std::string& table, const std::string& key, const std::string& json) override;
-  void Delete(const std::string& table, const std::string& key) override;
-  std::map<std::string, std::string> GetAll(const std::string& table) override;
-  void Publish(const std::string& event_json) override;
+  void Put(const std::string& table, const std::string& key, const std::string& json) override
+      EXCLUDES(mu_);
+  void Delete(const std::string& table, const std::string& key) override EXCLUDES(mu_);
+  std::map<std::string, std::string> GetAll(const std::string& table) override
+      EXCLUDES(read_mu_, mu_);
+  void Publish(const std::string& event_json) override EXCLUDES(mu_);
   // XADD orrery:<cluster>:<stream> <seq>-1 field value ...; Redis refuses (and the store
   // ignores) an entry whose seq is not above the stream's last.
-  void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override;
+  void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override
+      EXCLUDES(mu_);
   // Every change has a generation number; `done` runs once no change of a generation up to
   // the current one is still unwritten (waiting in the dirty set, the stream queue, a batch
   // in flight or a rewrite after a lost connection).
-  void WhenWritten(std::function<void()> done) override;
+  void WhenWritten(std::function<void()> done) override EXCLUDES(mu_);
   // Blocks until nothing is left to write (or the timeout passes); true when written.
-  bool Flush(int timeout_ms = 5000);
+  bool Flush(int timeout_ms = 5000) EXCLUDES(mu_);
   std::string KeyFor(const std::string& table) const { return "orrery:" + cluster_ + ":" + table; }
 
  private:
   RedisStateStore(std::string host, int port, std::string cluster, std::string password);
-  void WriterLoop();
+  void WriterLoop() EXCLUDES(mu_);
   // One pipelined batch of dirty records, stream entries and events; false when the
   // connection failed (the caller reconnects and resyncs).
-  bool WriteBatch(redisContext* ctx);
+  bool WriteBatch(redisContext* ctx) EXCLUDES(mu_);
   // Rewrites the whole mirror; false when the connection failed.
-  bool Resync(redisContext* ctx);
-  bool HasWorkLocked() const;
-  void MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted, uint64_t gen);
+  bool Resync(redisContext* ctx) EXCLUDES(mu_);
+  bool HasWorkLocked() const REQUIRES(mu_);
+  void MarkDirtyLocked(const std::string& table, const std::string& key, bool deleted, uint64_t gen)
+      REQUIRES(mu_);
   // Advances written_gen_ as far as nothing unwritten holds it back and takes the waiters it
   // satisfies (the caller runs them without the lock).
-  std::vector<std::function<void()>> TakeSatisfiedLocked();
-  void RunSatisfied();
+  std::vector<std::function<void()>> TakeSatisfiedLocked() REQUIRES(mu_);
+  void RunSatisfied() EXCLUDES(mu_);
 
+  // Set in the constructor, read-only after: no lock.
   std::string host_;
   int port_;
   std::string cluster_;
   std::string password_;  // "" for a Redis without one
-  std::mutex read_mu_;
-  redisContext* read_ctx_ = nullptr;  // guarded by read_mu_
+  // GetAll's synchronous connection (the writer thread has its own, local to WriterLoop).
+  Mutex read_mu_ ACQUIRED_BEFORE(mu_);
+  redisContext* read_ctx_ GUARDED_BY(read_mu_) = nullptr;
 
-  // All below guarded by mu_.
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::map<std::string, std::string>> mirror_;  // table -> key -> JSON
+  Mutex mu_;
+  CondVar cv_;
+  // table -> key -> JSON
+  std::map<std::string, std::map<std::string, std::string>> mirror_ GUARDED_BY(mu_);
   // (table, key) to write -> the generation of its latest change.
-  std::map<std::pair<std::string, std::string>, uint64_t> dirty_;
-  std::set<std::string> authoritative_;  // tables read with GetAll: the mirror holds all of them
-  bool resync_ = false;                  // the whole mirror must be rewritten
-  std::deque<std::string> events_;
-  std::deque<std::pair<uint64_t, std::vector<std::string>>> stream_adds_;  // (generation, XADD)
-  bool in_flight_ = false;
-  bool resync_in_flight_ = false;
-  uint64_t gen_ = 0;                      // the latest change's generation
-  uint64_t written_gen_ = 0;              // every change up to this one is written
-  uint64_t in_flight_min_gen_ = UINT64_MAX;  // the oldest change in the batch being sent
-  std::vector<std::pair<uint64_t, std::function<void()>>> waiters_;
-  bool stop_ = false;
+  std::map<std::pair<std::string, std::string>, uint64_t> dirty_ GUARDED_BY(mu_);
+  // Tables read with GetAll: the mirror holds all of them.
+  std::set<std::string> authoritative_ GUARDED_BY(mu_);
+  bool resync_ GUARDED_BY(mu_) = false;  // the whole mirror must be rewritten
+  std::deque<std::string> events_ GUARDED_BY(mu_);
+  // (generation, XADD)
+  std::deque<std::pair<uint64_t, std::vector<std::string>>> stream_adds_ GUARDED_BY(mu_);
+  bool in_flight_ GUARDED_BY(mu_) = false;
+  bool resync_in_flight_ GUARDED_BY(mu_) = false;
+  uint64_t gen_ GUARDED_BY(mu_) = 0;          // the latest change's generation
+  uint64_t written_gen_ GUARDED_BY(mu_) = 0;  // every change up to this one is written
+  // The oldest change in the batch being sent.
+  uint64_t in_flight_min_gen_ GUARDED_BY(mu_) = UINT64_MAX;
+  std::vector<std::pair<uint64_t, std::function<void()>>> waiters_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  // Started by Connect and joined by the destructor, both on the owner's thread.
   std::thread writer_;
 };
 

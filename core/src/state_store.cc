@@ -3,17 +3,17 @@
 namespace orrery {
 
 void InMemoryStateStore::Put(const std::string& table, const std::string& key, const std::string& json) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   tables_[table][key] = json;
 }
 
 void InMemoryStateStore::Delete(const std::string& table, const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   tables_[table].erase(key);
 }
 
 std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string& table) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = tables_.find(table);
   return it == tables_.end() ? std::map<std::string, std::string>() : it->second;
 }
@@ -21,7 +21,7 @@ std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string&
 void InMemoryStateStore::Publish(const std::string&) {}  // no subscribers in memory
 
 void InMemoryStateStore::StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto [last, fresh] = stream_last_.emplace(stream, seq);
   if (!fresh && seq <= last->second) return;  // a resend
   last->second = seq;
@@ -29,7 +29,7 @@ void InMemoryStateStore::StreamAdd(const std::string& stream, int64_t seq, const
 }
 
 std::vector<StateStore::StreamEntry> InMemoryStateStore::Stream(const std::string& stream) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = streams_.find(stream);
   return it == streams_.end() ? std::vector<StreamEntry>() : it->second;
 }

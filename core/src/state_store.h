@@ -7,10 +7,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "core/src/thread_annotations.h"
 
 namespace orrery {
 
@@ -46,10 +47,10 @@ class InMemoryStateStore : public StateStore {
   std::vector<StreamEntry> Stream(const std::string& stream) const;
 
  private:
-  mutable std::mutex mu_;
-  std::map<std::string, std::map<std::string, std::string>> tables_;
-  std::map<std::string, std::vector<StreamEntry>> streams_;
-  std::map<std::string, int64_t> stream_last_;  // the last seq appended per stream
+  mutable Mutex mu_;
+  std::map<std::string, std::map<std::string, std::string>> tables_ GUARDED_BY(mu_);
+  std::map<std::string, std::vector<StreamEntry>> streams_ GUARDED_BY(mu_);
+  std::map<std::string, int64_t> stream_last_ GUARDED_BY(mu_);  // the last seq appended per stream
 };
 
 }  // namespace orrery

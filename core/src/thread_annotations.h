@@ -6,8 +6,11 @@
 //
 // libstdc++'s std::mutex carries no capability attribute, so a member guarded by a
 // std::mutex cannot be checked: guard it by an orrery::Mutex instead, a std::mutex with
-// the annotations (usable with std::condition_variable_any, or through native() with a
-// std::unique_lock<std::mutex> when a std::condition_variable is needed).
+// the annotations. Hold it with a MutexLock and wait with a CondVar (a
+// std::condition_variable whose waits REQUIRE the Mutex): std::unique_lock carries no
+// annotations either, so the analysis cannot tell that code under one holds the lock.
+// Write a wait with a predicate as a loop, `while (!ready_) cv_.Wait(&mu_);`, so the
+// predicate is checked as code that holds the lock (a lambda is analysed on its own).
 //
 //   class Queue {
 //    public:
@@ -19,6 +22,8 @@
 //   };
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 
 #if defined(__clang__)
@@ -70,8 +75,8 @@ class CAPABILITY("mutex") Mutex {
   void unlock() RELEASE() { mu_.unlock(); }
   // Tells the analysis the caller holds it (no run-time check: std::mutex has no owner).
   void AssertHeld() const ASSERT_CAPABILITY(this) {}
-  // For std::condition_variable waits: std::unique_lock<std::mutex> l(mu.native(),
-  // std::adopt_lock) inside a MutexLock scope. The analysis cannot follow this.
+  // The std::mutex inside, for CondVar (std::unique_lock<std::mutex> with std::adopt_lock
+  // inside a MutexLock scope). Locking through it is invisible to the analysis.
   std::mutex& native() RETURN_CAPABILITY(this) { return mu_; }
 
  private:
@@ -88,6 +93,36 @@ class SCOPED_CAPABILITY MutexLock {
 
  private:
   Mutex* const mu_;
+};
+
+// std::condition_variable on an orrery::Mutex. The same waits and wake-ups as a
+// std::condition_variable used with a std::unique_lock<std::mutex> (which it is inside);
+// std::condition_variable_any would add a second internal mutex to every wait and notify.
+class CondVar {
+ public:
+  CondVar() = default;
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  // Releases `mu` while it waits and holds it again on return; may wake spuriously.
+  void Wait(Mutex* mu) REQUIRES(mu) {
+    std::unique_lock<std::mutex> l(mu->native(), std::adopt_lock);
+    cv_.wait(l);
+    l.release();  // the caller's MutexLock still owns it
+  }
+  // As Wait; false when it returned because `deadline` passed.
+  template <typename Clock, typename Duration>
+  bool WaitUntil(Mutex* mu, const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(mu) {
+    std::unique_lock<std::mutex> l(mu->native(), std::adopt_lock);
+    bool woken = cv_.wait_until(l, deadline) == std::cv_status::no_timeout;
+    l.release();
+    return woken;
+  }
+  void NotifyOne() { cv_.notify_one(); }
+  void NotifyAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
 };
 
 }  // namespace orrery

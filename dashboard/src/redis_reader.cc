@@ -94,7 +94,7 @@ Result<RedisReader::Reply> RedisReader::Command(const std::vector<std::string>& 
 }
 
 Status RedisReader::Ping() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto r = Command({"PING"});
   return r.ok() ? Status::Ok() : r.status();
 }
@@ -109,7 +109,7 @@ std::string Str(const redisReply* r) {
 }  // namespace
 
 Result<Table> RedisReader::GetTable(const std::string& table) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto r = Command({"HGETALL", Key(table)});
   if (!r.ok()) return r.status();
   const redisReply* reply = r->get();
@@ -124,7 +124,7 @@ Result<Table> RedisReader::GetTable(const std::string& table) {
 }
 
 Result<std::string> RedisReader::GetRecord(const std::string& table, const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto r = Command({"HGET", Key(table), id});
   if (!r.ok()) return r.status();
   if ((*r)->type == REDIS_REPLY_NIL) return Status::NotFound("no " + table + " record " + id);
@@ -135,7 +135,7 @@ Result<std::string> RedisReader::GetRecord(const std::string& table, const std::
 
 Result<std::vector<StreamEntry>> RedisReader::RunMetrics(const std::string& run_id,
                                                          size_t max_entries) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto r = Command({"XRANGE", Key("train:" + run_id + ":metrics"), "-", "+", "COUNT",
                     std::to_string(max_entries)});
   if (!r.ok()) return r.status();

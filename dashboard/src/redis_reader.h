@@ -9,10 +9,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/src/thread_annotations.h"
 #include "orrery/status.h"
 
 struct redisContext;
@@ -43,11 +43,11 @@ class RedisReader {
   const std::string& address() const { return address_; }
 
   // PING. Unavailable (or Timeout) when Redis cannot be reached.
-  Status Ping();
+  Status Ping() EXCLUDES(mu_);
   // HGETALL orrery:<cluster>:<table>. An absent key is an empty table.
-  Result<Table> GetTable(const std::string& table);
+  Result<Table> GetTable(const std::string& table) EXCLUDES(mu_);
   // HGET orrery:<cluster>:<table> <id>; NotFound when there is no such field.
-  Result<std::string> GetRecord(const std::string& table, const std::string& id);
+  Result<std::string> GetRecord(const std::string& table, const std::string& id) EXCLUDES(mu_);
   // XRANGE orrery:<cluster>:train:<run_id>:metrics - + (at most `max_entries`, oldest first).
   Result<std::vector<StreamEntry>> RunMetrics(const std::string& run_id,
                                               size_t max_entries = 100000);
@@ -59,12 +59,13 @@ class RedisReader {
   using Reply = std::unique_ptr<redisReply, ReplyFree>;
 
   // Runs one command, connecting first if needed. An error reply from Redis is Internal;
-  // a lost or timed-out connection is Unavailable and is dropped. Caller holds mu_.
-  Result<Reply> Command(const std::vector<std::string>& argv);
-  Status EnsureConnected();
-  void Drop();
+  // a lost or timed-out connection is Unavailable and is dropped.
+  Result<Reply> Command(const std::vector<std::string>& argv) REQUIRES(mu_);
+  Status EnsureConnected() REQUIRES(mu_);
+  void Drop() REQUIRES(mu_);
   std::string Key(const std::string& suffix) const { return "orrery:" + cluster_ + ":" + suffix; }
 
+  // Set by the constructor, read-only after: no lock.
   std::string address_;
   std::string host_;
   int port_ = 0;
@@ -73,8 +74,8 @@ class RedisReader {
   std::string password_;
   Status parse_status_;
 
-  std::mutex mu_;
-  redisContext* ctx_ = nullptr;  // guarded by mu_
+  Mutex mu_;
+  redisContext* ctx_ GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace orrery::dashboard

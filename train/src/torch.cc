@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -22,6 +21,7 @@
 #endif
 
 #include "core/src/log.h"
+#include "core/src/thread_annotations.h"
 #include "orrery/api/runtime_context.h"
 #include "orrery/errors.h"
 
@@ -123,9 +123,10 @@ c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx, const Pr
   const std::string key = backend + " " + where + " " + std::to_string(rank) + "/" + std::to_string(size);
 
   // Never destroyed: a group's destructor joins threads that may wait on dead peers.
-  static auto* mu = new std::mutex;
-  static auto* groups = new std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>>;
-  std::lock_guard<std::mutex> lock(*mu);
+  static auto* mu = new Mutex;
+  static auto* groups PT_GUARDED_BY(*mu) =
+      new std::map<std::string, c10::intrusive_ptr<c10d::ProcessGroup>>;
+  MutexLock lock(mu);
   if (auto it = groups->find(key); it != groups->end()) return it->second;
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
   try {

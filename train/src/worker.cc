@@ -11,15 +11,14 @@
 
 #include <cxxabi.h>
 
-#include <condition_variable>
 #include <cstdlib>
 #include <cstdio>
 #include <deque>
 #include <filesystem>
-#include <mutex>
 #include <thread>
 
 #include "core/src/clock.h"
+#include "core/src/thread_annotations.h"
 #include "orrery/orrery.h"
 #include "orrery/train/trainer.h"
 #include "train/src/checkpoint_manager.h"
@@ -67,29 +66,32 @@ std::string Hostname() {
 // Where the loop's reports go: the worker actor's queue.
 class ReportSink {
  public:
-  void Push(ReportMsg r) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Push(ReportMsg r) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     reports_.push_back(std::move(r));
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
-  void Finish(bool failed, std::string type, std::string message) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Finish(bool failed, std::string type, std::string message) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     done_ = true;
     failed_ = failed;
     error_type_ = std::move(type);
     error_message_ = std::move(message);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
-  bool Done() {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool Done() EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     return done_;
   }
   // Reports after `after` (dropping older ones: the caller has them), waiting up to
   // timeout_ms for something new.
-  PollReplyMsg Poll(int64_t after, int timeout_ms) {
-    std::unique_lock<std::mutex> lock(mu_);
+  PollReplyMsg Poll(int64_t after, int timeout_ms) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     while (!reports_.empty() && reports_.front().index <= after) reports_.pop_front();
-    cv_.wait_for(lock, std::chrono::milliseconds(std::max(0, timeout_ms)), [&] { return !reports_.empty() || done_; });
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0, timeout_ms));
+    while (reports_.empty() && !done_ && cv_.WaitUntil(&mu_, deadline)) {
+    }
     PollReplyMsg out;
     out.reports.assign(reports_.begin(), reports_.end());
     out.done = done_;
@@ -100,11 +102,13 @@ class ReportSink {
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<ReportMsg> reports_;
-  bool done_ = false, failed_ = false;
-  std::string error_type_, error_message_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<ReportMsg> reports_ GUARDED_BY(mu_);
+  bool done_ GUARDED_BY(mu_) = false;
+  bool failed_ GUARDED_BY(mu_) = false;
+  std::string error_type_ GUARDED_BY(mu_);
+  std::string error_message_ GUARDED_BY(mu_);
 };
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <thread>
 #include <vector>
@@ -74,6 +75,51 @@ TEST(ThreadAnnotationsTest, WorksWithConditionVariableAny) {
     EXPECT_TRUE(ready);
   }
   setter.join();
+}
+
+// A flag behind a Mutex, set by one thread and awaited by another with a CondVar: the
+// pattern the annotated classes use (a wait loop under a MutexLock).
+class Flag {
+ public:
+  void Set() EXCLUDES(mu_) {
+    orrery::MutexLock lock(&mu_);
+    set_ = true;
+    cv_.NotifyAll();
+  }
+  void Wait() EXCLUDES(mu_) {
+    orrery::MutexLock lock(&mu_);
+    while (!set_) cv_.Wait(&mu_);
+  }
+  // True when set before the deadline.
+  bool WaitUntil(std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_) {
+    orrery::MutexLock lock(&mu_);
+    while (!set_ && cv_.WaitUntil(&mu_, deadline)) {
+    }
+    return set_;
+  }
+
+ private:
+  orrery::Mutex mu_;
+  orrery::CondVar cv_;
+  bool set_ GUARDED_BY(mu_) = false;
+};
+
+TEST(ThreadAnnotationsTest, CondVarWaitWakesOnNotify) {
+  Flag flag;
+  std::thread setter([&flag] { flag.Set(); });
+  flag.Wait();  // returns only once Set ran: a lost wake-up would hang here
+  setter.join();
+  EXPECT_TRUE(flag.WaitUntil(std::chrono::steady_clock::now()));
+}
+
+TEST(ThreadAnnotationsTest, CondVarWaitUntilReturnsAtTheDeadline) {
+  Flag flag;
+  // Nobody sets it: the wait ends at the deadline, with the mutex held again (the MutexLock
+  // in WaitUntil releases it once more on return; a double unlock would be undefined).
+  EXPECT_FALSE(flag.WaitUntil(std::chrono::steady_clock::now() + std::chrono::milliseconds(20)));
+  std::thread setter([&flag] { flag.Set(); });
+  setter.join();
+  EXPECT_TRUE(flag.WaitUntil(std::chrono::steady_clock::now() + std::chrono::seconds(30)));
 }
 
 }  // namespace
