@@ -23,6 +23,7 @@
 
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
+#include "core/src/thread_annotations.h"
 #include "core/src/transport.h"
 
 namespace orrery::security {
@@ -99,8 +100,8 @@ bool Printable(const std::string& s) {
 
 // ---------------------------------------------------------------- process credentials
 
-std::mutex g_credentials_mu;
-Credentials g_credentials;  // guarded by g_credentials_mu
+Mutex g_credentials_mu;
+Credentials g_credentials GUARDED_BY(g_credentials_mu);
 
 // ---------------------------------------------------------------- ZAP handlers and monitors
 
@@ -172,15 +173,15 @@ const char* FailureReason(uint16_t event, uint32_t value) {
 struct ZapHandler::State {
   zmq::context_t* context = nullptr;
   std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::vector<std::unique_ptr<Monitor>> added;  // handed over to the thread, guarded by mu
-  std::vector<uint64_t> removed;                // guarded by mu
+  Mutex mu;
+  std::vector<std::unique_ptr<Monitor>> added GUARDED_BY(mu);  // handed over to the thread
+  std::vector<uint64_t> removed GUARDED_BY(mu);
 };
 
 namespace {
 
-std::mutex g_zap_mu;
-std::map<zmq::context_t*, std::shared_ptr<ZapHandler::State>> g_zap_states;  // guarded by g_zap_mu
+Mutex g_zap_mu;
+std::map<zmq::context_t*, std::shared_ptr<ZapHandler::State>> g_zap_states GUARDED_BY(g_zap_mu);
 
 void AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
   std::vector<zmq::message_t> frames;
@@ -242,7 +243,7 @@ void RunZap(std::shared_ptr<ZapHandler::State> state, std::unique_ptr<zmq::socke
   std::vector<zmq::pollitem_t> items;
   while (!state->stop.load()) {
     {
-      std::lock_guard<std::mutex> lock(state->mu);
+      MutexLock lock(&state->mu);
       for (auto& m : state->added) monitors.push_back(std::move(m));
       state->added.clear();
       for (uint64_t id : state->removed) {
@@ -282,7 +283,7 @@ ZapHandler::ZapHandler(zmq::context_t& context) : state_(std::make_shared<State>
   rep->set(zmq::sockopt::linger, 0);
   rep->bind(kZapEndpoint);  // before any server socket accepts: no handler means no check
   {
-    std::lock_guard<std::mutex> lock(g_zap_mu);
+    MutexLock lock(&g_zap_mu);
     g_zap_states[&context] = state_;
   }
   thread_ = std::thread(RunZap, state_, std::move(rep));
@@ -290,7 +291,7 @@ ZapHandler::ZapHandler(zmq::context_t& context) : state_(std::make_shared<State>
 
 ZapHandler::~ZapHandler() {
   {
-    std::lock_guard<std::mutex> lock(g_zap_mu);
+    MutexLock lock(&g_zap_mu);
     auto it = g_zap_states.find(state_->context);
     if (it != g_zap_states.end() && it->second == state_) g_zap_states.erase(it);
   }
@@ -300,13 +301,13 @@ ZapHandler::~ZapHandler() {
 
 void EnsureZapHandler(zmq::context_t& context) {
   {
-    std::lock_guard<std::mutex> lock(g_zap_mu);
+    MutexLock lock(&g_zap_mu);
     if (g_zap_states.count(&context)) return;
   }
   static std::mutex create_mu;
   std::lock_guard<std::mutex> lock(create_mu);
   {
-    std::lock_guard<std::mutex> l2(g_zap_mu);
+    MutexLock l2(&g_zap_mu);
     if (g_zap_states.count(&context)) return;
   }
   // Lives as long as the process: the context it serves (the transport's) is never destroyed.
@@ -332,21 +333,21 @@ uint64_t WatchHandshakes(zmq::context_t& context, zmq::socket_t& socket, const s
   m->pair->connect(endpoint);
   std::shared_ptr<ZapHandler::State> state;
   {
-    std::lock_guard<std::mutex> lock(g_zap_mu);
+    MutexLock lock(&g_zap_mu);
     auto it = g_zap_states.find(&context);
     if (it != g_zap_states.end()) state = it->second;
   }
   if (!state) return 0;
-  std::lock_guard<std::mutex> lock(state->mu);
+  MutexLock lock(&state->mu);
   state->added.push_back(std::move(m));
   return id;
 }
 
 void StopWatching(uint64_t id) {
   if (id == 0) return;
-  std::lock_guard<std::mutex> lock(g_zap_mu);
+  MutexLock lock(&g_zap_mu);
   for (auto& [ctx, state] : g_zap_states) {
-    std::lock_guard<std::mutex> l2(state->mu);
+    MutexLock l2(&state->mu);
     state->removed.push_back(id);
   }
 }
@@ -464,18 +465,18 @@ Status SetProcessCredentials(const Credentials& credentials) {
         "this libzmq was built without CURVE security (zmq_has(\"curve\") is false), so the cluster cannot be "
         "authenticated; install Debian's libzmq5 (built with libsodium) or run with --insecure");
   }
-  std::lock_guard<std::mutex> lock(g_credentials_mu);
+  MutexLock lock(&g_credentials_mu);
   g_credentials = credentials;
   return Status::Ok();
 }
 
 Credentials ProcessCredentials() {
-  std::lock_guard<std::mutex> lock(g_credentials_mu);
+  MutexLock lock(&g_credentials_mu);
   return g_credentials;
 }
 
 bool Enabled() {
-  std::lock_guard<std::mutex> lock(g_credentials_mu);
+  MutexLock lock(&g_credentials_mu);
   return g_credentials.enabled;
 }
 

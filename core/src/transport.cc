@@ -103,7 +103,7 @@ void Inbox::Wake() {
 
 void Inbox::Post(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
+    MutexLock lock(&posted_mu_);
     posted_.push_back(std::move(fn));
   }
   Wake();
@@ -220,7 +220,7 @@ void Inbox::RunLoop(uint64_t generation) {
       [[maybe_unused]] ssize_t n = read(wake_fd_, &v, sizeof(v));
       std::vector<std::function<void()>> posted;
       {
-        std::lock_guard<std::mutex> lock(posted_mu_);
+        MutexLock lock(&posted_mu_);
         posted.swap(posted_);
       }
       for (auto& fn : posted) Guarded("a posted function", fn);

@@ -26,6 +26,7 @@
 #include <zmq_addon.hpp>
 
 #include "core/src/protocol.h"
+#include "core/src/thread_annotations.h"
 #include "orrery/status.h"
 
 namespace orrery::transport {
@@ -116,8 +117,8 @@ class Inbox {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> generation_{0};
-  std::mutex posted_mu_;
-  std::vector<std::function<void()>> posted_;
+  Mutex posted_mu_;
+  std::vector<std::function<void()>> posted_ GUARDED_BY(posted_mu_);
 };
 
 // Bounds on the sending side of this process (docs/protocol.md "Limits").

@@ -7,6 +7,7 @@
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
 #include "core/src/security.h"
+#include "core/src/thread_annotations.h"
 #include "core/src/transport.h"
 
 namespace orrery::transport {
@@ -28,8 +29,8 @@ constexpr int64_t kFrameOverhead = 256;
 // How long a closed socket may still try to deliver what it queued.
 constexpr int kLingerMs = 2000;
 
-std::mutex g_limits_mu;
-SendLimits g_limits;
+Mutex g_limits_mu;
+SendLimits g_limits GUARDED_BY(g_limits_mu);
 std::atomic<uint64_t> g_limits_generation{1};
 std::atomic<int64_t> g_total_bytes{0};
 RateLimitedLog g_drop_log;
@@ -40,7 +41,7 @@ const SendLimits& Limits() {
   thread_local uint64_t seen = 0;
   uint64_t gen = g_limits_generation.load(std::memory_order_acquire);
   if (gen != seen) {
-    std::lock_guard<std::mutex> lock(g_limits_mu);
+    MutexLock lock(&g_limits_mu);
     copy = g_limits;
     seen = gen;
   }
@@ -102,8 +103,8 @@ zmq::message_t Frame(std::string data, const std::shared_ptr<PeerQueue>& peer) {
 }
 
 // Peers known to be gone; threads purge their sockets to them lazily.
-std::mutex g_gone_mu;
-std::vector<std::string> g_gone;
+Mutex g_gone_mu;
+std::vector<std::string> g_gone GUARDED_BY(g_gone_mu);
 std::atomic<uint64_t> g_gone_generation{0};
 constexpr size_t kMaxGone = 4096;
 
@@ -116,7 +117,9 @@ struct CachedSocket {
 
 // Set when this thread's ThreadSockets is destroyed: a thread that still sends after that
 // (the main thread running atexit handlers, such as Shutdown's, after its thread_locals are
-// gone) uses a process-wide set under g_late_mu instead.
+// gone) uses a process-wide set under g_late_mu instead. Not an annotated Mutex: whether it
+// is taken depends on t_sockets_destroyed at run time (LateLock), which the analysis cannot
+// follow.
 thread_local bool t_sockets_destroyed = false;
 std::mutex g_late_mu;
 
@@ -158,7 +161,7 @@ std::unique_lock<std::mutex> LateLock() {
 void PurgeGone(ThreadSockets& ts) {
   uint64_t gen = g_gone_generation.load(std::memory_order_acquire);
   if (gen == ts.gone_seen) return;
-  std::lock_guard<std::mutex> lock(g_gone_mu);
+  MutexLock lock(&g_gone_mu);
   for (const auto& addr : g_gone) ts.Close(addr, 0);
   ts.gone_seen = gen;
 }
@@ -236,7 +239,7 @@ Status Admit(const std::string& address, const PeerQueue& peer, int64_t bytes,
 }  // namespace
 
 void SetSendLimits(const SendLimits& limits) {
-  std::lock_guard<std::mutex> lock(g_limits_mu);
+  MutexLock lock(&g_limits_mu);
   g_limits = limits;
   g_limits_generation.fetch_add(1, std::memory_order_release);
 }
@@ -309,7 +312,7 @@ void SweepThreadSockets() {
 void MarkPeerGone(const std::string& address) {
   if (address.empty()) return;
   {
-    std::lock_guard<std::mutex> lock(g_gone_mu);
+    MutexLock lock(&g_gone_mu);
     g_gone.push_back(address);
     if (g_gone.size() > kMaxGone) g_gone.erase(g_gone.begin(), g_gone.begin() + kMaxGone / 2);
   }
