@@ -93,6 +93,9 @@ void UseDriverCredentials(const Config& config, const std::string& head_address,
     if (used.status().code() == StatusCode::kPermissionDenied) throw ConnectionError(used.status().message());
     throw ConfigError(used.status().message());
   }
+  if (config.insecure) {
+    LOG_WARN("Config::insecure: this driver's connections are neither authenticated nor encrypted");
+  }
   if (!worker_env) return;
   if (config.insecure) {
     (*worker_env)["ORRERY_INSECURE"] = "1";
