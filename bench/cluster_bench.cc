@@ -170,7 +170,9 @@ int main(int argc, char** argv) {
     auto start = Clock::now();
     std::string port = address.substr(address.rfind(':') + 1);
     std::string cmd = g_cli + " head --port " + port + " --redis-address " + redis +
-                      " --redis-password-file " + redis_password_file + " >> " + tmp +
+                      " --redis-password-file " + redis_password_file +
+                      // The cluster's token: every session of this cluster keeps a copy.
+                      " --token-file " + tmp + "/session_latest/token >> " + tmp +
                       "/head2.log 2>&1 &";
     Sh(cmd);
     bool back = false;

@@ -165,7 +165,8 @@ const char* FailureReason(uint16_t event, uint32_t value) {
       return "it does not use CURVE security (no token, or started with --insecure)";
     return "its handshake broke the protocol";
   }
-  return "its handshake failed (no token, a wrong token, or not an Orrery peer)";
+  return "it closed the connection before authenticating (no token, a wrong token, not an Orrery peer, or a "
+         "peer that went away during the handshake)";
 }
 
 }  // namespace

@@ -17,8 +17,10 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "actors/src/test_hooks.h"
+#include "core/src/security.h"
 #include "remote_functions.h"
 #include "test_support.h"
 
@@ -128,8 +130,17 @@ std::string RunDriver(const std::string& path, const std::string& arg) {
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
   std::string p = path, a = arg;
   char* argv[] = {p.data(), a.data(), nullptr};
+  // The driver joins this process's embedded cluster with its token (docs/security.md).
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    if (std::string(*e).rfind("ORRERY_TOKEN_FILE=", 0) != 0) env_strings.push_back(*e);
+  }
+  env_strings.push_back("ORRERY_TOKEN_FILE=" + orrery::security::ProcessCredentials().source);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, p.c_str(), &actions, nullptr, argv, environ);
+  int rc = posix_spawn(&pid, p.c_str(), &actions, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   std::string out;
