@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sodium.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -173,17 +172,7 @@ const char* FailureReason(uint16_t event, uint32_t value) {
 }  // namespace
 
 struct ZapHandler::State {
-  State() : wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-  ~State() {
-    if (wake_fd >= 0) close(wake_fd);
-  }
-  // Wakes the handler's thread at once for a new monitor or to stop.
-  void Wake() {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = write(wake_fd, &one, sizeof(one));
-  }
   zmq::context_t* context = nullptr;
-  const int wake_fd;
   std::atomic<bool> stop{false};
   Mutex mu;
   std::vector<std::unique_ptr<Monitor>> added GUARDED_BY(mu);  // handed over to the thread
@@ -266,18 +255,13 @@ void RunZap(std::shared_ptr<ZapHandler::State> state, std::unique_ptr<zmq::socke
     }
     items.clear();
     items.push_back({static_cast<void*>(*rep), 0, ZMQ_POLLIN, 0});
-    items.push_back({nullptr, state->wake_fd, ZMQ_POLLIN, 0});
     for (auto& m : monitors) items.push_back({static_cast<void*>(*m->pair), 0, ZMQ_POLLIN, 0});
     try {
-      // The timeout bounds what a lost wake-up could cost; requests and events wake it at once.
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
-      if (items[1].revents & ZMQ_POLLIN) {
-        uint64_t v;
-        [[maybe_unused]] ssize_t n = read(state->wake_fd, &v, sizeof(v));
-      }
-      if (items[0].revents & ZMQ_POLLIN) AnswerZap(*rep, ProcessCredentials());
+      Credentials creds = ProcessCredentials();
+      if (items[0].revents & ZMQ_POLLIN) AnswerZap(*rep, creds);
       for (size_t i = 0; i < monitors.size(); ++i) {
-        if (items[i + 2].revents & ZMQ_POLLIN) HandleMonitorEvents(*monitors[i]);
+        if (items[i + 1].revents & ZMQ_POLLIN) HandleMonitorEvents(*monitors[i]);
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
@@ -313,7 +297,6 @@ ZapHandler::~ZapHandler() {
     if (it != g_zap_states.end() && it->second == state_) g_zap_states.erase(it);
   }
   state_->stop = true;
-  state_->Wake();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -358,7 +341,6 @@ uint64_t WatchHandshakes(zmq::context_t& context, zmq::socket_t& socket, const s
   if (!state) return 0;
   MutexLock lock(&state->mu);
   state->added.push_back(std::move(m));
-  state->Wake();
   return id;
 }
 
@@ -368,7 +350,6 @@ void StopWatching(uint64_t id) {
   for (auto& [ctx, state] : g_zap_states) {
     MutexLock l2(&state->mu);
     state->removed.push_back(id);
-    state->Wake();
   }
 }
 
