@@ -312,7 +312,9 @@ void EnsureZapHandler(zmq::context_t& context) {
     if (g_zap_states.count(&context)) return;
   }
   // Lives as long as the process: the context it serves (the transport's) is never destroyed.
-  new ZapHandler(context);
+  // Held by a global so that leak checkers see it reachable.
+  static std::vector<ZapHandler*>* process_handlers = new std::vector<ZapHandler*>();
+  process_handlers->push_back(new ZapHandler(context));
 }
 
 uint64_t WatchHandshakes(zmq::context_t& context, zmq::socket_t& socket, const std::string& name) {
