@@ -20,50 +20,7 @@ e2e_args "$@"
 require_built "$orrery_bin"
 require_tools redis-server curl python3
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_dashboard.XXXXXX")
-sessions="$tmp/sessions"
-mkdir -p "$sessions"
-pids=()
-
-
-# Waits until `$2...` (a command) succeeds, for at most $1 seconds.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.1
-  done
-}
-log_has() { grep -q "$2" "$1" 2>/dev/null; }
-
-cleanup() {
-  local rc=$? pid
-  trap - EXIT INT TERM
-  set +e
-  if [[ $rc -ne 0 ]]; then
-    for f in "$tmp"/*.log "$sessions"/session_*/logs/*.log; do
-      [[ -f "$f" ]] || continue
-      echo "--- last lines of $f"
-      tail -n 20 "$f"
-    done
-  fi
-  orrery stop >/dev/null 2>&1
-  for pid in "${pids[@]}"; do alive "$pid" && kill -TERM "$pid"; done
-  for pid in "${pids[@]}"; do
-    wait_for 5 bash -c "! kill -0 $pid 2>/dev/null" || kill -KILL "$pid" 2>/dev/null
-  done
-  # Checked before the catch-all below, so that a daemon the test lost track of fails it.
-  check_none_left || rc=1
-  stop_session
-  rm -rf "$tmp"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+start_daemon_test dashboard
 
 # GET $1; writes the body to $tmp/body and prints the HTTP status.
 get() { curl -s --max-time 10 -o "$tmp/body" -w '%{http_code}' "$@"; }

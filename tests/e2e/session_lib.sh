@@ -167,3 +167,55 @@ cleanup_test_session() {
   rm -rf "$tmp"
   exit "$rc"
 }
+
+# Waits until `$2...` (a command) succeeds, for at most $1 seconds.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.1
+  done
+}
+# Whether the file $1 has a line matching the pattern $2.
+log_has() { grep -q "$2" "$1" 2>/dev/null; }
+# A free TCP port on loopback.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# For a test that starts daemons itself and keeps their pids in the array `pids` (their
+# logs in $tmp): makes $tmp and $sessions and installs a clean-up that, on any exit, shows
+# the logs when the test failed, stops the session and the daemons (TERM, then KILL after
+# 5 s), fails the test if any of its processes outlived that, and removes $tmp.
+# Usage: start_daemon_test NAME.
+start_daemon_test() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_$1.XXXXXX")
+  sessions="$tmp/sessions"
+  mkdir -p "$sessions"
+  pids=()
+  trap cleanup_daemon_test EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+cleanup_daemon_test() {
+  local rc=$? pid f
+  trap - EXIT INT TERM
+  set +e
+  if [[ $rc -ne 0 ]]; then
+    for f in "$tmp"/*.log "$sessions"/session_*/logs/*.log; do
+      [[ -f "$f" ]] || continue
+      echo "--- last lines of $f"
+      tail -n 20 "$f"
+    done
+  fi
+  orrery stop >/dev/null 2>&1
+  for pid in "${pids[@]}"; do alive "$pid" && kill -TERM "$pid"; done
+  for pid in "${pids[@]}"; do
+    wait_for 5 bash -c "! kill -0 $pid 2>/dev/null" || kill -KILL "$pid" 2>/dev/null
+  done
+  # Checked before stop_session's catch-all, so that a daemon the test lost track of fails it.
+  check_none_left || rc=1
+  stop_session
+  rm -rf "$tmp"
+  exit "$rc"
+}
