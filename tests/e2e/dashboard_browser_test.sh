@@ -48,27 +48,9 @@ fi
 require_built "$orrery_bin" "$train_linear"
 require_tools redis-server python3
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_dashboard.XXXXXX")
-sessions="$tmp/sessions"
+start_test_session dashboard_browser
 pages="$tmp/pages"
-mkdir -p "$sessions" "$pages" "$tmp/chrome-profile"
-
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  set +e
-  [[ $rc -ne 0 ]] && print_session_logs
-  stop_session
-  if [[ $rc -ne 0 && -n "${ORRERY_KEEP_TMP:-}" ]]; then
-    echo "kept $tmp"
-  else
-    rm -rf "$tmp"
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+mkdir -p "$pages" "$tmp/chrome-profile"
 
 # Headless Chromium with this test's own profile; the page gets 10 s of virtual time, so
 # its 2 s polling has fetched and drawn the API's answer. Extra arguments come first.

@@ -148,7 +148,8 @@ stop_session() {
 
 # Makes the test's directory ($tmp, with the session root $sessions in it) and installs the
 # usual clean-up: on any exit, the session's logs when the test failed, then its processes
-# stopped and the directory removed. Usage: start_test_session NAME.
+# stopped and the directory removed (kept with ORRERY_KEEP_TMP=1 when the test failed).
+# Usage: start_test_session NAME.
 start_test_session() {
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/orrery_e2e_$1.XXXXXX")
   sessions="$tmp/sessions"
@@ -164,7 +165,12 @@ cleanup_test_session() {
   set +e
   [[ $rc -ne 0 ]] && print_session_logs
   stop_session
-  rm -rf "$tmp"
+  # ORRERY_KEEP_TMP=1 keeps a failed test's directory for a post-mortem.
+  if [[ $rc -ne 0 && -n "${ORRERY_KEEP_TMP:-}" ]]; then
+    echo "kept $tmp"
+  else
+    rm -rf "$tmp"
+  fi
   exit "$rc"
 }
 
