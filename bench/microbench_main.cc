@@ -177,15 +177,22 @@ int main(int argc, char** argv) {
 
   bool any_orrery = false;
   for (const auto& m : orrery::bench::Metrics()) any_orrery = any_orrery || wanted(m.name);
-  if (any_orrery) {
+  // The embedded cluster the metrics run on; `insecure`: without CURVE.
+  auto init = [&](bool insecure) {
     orrery::Config config;
     config.resources[orrery::bench::kActorResource] = orrery::bench::kActorResourceCapacity;
+    config.insecure = insecure;
     try {
       orrery::Init(config, argc, argv);
+      return true;
     } catch (const orrery::Error& e) {
-      std::cerr << "orrery::Init failed: " << e.kind() << ": " << e.what() << "\n";
-      return 1;
+      std::cerr << "orrery::Init" << (insecure ? " (insecure)" : "") << " failed: " << e.kind() << ": " << e.what()
+                << "\n";
+      return false;
     }
+  };
+  if (any_orrery) {
+    if (!init(false)) return 1;
     for (const auto& m : orrery::bench::Metrics()) {
       if (!wanted(m.name)) continue;
       Outcome o = Measure(m.name, [&] { return m.run(opt); });
@@ -198,15 +205,7 @@ int main(int argc, char** argv) {
   // The cost of CURVE: the same calls on a cluster with authentication and encryption off.
   std::vector<std::pair<std::string, double>> curve_ratios;
   if (compare_insecure && any_orrery) {
-    orrery::Config config;
-    config.resources[orrery::bench::kActorResource] = orrery::bench::kActorResourceCapacity;
-    config.insecure = true;
-    try {
-      orrery::Init(config, argc, argv);
-    } catch (const orrery::Error& e) {
-      std::cerr << "orrery::Init (insecure) failed: " << e.kind() << ": " << e.what() << "\n";
-      return 1;
-    }
+    if (!init(true)) return 1;
     for (const auto& m : orrery::bench::Metrics()) {
       const std::string name = m.name;
       if (!wanted(name) || (name != "1_1_actor_calls_sync" && name != "1_1_actor_calls_async")) continue;
