@@ -20,6 +20,7 @@
 #include "cli/src/session.h"
 #include "core/src/redis_store.h"
 #include "core/src/security.h"
+#include "dashboard/src/auth.h"
 #include "orrery/errors.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
@@ -225,7 +226,6 @@ orrery::Result<int> StartSessionRedis(oc::Session& s, int port, const std::strin
   return oc::SpawnDaemon({"redis-server", conf}, s.dir + "/logs/redis.log");
 }
 
-bool IsLoopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf, const std::string& bind) {
   std::string log = s.dir + "/logs/node.log";
@@ -380,13 +380,13 @@ int main(int argc, char** argv) {
         std::cerr << "orrery start: give exactly one of --head and --address HOST:PORT\n";
         return 2;
       }
-      if (start_credentials.insecure && !IsLoopback(bind) && !insecure_allow_remote) {
+      if (start_credentials.insecure && !orrery::dashboard::IsLoopbackHost(bind) && !insecure_allow_remote) {
         std::cerr << "orrery start: --insecure with --bind " << bind
                   << " would let anyone who reaches this host run code on it; add --insecure-allow-remote if that is "
                      "really meant (docs/security.md)\n";
         return 2;
       }
-      if (start_credentials.insecure && head_mode && !no_dashboard && !IsLoopback(dashboard_host) &&
+      if (start_credentials.insecure && head_mode && !no_dashboard && !orrery::dashboard::IsLoopbackHost(dashboard_host) &&
           !insecure_allow_remote) {
         std::cerr << "orrery start: --insecure with --dashboard-host " << dashboard_host
                   << " would show this cluster to anyone who reaches this host; add --insecure-allow-remote if that "

@@ -34,6 +34,11 @@ constexpr size_t kMaxSecretFileBytes = 4096;
 constexpr size_t kMinTokenChars = 32;
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 constexpr const char* kZapDomain = "orrery";
+// What every "no token" and "wrong token" error tells the user.
+constexpr const char* kWhereTheTokenIs =
+    "pass the cluster's token file with ORRERY_TOKEN_FILE, --orrery-token-file or Config::token_file "
+    "(`orrery start --head` writes it to <session dir>/token on the head's host, mode 0600; on that host it is "
+    "found without being named); a cluster started with --insecure takes none (set ORRERY_INSECURE=1)";
 
 void InitSodium() {
   static const int rc = sodium_init();  // 0, or 1 when already initialised
@@ -500,6 +505,46 @@ void ConfigureClient(zmq::socket_t& socket) {
   socket.set(zmq::sockopt::curve_secretkey, zmq::buffer(c.secret_key));
 }
 
+namespace {
+// What the monitor `events` of a probing client says of its handshake with `address` by
+// the deadline.
+Status AwaitHandshake(zmq::socket_t& events, const std::string& address, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool connected = false;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    zmq::pollitem_t item{static_cast<void*>(events), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, left);
+    uint16_t event = 0;
+    uint32_t value = 0;
+    while (ReadEvent(events, &event, &value)) {
+      switch (event) {
+        case ZMQ_EVENT_CONNECTED:
+          connected = true;
+          break;
+        case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+          return Status::Ok();
+        case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+          return Status::PermissionDenied("the server at " + address + " refused this process's key");
+        case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+        case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+          return Status::PermissionDenied("the handshake with " + address + " failed");
+        case ZMQ_EVENT_DISCONNECTED:
+          if (connected) {
+            return Status::PermissionDenied("the server at " + address + " closed the connection during the handshake");
+          }
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return Status::Unavailable(connected ? "the server at " + address + " accepted the connection but never finished the handshake"
+                                       : "nothing answers at " + address);
+}
+}  // namespace
+
 Status ProbeHandshake(const std::string& address, int timeout_ms) {
   static std::atomic<uint64_t> next{1};
   zmq::context_t& ctx = transport::Context();
@@ -508,54 +553,19 @@ Status ProbeHandshake(const std::string& address, int timeout_ms) {
     dealer.set(zmq::sockopt::linger, 0);
     ConfigureClient(dealer);
     std::string endpoint = "inproc://orrery-probe-" + std::to_string(getpid()) + "-" + std::to_string(next++);
-    int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
-    if (zmq_socket_monitor(static_cast<void*>(dealer), endpoint.c_str(), events) != 0) {
+    int watched = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                  ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                  ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor(static_cast<void*>(dealer), endpoint.c_str(), watched) != 0) {
       return Status::Internal(std::string("cannot watch a handshake: ") + zmq_strerror(zmq_errno()));
     }
-    zmq::socket_t pair(ctx, zmq::socket_type::pair);
-    pair.set(zmq::sockopt::linger, 0);
-    pair.connect(endpoint);
+    zmq::socket_t events(ctx, zmq::socket_type::pair);
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(endpoint);
     dealer.connect(address);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    bool connected = false;
-    while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      zmq::pollitem_t item{static_cast<void*>(pair), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      uint16_t event = 0;
-      uint32_t value = 0;
-      while (ReadEvent(pair, &event, &value)) {
-        switch (event) {
-          case ZMQ_EVENT_CONNECTED:
-            connected = true;
-            break;
-          case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-            zmq_socket_monitor(static_cast<void*>(dealer), nullptr, 0);
-            return Status::Ok();
-          case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-            zmq_socket_monitor(static_cast<void*>(dealer), nullptr, 0);
-            return Status::PermissionDenied("the server at " + address + " refused this process's key");
-          case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-          case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-            zmq_socket_monitor(static_cast<void*>(dealer), nullptr, 0);
-            return Status::PermissionDenied("the handshake with " + address + " failed");
-          case ZMQ_EVENT_DISCONNECTED:
-            if (connected) {
-              zmq_socket_monitor(static_cast<void*>(dealer), nullptr, 0);
-              return Status::PermissionDenied("the server at " + address + " closed the connection during the handshake");
-            }
-            break;
-          default:
-            break;
-        }
-      }
-    }
+    Status outcome = AwaitHandshake(events, address, timeout_ms);
     zmq_socket_monitor(static_cast<void*>(dealer), nullptr, 0);
-    return Status::Unavailable(connected ? "the server at " + address + " accepted the connection but never finished the handshake"
-                                         : "nothing answers at " + address);
+    return outcome;
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot connect to " + address + ": " + e.what());
   }
@@ -602,11 +612,8 @@ Result<std::string> UseCredentials(bool insecure, const std::string& token_file,
   if (file.empty() && !head_address.empty()) file = FindSessionTokenFile(head_address);
   if (file.empty()) {
     std::string a = head_address.rfind("tcp://", 0) == 0 ? head_address.substr(6) : head_address;
-    return Status::PermissionDenied(
-        "no cluster token" + (a.empty() ? std::string() : " for the cluster at " + a) +
-        ": pass the cluster's token file with ORRERY_TOKEN_FILE, --orrery-token-file or Config::token_file "
-        "(`orrery start --head` writes it to <session dir>/token on the head's host, mode 0600; on that host it is "
-        "found without being named); a cluster started with --insecure takes none (set ORRERY_INSECURE=1)");
+    return Status::PermissionDenied("no cluster token" + (a.empty() ? std::string() : " for the cluster at " + a) +
+                                    ": " + kWhereTheTokenIs);
   }
   auto token = ReadTokenFile(file);
   if (!token.ok()) return Status::PermissionDenied(token.status().message());
@@ -618,14 +625,11 @@ std::string AuthFailedMessage(const std::string& address, const Credentials& use
   std::string a = address.rfind("tcp://", 0) == 0 ? address.substr(6) : address;
   std::string msg = "authentication with the cluster at " + a + " failed: ";
   if (used.enabled) {
-    msg += "it refused the cluster token read from " + used.source + ". ";
+    msg += "it refused the cluster token read from " + used.source + "; ";
   } else {
-    msg += "this process runs with --insecure (no token) and the cluster requires one. ";
+    msg += "this process runs with --insecure (no token) and the cluster requires one; ";
   }
-  msg += "Pass the cluster's token file with ORRERY_TOKEN_FILE, --orrery-token-file or Config::token_file "
-         "(`orrery start --head` writes it to <session dir>/token on the head's host, mode 0600); "
-         "a cluster started with --insecure takes no token (set ORRERY_INSECURE=1).";
-  return msg;
+  return msg + kWhereTheTokenIs;
 }
 
 }  // namespace orrery::security
