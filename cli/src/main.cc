@@ -129,7 +129,10 @@ void StopPids(const std::vector<int>& pids) {
 
 int Fail(const std::string& message, oc::Session* session = nullptr) {
   std::cerr << "orrery start: " << message << "\n";
-  if (session) StopPids(session->pids);
+  if (session) {
+    StopPids(session->pids);
+    oc::ForgetFailedSession(*session);
+  }
   return 1;
 }
 

@@ -91,6 +91,23 @@ int LiveNodeFor(const std::string& head_address) {
 
 Result<Session> LatestSession() { return Load(SessionRoot() + "/session_latest"); }
 
+void ForgetFailedSession(const Session& failed) {
+  std::string latest = SessionRoot() + "/session_latest";
+  std::error_code ec;
+  if (fs::read_symlink(latest, ec) != fs::path(failed.dir)) return;
+  std::string newest;
+  for (const auto& entry : fs::directory_iterator(SessionRoot(), ec)) {
+    if (!entry.is_directory() || entry.is_symlink()) continue;
+    std::string dir = entry.path().string();
+    if (dir == failed.dir) continue;
+    auto s = Load(dir);
+    // Directory names are session_<start time in ms>_<pid>: the greatest is the newest.
+    if (s.ok() && !s->values["head_address"].empty() && dir > newest) newest = dir;
+  }
+  fs::remove(latest, ec);
+  if (!newest.empty()) fs::create_symlink(newest, latest, ec);
+}
+
 std::string SessionRedisPasswordFile(const std::string& redis_address) {
   if (redis_address.empty()) return "";
   std::vector<Session> sessions = LiveSessions();

@@ -24,6 +24,10 @@ Session NewSession();
 // Every session directory on this host that still has live processes.
 std::vector<Session> LiveSessions();
 Result<Session> LatestSession();
+// A session whose start failed stops being the latest: session_latest points again at the
+// newest other session that knows its head (or nowhere), so that `orrery status` and
+// drivers on this host keep finding the cluster that runs.
+void ForgetFailedSession(const Session& failed);
 // The password file (values "redis_password_file") of this host's session, the latest one
 // first, whose Redis is `redis_address`; "" when none.
 std::string SessionRedisPasswordFile(const std::string& redis_address);

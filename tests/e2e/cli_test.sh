@@ -155,6 +155,17 @@ expect_error "bogus" list bogus
 [[ $(find "$sessions" -maxdepth 1 -name 'session_*' -type d | wc -l) -eq $n_sessions ]] ||
   fail "a rejected orrery start created a session"
 
+step "orrery start --head again on the same port: it fails, and orrery status still finds the cluster"
+before=$(find "$sessions" -maxdepth 1 -name 'session_*' -type d | sort)
+expect_error "did not start" start --head --port "${head_address##*:}" --no-dashboard
+orrery status >"$tmp/status_after_failed_start.out" 2>&1 ||
+  fail "orrery status failed after a failed start: $(cat "$tmp/status_after_failed_start.out")"
+grep -qF "Cluster at $head_address" "$tmp/status_after_failed_start.out" ||
+  fail "orrery status does not show the running cluster after a failed start"
+# The failed start stopped its own processes; its directory goes, so that the count below is
+# the running cluster's.
+comm -13 <(echo "$before") <(find "$sessions" -maxdepth 1 -name 'session_*' -type d | sort) | xargs -r rm -rf
+
 # 8. orrery stop, and nothing of this test remains.
 step "orrery stop"
 mapfile -t pids < <(session_pids)
