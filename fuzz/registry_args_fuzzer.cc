@@ -21,7 +21,8 @@
 
 namespace fuzz {
 
-int Add(int a, int b) { return a + b; }
+// Wraps around like the two's-complement sum it models (signed overflow would be undefined).
+int Add(int a, int b) { return int(unsigned(a) + unsigned(b)); }
 uint64_t Widen(int8_t a, uint16_t b, int64_t c, uint64_t d) { return uint64_t(a) + b + uint64_t(c) + d; }
 bool Not(bool b) { return !b; }
 double Mean(std::vector<double> v) {

@@ -175,7 +175,7 @@ int List(const std::string& what, const InspectFlags& flags) {
                   << r.value("name", "") << "  " << r.value("death_cause", "") << "\n";
       } else if (what == "runs") {
         std::cout << r.value("id", "") << "  " << r.value("name", "") << "  " << r.value("status", "") << "  "
-                  << r.value("iterations", 0) << " iterations  "
+                  << r.value("iterations", 0.0) << " iterations  "
                   << r.value("latest_metrics", nlohmann::json::object()).dump();
         if (!r.value("error", "").empty()) std::cout << "  " << r.value("error", "");
         std::cout << "\n";

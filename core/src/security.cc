@@ -106,7 +106,9 @@ bool Printable(const std::string& s) {
 // ---------------------------------------------------------------- process credentials
 
 Mutex g_credentials_mu;
-Credentials g_credentials GUARDED_BY(g_credentials_mu);
+// Never destroyed: the ZAP handler's thread reads it until the process ends, after static
+// destructors have run.
+Credentials* const g_credentials PT_GUARDED_BY(g_credentials_mu) = new Credentials();
 
 // ---------------------------------------------------------------- ZAP handlers and monitors
 
@@ -474,18 +476,18 @@ Status SetProcessCredentials(const Credentials& credentials) {
         "authenticated; install Debian's libzmq5 (built with libsodium) or run with --insecure");
   }
   MutexLock lock(&g_credentials_mu);
-  g_credentials = credentials;
+  *g_credentials = credentials;
   return Status::Ok();
 }
 
 Credentials ProcessCredentials() {
   MutexLock lock(&g_credentials_mu);
-  return g_credentials;
+  return *g_credentials;
 }
 
 bool Enabled() {
   MutexLock lock(&g_credentials_mu);
-  return g_credentials.enabled;
+  return g_credentials->enabled;
 }
 
 void ConfigureServer(zmq::context_t& context, zmq::socket_t& socket) {

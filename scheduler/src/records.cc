@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "core/src/file_hash.h"
@@ -70,6 +72,24 @@ Result<T> DecodeHexMsgpack(const json& j, const char* field, const char* what) {
   Status s = proto::DecodeMeta(bytes.value(), &out);
   if (!s.ok()) return Invalid(std::string(what) + ": " + s.message());
   return out;
+}
+
+// An integer field of a record, or `dflt` when it is absent. Anything else (a string, a
+// fraction, a number outside T's range) throws, which ParseWith turns into InvalidArgument:
+// nlohmann's own conversion of an out-of-range number to int is undefined behaviour.
+template <typename T>
+T IntField(const json& j, const char* key, T dflt) {
+  auto it = j.find(key);
+  if (it == j.end()) return dflt;
+  bool fits = false;
+  if (it->is_number_unsigned()) {
+    fits = it->get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
+  } else if (it->is_number_integer()) {
+    int64_t v = it->get<int64_t>();
+    fits = v >= int64_t(std::numeric_limits<T>::min()) && v <= int64_t(std::numeric_limits<T>::max());
+  }
+  if (!fits) throw std::invalid_argument(std::string("'") + key + "' is not an integer in range");
+  return it->is_number_unsigned() ? T(it->get<uint64_t>()) : T(it->get<int64_t>());
 }
 
 // Parses and runs `body` on the object; any exception (a missing field, a wrong type) is
@@ -335,16 +355,16 @@ Result<ActorRecord> ParseActorRecord(std::string_view text) {
     } else {
       return Invalid("the actor record's state is not one of PENDING, ALIVE, RESTARTING, DEAD");
     }
-    r.incarnation = j.value("incarnation", 0);
-    r.restarts_used = j.value("restarts", 0);
+    r.incarnation = IntField(j, "incarnation", 0);
+    r.restarts_used = IntField(j, "restarts", 0);
     r.kill_requested = j.value("kill_requested", false);
     r.death_cause = j.value("death_cause", "");
     r.death_kind = j.value("death_kind", "");
     r.subscribers = j.value("subscribers", std::vector<std::string>{});
     r.node_id = j.value("node_id", "");
-    r.bundle = j.value("bundle", -1);
+    r.bundle = IntField(j, "bundle", -1);
     r.address = j.value("address", "");
-    r.pid = j.value("pid", 0);
+    r.pid = IntField(j, "pid", 0);
     if (!r.node_id.empty() && !IsHexId(r.node_id))
       return Invalid("the actor record's node_id is not a hex id");
     if (r.incarnation < 0 || r.restarts_used < 0 || r.bundle < -1 || r.pid < 0) {
@@ -400,7 +420,7 @@ Result<JobRecord> ParseJobRecord(std::string_view text) {
     if (!IsHexId(id)) return Invalid("the job record's job_id is not a 32-digit hex id");
     r.info.job_id = UniqueId::FromHex(id).Binary();
     r.info.driver_address = j.value("driver_address", "");
-    r.info.pid = j.value("pid", 0);
+    r.info.pid = IntField(j, "pid", 0);
     r.info.namespace_ = j.value("namespace", "");
     r.info.entrypoint = j.value("entrypoint", "");
     r.info.binary_hash = j.value("executable_sha256", "");
@@ -427,7 +447,7 @@ Result<LeaseRecord> ParseLeaseRecord(std::string_view text) {
       return s;
     if (Status s = CheckUtf8("the lease's", r.request.label_selector); !s.ok()) return s;
     r.node_id = j.value("node_id", "");
-    r.bundle = j.value("bundle", -1);
+    r.bundle = IntField(j, "bundle", -1);
     if (!r.node_id.empty() && !IsHexId(r.node_id))
       return Invalid("the lease record's node_id is not a hex id");
     if (r.bundle < -1) return Invalid("the lease record's bundle is negative");

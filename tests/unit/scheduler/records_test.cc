@@ -125,6 +125,12 @@ TEST(ActorRecord, HostileRecordsAreInvalidArgument) {
       ActorWith("actor_id", UniqueId::Random().Hex()),  // differs from the spec's
       ActorWith("subscribers", json{{"a", 1}}),
       ActorWith("bundle", -7),
+      // Numbers no int holds, or no integers at all (converting them was undefined).
+      ActorWith("bundle", -1.6666e43),
+      ActorWith("pid", 1e300),
+      ActorWith("restarts", 4294967296LL),
+      ActorWith("incarnation", 18446744073709551615ULL),
+      ActorWith("pid", 2.5),
   };
   for (const auto& text : hostile) {
     auto r = ParseActorRecord(text);
