@@ -184,6 +184,17 @@ struct ZapHandler::State {
   Mutex mu;
   std::vector<std::unique_ptr<Monitor>> added GUARDED_BY(mu);  // handed over to the thread
   std::vector<uint64_t> removed GUARDED_BY(mu);
+  // Wakes the handler's thread (which otherwise sleeps until a ZAP request or a handshake
+  // event: an idle process pays nothing for it): PUSH to the thread's PULL, under mu.
+  std::unique_ptr<zmq::socket_t> wake GUARDED_BY(mu);
+
+  void Wake() REQUIRES(mu) {
+    if (!wake) return;
+    try {
+      wake->send(zmq::const_buffer(nullptr, 0), zmq::send_flags::dontwait);  // full: it is awake
+    } catch (const zmq::error_t&) {
+    }
+  }
 };
 
 namespace {
@@ -191,9 +202,10 @@ namespace {
 Mutex g_zap_mu;
 std::map<zmq::context_t*, std::shared_ptr<ZapHandler::State>> g_zap_states GUARDED_BY(g_zap_mu);
 
-void AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
+// Answers one waiting ZAP request; false when none was waiting.
+bool AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
   std::vector<zmq::message_t> frames;
-  if (!zmq::recv_multipart(rep, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+  if (!zmq::recv_multipart(rep, std::back_inserter(frames), zmq::recv_flags::dontwait)) return false;
   auto text = [&](size_t i) { return i < frames.size() ? frames[i].to_string() : std::string(); };
   std::string request_id = text(1);
   std::string address = text(3);
@@ -218,6 +230,7 @@ void AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
   for (size_t i = 0; i < reply.size(); ++i) {
     rep.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   }
+  return true;
 }
 
 void HandleMonitorEvents(Monitor& m) {
@@ -245,7 +258,8 @@ void HandleMonitorEvents(Monitor& m) {
   }
 }
 
-void RunZap(std::shared_ptr<ZapHandler::State> state, std::unique_ptr<zmq::socket_t> rep) {
+void RunZap(std::shared_ptr<ZapHandler::State> state, std::unique_ptr<zmq::socket_t> rep,
+            std::unique_ptr<zmq::socket_t> wake) {
   pthread_setname_np(pthread_self(), "orrery-zap");
   std::vector<std::unique_ptr<Monitor>> monitors;
   std::vector<zmq::pollitem_t> items;
@@ -262,13 +276,23 @@ void RunZap(std::shared_ptr<ZapHandler::State> state, std::unique_ptr<zmq::socke
     }
     items.clear();
     items.push_back({static_cast<void*>(*rep), 0, ZMQ_POLLIN, 0});
+    items.push_back({static_cast<void*>(*wake), 0, ZMQ_POLLIN, 0});
     for (auto& m : monitors) items.push_back({static_cast<void*>(*m->pair), 0, ZMQ_POLLIN, 0});
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(100));
-      Credentials creds = ProcessCredentials();
-      if (items[0].revents & ZMQ_POLLIN) AnswerZap(*rep, creds);
+      // Woken by a request, a handshake event or State::Wake; the timeout is a safety net.
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(10000));
+      if (items[0].revents & ZMQ_POLLIN) {
+        Credentials creds = ProcessCredentials();
+        for (int n = 0; n < 256 && AnswerZap(*rep, creds); ++n) {
+        }
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        zmq::message_t ignored;
+        while (wake->recv(ignored, zmq::recv_flags::dontwait)) {
+        }
+      }
       for (size_t i = 0; i < monitors.size(); ++i) {
-        if (items[i + 1].revents & ZMQ_POLLIN) HandleMonitorEvents(*monitors[i]);
+        if (items[i + 2].revents & ZMQ_POLLIN) HandleMonitorEvents(*monitors[i]);
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
@@ -279,9 +303,11 @@ void RunZap(std::shared_ptr<ZapHandler::State> state, std::unique_ptr<zmq::socke
   }
   for (auto& m : monitors) m->pair->close();
   rep->close();
+  wake->close();
 }
 
 std::atomic<uint64_t> g_next_monitor{1};
+std::atomic<uint64_t> g_next_handler{1};
 
 }  // namespace
 
@@ -290,11 +316,23 @@ ZapHandler::ZapHandler(zmq::context_t& context) : state_(std::make_shared<State>
   auto rep = std::make_unique<zmq::socket_t>(context, zmq::socket_type::rep);
   rep->set(zmq::sockopt::linger, 0);
   rep->bind(kZapEndpoint);  // before any server socket accepts: no handler means no check
+  std::string wake_endpoint = "inproc://orrery-zap-wake-" + std::to_string(getpid()) + "-" +
+                              std::to_string(g_next_handler.fetch_add(1));
+  auto wake_pull = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pull);
+  wake_pull->set(zmq::sockopt::linger, 0);
+  wake_pull->bind(wake_endpoint);
+  {
+    MutexLock lock(&state_->mu);
+    state_->wake = std::make_unique<zmq::socket_t>(context, zmq::socket_type::push);
+    state_->wake->set(zmq::sockopt::linger, 0);
+    state_->wake->set(zmq::sockopt::sndhwm, 16);
+    state_->wake->connect(wake_endpoint);
+  }
   {
     MutexLock lock(&g_zap_mu);
     g_zap_states[&context] = state_;
   }
-  thread_ = std::thread(RunZap, state_, std::move(rep));
+  thread_ = std::thread(RunZap, state_, std::move(rep), std::move(wake_pull));
 }
 
 ZapHandler::~ZapHandler() {
@@ -304,6 +342,10 @@ ZapHandler::~ZapHandler() {
     if (it != g_zap_states.end() && it->second == state_) g_zap_states.erase(it);
   }
   state_->stop = true;
+  {
+    MutexLock lock(&state_->mu);
+    state_->Wake();
+  }
   if (thread_.joinable()) thread_.join();
 }
 
@@ -340,6 +382,9 @@ uint64_t WatchHandshakes(zmq::context_t& context, zmq::socket_t& socket, const s
   m->name = name;
   m->pair = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pair);
   m->pair->set(zmq::sockopt::linger, 0);
+  // No high-water mark: ZeroMQ's I/O thread sends these events blocking, so a full pipe
+  // (a burst of thousands of connections) would stall every connection of the process.
+  m->pair->set(zmq::sockopt::rcvhwm, 0);
   m->pair->connect(endpoint);
   std::shared_ptr<ZapHandler::State> state;
   {
@@ -350,15 +395,18 @@ uint64_t WatchHandshakes(zmq::context_t& context, zmq::socket_t& socket, const s
   if (!state) return 0;
   MutexLock lock(&state->mu);
   state->added.push_back(std::move(m));
+  state->Wake();
   return id;
 }
 
-void StopWatching(uint64_t id) {
+void StopWatching(zmq::socket_t& socket, uint64_t id) {
   if (id == 0) return;
+  if (socket) zmq_socket_monitor(static_cast<void*>(socket), nullptr, 0);
   MutexLock lock(&g_zap_mu);
   for (auto& [ctx, state] : g_zap_states) {
     MutexLock l2(&state->mu);
     state->removed.push_back(id);
+    state->Wake();
   }
 }
 

@@ -74,7 +74,11 @@ void ConfigureClient(zmq::socket_t& socket);
 // so without this such peers would be refused silently. Returns an id for StopWatching;
 // 0 when credentials are off. Call from the thread that owns `socket`, after binding.
 uint64_t WatchHandshakes(zmq::context_t& context, zmq::socket_t& socket, const std::string& name);
-void StopWatching(uint64_t id);
+// Stops watching `socket` (before it is closed, from the thread that owns it): the socket
+// stops sending events first, then the reader goes. The other order would leave ZeroMQ's
+// I/O thread blocked for good on an event nobody reads, and every connection of the
+// process with it.
+void StopWatching(zmq::socket_t& socket, uint64_t id);
 
 // Answers ZAP requests of one ZeroMQ context: admits a CURVE client whose public key is the
 // cluster's, refuses everyone else (logging the peer address, rate-limited). One runs for

@@ -47,8 +47,10 @@ Inbox::Inbox() { wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 Inbox::~Inbox() {
   Stop();
-  security::StopWatching(handshake_watch_);
-  if (router_) router_->close();
+  if (router_) {
+    security::StopWatching(*router_, handshake_watch_);
+    router_->close();
+  }
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 

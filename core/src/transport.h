@@ -128,6 +128,12 @@ struct SendLimits {
   int64_t total_bytes = 512ll << 20;  // queued, unsent bytes to all peers together
   size_t max_sockets_per_thread = 256;
   double idle_close_s = 10;  // a socket unused this long is closed
+  // A socket that must give way (to the cap above, or idle) while it still holds messages
+  // (a slow CURVE handshake, a peer still starting) stays open outside the cap until they
+  // are delivered, for at most drain_s (ZeroMQ's handshake timeout), and at most
+  // max_draining_per_thread of them; then what it holds is dropped, with a warning.
+  double drain_s = 30;
+  size_t max_draining_per_thread = 4096;
 };
 // Applies to sockets opened afterwards (the byte caps: to every later send).
 void SetSendLimits(const SendLimits& limits);
@@ -136,8 +142,10 @@ SendLimits GetSendLimits();
 // Bytes queued and not yet handed to the kernel, over all peers (with a fixed per-frame
 // overhead, so that many small messages count too).
 int64_t QueuedBytes();
-// The number of sending sockets the calling thread holds.
+// The number of sending sockets the calling thread holds, not counting those draining
+// (SendLimits::drain_s), which ThreadDrainingCount counts.
 size_t ThreadSocketCount();
+size_t ThreadDrainingCount();
 
 // Sends frame0 (+ payload) to the inbox at `address` from the calling thread, without
 // blocking. Unavailable, with the message dropped, when the queue to that peer or all

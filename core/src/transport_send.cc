@@ -1,5 +1,7 @@
 // The sending side of the transport (transport.h): per-thread DEALER sockets, bounded in
 // number, in idle time and in the bytes they queue.
+#include <algorithm>
+#include <cstdio>
 #include <list>
 #include <unordered_map>
 
@@ -115,6 +117,20 @@ struct CachedSocket {
   double last_used = 0;
 };
 
+// A socket that gave way with messages still queued (SendLimits::drain_s).
+struct DrainingSocket {
+  std::unique_ptr<zmq::socket_t> socket;
+  std::shared_ptr<PeerQueue> queue;
+  double since = 0;
+};
+
+RateLimitedLog g_drain_log;
+
+void CloseNow(zmq::socket_t& socket) {
+  socket.set(zmq::sockopt::linger, 0);
+  socket.close();
+}
+
 // Set when this thread's ThreadSockets is destroyed: a thread that still sends after that
 // (the main thread running atexit handlers, such as Shutdown's, after its thread_locals are
 // gone) uses a process-wide set under g_late_mu instead. Not an annotated Mutex: whether it
@@ -126,18 +142,62 @@ std::mutex g_late_mu;
 struct ThreadSockets {
   std::unordered_map<std::string, CachedSocket> sockets;
   std::list<std::string> lru;  // most recently used first
+  std::unordered_map<std::string, DrainingSocket> draining;
+  double drain_checked = 0;
   uint64_t gone_seen = 0;
 
-  void Close(const std::string& address, int linger_ms) {
+  // Closes the socket to `address` with `linger_ms`, or, when `limits` is given and it
+  // still holds messages, lets it drain (SendLimits::drain_s).
+  void Close(const std::string& address, int linger_ms, const SendLimits* limits = nullptr) {
     auto it = sockets.find(address);
     if (it == sockets.end()) return;
-    it->second.socket->set(zmq::sockopt::linger, linger_ms);
-    it->second.socket->close();
-    lru.erase(it->second.lru);
+    CachedSocket& c = it->second;
+    if (limits && limits->drain_s > 0 && limits->max_draining_per_thread > 0 &&
+        c.queue->bytes.load(std::memory_order_relaxed) > 0) {
+      while (draining.size() >= limits->max_draining_per_thread) DropOldestDraining(*limits);
+      draining[address] = DrainingSocket{std::move(c.socket), c.queue, MonotonicSeconds()};
+    } else {
+      c.socket->set(zmq::sockopt::linger, linger_ms);
+      c.socket->close();
+    }
+    lru.erase(c.lru);
     sockets.erase(it);
+  }
+  // Closes draining sockets that delivered everything; drops what the ones past their
+  // deadline still hold.
+  void CheckDraining(double now, const SendLimits& limits) {
+    for (auto it = draining.begin(); it != draining.end();) {
+      int64_t left = it->second.queue->bytes.load(std::memory_order_relaxed);
+      if (left > 0 && now - it->second.since < limits.drain_s) {
+        ++it;
+        continue;
+      }
+      if (left > 0) LogDropped(it->first, left, limits);
+      CloseNow(*it->second.socket);
+      it = draining.erase(it);
+    }
+  }
+  void DropOldestDraining(const SendLimits& limits) {
+    auto oldest = draining.begin();
+    for (auto it = draining.begin(); it != draining.end(); ++it)
+      if (it->second.since < oldest->second.since) oldest = it;
+    LogDropped(oldest->first, oldest->second.queue->bytes.load(std::memory_order_relaxed), limits);
+    CloseNow(*oldest->second.socket);
+    draining.erase(oldest);
+  }
+  static void LogDropped(const std::string& address, int64_t bytes, const SendLimits& limits) {
+    uint64_t suppressed = 0;
+    if (!g_drain_log.ShouldLog(&suppressed)) return;
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%g", limits.drain_s);
+    LOG_WARN("dropped about " + std::to_string(bytes) + " queued bytes to " + address +
+             ": not delivered within " + seconds +
+             " s of its socket giving way (the peer is gone or not answering)" +
+             RateLimitedLog::More(suppressed));
   }
   ~ThreadSockets() {
     for (auto& [addr, s] : sockets) s.socket->close();
+    for (auto& [addr, d] : draining) d.socket->close();
     t_sockets_destroyed = true;
   }
 };
@@ -162,17 +222,27 @@ void PurgeGone(ThreadSockets& ts) {
   uint64_t gen = g_gone_generation.load(std::memory_order_acquire);
   if (gen == ts.gone_seen) return;
   MutexLock lock(&g_gone_mu);
-  for (const auto& addr : g_gone) ts.Close(addr, 0);
+  for (const auto& addr : g_gone) {
+    ts.Close(addr, 0);
+    if (auto d = ts.draining.find(addr); d != ts.draining.end()) {
+      CloseNow(*d->second.socket);
+      ts.draining.erase(d);
+    }
+  }
   ts.gone_seen = gen;
 }
 
 // Cheap enough for every send: it looks at the least recently used socket only, unless
-// there are idle ones to close.
-void SweepIdle(ThreadSockets& ts, double now, double idle_s) {
+// there are idle ones to close, and at the draining ones every 10 ms.
+void SweepIdle(ThreadSockets& ts, double now, const SendLimits& limits) {
   while (!ts.lru.empty()) {
     auto it = ts.sockets.find(ts.lru.back());
-    if (now - it->second.last_used < idle_s) break;
-    ts.Close(ts.lru.back(), kLingerMs);
+    if (now - it->second.last_used < limits.idle_close_s) break;
+    ts.Close(ts.lru.back(), kLingerMs, &limits);
+  }
+  if (!ts.draining.empty() && now - ts.drain_checked >= 0.01) {
+    ts.drain_checked = now;
+    ts.CheckDraining(now, limits);
   }
 }
 
@@ -180,16 +250,15 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
   ThreadSockets& ts = Sockets();
   PurgeGone(ts);
   double now = MonotonicSeconds();
-  SweepIdle(ts, now, limits.idle_close_s);
+  SweepIdle(ts, now, limits);
   auto it = ts.sockets.find(address);
   if (it != ts.sockets.end()) {
     ts.lru.splice(ts.lru.begin(), ts.lru, it->second.lru);
     it->second.last_used = now;
     return it->second;
   }
-  // The least recently used socket with nothing queued makes room (a socket with queued
-  // messages, closed, would still deliver them, but a new socket to the same peer could
-  // overtake them); failing that, the least recently used one.
+  // The least recently used socket with nothing queued makes room; failing that, the least
+  // recently used one, which drains what it holds.
   while (!ts.lru.empty() &&
          ts.sockets.size() >= std::max<size_t>(1, limits.max_sockets_per_thread)) {
     std::string victim = ts.lru.back();
@@ -200,19 +269,29 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
         break;
       }
     }
-    ts.Close(victim, kLingerMs);
+    ts.Close(victim, kLingerMs, &limits);
   }
-  auto s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
-  s->set(zmq::sockopt::sndhwm, std::max(1, limits.hwm_messages));
-  s->set(zmq::sockopt::linger, kLingerMs);
-  s->set(zmq::sockopt::reconnect_ivl, 100);
-  s->set(zmq::sockopt::reconnect_ivl_max, 5000);  // back off from peers that are gone
-  security::ConfigureClient(*s);
-  s->connect(address);
+  std::unique_ptr<zmq::socket_t> s;
+  std::shared_ptr<PeerQueue> queue;
+  if (auto d = ts.draining.find(address); d != ts.draining.end()) {
+    // Still draining: back into use, so that a new socket cannot overtake what it holds.
+    s = std::move(d->second.socket);
+    queue = std::move(d->second.queue);
+    ts.draining.erase(d);
+  } else {
+    s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
+    s->set(zmq::sockopt::sndhwm, std::max(1, limits.hwm_messages));
+    s->set(zmq::sockopt::linger, kLingerMs);
+    s->set(zmq::sockopt::reconnect_ivl, 100);
+    s->set(zmq::sockopt::reconnect_ivl_max, 5000);  // back off from peers that are gone
+    security::ConfigureClient(*s);
+    s->connect(address);
+    queue = std::make_shared<PeerQueue>();
+  }
   ts.lru.push_front(address);
   CachedSocket& c = ts.sockets[address];
   c.socket = std::move(s);
-  c.queue = std::make_shared<PeerQueue>();
+  c.queue = std::move(queue);
   c.lru = ts.lru.begin();
   c.last_used = now;
   return c;
@@ -251,6 +330,11 @@ int64_t QueuedBytes() { return g_total_bytes.load(std::memory_order_relaxed); }
 size_t ThreadSocketCount() {
   auto late = LateLock();
   return Sockets().sockets.size();
+}
+
+size_t ThreadDrainingCount() {
+  auto late = LateLock();
+  return Sockets().draining.size();
 }
 
 Status TrySendFrames(const std::string& address, const std::string& frame0,
@@ -298,15 +382,19 @@ void CloseThreadSockets() {
   auto late = LateLock();
   ThreadSockets& ts = Sockets();
   for (auto& [addr, s] : ts.sockets) s.socket->close();
+  for (auto& [addr, d] : ts.draining) d.socket->close();
   ts.sockets.clear();
   ts.lru.clear();
+  ts.draining.clear();
 }
 
 void SweepThreadSockets() {
   auto late = LateLock();
   ThreadSockets& ts = Sockets();
+  const SendLimits& limits = Limits();
   PurgeGone(ts);
-  SweepIdle(ts, MonotonicSeconds(), Limits().idle_close_s);
+  ts.drain_checked = 0;  // now, whatever the last check
+  SweepIdle(ts, MonotonicSeconds(), limits);
 }
 
 void MarkPeerGone(const std::string& address) {

@@ -109,7 +109,7 @@ CollectiveGroup::CollectiveGroup() : ctx_(std::make_unique<zmq::context_t>(1)) {
 
 CollectiveGroup::~CollectiveGroup() {
   push_.clear();
-  security::StopWatching(handshake_watch_);
+  if (pull_) security::StopWatching(*pull_, handshake_watch_);
   pull_.reset();
   zap_.reset();
   ctx_.reset();

@@ -6,11 +6,15 @@
 #include "core/src/transport.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <condition_variable>
+#include <functional>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <zmq_addon.hpp>
 
 namespace orrery::transport {
 namespace {
@@ -76,16 +80,95 @@ TEST(TransportTest, ThreadKeepsAtMostMaxSocketsAndClosesIdleOnes) {
   LimitsGuard guard;
   SendLimits limits = GetSendLimits();
   limits.max_sockets_per_thread = 8;
+  limits.drain_s = 0;  // sockets that give way close at once (draining has tests below)
   SetSendLimits(limits);
   std::thread([&] {
     for (int i = 0; i < 100; ++i) SendFrames(DeadAddress(i), "x", nullptr);
     EXPECT_EQ(ThreadSocketCount(), 8u);
+    EXPECT_EQ(ThreadDrainingCount(), 0u);
     SendLimits idle = limits;
     idle.idle_close_s = 0;  // everything is idle now
     SetSendLimits(idle);
     SweepThreadSockets();
     EXPECT_EQ(ThreadSocketCount(), 0u);
     CloseThreadSockets();
+  }).join();
+}
+
+// An endpoint with nothing listening on it yet (an IPC path, so that no port can be taken
+// meanwhile).
+std::string FreeAddress() {
+  static int n = 0;
+  return "ipc:///tmp/orrery-transport-test-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+// Calls SweepThreadSockets until `done` holds, for at most 10 s.
+bool SweepUntil(const std::function<bool()>& done) {
+  for (int i = 0; i < 1000; ++i) {
+    SweepThreadSockets();
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A socket that must give way while what it holds waits for its peer (a peer still
+// starting, a slow CURVE handshake) drains outside the cap and delivers once the peer is
+// there. A plain close lost it after its linger (2 s): the node's Assign to one of 2,000
+// starting workers.
+TEST(TransportTest, ASocketThatGivesWayDeliversWhatItHolds) {
+  LimitsGuard guard;
+  SendLimits limits = GetSendLimits();
+  limits.max_sockets_per_thread = 1;
+  SetSendLimits(limits);
+  const std::string late_peer = FreeAddress();
+  std::thread([&] {
+    SendFrames(late_peer, "hello", nullptr);        // queued: nothing listens there yet
+    SendFrames(DeadAddress(0), "x", nullptr);       // takes the one place
+    EXPECT_EQ(ThreadSocketCount(), 1u);
+    EXPECT_EQ(ThreadDrainingCount(), 1u) << "the socket holding 'hello' should drain, not close";
+    zmq::socket_t peer(Context(), zmq::socket_type::router);
+    peer.set(zmq::sockopt::linger, 0);
+    peer.set(zmq::sockopt::rcvtimeo, 10000);
+    peer.bind(late_peer);
+    std::vector<zmq::message_t> frames;
+    ASSERT_TRUE(zmq::recv_multipart(peer, std::back_inserter(frames)));
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(frames[1].to_string(), "hello");
+    // Delivered, the draining socket closes.
+    EXPECT_TRUE(SweepUntil([] { return ThreadDrainingCount() == 0; }));
+    CloseThreadSockets();
+    peer.close();
+    ::unlink(late_peer.substr(std::string("ipc://").size()).c_str());
+  }).join();
+}
+
+// What a draining socket cannot deliver within drain_s is dropped and the socket closed;
+// a send to a peer whose socket is draining takes that socket back (a new socket could
+// overtake what it holds).
+TEST(TransportTest, DrainingSocketsCloseAfterTheirDeadlineAndComeBackWhenUsed) {
+  LimitsGuard guard;
+  SendLimits limits = GetSendLimits();
+  limits.max_sockets_per_thread = 1;
+  limits.drain_s = 0.2;
+  SetSendLimits(limits);
+  std::thread([&] {
+    SendFrames(DeadAddress(1), "x", nullptr);
+    SendFrames(DeadAddress(2), "x", nullptr);  // 1 drains
+    SendFrames(DeadAddress(1), "x", nullptr);  // 1 is back in use, 2 drains
+    EXPECT_EQ(ThreadSocketCount(), 1u);
+    EXPECT_EQ(ThreadDrainingCount(), 1u) << "the socket to 1 should have been taken back";
+    EXPECT_TRUE(SweepUntil([] { return ThreadDrainingCount() == 0; }))
+        << "a socket to a dead peer should stop draining after drain_s";
+    // At most max_draining_per_thread drain; the oldest gives way.
+    SendLimits few = limits;
+    few.drain_s = 60;
+    few.max_draining_per_thread = 3;
+    SetSendLimits(few);
+    for (int i = 3; i < 20; ++i) SendFrames(DeadAddress(i), "x", nullptr);
+    EXPECT_EQ(ThreadDrainingCount(), 3u);
+    CloseThreadSockets();
+    EXPECT_EQ(ThreadDrainingCount(), 0u);
   }).join();
 }
 
