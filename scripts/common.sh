@@ -17,7 +17,6 @@
 
 ORRERY_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
-  libboost-fiber-dev libboost-context-dev libboost-dev
   libzmq3-dev libsodium-dev cppzmq-dev libmsgpack-cxx-dev libhiredis-dev libspdlog-dev
   redis-server
   googletest libgtest-dev libgmock-dev libbenchmark-dev
