@@ -21,4 +21,7 @@ endfunction()
 
 function(orrery_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+  if(ORRERY_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
 endfunction()

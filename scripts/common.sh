@@ -75,7 +75,7 @@ orrery_build() {
   if [[ ! -f "$dir/build.ninja" ]]; then
     orrery_log "Configuring $dir/ (Ninja)"
     local -a ci_args=()
-    [[ "${CI:-}" == "true" ]] && ci_args=(-DORRERY_WITH_TORCH=ON)
+    [[ "${CI:-}" == "true" ]] && ci_args=(-DORRERY_WITH_TORCH=ON -DORRERY_WERROR=ON)
     # shellcheck disable=SC2086  # user-supplied extra arguments
     cmake -S . -B "$dir" -G Ninja "${ci_args[@]}" ${ORRERY_CMAKE_ARGS:-}
   fi

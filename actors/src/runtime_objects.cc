@@ -85,7 +85,7 @@ void Runtime::Resolve(const std::shared_ptr<PendingCall>& call, std::function<vo
   // Serialises the callbacks' writes of dep_error (several arguments may fail at once); the
   // read in `finish` needs no lock, the countdown orders it after every write.
   auto error_mu = std::make_shared<Mutex>();
-  auto finish = [this, call, remaining, ready, error_mu]() {
+  auto finish = [call, remaining, ready, error_mu]() {
     if (remaining->fetch_sub(1) != 1) return;
     if (!call->dep_error) call->args = PackArgs(call->slots);
     call->slots.clear();

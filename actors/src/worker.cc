@@ -35,8 +35,8 @@ WorkerServer* g_server = nullptr;
 // keeps the same rules with n slots. Task calls share no state and take no slot.
 class WorkerServer {
  public:
-  WorkerServer(Runtime* rt, std::string worker_id, std::string node_address)
-      : rt_(rt), worker_id_(std::move(worker_id)), node_address_(std::move(node_address)) {
+  WorkerServer(std::string worker_id, std::string node_address)
+      : worker_id_(std::move(worker_id)), node_address_(std::move(node_address)) {
     where_ = "worker pid " + std::to_string(getpid());
   }
 
@@ -292,7 +292,6 @@ class WorkerServer {
   };
   using ReadyCall = std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>;
 
-  Runtime* rt_;
   std::string worker_id_;
   std::string node_address_;
   std::string where_;
@@ -356,7 +355,7 @@ void WorkerMain() {
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));
   // Actors and tasks this worker submits run its own executable, named as its node named it.
   if (const char* h = std::getenv("ORRERY_EXECUTABLE_HASH"); h && IsContentHash(h)) rt->SetExecutableHash(h);
-  auto* server = new WorkerServer(rt, worker_id, node);
+  auto* server = new WorkerServer(worker_id, node);
   g_server = server;
   rt->SetExtraHandler([server](transport::Envelope& env) { return server->Handle(env); });
   std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
