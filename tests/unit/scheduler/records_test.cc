@@ -87,7 +87,7 @@ TEST(Dump, NeverThrowsOnInvalidUtf8) {
   std::string out;
   EXPECT_NO_THROW(out = Dump(json{{"name", "z\xe4hler"}}));
   EXPECT_TRUE(IsUtf8(out));
-  EXPECT_NO_THROW((void)json::parse(out));
+  EXPECT_TRUE(json::accept(out));
 }
 
 TEST(ActorRecord, RoundTrips) {
