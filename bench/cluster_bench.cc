@@ -55,7 +55,9 @@ int ClientMain(const std::string& address, double seconds) {
   orrery::Init(c);
   std::vector<orrery::ActorHandle<Pong>> actors;
   for (int i = 0; i < 2; ++i) {
-    actors.push_back(orrery::Actor(Pong::Create).SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{}).Remote());
+    actors.push_back(orrery::Actor(Pong::Create)
+                         .SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{})
+                         .Remote());
   }
   for (auto& a : actors) orrery::Get(a.Task(&Pong::Ping).Remote(0));
   long long calls = 0;
@@ -73,8 +75,10 @@ int ClientMain(const std::string& address, double seconds) {
   return 0;
 }
 
-void Report(nlohmann::json& out, const std::string& name, double value, double limit, const char* unit) {
-  std::printf("%-34s %12.1f %-6s ratio %.3f\n", name.c_str(), value, unit, limit > 0 ? value / limit : 0.0);
+void Report(nlohmann::json& out, const std::string& name, double value, double limit,
+            const char* unit) {
+  std::printf("%-34s %12.1f %-6s ratio %.3f\n", name.c_str(), value, unit,
+              limit > 0 ? value / limit : 0.0);
   out[name] = {{"value", value}, {"unit", unit}, {"ratio", limit > 0 ? value / limit : 0.0}};
 }
 
@@ -85,7 +89,8 @@ int main(int argc, char** argv) {
     return orrery::bench::RunZmqEchoServer(std::atoi(argv[2]));
   }
   orrery::RunWorkerIfRequested(argc, argv);
-  if (argc == 4 && std::string(argv[1]) == "--client") return ClientMain(argv[2], std::atof(argv[3]));
+  if (argc == 4 && std::string(argv[1]) == "--client")
+    return ClientMain(argv[2], std::atof(argv[3]));
 
   CLI::App app{"orrery_cluster_bench: cluster benchmarks against the raw ZeroMQ round trip"};
   double duration = 3;
@@ -108,7 +113,8 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/orrery_cluster_bench_XXXXXX";
   std::string tmp = mkdtemp(tmpl);
   setenv("ORRERY_TMPDIR", tmp.c_str(), 1);
-  if (Sh(g_cli + " start --head --port 0 --num-cpus 2 --no-dashboard > " + tmp + "/start.log 2>&1") != 0) {
+  if (Sh(g_cli + " start --head --port 0 --num-cpus 2 --no-dashboard > " + tmp +
+         "/start.log 2>&1") != 0) {
     std::cerr << "cannot start a cluster; see " << tmp << "/start.log\n";
     return 1;
   }
@@ -139,7 +145,9 @@ int main(int argc, char** argv) {
         [] {
           std::vector<orrery::ActorHandle<Pong>> actors;
           for (int i = 0; i < 10; ++i) {
-            actors.push_back(orrery::Actor(Pong::Create).SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{}).Remote());
+            actors.push_back(orrery::Actor(Pong::Create)
+                                 .SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{})
+                                 .Remote());
           }
           std::vector<orrery::ObjectRef<int>> refs;
           for (auto& a : actors) refs.push_back(a.Task(&Pong::Ping).Remote(1));
@@ -152,7 +160,8 @@ int main(int argc, char** argv) {
     // n_n_actor_calls_async: separate driver processes
     std::vector<FILE*> pipes;
     for (int i = 0; i < drivers; ++i) {
-      std::string cmd = "/proc/" + std::to_string(getpid()) + "/exe --client " + address + " " + std::to_string(duration);
+      std::string cmd = "/proc/" + std::to_string(getpid()) + "/exe --client " + address + " " +
+                        std::to_string(duration);
       pipes.push_back(popen(cmd.c_str(), "r"));
     }
     double total = 0;
@@ -164,7 +173,10 @@ int main(int argc, char** argv) {
     Report(out, "n_n_actor_calls_async", total, limit, "ops/s");
 
     // head_recovery_s: the state it reloads is what the runs above and this named actor left.
-    auto keeper = orrery::Actor(Pong::Create).SetName("keeper").SetLifetime(orrery::ActorLifetime::kDetached).Remote();
+    auto keeper = orrery::Actor(Pong::Create)
+                      .SetName("keeper")
+                      .SetLifetime(orrery::ActorLifetime::kDetached)
+                      .Remote();
     orrery::Get(keeper.Task(&Pong::Ping).Remote(1));
     kill(head_pid, SIGKILL);
     auto start = Clock::now();
@@ -183,8 +195,8 @@ int main(int argc, char** argv) {
       }
     }
     double recovery = std::chrono::duration<double>(Clock::now() - start).count();
-    std::printf("%-34s %12.3f s      (kill -9, restart, named lookup answered; %s)\n", "head_recovery_s", recovery,
-                back ? "recovered" : "NOT recovered");
+    std::printf("%-34s %12.3f s      (kill -9, restart, named lookup answered; %s)\n",
+                "head_recovery_s", recovery, back ? "recovered" : "NOT recovered");
     out["head_recovery_s"] = {{"value", recovery}, {"unit", "s"}, {"recovered", back}};
     keeper.Kill();
     if (!back) rc = 1;
@@ -196,7 +208,8 @@ int main(int argc, char** argv) {
   Sh(g_cli + " stop > /dev/null 2>&1");
   // The restarted head is not in a session: stop it by its exact command line.
   std::string port = address.substr(address.rfind(':') + 1);
-  Sh("pkill -f '" + g_cli + " head --port " + port + " --redis-address " + redis + "' > /dev/null 2>&1");
+  Sh("pkill -f '" + g_cli + " head --port " + port + " --redis-address " + redis +
+     "' > /dev/null 2>&1");
   Sh("rm -rf " + tmp);
   if (json) std::cout << out.dump(2) << "\n";
   return rc;

@@ -33,7 +33,8 @@ ActorHandle<BenchActor> NewActor(int max_concurrency = 1) {
 }
 
 void Expect(const std::shared_ptr<std::string>& v) {
-  if (!v || *v != "ok") throw std::runtime_error("unexpected result: " + (v ? *v : std::string("null")));
+  if (!v || *v != "ok")
+    throw std::runtime_error("unexpected result: " + (v ? *v : std::string("null")));
 }
 
 template <typename T>
@@ -44,7 +45,8 @@ void GetAll(const std::vector<ObjectRef<T>>& refs, int timeout_ms) {
 // ray.get(a.small_value.remote())
 Rate ActorCallsSync(const MetricOptions& o) {
   auto a = NewActor();
-  Rate r = TimeIt([&] { Expect(Get(a.Task(&BenchActor::SmallValue).Remote(), o.timeout_ms)); }, 1, o.timing);
+  Rate r = TimeIt([&] { Expect(Get(a.Task(&BenchActor::SmallValue).Remote(), o.timeout_ms)); }, 1,
+                  o.timing);
   a.Kill();
   return r;
 }
@@ -127,7 +129,8 @@ const std::vector<Metric>& Metrics() {
        ActorCallsConcurrent},
       {"single_client_tasks_sync", "submit one task and wait for its result, one at a time",
        TasksSync},
-      {"single_client_tasks_async", "submit a batch of tasks, then wait for all results", TasksAsync},
+      {"single_client_tasks_async", "submit a batch of tasks, then wait for all results",
+       TasksAsync},
       {"single_client_put_calls", "Put(0) into the driver's object store", PutCalls},
       {"single_client_get_calls", "Get() of one ready object put by the driver", GetCalls},
       {"actor_creation",

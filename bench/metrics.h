@@ -11,9 +11,9 @@ namespace orrery::bench {
 
 struct MetricOptions {
   TimingOptions timing;
-  int batch = 1000;   // calls per batch in the *_async and *_concurrent metrics
-  int actors = 10;    // actors created per step of actor_creation
-  int concurrency = 16;  // max concurrency of the actor in 1_1_actor_calls_concurrent
+  int batch = 1000;         // calls per batch in the *_async and *_concurrent metrics
+  int actors = 10;          // actors created per step of actor_creation
+  int concurrency = 16;     // max concurrency of the actor in 1_1_actor_calls_concurrent
   int timeout_ms = 120000;  // per Get: a metric that hangs fails instead of hanging the run
 };
 

@@ -111,24 +111,31 @@ int main(int argc, char** argv) {
   std::vector<std::string> only_args;
   bool json = false;
   bool list = false;
-  CLI::App app{"Orrery microbenchmarks (Ray's metric names), each with its ratio to the raw "
-               "ZeroMQ round-trip rate between two processes measured in the same run."};
+  CLI::App app{
+      "Orrery microbenchmarks (Ray's metric names), each with its ratio to the raw "
+      "ZeroMQ round-trip rate between two processes measured in the same run."};
   app.add_option("--duration-s", opt.timing.duration_s, "measured seconds per metric")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--warmup-s", opt.timing.warmup_s, "warm-up seconds per metric")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--rounds", opt.timing.rounds, "rounds the measured time is split into")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--batch", opt.batch, "calls per batch in the async and concurrent metrics")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--actors", opt.actors, "actors created per step of actor_creation")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--only", only_args, "run only these metrics (comma-separated or repeated)");
   app.add_flag("--json", json, "write the results to stdout as JSON (the table goes to stderr)");
   app.add_flag("--list", list, "list the metrics and exit");
   bool compare_insecure = false;
-  app.add_flag("--compare-insecure", compare_insecure,
-               "also measure the actor-call metrics without CURVE (as NAME_insecure) and print the ratio");
+  app.add_flag(
+      "--compare-insecure", compare_insecure,
+      "also measure the actor-call metrics without CURVE (as NAME_insecure) and print the ratio");
   app.allow_extras();  // --orrery-* flags are Orrery's (orrery::Init consumes them)
   try {
     app.parse(argc, argv);
@@ -148,8 +155,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> all = {kLimitName};
   for (const auto& m : orrery::bench::Metrics()) all.push_back(m.name);
   if (list) {
-    for (const auto& m : orrery::bench::Metrics()) std::cout << m.name << "\t" << m.definition << "\n";
-    std::cout << kLimitName << "\tsynchronous ZeroMQ DEALER->ROUTER round trips between two processes over loopback TCP\n";
+    for (const auto& m : orrery::bench::Metrics())
+      std::cout << m.name << "\t" << m.definition << "\n";
+    std::cout << kLimitName
+              << "\tsynchronous ZeroMQ DEALER->ROUTER round trips between two processes over "
+                 "loopback TCP\n";
     return 0;
   }
   std::set<std::string> only;
@@ -165,12 +175,14 @@ int main(int argc, char** argv) {
   auto wanted = [&](const std::string& name) { return only.empty() || only.count(name) > 0; };
   std::ostream& table = json ? std::cerr : std::cout;
 
-  table << "orrery_microbench: " << MachineLine() << "; " << opt.timing.duration_s << " s measured in "
-        << opt.timing.rounds << " rounds after " << opt.timing.warmup_s << " s warm-up per metric\n";
+  table << "orrery_microbench: " << MachineLine() << "; " << opt.timing.duration_s
+        << " s measured in " << opt.timing.rounds << " rounds after " << opt.timing.warmup_s
+        << " s warm-up per metric\n";
 
   std::vector<Outcome> outcomes;
   // The limit is measured always (every ratio needs it), first, before Orrery starts.
-  Outcome limit = Measure(kLimitName, [&] { return orrery::bench::MeasureZmqRoundTrip(opt.timing); });
+  Outcome limit =
+      Measure(kLimitName, [&] { return orrery::bench::MeasureZmqRoundTrip(opt.timing); });
   PrintLine(table, limit, 0);
   if (wanted(kLimitName)) outcomes.push_back(limit);
   const double limit_rate = limit.ok ? limit.rate.mean : 0;
@@ -186,8 +198,8 @@ int main(int argc, char** argv) {
       orrery::Init(config, argc, argv);
       return true;
     } catch (const orrery::Error& e) {
-      std::cerr << "orrery::Init" << (insecure ? " (insecure)" : "") << " failed: " << e.kind() << ": " << e.what()
-                << "\n";
+      std::cerr << "orrery::Init" << (insecure ? " (insecure)" : "") << " failed: " << e.kind()
+                << ": " << e.what() << "\n";
       return false;
     }
   };
@@ -208,11 +220,13 @@ int main(int argc, char** argv) {
     if (!init(true)) return 1;
     for (const auto& m : orrery::bench::Metrics()) {
       const std::string name = m.name;
-      if (!wanted(name) || (name != "1_1_actor_calls_sync" && name != "1_1_actor_calls_async")) continue;
+      if (!wanted(name) || (name != "1_1_actor_calls_sync" && name != "1_1_actor_calls_async"))
+        continue;
       Outcome o = Measure(name + "_insecure", [&] { return m.run(opt); });
       PrintLine(table, o, limit_rate);
       for (const auto& secure : outcomes) {
-        if (secure.name == name && secure.ok && o.ok) curve_ratios.emplace_back(name, secure.rate.mean / o.rate.mean);
+        if (secure.name == name && secure.ok && o.ok)
+          curve_ratios.emplace_back(name, secure.rate.mean / o.rate.mean);
       }
       outcomes.push_back(o);
     }
@@ -229,9 +243,12 @@ int main(int argc, char** argv) {
   if (json) {
     nlohmann::json doc;
     doc["machine"] = MachineLine();
-    doc["options"] = {{"duration_s", opt.timing.duration_s}, {"warmup_s", opt.timing.warmup_s},
-                      {"rounds", opt.timing.rounds},         {"batch", opt.batch},
-                      {"actors", opt.actors},                {"concurrency", opt.concurrency}};
+    doc["options"] = {{"duration_s", opt.timing.duration_s},
+                      {"warmup_s", opt.timing.warmup_s},
+                      {"rounds", opt.timing.rounds},
+                      {"batch", opt.batch},
+                      {"actors", opt.actors},
+                      {"concurrency", opt.concurrency}};
     doc["limit"] = {{"name", kLimitName}, {"ops_per_s", limit_rate}};
     nlohmann::json results = nlohmann::json::array();
     for (const auto& o : outcomes) {

@@ -31,7 +31,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 class Echo {
  public:
@@ -60,7 +62,8 @@ void AllReduceLoop(orrery::train::Context& ctx) {
     for (int r = 0; r < reps; ++r) ctx.AllReduce(data);
     ctx.Barrier();
     double s = std::chrono::duration<double>(Clock::now() - t0).count() / reps;
-    if (data[0] != float(std::pow(ctx.WorldSize(), reps + 1))) throw std::runtime_error("wrong all-reduce result");
+    if (data[0] != float(std::pow(ctx.WorldSize(), reps + 1)))
+      throw std::runtime_error("wrong all-reduce result");
     out[std::to_string(mb)] = s;
   }
   ctx.Report(out);
@@ -83,7 +86,8 @@ double ZmqBandwidth(size_t total_bytes) {
       push.set(zmq::sockopt::linger, -1);
       push.connect(endpoint);
       std::vector<char> buf(chunk, 1);
-      for (size_t i = 0; i < messages; ++i) push.send(zmq::const_buffer(buf.data(), buf.size()), zmq::send_flags::none);
+      for (size_t i = 0; i < messages; ++i)
+        push.send(zmq::const_buffer(buf.data(), buf.size()), zmq::send_flags::none);
     });
     auto t0 = Clock::now();
     std::vector<char> sink(chunk);
@@ -129,7 +133,8 @@ int main(int argc, char** argv) {
   bool json = false;
   app.add_option("--runs", runs, "Fit() runs for fit_startup")->check(CLI::PositiveNumber);
   app.add_option("--workers", workers, "workers of the group")->check(CLI::Range(2, 64));
-  app.add_option("--max-mb", max_mb, "largest all-reduce, MB (1, 4, 16, 64)")->check(CLI::Range(1, 1024));
+  app.add_option("--max-mb", max_mb, "largest all-reduce, MB (1, 4, 16, 64)")
+      ->check(CLI::Range(1, 1024));
   app.add_flag("--json", json, "print one JSON document");
   CLI11_PARSE(app, argc, argv);
 
@@ -152,14 +157,19 @@ int main(int argc, char** argv) {
     for (auto& g : group) g.Kill();
   }
   double fit_s = Median(startup), limit_s = Median(actors);
-  std::fprintf(stderr, "fit_startup_s            %.3f s (median of %d; min %.3f)   limit %.3f s   ratio %.2f\n", fit_s,
-               runs, *std::min_element(startup.begin(), startup.end()), limit_s, limit_s / fit_s);
-  doc["fit_startup_s"] = {{"median", fit_s}, {"runs", startup}, {"limit_s", limit_s}, {"workers", workers}};
+  std::fprintf(
+      stderr,
+      "fit_startup_s            %.3f s (median of %d; min %.3f)   limit %.3f s   ratio %.2f\n",
+      fit_s, runs, *std::min_element(startup.begin(), startup.end()), limit_s, limit_s / fit_s);
+  doc["fit_startup_s"] = {
+      {"median", fit_s}, {"runs", startup}, {"limit_s", limit_s}, {"workers", workers}};
 
   // allreduce bandwidth and its limit.
   double zmq_bw = ZmqBandwidth(size_t(64) << 20);
   std::fprintf(stderr, "zmq_loopback_bandwidth   %.0f MB/s%s\n", zmq_bw / 1e6,
-               std::getenv("ORRERY_COLLECTIVE_SHM") ? "   (ORRERY_COLLECTIVE_SHM set: the ring over TCP)" : "");
+               std::getenv("ORRERY_COLLECTIVE_SHM")
+                   ? "   (ORRERY_COLLECTIVE_SHM set: the ring over TCP)"
+                   : "");
   doc["zmq_loopback_bandwidth_Bps"] = zmq_bw;
   auto r = FitQuiet(AllReduceLoop, workers, {{"max_mb", max_mb}});
   std::vector<std::pair<int, double>> sizes;
@@ -169,9 +179,11 @@ int main(int argc, char** argv) {
     std::string mb = std::to_string(mb_int);
     double bytes = std::stod(mb) * 1024 * 1024;
     double algbw = bytes / s, busbw = algbw * 2.0 * (workers - 1) / workers;
-    std::fprintf(stderr, "allreduce_%sMB%*s %.4f s   algbw %.0f MB/s   busbw %.0f MB/s   ratio %.2f\n", mb.c_str(),
-                 int(14 - mb.size()), "", s, algbw / 1e6, busbw / 1e6, busbw / zmq_bw);
-    doc["allreduce_" + mb + "MB"] = {{"seconds", s}, {"algbw_Bps", algbw}, {"busbw_Bps", busbw}, {"ratio", busbw / zmq_bw}};
+    std::fprintf(stderr,
+                 "allreduce_%sMB%*s %.4f s   algbw %.0f MB/s   busbw %.0f MB/s   ratio %.2f\n",
+                 mb.c_str(), int(14 - mb.size()), "", s, algbw / 1e6, busbw / 1e6, busbw / zmq_bw);
+    doc["allreduce_" + mb + "MB"] = {
+        {"seconds", s}, {"algbw_Bps", algbw}, {"busbw_Bps", busbw}, {"ratio", busbw / zmq_bw}};
   }
   if (json) std::cout << doc.dump(2) << "\n";
   orrery::Shutdown();

@@ -51,7 +51,8 @@ class EchoServerProcess {
       throw std::runtime_error("the echo server did not report its endpoint");
     }
     endpoint_ = text.substr(prefix.size());
-    while (!endpoint_.empty() && (endpoint_.back() == '\n' || endpoint_.back() == '\r')) endpoint_.pop_back();
+    while (!endpoint_.empty() && (endpoint_.back() == '\n' || endpoint_.back() == '\r'))
+      endpoint_.pop_back();
   }
   ~EchoServerProcess() { Kill(); }
   const std::string& endpoint() const { return endpoint_; }
@@ -95,7 +96,8 @@ int RunZmqEchoServer(int port) {
     zmq::message_t identity, payload;
     if (!router.recv(identity) || !identity.more()) continue;
     if (!router.recv(payload)) continue;
-    bool stop = payload.size() == sizeof(kStop) - 1 && std::memcmp(payload.data(), kStop, payload.size()) == 0;
+    bool stop = payload.size() == sizeof(kStop) - 1 &&
+                std::memcmp(payload.data(), kStop, payload.size()) == 0;
     router.send(identity, zmq::send_flags::sndmore);
     router.send(payload, zmq::send_flags::none);
     if (stop) return 0;

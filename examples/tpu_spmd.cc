@@ -25,10 +25,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kEnvShown[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PJRT_DEVICE",
-                           "XLA_USE_SPMD", "TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "TPU_VISIBLE_CHIPS",
-                           "TPU_CHIPS_PER_PROCESS_BOUNDS", "TPU_PROCESS_BOUNDS", "XLA_MESH_SHAPE",
-                           "XLA_DATA_PARALLEL_SIZE", "XLA_MODEL_PARALLEL_SIZE"};
+const char* kEnvShown[] = {"RANK",
+                           "WORLD_SIZE",
+                           "LOCAL_RANK",
+                           "MASTER_ADDR",
+                           "MASTER_PORT",
+                           "PJRT_DEVICE",
+                           "XLA_USE_SPMD",
+                           "TPU_WORKER_ID",
+                           "TPU_WORKER_HOSTNAMES",
+                           "TPU_VISIBLE_CHIPS",
+                           "TPU_CHIPS_PER_PROCESS_BOUNDS",
+                           "TPU_PROCESS_BOUNDS",
+                           "XLA_MESH_SHAPE",
+                           "XLA_DATA_PARALLEL_SIZE",
+                           "XLA_MODEL_PARALLEL_SIZE"};
 
 std::string Ints(const std::vector<int>& v) {
   std::string out;
@@ -63,7 +74,8 @@ void FakeV4Host(const std::string& root) {
 void SpmdLoop(orrery::train::Context& ctx) {
   // What this SPMD process was given: the backend's environment and its part of the mesh.
   std::ostringstream about;
-  about << "worker rank " << ctx.WorldRank() << " of " << ctx.WorldSize() << ", device " << ctx.Device() << "\n";
+  about << "worker rank " << ctx.WorldRank() << " of " << ctx.WorldSize() << ", device "
+        << ctx.Device() << "\n";
   for (const char* k : kEnvShown) {
     const char* v = std::getenv(k);
     about << "    " << k << "=" << (v ? v : "(unset)") << "\n";
@@ -77,7 +89,8 @@ void SpmdLoop(orrery::train::Context& ctx) {
   about << "\n";
   // No XLA runtime here: the loop runs the same SPMD program on the CPU.
   about << "    no XLA device on this host: running the CPU fallback\n";
-  std::ofstream(ctx.RunPath() + "/worker_" + std::to_string(ctx.WorldRank()) + ".txt") << about.str();
+  std::ofstream(ctx.RunPath() + "/worker_" + std::to_string(ctx.WorldRank()) + ".txt")
+      << about.str();
   std::printf("%s", about.str().c_str());
 
   // The CPU fallback: each host sums its chips' shard of a vector; an all-reduce over the
@@ -107,10 +120,12 @@ int main(int argc, char** argv) {
     for (int worker = 0; worker < 2; ++worker) {
       std::string root = (dir / ("tpu_host" + std::to_string(worker))).string();
       FakeV4Host(root);
-      std::string env = "ORRERY_SYSROOT=" + root + " TPU_ACCELERATOR_TYPE=v4-16 TPU_TOPOLOGY=2x2x2 TPU_NAME=slice-a" +
-                        " TPU_WORKER_ID=" + std::to_string(worker) + " TPU_WORKER_HOSTNAMES=tpu-host-0,tpu-host-1 ";
-      Run(env + cli + " start --address " + address + " --num-cpus 1 --labels host=tpu" + std::to_string(worker) +
-          " 2>&1");
+      std::string env = "ORRERY_SYSROOT=" + root +
+                        " TPU_ACCELERATOR_TYPE=v4-16 TPU_TOPOLOGY=2x2x2 TPU_NAME=slice-a" +
+                        " TPU_WORKER_ID=" + std::to_string(worker) +
+                        " TPU_WORKER_HOSTNAMES=tpu-host-0,tpu-host-1 ";
+      Run(env + cli + " start --address " + address + " --num-cpus 1 --labels host=tpu" +
+          std::to_string(worker) + " 2>&1");
     }
 
     orrery::Config config;
@@ -135,7 +150,8 @@ int main(int argc, char** argv) {
     } else {
       // Chips 0..7 of the slice: the global psum is 28 on every host.
       bool ok = result.metrics.at("psum_device_ids") == 28 && result.metrics.at("hosts") == 2;
-      std::printf("%s: psum over the slice = %g\n", ok ? "ok" : "FAIL", result.metrics.at("psum_device_ids"));
+      std::printf("%s: psum over the slice = %g\n", ok ? "ok" : "FAIL",
+                  result.metrics.at("psum_device_ids"));
       status = ok ? 0 : 1;
     }
     orrery::Shutdown();

@@ -88,7 +88,8 @@ void TrainLinear(orrery::train::Context& ctx) {
   std::vector<double> all = ctx.AllGather(w);
   for (int r = 1; r < ctx.WorldSize(); ++r) {
     for (int f = 0; f < kFeatures; ++f) {
-      if (all[size_t(r * kFeatures + f)] != all[size_t(f)]) throw std::runtime_error("the workers' weights differ");
+      if (all[size_t(r * kFeatures + f)] != all[size_t(f)])
+        throw std::runtime_error("the workers' weights differ");
     }
   }
 }
@@ -118,10 +119,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   double first = result.metrics_history.front().at("loss"), last = result.metrics.at("loss");
-  std::printf("loss %.4f -> %.6f over %zu steps; checkpoint %s\n", first, last, result.metrics_history.size(),
+  std::printf("loss %.4f -> %.6f over %zu steps; checkpoint %s\n", first, last,
+              result.metrics_history.size(),
               result.checkpoint ? result.checkpoint->Path().c_str() : "(none)");
-  bool ok = last < first / 100 && result.metrics_history.size() == 60 && result.checkpoint.has_value();
-  std::printf("%s\n", ok ? "ok: the loss fell and every worker ended with the same weights" : "FAIL");
+  bool ok =
+      last < first / 100 && result.metrics_history.size() == 60 && result.checkpoint.has_value();
+  std::printf("%s\n",
+              ok ? "ok: the loss fell and every worker ended with the same weights" : "FAIL");
   orrery::Shutdown();
   return ok ? 0 : 1;
 }

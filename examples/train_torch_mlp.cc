@@ -6,9 +6,8 @@
 //
 //   ./train_torch_mlp                          # 2 CPU workers on the embedded cluster
 //   ./train_torch_mlp --address=127.0.0.1:6380 # on a cluster (orrery start --head prints it)
-#include <unistd.h>
-
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -91,7 +90,8 @@ void TrainTorchMlp(orrery::train::Context& ctx) {
   std::vector<float> all = ctx.AllGather(mine);
   for (int r = 1; r < ctx.WorldSize(); ++r) {
     for (size_t i = 0; i < mine.size(); ++i) {
-      if (all[size_t(r) * mine.size() + i] != all[i]) throw std::runtime_error("the workers' weights differ");
+      if (all[size_t(r) * mine.size() + i] != all[i])
+        throw std::runtime_error("the workers' weights differ");
     }
   }
 }
@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   run.storage_path =
       (std::filesystem::temp_directory_path() / "orrery_runs" / std::to_string(getpid())).string();
   run.verbose = 0;
-  orrery::train::TorchTrainer trainer(TrainTorchMlp, scaling, run, {}, {{"steps", 150}, {"lr", 0.01}});
+  orrery::train::TorchTrainer trainer(TrainTorchMlp, scaling, run, {},
+                                      {{"steps", 150}, {"lr", 0.01}});
   orrery::train::Result result = trainer.Fit();
   if (result.error) {
     std::printf("training failed: %s\n", result.error->what());
@@ -121,7 +122,8 @@ int main(int argc, char** argv) {
   std::printf("loss %.4f -> %.4f over %zu steps (2 workers, c10d gloo)\n", first, last,
               result.metrics_history.size());
   bool ok = last < first / 4 && result.metrics_history.size() == 150;
-  std::printf("%s\n", ok ? "ok: the loss fell and every worker ended with the same weights" : "FAIL");
+  std::printf("%s\n",
+              ok ? "ok: the loss fell and every worker ended with the same weights" : "FAIL");
   orrery::Shutdown();
   return ok ? 0 : 1;
 }

@@ -92,7 +92,8 @@ void MessageDecoder() {
   unknown[3] = char(200);
   Write(t, "unknown_type", unknown);
   Write(t, "header_only", ping.substr(0, kHeaderSize));
-  Write(t, "body_is_map", ping.substr(0, kHeaderSize) + Packed(std::map<std::string, int>{{"a", 1}}));
+  Write(t, "body_is_map",
+        ping.substr(0, kHeaderSize) + Packed(std::map<std::string, int>{{"a", 1}}));
 }
 
 void RegistryArgs() {
@@ -110,7 +111,8 @@ void RegistryArgs() {
        Packed(std::make_tuple(std::map<std::string, std::vector<int>>{{"x", {1, 2}}, {"y", {}}})));
   seed("mirror", 6, Packed(std::make_tuple(Point{1, 2.5, "p"})));
   seed("swap", 7, Packed(std::make_tuple(std::make_tuple(std::string("s"), 4))));
-  seed("grid", 8, Packed(std::make_tuple(std::vector<std::vector<Point>>{{Point{}, Point{1, 1, "q"}}})));
+  seed("grid", 8,
+       Packed(std::make_tuple(std::vector<std::vector<Point>>{{Point{}, Point{1, 1, "q"}}})));
   seed("sink", 9, Packed(std::make_tuple(std::string("s"), 1.5f, std::vector<uint8_t>{1, 2, 3})));
   seed("create", 10, Packed(std::make_tuple(std::string("alice"), int64_t(100))));
   seed("deposit", 11, Packed(std::make_tuple(int64_t(5))));
@@ -126,20 +128,24 @@ void RegistryArgs() {
 void DashboardRequest() {
   const char* t = "dashboard_request";
   auto get = [](const std::string& path, const std::string& extra = "") {
-    return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:8265\r\nUser-Agent: seed\r\n" + extra + "\r\n";
+    return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:8265\r\nUser-Agent: seed\r\n" + extra +
+           "\r\n";
   };
   Write(t, "index", get("/"));
   Write(t, "api_cluster", get("/api/cluster"));
   Write(t, "api_nodes_query", get("/api/nodes?limit=10&sort=name"));
   Write(t, "api_run", get("/api/runs/0123456789abcdef0123456789abcdef"));
   Write(t, "page_run", get("/runs/0123456789abcdef0123456789abcdef"));
-  Write(t, "static_js", get("/static/app.js", "Accept-Encoding: gzip, br\r\nRange: bytes=0-10\r\n"));
+  Write(t, "static_js",
+        get("/static/app.js", "Accept-Encoding: gzip, br\r\nRange: bytes=0-10\r\n"));
   Write(t, "percent_path", get("/api/%61ctors?x=%zz"));
   Write(t, "head", "HEAD /api/jobs HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n");
   Write(t, "post_body",
-        "POST /api/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{\"a\":1}");
+        "POST /api/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        "7\r\n\r\n{\"a\":1}");
   Write(t, "chunked",
-        "POST /api/actors HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n");
+        "POST /api/actors HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n4\r\nabcd\r\n0\r\n\r\n");
   Write(t, "multipart",
         "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
         "Content-Length: 44\r\n\r\n--b\r\nContent-Disposition: form-data; name=a\r\n\r\n");
@@ -154,8 +160,10 @@ void DashboardRequest() {
   std::string form = "x=%zz&token=" + token.substr(0, 10) + "%2" + token.substr(12) + "+";
   Write(t, "login_form",
         "POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
-        "Content-Length: " + std::to_string(form.size()) + "\r\n\r\n" + form);
-  Write(t, "logout", "POST /logout HTTP/1.1\r\nHost: x\r\nCookie: orrery_dashboard_session=1\r\n\r\n");
+        "Content-Length: " +
+            std::to_string(form.size()) + "\r\n\r\n" + form);
+  Write(t, "logout",
+        "POST /logout HTTP/1.1\r\nHost: x\r\nCookie: orrery_dashboard_session=1\r\n\r\n");
 }
 
 void RedisRecord() {
@@ -165,7 +173,8 @@ void RedisRecord() {
     Write(t, name, std::string(1, char(table)) + json);
   };
   orrery::NodeId node(orrery::UniqueId::FromBinary(kId));
-  records::NodeRecord n{node, "tcp://127.0.0.1:6380", true, {{"CPU", 4}}, {{"zone", "a"}}, 1 << 30, 4ll << 30, 0.95};
+  records::NodeRecord n{
+      node, "tcp://127.0.0.1:6380", true, {{"CPU", 4}}, {{"zone", "a"}}, 1 << 30, 4ll << 30, 0.95};
   seed("node", 0, records::NodeRecordJson(n));
   records::ActorRecord a;
   a.spec.actor_id = kId;

@@ -5,6 +5,8 @@
 // the caller) and nothing else: no crash, no unbounded allocation.
 //
 // Input: byte 0 picks the registered entry (kEntryNames); the rest is the msgpack payload.
+#include "fuzz/registry_args_fuzzer.h"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -16,14 +18,15 @@
 #include <utility>
 #include <vector>
 
-#include "fuzz/registry_args_fuzzer.h"
 #include "orrery/orrery.h"
 
 namespace fuzz {
 
 // Wraps around like the two's-complement sum it models (signed overflow would be undefined).
 int Add(int a, int b) { return int(unsigned(a) + unsigned(b)); }
-uint64_t Widen(int8_t a, uint16_t b, int64_t c, uint64_t d) { return uint64_t(a) + b + uint64_t(c) + d; }
+uint64_t Widen(int8_t a, uint16_t b, int64_t c, uint64_t d) {
+  return uint64_t(a) + b + uint64_t(c) + d;
+}
 bool Not(bool b) { return !b; }
 double Mean(std::vector<double> v) {
   double s = 0;
@@ -45,14 +48,19 @@ Point Mirror(Point p) {
   int y = std::isfinite(p.y) && std::fabs(p.y) < 1e9 ? int(p.y) : 0;
   return Point{y, double(p.x), p.label};
 }
-std::pair<int, std::string> Swap(std::tuple<std::string, int> t) { return {std::get<1>(t), std::get<0>(t)}; }
+std::pair<int, std::string> Swap(std::tuple<std::string, int> t) {
+  return {std::get<1>(t), std::get<0>(t)};
+}
 std::vector<std::vector<Point>> Grid(std::vector<std::vector<Point>> g) { return g; }
 void Sink(std::string, float, std::vector<uint8_t>) {}
 
 class Account {
  public:
-  explicit Account(std::string owner, int64_t balance) : owner_(std::move(owner)), balance_(balance) {}
-  static Account* Create(std::string owner, int64_t balance) { return new Account(std::move(owner), balance); }
+  explicit Account(std::string owner, int64_t balance)
+      : owner_(std::move(owner)), balance_(balance) {}
+  static Account* Create(std::string owner, int64_t balance) {
+    return new Account(std::move(owner), balance);
+  }
   int64_t Deposit(int64_t amount) {
     if (__builtin_add_overflow(balance_, amount, &balance_)) balance_ = 0;
     return balance_;
@@ -107,9 +115,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   void* instance = nullptr;
   try {
     // As the worker does (actors/src/worker.cc Execute): unpack within the value limits.
-    msgpack::object_handle oh = orrery::internal::UnpackUntrusted(reinterpret_cast<const char*>(data + 1), size - 1,
-                                                                  orrery::internal::kValueUnpackLimits);
-    std::string result = e->invoke(self, oh.get(), e->kind == FunctionKind::kFactory ? &instance : nullptr);
+    msgpack::object_handle oh = orrery::internal::UnpackUntrusted(
+        reinterpret_cast<const char*>(data + 1), size - 1, orrery::internal::kValueUnpackLimits);
+    std::string result =
+        e->invoke(self, oh.get(), e->kind == FunctionKind::kFactory ? &instance : nullptr);
     (void)result;
   } catch (const std::exception&) {
     // ConvertError, or msgpack's own errors from unpack: the worker answers both with an

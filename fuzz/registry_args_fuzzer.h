@@ -19,10 +19,20 @@ struct Point {
 // Registered names (ORRERY_REMOTE strips '&' and spaces). Byte 0 of an input, modulo the
 // count, picks one; append only, so that committed seeds keep their meaning.
 inline constexpr std::array<const char*, 14> kEntryNames = {
-    "fuzz::Add",         "fuzz::Widen",         "fuzz::Not",           "fuzz::Mean",
-    "fuzz::Concat",      "fuzz::CountNested",   "fuzz::Mirror",        "fuzz::Swap",
-    "fuzz::Grid",        "fuzz::Sink",          "fuzz::Account::Create", "fuzz::Account::Deposit",
-    "fuzz::Account::Rename", "fuzz::Account::Points",
+    "fuzz::Add",
+    "fuzz::Widen",
+    "fuzz::Not",
+    "fuzz::Mean",
+    "fuzz::Concat",
+    "fuzz::CountNested",
+    "fuzz::Mirror",
+    "fuzz::Swap",
+    "fuzz::Grid",
+    "fuzz::Sink",
+    "fuzz::Account::Create",
+    "fuzz::Account::Deposit",
+    "fuzz::Account::Rename",
+    "fuzz::Account::Points",
 };
 
 }  // namespace fuzz

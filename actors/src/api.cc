@@ -67,7 +67,8 @@ std::string EmbeddedTokenFile() {
   std::string root = t && *t ? t : "/tmp/orrery";
   mkdir(root.c_str(), 0777);  // shared by this host's users, as the session directories
   std::string dir = root + "/embedded_" + std::to_string(getpid()) + "_XXXXXX";
-  if (!mkdtemp(dir.data())) throw ConfigError("cannot create a directory for the embedded cluster's token under " + root);
+  if (!mkdtemp(dir.data()))
+    throw ConfigError("cannot create a directory for the embedded cluster's token under " + root);
   Status s = security::WriteSecretFile(dir + "/token", security::NewToken());
   if (!s.ok()) throw ConfigError("the embedded cluster's token: " + s.message());
   static bool cleanup_registered = false;
@@ -87,10 +88,12 @@ std::string EmbeddedTokenFile() {
 void UseDriverCredentials(const Config& config, const std::string& head_address,
                           std::map<std::string, std::string>* worker_env) {
   std::string token_file = config.token_file;
-  if (!config.insecure && token_file.empty() && head_address.empty()) token_file = EmbeddedTokenFile();
+  if (!config.insecure && token_file.empty() && head_address.empty())
+    token_file = EmbeddedTokenFile();
   auto used = security::UseCredentials(config.insecure, token_file, head_address);
   if (!used.ok()) {
-    if (used.status().code() == StatusCode::kPermissionDenied) throw ConnectionError(used.status().message());
+    if (used.status().code() == StatusCode::kPermissionDenied)
+      throw ConnectionError(used.status().message());
     throw ConfigError(used.status().message());
   }
   if (config.insecure) {
@@ -111,7 +114,8 @@ std::string WithScheme(const std::string& address) {
 void DoInit(Config config, int argc, char** argv) {
   RunWorkerIfRequested(argc, argv);
   MutexLock lock(&g_mu);
-  if (g_state) throw ConfigError("orrery::Init() was already called; call orrery::Shutdown() first");
+  if (g_state)
+    throw ConfigError("orrery::Init() was already called; call orrery::Shutdown() first");
   if (argc > 0 && argv) {
     std::vector<char*> copy(argv, argv + argc);
     copy.push_back(nullptr);
@@ -135,7 +139,8 @@ void DoInit(Config config, int argc, char** argv) {
   std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
   std::string head_address;
   std::map<std::string, std::string> credential_env;
-  UseDriverCredentials(config, config.address.empty() ? "" : WithScheme(config.address), &credential_env);
+  UseDriverCredentials(config, config.address.empty() ? "" : WithScheme(config.address),
+                       &credential_env);
   if (config.address.empty()) {
     scheduler::HeadOptions ho;
     ho.bind_host = host;
@@ -157,7 +162,8 @@ void DoInit(Config config, int argc, char** argv) {
     runtime::NodeOptions no;
     no.head_address = head_address;
     no.bind_host = host;
-    int cpus = config.num_cpus >= 0 ? config.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
+    int cpus = config.num_cpus >= 0 ? config.num_cpus
+                                    : int(std::max(1u, std::thread::hardware_concurrency()));
     no.resources["CPU"] = cpus;
     if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
     for (const auto& [k, v] : config.resources) no.resources[k] = v;
@@ -181,8 +187,9 @@ void DoInit(Config config, int argc, char** argv) {
     // A wrong or missing credential fails here at once, saying so, rather than as a timeout.
     Status probe = security::ProbeHandshake(head_address, 2000);
     if (probe.code() == StatusCode::kPermissionDenied) {
-      throw ConnectionError(security::AuthFailedMessage(head_address, security::ProcessCredentials()) + " (" +
-                            probe.message() + ")");
+      throw ConnectionError(
+          security::AuthFailedMessage(head_address, security::ProcessCredentials()) + " (" +
+          probe.message() + ")");
     }
   }
   state->runtime = std::make_unique<runtime::Runtime>(config, head_address, JobId::Random(),
@@ -259,7 +266,8 @@ RuntimeContext GetRuntimeContext() {
   std::string ids = env("ORRERY_ACCELERATOR_IDS");
   if (!ids.empty()) {
     try {
-      ctx.accelerator_ids = nlohmann::json::parse(ids).get<std::map<std::string, std::vector<int>>>();
+      ctx.accelerator_ids =
+          nlohmann::json::parse(ids).get<std::map<std::string, std::vector<int>>>();
     } catch (const std::exception& e) {
       throw Error("ORRERY_ACCELERATOR_IDS is malformed: " + std::string(e.what()));
     }
@@ -270,8 +278,9 @@ RuntimeContext GetRuntimeContext() {
 std::vector<NodeInfo> Nodes() {
   std::vector<NodeInfo> out;
   for (const auto& n : Rt().ClusterInfo()) {
-    out.push_back(NodeInfo{NodeId(UniqueId::FromBinary(n.node_id)), n.address, n.alive, n.total, n.available, n.labels,
-                           n.memory_used_bytes, n.memory_total_bytes, n.memory_usage_threshold});
+    out.push_back(NodeInfo{NodeId(UniqueId::FromBinary(n.node_id)), n.address, n.alive, n.total,
+                           n.available, n.labels, n.memory_used_bytes, n.memory_total_bytes,
+                           n.memory_usage_threshold});
   }
   return out;
 }
@@ -296,7 +305,8 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
   if (options.bundles.empty()) throw ConfigError("a placement group needs at least one bundle");
   for (size_t i = 0; i < options.bundles.size(); ++i) {
     const auto& b = options.bundles[i];
-    if (b.empty()) throw ConfigError("bundle " + std::to_string(i) + " of the placement group is empty");
+    if (b.empty())
+      throw ConfigError("bundle " + std::to_string(i) + " of the placement group is empty");
     Status s = ValidateResources(b);
     if (!s.ok()) throw ConfigError("bundle " + std::to_string(i) + ": " + s.message());
   }
@@ -328,7 +338,8 @@ bool PlacementGroup::Wait(double timeout_seconds) const {
   proto::PlacementGroupMsg m;
   m.pg_id = id_.Binary();
   m.timeout_s = timeout_seconds < 0 ? -1 : timeout_seconds;
-  int rpc_timeout = timeout_seconds < 0 ? std::numeric_limits<int>::max() : int(timeout_seconds * 1000) + 10000;
+  int rpc_timeout =
+      timeout_seconds < 0 ? std::numeric_limits<int>::max() : int(timeout_seconds * 1000) + 10000;
   auto reply = Rt().PlacementGroupRpc(proto::MsgType::kWaitPlacementGroup, m, rpc_timeout);
   return reply.ok && reply.ready;
 }
@@ -358,7 +369,8 @@ std::optional<PlacementGroup> GetPlacementGroup(const std::string& name) {
 
 namespace internal {
 
-RefHolder::RefHolder(ObjectId id, std::string owner) : id_(std::move(id)), owner_(std::move(owner)) {
+RefHolder::RefHolder(ObjectId id, std::string owner)
+    : id_(std::move(id)), owner_(std::move(owner)) {
   if (auto* rt = runtime::Current()) rt->store().AddRef(id_);
 }
 
@@ -374,24 +386,30 @@ std::shared_ptr<RefHolder> MakeRef(const ObjectId& id, const std::string& owner)
   return std::make_shared<RefHolder>(id, owner);
 }
 
-std::shared_ptr<RefHolder> SubmitTask(const std::string& function, std::vector<ArgSlot> args, const CallOptions& options) {
+std::shared_ptr<RefHolder> SubmitTask(const std::string& function, std::vector<ArgSlot> args,
+                                      const CallOptions& options) {
   return Rt().SubmitTask(function, std::move(args), options);
 }
 
-ActorId CreateActor(const std::string& factory, std::vector<ArgSlot> args, const CallOptions& options) {
+ActorId CreateActor(const std::string& factory, std::vector<ArgSlot> args,
+                    const CallOptions& options) {
   return Rt().CreateActor(factory, std::move(args), options);
 }
 
-std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method, std::vector<ArgSlot> args) {
+std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method,
+                                           std::vector<ArgSlot> args) {
   if (actor.IsNil()) throw Error("this ActorHandle does not refer to an actor");
   return Rt().SubmitActorTask(actor, method, std::move(args));
 }
 
 std::shared_ptr<RefHolder> PutBytes(std::string bytes) { return Rt().Put(std::move(bytes)); }
 
-std::shared_ptr<const std::string> GetBytes(const RefHolder& ref, int timeout_ms) { return Rt().Get(ref, timeout_ms); }
+std::shared_ptr<const std::string> GetBytes(const RefHolder& ref, int timeout_ms) {
+  return Rt().Get(ref, timeout_ms);
+}
 
-std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_returns, int timeout_ms) {
+std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_returns,
+                           int timeout_ms) {
   return Rt().Wait(refs, num_returns, timeout_ms);
 }
 

@@ -11,7 +11,8 @@ thread_local Executor* t_executor = nullptr;
 }  // namespace
 
 Executor::Executor(int concurrency, int max_threads)
-    : concurrency_(concurrency < 1 ? 1 : concurrency), max_threads_(std::max(max_threads, concurrency)) {
+    : concurrency_(concurrency < 1 ? 1 : concurrency),
+      max_threads_(std::max(max_threads, concurrency)) {
   MutexLock lock(&mu_);
   for (int i = 0; i < concurrency_; ++i) SpawnLocked();
 }
@@ -37,7 +38,9 @@ void Executor::WakeOrSpawnLocked() {
   }
 }
 
-bool Executor::CanStartLocked() const { return !queue_.empty() && active_ < concurrency_ && resuming_ == 0; }
+bool Executor::CanStartLocked() const {
+  return !queue_.empty() && active_ < concurrency_ && resuming_ == 0;
+}
 
 void Executor::SlotFreedLocked() {
   if (resuming_ > 0) {

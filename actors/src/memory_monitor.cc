@@ -18,7 +18,9 @@ constexpr int64_t kUnlimited = int64_t(1) << 60;
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -74,7 +76,8 @@ Result<std::string> ReadSmallFile(const std::string& path) {
   std::string out(kMaxFileBytes + 1, '\0');
   in.read(out.data(), std::streamsize(out.size()));
   out.resize(size_t(in.gcount()));
-  if (out.size() > kMaxFileBytes) return Status::InvalidArgument(path + " is longer than any the kernel writes");
+  if (out.size() > kMaxFileBytes)
+    return Status::InvalidArgument(path + " is longer than any the kernel writes");
   return out;
 }
 
@@ -111,16 +114,18 @@ Result<MemoryUsage> ParseMeminfo(std::string_view text) {
   return u;
 }
 
-Result<MemoryUsage> ParseCgroup(std::string_view limit_text, std::string_view usage_text, std::string_view stat,
-                                const std::string& source) {
-  if (stat.size() > kMaxFileBytes) return Status::InvalidArgument(source + " memory.stat is too long");
+Result<MemoryUsage> ParseCgroup(std::string_view limit_text, std::string_view usage_text,
+                                std::string_view stat, const std::string& source) {
+  if (stat.size() > kMaxFileBytes)
+    return Status::InvalidArgument(source + " memory.stat is too long");
   if (Trim(limit_text) == "max") return Status::NotFound(source + " has no memory limit");
   int64_t limit = 0, usage = 0;
   if (!ParseCount(limit_text, &limit) || limit == 0) {
     return Status::InvalidArgument(source + " memory limit is not a positive number");
   }
   if (limit >= kUnlimited) return Status::NotFound(source + " has no memory limit");
-  if (!ParseCount(usage_text, &usage)) return Status::InvalidArgument(source + " memory usage is not a number");
+  if (!ParseCount(usage_text, &usage))
+    return Status::InvalidArgument(source + " memory usage is not a number");
   // The page cache the kernel drops before it OOM-kills (what `docker stats` leaves out).
   int64_t inactive = 0, total_inactive = -1;
   ForEachLine(stat, ' ', [&](std::string_view key, std::string_view value) {
@@ -146,21 +151,23 @@ MemoryUsage Tighter(const MemoryUsage& a, const MemoryUsage& b) {
 std::vector<std::string> CgroupAncestors(std::string_view text, bool v2) {
   std::string path;
   bool found = false;
-  ForEachLine(text.size() > kMaxFileBytes ? std::string_view() : text, ':', [&](std::string_view id, std::string_view rest) {
-    // "hierarchy-id:controllers:path"; ForEachLine split off the id.
-    size_t colon = rest.find(':');
-    if (found || colon == std::string_view::npos) return;
-    std::string_view controllers = rest.substr(0, colon);
-    bool match = v2 ? id == "0" && controllers.empty() : false;
-    while (!v2 && !controllers.empty()) {
-      size_t comma = controllers.find(',');
-      if (controllers.substr(0, comma) == "memory") match = true;
-      controllers = comma == std::string_view::npos ? std::string_view() : controllers.substr(comma + 1);
-    }
-    if (!match) return;
-    found = true;
-    path = std::string(rest.substr(colon + 1));
-  });
+  ForEachLine(text.size() > kMaxFileBytes ? std::string_view() : text, ':',
+              [&](std::string_view id, std::string_view rest) {
+                // "hierarchy-id:controllers:path"; ForEachLine split off the id.
+                size_t colon = rest.find(':');
+                if (found || colon == std::string_view::npos) return;
+                std::string_view controllers = rest.substr(0, colon);
+                bool match = v2 ? id == "0" && controllers.empty() : false;
+                while (!v2 && !controllers.empty()) {
+                  size_t comma = controllers.find(',');
+                  if (controllers.substr(0, comma) == "memory") match = true;
+                  controllers = comma == std::string_view::npos ? std::string_view()
+                                                                : controllers.substr(comma + 1);
+                }
+                if (!match) return;
+                found = true;
+                path = std::string(rest.substr(colon + 1));
+              });
   std::vector<std::string> out;
   constexpr size_t kMaxPath = 4096, kMaxDepth = 32;
   bool ok = found && !path.empty() && path[0] == '/' && path.size() <= kMaxPath;
@@ -169,7 +176,8 @@ std::vector<std::string> CgroupAncestors(std::string_view text, bool v2) {
       path.pop_back();
       continue;
     }
-    if (out.size() >= kMaxDepth || path.find("/../") != std::string::npos || path.find("/./") != std::string::npos ||
+    if (out.size() >= kMaxDepth || path.find("/../") != std::string::npos ||
+        path.find("/./") != std::string::npos ||
         (path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0) ||
         (path.size() >= 2 && path.compare(path.size() - 2, 2, "/.") == 0)) {
       out.clear();
@@ -189,8 +197,10 @@ Result<MemoryUsage> SystemMemoryReader::Read() {
   auto meminfo = ReadSmallFile(root + "/proc/meminfo");
   if (meminfo.ok()) {
     auto host = ParseMeminfo(meminfo.value());
-    if (host.ok()) best = host.value();
-    else errors = host.status().message();
+    if (host.ok())
+      best = host.value();
+    else
+      errors = host.status().message();
   } else {
     errors = meminfo.status().message();
   }
@@ -205,8 +215,10 @@ Result<MemoryUsage> SystemMemoryReader::Read() {
     const char* usage;
     const char* source;
   };
-  for (const Files& f : {Files{true, "/sys/fs/cgroup", "/memory.max", "/memory.current", "cgroup v2"},
-                         Files{false, "/sys/fs/cgroup/memory", "/memory.limit_in_bytes", "/memory.usage_in_bytes", "cgroup v1"}}) {
+  for (const Files& f :
+       {Files{true, "/sys/fs/cgroup", "/memory.max", "/memory.current", "cgroup v2"},
+        Files{false, "/sys/fs/cgroup/memory", "/memory.limit_in_bytes", "/memory.usage_in_bytes",
+              "cgroup v1"}}) {
     bool any = false;
     for (const std::string& rel : CgroupAncestors(self_text, f.v2)) {
       std::string dir = root + f.mount + rel;
@@ -225,7 +237,8 @@ Result<MemoryUsage> SystemMemoryReader::Read() {
     }
     if (any) break;
   }
-  if (best.total_bytes <= 0) return Status::Unavailable("cannot read this host's memory: " + errors);
+  if (best.total_bytes <= 0)
+    return Status::Unavailable("cannot read this host's memory: " + errors);
   return best;
 }
 
@@ -257,11 +270,11 @@ std::string FormatBytes(int64_t bytes) {
   return buf;
 }
 
-std::string OutOfMemoryMessage(const std::string& node_id_hex, const MemoryUsage& usage, double threshold,
-                               const std::string& victim) {
+std::string OutOfMemoryMessage(const std::string& node_id_hex, const MemoryUsage& usage,
+                               double threshold, const std::string& victim) {
   char numbers[96];
-  std::snprintf(numbers, sizeof(numbers), " (%.1f%%, %s) is above the threshold %g", usage.Fraction() * 100,
-                usage.source.c_str(), threshold);
+  std::snprintf(numbers, sizeof(numbers), " (%.1f%%, %s) is above the threshold %g",
+                usage.Fraction() * 100, usage.source.c_str(), threshold);
   return "the memory monitor of node " + node_id_hex + " killed " + victim + ": memory in use " +
          FormatBytes(usage.used_bytes) + " of " + FormatBytes(usage.total_bytes) + numbers +
          " (memory_usage_threshold)";
@@ -277,7 +290,9 @@ bool MemoryMonitor::Above(const MemoryUsage& u) const {
 bool MemoryMonitor::Refresh() {
   auto r = reader_->Read();
   if (!r.ok()) {
-    if (!warned_) LOG_WARN("memory monitor: " + r.status().message() + "; no worker is killed for memory until it can read");
+    if (!warned_)
+      LOG_WARN("memory monitor: " + r.status().message() +
+               "; no worker is killed for memory until it can read");
     warned_ = true;
     last_ = MemoryUsage{};
     return false;

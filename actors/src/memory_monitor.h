@@ -56,8 +56,8 @@ Result<MemoryUsage> ParseMeminfo(std::string_view text);
 // A cgroup's limit and usage; page cache that the kernel reclaims first (`inactive_file`, or
 // `total_inactive_file` in v1's memory.stat) does not count as used. NotFound when the
 // cgroup has no limit ("max", or v1's huge "unlimited" value).
-Result<MemoryUsage> ParseCgroup(std::string_view limit, std::string_view usage, std::string_view stat,
-                                const std::string& source);
+Result<MemoryUsage> ParseCgroup(std::string_view limit, std::string_view usage,
+                                std::string_view stat, const std::string& source);
 // The cgroup paths, relative to the controller's mount, of this process's cgroup and its
 // ancestors, innermost first, always ending with "" (the mount itself), from the text of
 // /proc/self/cgroup: the v2 line "0::/path" when `v2`, else the v1 line naming the memory
@@ -81,8 +81,8 @@ std::string FormatBytes(int64_t bytes);
 
 // The text the caller's OutOfMemoryError carries: the node, the memory in use, the
 // threshold, and what was killed (`victim`, e.g. "the worker (pid 12) of actor 3fa1...").
-std::string OutOfMemoryMessage(const std::string& node_id_hex, const MemoryUsage& usage, double threshold,
-                               const std::string& victim);
+std::string OutOfMemoryMessage(const std::string& node_id_hex, const MemoryUsage& usage,
+                               double threshold, const std::string& victim);
 
 class MemoryMonitor {
  public:

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "core/src/clock.h"
@@ -16,8 +16,8 @@
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
 #include "core/src/security.h"
-#include "orrery/tpu.h"
 #include "orrery/resources.h"
+#include "orrery/tpu.h"
 
 namespace orrery::runtime {
 
@@ -61,7 +61,8 @@ NodeService::NodeService(NodeOptions options)
     : options_(std::move(options)),
       id_(NodeId::Random()),
       secret_(security::NewToken()),
-      memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)), options_.memory_usage_threshold) {
+      memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)),
+              options_.memory_usage_threshold) {
   for (const char* kind : {"TPU", "GPU", "XPU"}) {
     auto it = options_.resources.find(kind);
     if (it == options_.resources.end() || it->second < 1) continue;
@@ -91,7 +92,8 @@ Status NodeService::Start(int register_timeout_ms) {
   if (!s.ok()) return s;
   // The tick is the heartbeat's, or the memory monitor's when that is shorter.
   int tick_ms = int(options_.heartbeat_period_s * 1000);
-  if (options_.memory_monitor_refresh_ms > 0) tick_ms = std::min(tick_ms, options_.memory_monitor_refresh_ms);
+  if (options_.memory_monitor_refresh_ms > 0)
+    tick_ms = std::min(tick_ms, options_.memory_monitor_refresh_ms);
   (void)memory_.Refresh();  // the registration carries a first reading
   inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
   inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
@@ -125,13 +127,15 @@ Status NodeService::Start(int register_timeout_ms) {
                                  " did not answer the node's registration");
     }
   }
-  LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " + ToString(options_.resources));
+  LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " +
+           ToString(options_.resources));
   return Status::Ok();
 }
 
 void NodeService::SendRegistration(bool alive) {
   proto::RegisterNodeMsg reg;
-  reg.node = {id_.Binary(), inbox_.address(), alive, options_.resources, options_.resources, options_.labels};
+  reg.node = {id_.Binary(),       inbox_.address(),   alive,
+              options_.resources, options_.resources, options_.labels};
   if (alive) {  // on the inbox thread, which owns the monitor (Stop's goodbye is not)
     reg.node.memory_used_bytes = memory_.last().used_bytes;
     reg.node.memory_total_bytes = memory_.last().total_bytes;
@@ -217,7 +221,8 @@ void NodeService::Handle(transport::Envelope& env) {
       return;
     }
     default:
-      throw std::runtime_error(std::string("the node does not handle ") + proto::TypeName(env.type));
+      throw std::runtime_error(std::string("the node does not handle ") +
+                               proto::TypeName(env.type));
   }
 }
 
@@ -249,8 +254,8 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
     // driver itself). A path in a message never names what runs.
     if (options_.worker_argv.empty()) {
       w.kill_requested = true;
-      w.kill_reason = "the request names no executable by SHA-256, and node " + id_.Hex().substr(0, 12) +
-                      " runs nothing else";
+      w.kill_reason = "the request names no executable by SHA-256, and node " +
+                      id_.Hex().substr(0, 12) + " runs nothing else";
       WarnRefused(w.kill_reason);
       return w;
     }
@@ -296,7 +301,8 @@ bool NodeService::HasContent(const std::string& path, const std::string& hash) {
   if (!file.ok()) return false;
   if (hash_cache_.size() >= kMaxHashedPaths && !hash_cache_.count(path)) hash_cache_.clear();
   auto& cached = hash_cache_[path];
-  if (cached.first != file.value() || cached.second.empty()) cached = {file.value(), HashFile(path)};
+  if (cached.first != file.value() || cached.second.empty())
+    cached = {file.value(), HashFile(path)};
   return cached.second == hash;
 }
 
@@ -352,7 +358,8 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
     if (it == workers_.end()) continue;
     Worker& w = it->second;
     if (!error.empty()) {
-      FailWorker(w, "the driver's executable is not on this node and could not be fetched: " + error);
+      FailWorker(w,
+                 "the driver's executable is not on this node and could not be fetched: " + error);
       continue;
     }
     if (w.kill_requested) {
@@ -363,7 +370,8 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
     std::string local = LocalExecutable(w.argv[0], m.hash);
     if (local.empty()) {
       WarnRefused("no file on this node has the SHA-256 " + m.hash);
-      FailWorker(w, "no file on this node has the SHA-256 " + m.hash + " of the driver's executable");
+      FailWorker(w,
+                 "no file on this node has the SHA-256 " + m.hash + " of the driver's executable");
       continue;
     }
     std::vector<std::string> argv = w.argv;
@@ -399,7 +407,8 @@ void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   }
 }
 
-Result<std::map<std::string, std::string>> NodeService::AssignDevices(Worker& w, const Resources& demand) {
+Result<std::map<std::string, std::string>> NodeService::AssignDevices(Worker& w,
+                                                                      const Resources& demand) {
   std::map<std::string, std::string> env;
   nlohmann::json ids_json = nlohmann::json::object();
   for (const char* kind : {"TPU", "GPU", "XPU"}) {
@@ -410,17 +419,21 @@ Result<std::map<std::string, std::string>> NodeService::AssignDevices(Worker& w,
     std::vector<int> ids;
     if (it->second < 1) {
       // A fraction shares one device with other fractional holders: not exclusive.
-      auto all = options_.accelerator_ids.count(kind) ? options_.accelerator_ids.at(kind) : std::vector<int>{0};
+      auto all = options_.accelerator_ids.count(kind) ? options_.accelerator_ids.at(kind)
+                                                      : std::vector<int>{0};
       ids.push_back(free.empty() ? all.front() : free.front());
     } else {
       int n = int(it->second);
       if (std::string(kind) == "TPU") {
         Status s = tpu::ValidateChipsPerProcess(n, total);
-        if (!s.ok()) return Status::InvalidArgument("a worker cannot take " + std::to_string(n) + " TPU chips: " + s.message());
+        if (!s.ok())
+          return Status::InvalidArgument("a worker cannot take " + std::to_string(n) +
+                                         " TPU chips: " + s.message());
       }
       if (int(free.size()) < n) {
-        return Status::Unavailable("node " + id_.Hex().substr(0, 12) + " has " + std::to_string(free.size()) + " free " +
-                                   kind + " device(s), the worker needs " + std::to_string(n));
+        return Status::Unavailable("node " + id_.Hex().substr(0, 12) + " has " +
+                                   std::to_string(free.size()) + " free " + kind +
+                                   " device(s), the worker needs " + std::to_string(n));
       }
       ids.assign(free.begin(), free.begin() + n);
       free.erase(free.begin(), free.begin() + n);
@@ -460,20 +473,22 @@ void NodeService::Erase(const std::string& worker_id) {
 }
 
 void NodeService::OnStartActor(const proto::StartActorMsg& m) {
-  Worker& w = NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch, m.spec.options.resources);
+  Worker& w =
+      NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch, m.spec.options.resources);
   w.actor = m;
   if (w.kill_requested) FailWorker(w, w.kill_reason);
 }
 
 void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
   bool wants_devices = false;
-  for (const char* kind : {"TPU", "GPU", "XPU"}) wants_devices = wants_devices || r.resources.count(kind);
+  for (const char* kind : {"TPU", "GPU", "XPU"})
+    wants_devices = wants_devices || r.resources.count(kind);
   const std::string& executable = r.binary_hash;
   for (auto& [id, w] : workers_) {
     // An idle task worker serves another lease only for the same executable and when
     // neither needs devices (a process's visible devices are fixed when it starts).
-    if (!w.is_actor && w.ready && !w.has_lease && !w.kill_requested && !wants_devices && w.devices.empty() &&
-        w.executable == executable) {
+    if (!w.is_actor && w.ready && !w.has_lease && !w.kill_requested && !wants_devices &&
+        w.devices.empty() && w.executable == executable) {
       w.has_lease = true;
       w.lease = r;
       w.started = Now();
@@ -498,7 +513,8 @@ void NodeService::GrantTo(Worker& w) {
   transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
 }
 
-void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind, const std::string& message) {
+void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind,
+                              const std::string& message) {
   proto::LeaseReplyMsg reply;
   reply.request_id = r.request_id;
   reply.lease_id = r.lease_id;
@@ -568,7 +584,9 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
   if (it == workers_.end()) return;
   Worker& w = it->second;
   if (!m.ok) {
-    std::string cause = "the creation of the actor failed: " + (m.error_type.empty() ? "" : m.error_type + ": ") + m.message;
+    std::string cause =
+        "the creation of the actor failed: " + (m.error_type.empty() ? "" : m.error_type + ": ") +
+        m.message;
     if (w.is_actor) {
       ActorDied(w, "CreationFailed", cause);
     } else if (w.has_lease) {
@@ -584,7 +602,7 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
     ev.kind = int(proto::WorkerEventKind::kActorAlive);
     ev.node_id = id_.Binary();
     ev.node_secret = secret_;
-  ev.node_secret = secret_;
+    ev.node_secret = secret_;
     ev.actor_id = w.actor.spec.actor_id;
     ev.incarnation = w.actor.incarnation;
     ev.address = w.call_address;
@@ -655,8 +673,9 @@ void NodeService::OnExited(int pid, const std::string& how) {
   auto wit = workers_.find(id);
   if (wit == workers_.end()) return;
   Worker& w = wit->second;
-  std::string cause = w.kill_requested ? w.kill_reason
-                                       : "its worker process (pid " + std::to_string(pid) + ") " + how;
+  std::string cause = w.kill_requested
+                          ? w.kill_reason
+                          : "its worker process (pid " + std::to_string(pid) + ") " + how;
   if (w.is_actor) ActorDied(w, w.kill_kind.empty() ? "ActorDiedError" : w.kill_kind, cause);
   if (w.has_lease) LeaseFailed(w.lease, w.kill_kind.empty() ? "WorkerDied" : w.kill_kind, cause);
   Erase(id);
@@ -667,7 +686,9 @@ void NodeService::Tick() {
   // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
   // heartbeat on the tick nearest to its period, never later.
   double now = Now(), hb = options_.heartbeat_period_s;
-  double tick = options_.memory_monitor_refresh_ms > 0 ? std::min(hb, options_.memory_monitor_refresh_ms / 1000.0) : hb;
+  double tick = options_.memory_monitor_refresh_ms > 0
+                    ? std::min(hb, options_.memory_monitor_refresh_ms / 1000.0)
+                    : hb;
   if (now - last_heartbeat_ < hb - tick / 2) return;
   last_heartbeat_ = now;
   SendRegistration(true);  // the heartbeat
@@ -675,7 +696,8 @@ void NodeService::Tick() {
   int idle = 0;
   for (auto& [id, w] : workers_) {
     if (w.is_actor || !w.ready || w.has_lease || w.kill_requested) continue;
-    if (++idle > options_.idle_workers_kept && now - w.idle_since > options_.idle_worker_timeout_s) {
+    if (++idle > options_.idle_workers_kept &&
+        now - w.idle_since > options_.idle_worker_timeout_s) {
       Kill(w, "idle");
     }
   }
@@ -685,14 +707,17 @@ void NodeService::CheckMemory() {
   if (!memory_.Refresh() || options_.memory_monitor_refresh_ms <= 0) return;
   double now = Now();
   // One kill at a time: the victim's memory is back only once its process is gone.
-  if (!oom_victim_.empty() && workers_.count(oom_victim_) && now - oom_victim_since_ < kOomVictimGraceS) return;
+  if (!oom_victim_.empty() && workers_.count(oom_victim_) &&
+      now - oom_victim_since_ < kOomVictimGraceS)
+    return;
   std::vector<OomCandidate> candidates;
   std::vector<Worker*> running;
   for (auto& [id, w] : workers_) {
     if (w.pid <= 0 || w.kill_requested || !(w.is_actor || w.has_lease)) continue;
     const auto& o = w.actor.spec.options;
     // An actor is restarted while restarts are left (its incarnation counts those used).
-    bool retriable = w.is_actor ? o.max_restarts < 0 || w.actor.incarnation < o.max_restarts : w.lease.max_retries != 0;
+    bool retriable = w.is_actor ? o.max_restarts < 0 || w.actor.incarnation < o.max_restarts
+                                : w.lease.max_retries != 0;
     candidates.push_back({id, retriable, w.started});
     running.push_back(&w);
   }
@@ -700,7 +725,8 @@ void NodeService::CheckMemory() {
   if (i < 0) return;
   Worker& w = *running[i];
   std::string victim = "the worker (pid " + std::to_string(w.pid) + ") " +
-                       (w.is_actor ? "of actor " + UniqueId::FromBinary(w.actor.spec.actor_id).Hex() : "running a task");
+                       (w.is_actor ? "of actor " + UniqueId::FromBinary(w.actor.spec.actor_id).Hex()
+                                   : "running a task");
   std::string message = OutOfMemoryMessage(id_.Hex(), memory_.last(), memory_.threshold(), victim);
   LOG_WARN(message);
   w.kill_kind = "OutOfMemoryError";

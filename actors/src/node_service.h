@@ -76,9 +76,9 @@ class NodeService {
     double started = 0;     // when it took its current actor or lease (for the memory monitor)
     double idle_since = 0;
     std::vector<std::string> argv;  // while waiting for the executable
-    std::string executable;         // content hash ("": worker_argv): lease workers are reused only for it
+    std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
     std::map<std::string, std::vector<int>> devices;  // accelerator ids this process owns
-    std::map<std::string, std::string> device_env;   // what makes them visible to it
+    std::map<std::string, std::string> device_env;    // what makes them visible to it
   };
 
   void Handle(transport::Envelope& env);
@@ -118,7 +118,8 @@ class NodeService {
   void OnSpawnFailed(uint64_t request, const std::string& cause);
   void Kill(Worker& w, const std::string& reason);
   void GrantTo(Worker& w);
-  void LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind, const std::string& message);
+  void LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind,
+                   const std::string& message);
   void ActorDied(Worker& w, const std::string& kind, const std::string& cause);
   Worker* ByActor(const std::string& actor_id);
   Worker* ByLease(const std::string& lease_id);
@@ -139,10 +140,11 @@ class NodeService {
   // Executables the head said a job registered: the only ones this node runs (besides its
   // own worker_argv), and only from a file whose SHA-256 matches.
   std::set<std::string> vouched_;
-  std::map<std::string, std::pair<ExecutableIdentity, std::string>> hash_cache_;  // path -> (file, hash)
+  std::map<std::string, std::pair<ExecutableIdentity, std::string>>
+      hash_cache_;                                        // path -> (file, hash)
   std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
   MemoryMonitor memory_;
-  std::string oom_victim_;      // the worker killed for memory, until its process is gone
+  std::string oom_victim_;  // the worker killed for memory, until its process is gone
   double oom_victim_since_ = 0;
   double last_heartbeat_ = 0;
 
@@ -151,7 +153,6 @@ class NodeService {
   Mutex mu_;
   CondVar cv_;
   bool registered_ GUARDED_BY(mu_) = false;
-
 };
 
 }  // namespace orrery::runtime

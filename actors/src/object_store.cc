@@ -64,9 +64,12 @@ ObjectStore::Presence ObjectStore::Lookup(const ObjectId& id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return Presence::kAbsent;
   switch (it->second.state) {
-    case Entry::kReferenced: return Presence::kReferenced;
-    case Entry::kPending: return Presence::kPending;
-    case Entry::kReady: return Presence::kReady;
+    case Entry::kReferenced:
+      return Presence::kReferenced;
+    case Entry::kPending:
+      return Presence::kPending;
+    case Entry::kReady:
+      return Presence::kReady;
   }
   return Presence::kAbsent;
 }
@@ -112,13 +115,15 @@ Result<ObjectValue> ObjectStore::Get(const ObjectId& id, int timeout_ms) {
     }
   }
   if (!in_time) {
-    return Status::Timeout("object " + id.Hex() + " was not ready within " + std::to_string(timeout_ms) + " ms");
+    return Status::Timeout("object " + id.Hex() + " was not ready within " +
+                           std::to_string(timeout_ms) + " ms");
   }
   MutexLock lock(&mu_);
   return ValueLocked(id);
 }
 
-std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_returns, int timeout_ms) {
+std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_returns,
+                                    int timeout_ms) {
   std::vector<bool> out(ids.size(), false);
   bool enough;
   {

@@ -1,3 +1,5 @@
+#include "orrery/api/registry.h"
+
 #include <cxxabi.h>
 #include <dlfcn.h>
 
@@ -6,7 +8,6 @@
 #include <sstream>
 
 #include "core/src/thread_annotations.h"
-#include "orrery/api/registry.h"
 #include "orrery/errors.h"
 
 namespace orrery::internal {
@@ -31,7 +32,8 @@ Status RegisterEntry(FunctionEntry entry, const std::string& key) {
   Registry& r = Get();
   MutexLock lock(&r.mu);
   if (r.by_name.count(entry.name)) {
-    std::string msg = "the remote function name '" + entry.name + "' is registered twice (ORRERY_REMOTE)";
+    std::string msg =
+        "the remote function name '" + entry.name + "' is registered twice (ORRERY_REMOTE)";
     r.errors.push_back(msg);
     return Status::InvalidArgument(msg);
   }
@@ -104,7 +106,8 @@ const std::string& NameOfOrThrow(const std::string& key, const char* what) {
   if (const std::string* name = FindNameByKey(key)) return *name;
   std::ostringstream os;
   std::string symbol = SymbolOf(key);
-  os << "the " << what << " " << (symbol.empty() ? std::string("(unknown symbol)") : "'" + symbol + "'")
+  os << "the " << what << " "
+     << (symbol.empty() ? std::string("(unknown symbol)") : "'" + symbol + "'")
      << " is not registered: add it to ORRERY_REMOTE(...). Registered: ";
   auto names = RegisteredNames();
   if (names.empty()) os << "(none)";

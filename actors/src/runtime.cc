@@ -31,7 +31,8 @@ uint64_t RequestIdOf(const transport::Envelope& env) {
     msgpack::object_handle oh =
         internal::UnpackUntrusted(meta.data(), meta.size(), internal::kControlUnpackLimits);
     const msgpack::object& o = oh.get();
-    if (o.type == msgpack::type::ARRAY && o.via.array.size > 0) return o.via.array.ptr[0].as<uint64_t>();
+    if (o.type == msgpack::type::ARRAY && o.via.array.size > 0)
+      return o.via.array.ptr[0].as<uint64_t>();
   } catch (const std::exception&) {
   }
   return 0;
@@ -89,7 +90,8 @@ void Runtime::Stop() {
 
 void Runtime::Handle(transport::Envelope& env) {
   switch (env.type) {
-    case MsgType::kCallReply: return OnCallReply(env);
+    case MsgType::kCallReply:
+      return OnCallReply(env);
     case MsgType::kActorUpdate: {
       proto::ActorUpdateMsg m;
       Status s = env.Decode(&m);
@@ -108,11 +110,13 @@ void Runtime::Handle(transport::Envelope& env) {
       if (!s.ok()) throw std::runtime_error(s.message());
       return OnGetObject(m);
     }
-    case MsgType::kObjectReply: return OnObjectReply(env);
+    case MsgType::kObjectReply:
+      return OnObjectReply(env);
     case MsgType::kAck:
     case MsgType::kGetNamedActorReply:
     case MsgType::kClusterInfoReply:
-    case MsgType::kPlacementGroupReply: return CompleteRpc(RequestIdOf(env), env);
+    case MsgType::kPlacementGroupReply:
+      return CompleteRpc(RequestIdOf(env), env);
     case MsgType::kError: {
       proto::ErrorMsg m;
       (void)env.Decode(&m);
@@ -179,8 +183,10 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
     transport::Send(reply_to, MsgType::kObjectReply, r, v.bytes ? v.bytes.get() : &empty);
   };
   if (store_.Lookup(id) == ObjectStore::Presence::kAbsent) {
-    send(ObjectValue{nullptr, std::make_shared<const ObjectError>(ObjectError{
-                                  "Error", "", "object " + id.Hex() + " is no longer held by its owner", "", where_})});
+    send(ObjectValue{
+        nullptr,
+        std::make_shared<const ObjectError>(ObjectError{
+            "Error", "", "object " + id.Hex() + " is no longer held by its owner", "", where_})});
     return;
   }
   store_.Pin(id);
@@ -215,8 +221,8 @@ void Runtime::RegisterJob() {
   if (const char* c = std::getenv("ORRERY_CLIENT_ONLY"); c && std::string(c) == "1") {
     // Inspection tools (`orrery status`): no job, no executable upload; still check, with
     // a short deadline, that the head answers.
-    Rpc<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{}, MsgType::kClusterInfoReply,
-                               kClientConnectTimeoutMs);
+    Rpc<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{},
+                               MsgType::kClusterInfoReply, kClientConnectTimeoutMs);
     return;
   }
   auto m = JobInfo(job_, address(), config_, argv_, true);
@@ -234,7 +240,9 @@ void Runtime::RegisterJob() {
     proto::BinaryMsg put{0, "", binary_hash_, arch_, true, ""};
     put.job_id = job_.Binary();  // the head stores only the executable this job registered
     auto stored = RpcWithPayload<proto::AckMsg>(MsgType::kPutBinary, put, bytes, MsgType::kAck);
-    if (!stored.ok) throw ConnectionError("the head could not store this program's executable: " + stored.message);
+    if (!stored.ok)
+      throw ConnectionError("the head could not store this program's executable: " +
+                            stored.message);
     ack = Rpc<proto::AckMsg>(MsgType::kRegisterJob, m, MsgType::kAck);
   }
   if (!ack.ok) ThrowKind(ack.error_kind, "the head refused the job: " + ack.message);
@@ -270,7 +278,8 @@ void Runtime::Tick() {
   std::vector<std::string> expired;
   for (auto& [id, l] : leases_) {
     if (l.worker_address.empty()) continue;  // requested, not granted yet
-    if (l.inflight.empty() && task_keys_[l.key].queue.empty() && now - l.idle_since >= idle) expired.push_back(id);
+    if (l.inflight.empty() && task_keys_[l.key].queue.empty() && now - l.idle_since >= idle)
+      expired.push_back(id);
   }
   for (const auto& id : expired) ReturnLease(id, false);
   if (leases_.empty()) inbox_.SetTickPeriod(kIdleTickMs);
@@ -298,7 +307,9 @@ std::shared_ptr<Runtime::ActorState> Runtime::ActorFor(const ActorId& id, bool s
       MutexLock lock(&a->mu);
       if (!a->subscribed) send = a->subscribed = true;
     }
-    if (send) transport::Send(head_address_, MsgType::kSubscribeActor, proto::SubscribeActorMsg{id.Binary(), address()});
+    if (send)
+      transport::Send(head_address_, MsgType::kSubscribeActor,
+                      proto::SubscribeActorMsg{id.Binary(), address()});
   }
   return a;
 }
@@ -309,7 +320,8 @@ void CheckTpuAmount(const Resources& r, const std::string& what) {
   double v = it->second;
   if (v != 1 && v != 2 && v != 4 && v != 8) {
     throw ConfigError(what + ": {\"TPU\": " + std::to_string(v) +
-                      "} is not an amount one worker process can hold; use 1, 2, 4 or 8 chips (8: a whole 8-chip host)");
+                      "} is not an amount one worker process can hold; use 1, 2, 4 or 8 chips (8: "
+                      "a whole 8-chip host)");
   }
 }
 
@@ -318,7 +330,8 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   Status s = ValidateResources(options.resources);
   if (!s.ok()) throw ConfigError("actor " + factory + ": " + s.message());
   CheckTpuAmount(options.resources, "actor " + factory);
-  if (options.max_concurrency < 1) throw ConfigError("actor " + factory + ": max_concurrency must be at least 1");
+  if (options.max_concurrency < 1)
+    throw ConfigError("actor " + factory + ": max_concurrency must be at least 1");
   if (options.bundle_index >= 0 && options.placement_group.IsNil()) {
     throw ConfigError("actor " + factory + ": a bundle index needs a placement group");
   }
@@ -339,13 +352,15 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   o.resources = options.resources;
   o.label_selector = options.label_selector;
   o.name = options.name;
-  o.namespace_ = options.namespace_.empty() ? (config_.namespace_.empty() ? "default" : config_.namespace_)
-                                             : options.namespace_;
+  o.namespace_ = options.namespace_.empty()
+                     ? (config_.namespace_.empty() ? "default" : config_.namespace_)
+                     : options.namespace_;
   o.max_restarts = options.max_restarts;
   o.max_task_retries = options.max_task_retries;
   o.max_concurrency = options.max_concurrency;
   o.lifetime = int(options.lifetime);
-  o.placement_group = options.placement_group.IsNil() ? std::string() : options.placement_group.Binary();
+  o.placement_group =
+      options.placement_group.IsNil() ? std::string() : options.placement_group.Binary();
   o.bundle_index = options.bundle_index;
   o.strategy = options.strategy;
   o.affinity_node = options.affinity_node.IsNil() ? std::string() : options.affinity_node.Binary();
@@ -380,7 +395,8 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   return id;
 }
 
-std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& actor, const std::string& method,
+std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& actor,
+                                                              const std::string& method,
                                                               std::vector<internal::ArgSlot> args) {
   auto a = ActorFor(actor, true);
   auto call = std::make_shared<PendingCall>();
@@ -459,10 +475,12 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
         if (call->retries_left > 0) --call->retries_left;
         a->queue.push_front(call);
       } else {
-        FailCall(*call, ObjectError{oom ? u.death_kind : "ActorDiedError", "",
-                                    (oom ? "actor method " + call->function + " failed: "
-                                         : "the actor died while running " + call->function + ": ") + why,
-                                    call->function, ""});
+        FailCall(*call,
+                 ObjectError{oom ? u.death_kind : "ActorDiedError", "",
+                             (oom ? "actor method " + call->function + " failed: "
+                                  : "the actor died while running " + call->function + ": ") +
+                                 why,
+                             call->function, ""});
       }
     }
     a->inflight.clear();
@@ -486,7 +504,10 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
     transport::MarkPeerGone(a->address);
     a->state = state;
     std::string kind = u.death_kind.empty() ? "ActorDiedError" : u.death_kind;
-    a->death = ObjectError{kind, "", kind == "ActorDiedError" ? "actor " + id.Hex() + " died: " + u.death_cause : u.death_cause, "", ""};
+    a->death = ObjectError{
+        kind, "",
+        kind == "ActorDiedError" ? "actor " + id.Hex() + " died: " + u.death_cause : u.death_cause,
+        "", ""};
     for (auto& [seq, call] : a->inflight) FailCall(*call, a->death);
     a->inflight.clear();
     DispatchActor(id, *a);  // fails the queue
@@ -494,7 +515,8 @@ void Runtime::OnActorUpdate(const proto::ActorUpdateMsg& u) {
 }
 
 void Runtime::KillActor(const ActorId& actor, bool no_restart) {
-  transport::Send(head_address_, MsgType::kKillActor, proto::KillActorMsg{actor.Binary(), no_restart});
+  transport::Send(head_address_, MsgType::kKillActor,
+                  proto::KillActorMsg{actor.Binary(), no_restart});
   auto a = ActorFor(actor, false);
   MutexLock lock(&a->mu);
   if (a->state == proto::ActorState::kDead) return;
@@ -508,7 +530,8 @@ void Runtime::KillActor(const ActorId& actor, bool no_restart) {
     return;
   }
   a->state = proto::ActorState::kDead;
-  a->death = ObjectError{"ActorDiedError", "", "actor " + actor.Hex() + " was killed by orrery::Kill", "", ""};
+  a->death = ObjectError{"ActorDiedError", "",
+                         "actor " + actor.Hex() + " was killed by orrery::Kill", "", ""};
   for (auto& [seq, call] : a->inflight) FailCall(*call, a->death);
   a->inflight.clear();
   DispatchActor(actor, *a);
@@ -543,8 +566,8 @@ Reply Runtime::Rpc(MsgType type, Meta meta, MsgType reply_type, int timeout_ms) 
 }
 
 template <typename Reply, typename Meta>
-Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payload, MsgType reply_type,
-                              int timeout_ms, bool has_payload) {
+Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payload,
+                              MsgType reply_type, int timeout_ms, bool has_payload) {
   meta.request_id = next_request_++;
   meta.reply_to = address();
   uint64_t id = meta.request_id;
@@ -560,7 +583,8 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
   while (!done && std::chrono::steady_clock::now() < deadline) {
     sent = transport::TrySend(head_address_, type, meta, has_payload ? &payload : nullptr);
     MutexLock lock(&rpc_mu_);
-    auto wake = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(kRpcResendMs));
+    auto wake = std::min(
+        deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(kRpcResendMs));
     bool woken = true;
     while (rpc_replies_[id] == nullptr && woken) woken = rpc_cv_.WaitUntil(&rpc_mu_, wake);
     done = rpc_replies_[id] != nullptr;
@@ -580,7 +604,8 @@ Reply Runtime::RpcWithPayload(MsgType type, Meta meta, const std::string& payloa
   }
   Reply reply;
   if (env->type != reply_type) {
-    throw Error(std::string("the head answered ") + proto::TypeName(type) + " with " + proto::TypeName(env->type));
+    throw Error(std::string("the head answered ") + proto::TypeName(type) + " with " +
+                proto::TypeName(env->type));
   }
   Status s = env->Decode(&reply);
   if (!s.ok()) throw Error("bad reply from the head: " + s.message());
@@ -597,7 +622,8 @@ void Runtime::CompleteRpc(uint64_t request_id, transport::Envelope& env) {
   rpc_cv_.NotifyAll();
 }
 
-proto::PlacementGroupReplyMsg Runtime::PlacementGroupRpc(MsgType type, proto::PlacementGroupMsg msg, int timeout_ms) {
+proto::PlacementGroupReplyMsg Runtime::PlacementGroupRpc(MsgType type, proto::PlacementGroupMsg msg,
+                                                         int timeout_ms) {
   return Rpc<proto::PlacementGroupReplyMsg>(type, msg, MsgType::kPlacementGroupReply, timeout_ms);
 }
 
@@ -617,7 +643,8 @@ void Runtime::RemovePlacementGroup(const PlacementGroupId& id) {
 }
 
 std::vector<proto::NodeInfoMsg> Runtime::ClusterInfo() {
-  auto reply = Rpc<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{}, MsgType::kClusterInfoReply);
+  auto reply = Rpc<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{},
+                                          MsgType::kClusterInfoReply);
   return reply.nodes;
 }
 

@@ -29,8 +29,8 @@ struct PendingCall {
   ObjectId return_id;
   std::string function;
   std::vector<internal::ArgSlot> slots;
-  std::string args;       // packed msgpack array, once every slot is resolved
-  int unresolved = 0;     // dependencies not yet ready
+  std::string args;    // packed msgpack array, once every slot is resolved
+  int unresolved = 0;  // dependencies not yet ready
   int retries_left = 0;
   uint64_t seq = 0;
   std::shared_ptr<const ObjectError> dep_error;
@@ -52,21 +52,27 @@ class Runtime {
   // A worker's: the SHA-256 of its executable, which the actors and tasks it submits name
   // (a driver's is set by RegisterJob). Call before Start.
   void SetExecutableHash(std::string hash) { binary_hash_ = std::move(hash); }
-  void SetExtraHandler(std::function<bool(transport::Envelope&)> handler) { extra_ = std::move(handler); }
+  void SetExtraHandler(std::function<bool(transport::Envelope&)> handler) {
+    extra_ = std::move(handler);
+  }
 
   // ---- the public API's operations (throw orrery::Error subclasses) ----
-  std::shared_ptr<internal::RefHolder> SubmitTask(const std::string& function, std::vector<internal::ArgSlot> args,
+  std::shared_ptr<internal::RefHolder> SubmitTask(const std::string& function,
+                                                  std::vector<internal::ArgSlot> args,
                                                   const internal::CallOptions& options);
   ActorId CreateActor(const std::string& factory, std::vector<internal::ArgSlot> args,
                       const internal::CallOptions& options);
-  std::shared_ptr<internal::RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method,
+  std::shared_ptr<internal::RefHolder> SubmitActorTask(const ActorId& actor,
+                                                       const std::string& method,
                                                        std::vector<internal::ArgSlot> args);
   std::shared_ptr<internal::RefHolder> Put(std::string bytes);
   std::shared_ptr<const std::string> Get(const internal::RefHolder& ref, int timeout_ms);
-  std::vector<bool> Wait(const std::vector<const internal::RefHolder*>& refs, int num_returns, int timeout_ms);
+  std::vector<bool> Wait(const std::vector<const internal::RefHolder*>& refs, int num_returns,
+                         int timeout_ms);
   ActorId GetNamedActor(const std::string& name, const std::string& ns);
   void KillActor(const ActorId& actor, bool no_restart);
-  proto::PlacementGroupReplyMsg PlacementGroupRpc(proto::MsgType type, proto::PlacementGroupMsg msg, int timeout_ms);
+  proto::PlacementGroupReplyMsg PlacementGroupRpc(proto::MsgType type, proto::PlacementGroupMsg msg,
+                                                  int timeout_ms);
   std::vector<proto::NodeInfoMsg> ClusterInfo();
   // Fire-and-forget: the head releases the group's bundles and stops its actors.
   void RemovePlacementGroup(const PlacementGroupId& id);
@@ -109,7 +115,7 @@ class Runtime {
   struct TaskKey {
     internal::CallOptions options;
     std::deque<std::shared_ptr<PendingCall>> queue;  // resolved, waiting for a lease slot
-    int requested = 0;                                // lease requests in flight
+    int requested = 0;                               // lease requests in flight
     std::vector<std::string> leases;
     int lost_before_grant = 0;  // lease requests in a row whose node or worker died first
   };

@@ -1,8 +1,7 @@
 // The runtime's objects (runtime.h): return values, Put/Get/Wait, fetching values from their
 // owners, and resolving a call's ObjectRef arguments before it is sent.
-#include "actors/src/runtime.h"
-
 #include "actors/src/errors_util.h"
+#include "actors/src/runtime.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
@@ -25,36 +24,44 @@ std::shared_ptr<internal::RefHolder> Runtime::Put(std::string bytes) {
 void Runtime::EnsureFetch(const internal::RefHolder& ref) {
   if (ref.owner() == address() || ref.owner().empty()) return;
   if (store_.MarkPending(ref.id())) {
-    transport::Send(ref.owner(), MsgType::kGetObject, proto::GetObjectMsg{ref.id().Binary(), address()});
+    transport::Send(ref.owner(), MsgType::kGetObject,
+                    proto::GetObjectMsg{ref.id().Binary(), address()});
   }
 }
 
 std::shared_ptr<const std::string> Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
   auto presence = store_.Lookup(ref.id());
-  if (presence == ObjectStore::Presence::kAbsent || presence == ObjectStore::Presence::kReferenced) {
+  if (presence == ObjectStore::Presence::kAbsent ||
+      presence == ObjectStore::Presence::kReferenced) {
     if (ref.owner() == address()) {
-      throw Error("object " + ref.id().Hex() + " is not available: no value was produced or it was freed");
+      throw Error("object " + ref.id().Hex() +
+                  " is not available: no value was produced or it was freed");
     }
     EnsureFetch(ref);
   }
   Result<ObjectValue> r = store_.Get(ref.id(), timeout_ms);
   if (!r.ok()) {
-    if (r.status().code() == StatusCode::kTimeout) throw GetTimeoutError("Get timed out: " + r.status().message());
+    if (r.status().code() == StatusCode::kTimeout)
+      throw GetTimeoutError("Get timed out: " + r.status().message());
     throw Error(r.status().message());
   }
   if (r->error) ThrowError(*r->error);
   return r->bytes;
 }
 
-std::vector<bool> Runtime::Wait(const std::vector<const internal::RefHolder*>& refs, int num_returns, int timeout_ms) {
+std::vector<bool> Runtime::Wait(const std::vector<const internal::RefHolder*>& refs,
+                                int num_returns, int timeout_ms) {
   if (num_returns < 0 || num_returns > int(refs.size())) {
-    throw ConfigError("Wait: num_returns must be between 0 and the number of refs (" + std::to_string(refs.size()) + ")");
+    throw ConfigError("Wait: num_returns must be between 0 and the number of refs (" +
+                      std::to_string(refs.size()) + ")");
   }
   std::vector<ObjectId> ids;
   for (const auto* r : refs) {
     if (!r) throw ConfigError("Wait: a null ObjectRef");
     auto presence = store_.Lookup(r->id());
-    if (presence == ObjectStore::Presence::kAbsent || presence == ObjectStore::Presence::kReferenced) EnsureFetch(*r);
+    if (presence == ObjectStore::Presence::kAbsent ||
+        presence == ObjectStore::Presence::kReferenced)
+      EnsureFetch(*r);
     ids.push_back(r->id());
   }
   return store_.Wait(ids, num_returns, timeout_ms);

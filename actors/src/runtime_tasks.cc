@@ -1,9 +1,8 @@
 // The runtime's stateless tasks (runtime.h): leases per resource shape, tasks sent to leased
 // workers, leases returned when idle (docs/protocol.md "Tasks and leases").
-#include "actors/src/runtime.h"
-
 #include <algorithm>
 
+#include "actors/src/runtime.h"
 #include "core/src/clock.h"
 #include "core/src/log.h"
 #include "orrery/errors.h"
@@ -23,7 +22,8 @@ constexpr int kMaxLostLeasesInARow = 16;
 constexpr const char* kWorkerDiedKind = "WorkerDied";
 }  // namespace
 
-std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& function, std::vector<internal::ArgSlot> args,
+std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& function,
+                                                         std::vector<internal::ArgSlot> args,
                                                          const internal::CallOptions& options) {
   internal::CallOptions o = options;
   if (!o.resources_set) o.resources = {{"CPU", 1}};
@@ -35,9 +35,9 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
   }
   // Tasks share leases only when they agree on all of these (max_retries too: a node's memory
   // monitor kills the workers of retried tasks first).
-  std::string key = internal::Pack(std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(),
-                                                   o.bundle_index, o.strategy, o.affinity_node.Binary(), o.affinity_soft,
-                                                   o.max_retries));
+  std::string key = internal::Pack(
+      std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(), o.bundle_index,
+                      o.strategy, o.affinity_node.Binary(), o.affinity_soft, o.max_retries));
   {
     MutexLock lock(&tasks_mu_);
     auto& k = task_keys_[key];
@@ -76,19 +76,23 @@ void Runtime::PumpTasks(const std::string& key) {
       m.reply_to = address();
       m.function = call->function;
       m.lease_id = l.id;
-      LOG_DEBUG("task " + call->function + " " + call->return_id.Hex().substr(0, 8) + " -> " + l.worker_address);
+      LOG_DEBUG("task " + call->function + " " + call->return_id.Hex().substr(0, 8) + " -> " +
+                l.worker_address);
       Status sent = transport::TrySend(l.worker_address, MsgType::kCall, m, &call->args);
       if (!sent.ok()) {
-        FailCall(*call, ObjectError{"Error", "", "the task " + call->function + " was not sent: " + sent.message(),
-                                    call->function, ""});
+        FailCall(*call,
+                 ObjectError{"Error", "",
+                             "the task " + call->function + " was not sent: " + sent.message(),
+                             call->function, ""});
         continue;
       }
       l.inflight[call->return_id] = call;
     }
   }
   if (k.queue.empty()) return;
-  int want = int(std::min<size_t>(kMaxLeaseRequestsPerKey,
-                                  (k.queue.size() + kMaxTasksInFlightPerLease - 1) / kMaxTasksInFlightPerLease));
+  int want = int(std::min<size_t>(
+      kMaxLeaseRequestsPerKey,
+      (k.queue.size() + kMaxTasksInFlightPerLease - 1) / kMaxTasksInFlightPerLease));
   while (k.requested < want) {
     proto::LeaseRequestMsg r;
     r.request_id = next_request_++;
@@ -96,7 +100,8 @@ void Runtime::PumpTasks(const std::string& key) {
     r.reply_to = address();
     r.resources = k.options.resources;
     r.label_selector = k.options.label_selector;
-    r.placement_group = k.options.placement_group.IsNil() ? std::string() : k.options.placement_group.Binary();
+    r.placement_group =
+        k.options.placement_group.IsNil() ? std::string() : k.options.placement_group.Binary();
     r.bundle_index = k.options.bundle_index;
     r.infeasible_timeout_s = config_.infeasible_timeout_s;
     r.job_id = job_.Binary();
@@ -104,7 +109,8 @@ void Runtime::PumpTasks(const std::string& key) {
     r.binary_hash = binary_hash_;
     r.arch = arch_;
     r.strategy = k.options.strategy;
-    r.affinity_node = k.options.affinity_node.IsNil() ? std::string() : k.options.affinity_node.Binary();
+    r.affinity_node =
+        k.options.affinity_node.IsNil() ? std::string() : k.options.affinity_node.Binary();
     r.affinity_soft = k.options.affinity_soft;
     r.max_retries = k.options.max_retries;
     inbox_.SetTickPeriod(kLeaseTickMs);
@@ -121,14 +127,17 @@ void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
   auto it = leases_.find(r.lease_id);
   if (it == leases_.end()) {
     // A grant for a lease this process no longer wants: give it straight back.
-    if (r.ok) transport::Send(head_address_, MsgType::kReturnLease, proto::ReturnLeaseMsg{r.lease_id, false});
+    if (r.ok)
+      transport::Send(head_address_, MsgType::kReturnLease,
+                      proto::ReturnLeaseMsg{r.lease_id, false});
     return;
   }
   Lease& l = it->second;
   TaskKey& k = task_keys_[l.key];
   std::string key = l.key;
   bool granted = !l.worker_address.empty();
-  LOG_DEBUG("lease " + UniqueId::FromBinary(r.lease_id).Hex().substr(0, 8) + (r.ok ? " granted " + r.worker_address : " failed: " + r.message));
+  LOG_DEBUG("lease " + UniqueId::FromBinary(r.lease_id).Hex().substr(0, 8) +
+            (r.ok ? " granted " + r.worker_address : " failed: " + r.message));
   if (r.ok) {
     if (granted) return;
     --k.requested;
@@ -151,7 +160,8 @@ void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
     // The request failed (infeasible): nothing of this shape can run.
     if (k.requested == 0 && k.leases.empty()) {
       std::string kind = r.error_kind == kWorkerDiedKind ? "WorkerCrashedError" : r.error_kind;
-      for (auto& call : k.queue) FailCall(*call, ObjectError{kind, "", r.message, call->function, ""});
+      for (auto& call : k.queue)
+        FailCall(*call, ObjectError{kind, "", r.message, call->function, ""});
       k.queue.clear();
     }
     return;
@@ -164,10 +174,11 @@ void Runtime::OnLeaseReply(const proto::LeaseReplyMsg& r) {
       if (call->retries_left > 0) --call->retries_left;
       k.queue.push_front(call);
     } else {
-      FailCall(*call, ObjectError{oom ? r.error_kind : "WorkerCrashedError", "",
-                                  oom ? "task " + call->function + " failed: " + r.message
-                                      : "the worker running task " + call->function + " died: " + r.message,
-                                  call->function, ""});
+      FailCall(*call, ObjectError{
+                          oom ? r.error_kind : "WorkerCrashedError", "",
+                          oom ? "task " + call->function + " failed: " + r.message
+                              : "the worker running task " + call->function + " died: " + r.message,
+                          call->function, ""});
     }
   }
   l.inflight.clear();

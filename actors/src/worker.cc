@@ -93,7 +93,8 @@ class WorkerServer {
   // On the call inbox's loop thread.
   void HandleCallInbox(transport::Envelope& env) {
     if (env.type != MsgType::kCall) {
-      throw std::runtime_error(std::string("the call address only takes calls, not ") + proto::TypeName(env.type));
+      throw std::runtime_error(std::string("the call address only takes calls, not ") +
+                               proto::TypeName(env.type));
     }
     auto call = std::make_shared<proto::CallMsg>();
     Status s = env.Decode(call.get());
@@ -106,7 +107,8 @@ class WorkerServer {
     where_ += " on node " + UniqueId::FromBinary(m.node_id).Hex().substr(0, 8);
     if (!m.is_actor) {
       ready_ = true;
-      transport::Send(node_address_, MsgType::kAssignReply, proto::AssignReplyMsg{worker_id_, "", true, "", "", ""});
+      transport::Send(node_address_, MsgType::kAssignReply,
+                      proto::AssignReplyMsg{worker_id_, "", true, "", "", ""});
       return;
     }
     const auto& spec = m.actor.spec;
@@ -130,7 +132,8 @@ class WorkerServer {
       reply.message = "actor factory '" + spec.factory + "' is not registered in this executable";
     } else {
       try {
-        msgpack::object_handle oh = internal::UnpackUntrusted(spec.args.data(), spec.args.size(), internal::kValueUnpackLimits);
+        msgpack::object_handle oh = internal::UnpackUntrusted(spec.args.data(), spec.args.size(),
+                                                              internal::kValueUnpackLimits);
         void* instance = nullptr;
         e->invoke(nullptr, oh.get(), &instance);
         instance_ = instance;
@@ -151,7 +154,8 @@ class WorkerServer {
   }
 
   void OnCall(std::shared_ptr<proto::CallMsg> call, std::shared_ptr<std::string> payload) {
-    LOG_DEBUG("call " + call->function + " " + UniqueId::FromBinary(call->object_id).Hex().substr(0, 8));
+    LOG_DEBUG("call " + call->function + " " +
+              UniqueId::FromBinary(call->object_id).Hex().substr(0, 8));
     if (!ready_) {
       Reply(*call, false, "Error", "", "this worker has no assignment yet", nullptr);
       return;
@@ -268,13 +272,17 @@ class WorkerServer {
             "'" + call.function + "' is not registered in the worker's executable", nullptr);
       return;
     }
-    if (is_actor ? e->kind != internal::FunctionKind::kMethod : e->kind != internal::FunctionKind::kFunction) {
-      Reply(call, false, "FunctionNotFoundError", "",
-            "'" + call.function + "' is not " + (is_actor ? "an actor method" : "a remote function"), nullptr);
+    if (is_actor ? e->kind != internal::FunctionKind::kMethod
+                 : e->kind != internal::FunctionKind::kFunction) {
+      Reply(
+          call, false, "FunctionNotFoundError", "",
+          "'" + call.function + "' is not " + (is_actor ? "an actor method" : "a remote function"),
+          nullptr);
       return;
     }
     try {
-      msgpack::object_handle oh = internal::UnpackUntrusted(args.data(), args.size(), internal::kValueUnpackLimits);
+      msgpack::object_handle oh =
+          internal::UnpackUntrusted(args.data(), args.size(), internal::kValueUnpackLimits);
       std::string result = e->invoke(instance_, oh.get(), nullptr);
       Reply(call, true, "", "", "", &result);
     } catch (const internal::ConvertError& ex) {
@@ -282,13 +290,15 @@ class WorkerServer {
     } catch (const std::exception& ex) {
       Reply(call, false, "RemoteError", CurrentExceptionType(&ex), ex.what(), nullptr);
     } catch (...) {
-      Reply(call, false, "RemoteError", CurrentExceptionType(nullptr), "a non-standard exception", nullptr);
+      Reply(call, false, "RemoteError", CurrentExceptionType(nullptr), "a non-standard exception",
+            nullptr);
     }
   }
 
   struct CallerOrder {
     uint64_t next = 0;
-    std::map<uint64_t, std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>> waiting;
+    std::map<uint64_t, std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>>
+        waiting;
   };
   using ReadyCall = std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>;
 
@@ -354,7 +364,8 @@ void WorkerMain() {
   // Leaked on purpose: the process ends with _exit, never by unwinding.
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));
   // Actors and tasks this worker submits run its own executable, named as its node named it.
-  if (const char* h = std::getenv("ORRERY_EXECUTABLE_HASH"); h && IsContentHash(h)) rt->SetExecutableHash(h);
+  if (const char* h = std::getenv("ORRERY_EXECUTABLE_HASH"); h && IsContentHash(h))
+    rt->SetExecutableHash(h);
   auto* server = new WorkerServer(worker_id, node);
   g_server = server;
   rt->SetExtraHandler([server](transport::Envelope& env) { return server->Handle(env); });
@@ -368,7 +379,9 @@ void WorkerMain() {
     _exit(2);
   }
   SetCurrent(rt);
-  transport::Send(node, MsgType::kWorkerRegister, proto::WorkerRegisterMsg{worker_id, rt->address(), int(getpid()), server->call_address()});
+  transport::Send(
+      node, MsgType::kWorkerRegister,
+      proto::WorkerRegisterMsg{worker_id, rt->address(), int(getpid()), server->call_address()});
   server->WaitForExit();
   std::fflush(nullptr);
   _exit(0);

@@ -89,7 +89,8 @@ void ZygoteMain(int fd, WorkerEntry entry) {
       if (n <= 0) break;  // the node is gone
       SpawnRequest req;
       try {
-        msgpack::object_handle oh = internal::UnpackUntrusted(buf.data(), size_t(n), internal::kControlUnpackLimits);
+        msgpack::object_handle oh =
+            internal::UnpackUntrusted(buf.data(), size_t(n), internal::kControlUnpackLimits);
         oh.get().convert(req);
       } catch (const std::exception& e) {
         SendEvent(fd, Event{kSpawned, 0, -1, std::string("bad spawn request: ") + e.what()});
@@ -117,7 +118,8 @@ void ZygoteMain(int fd, WorkerEntry entry) {
 
 ZygoteClient::~ZygoteClient() { Stop(); }
 
-Status ZygoteClient::Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+Status ZygoteClient::Start(const std::vector<std::string>& argv,
+                           const std::map<std::string, std::string>& env) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return Status::Internal(std::string("socketpair: ") + std::strerror(errno));
@@ -188,7 +190,8 @@ bool ZygoteClient::OnReadable(const std::function<void(uint64_t, int)>& spawned,
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     Event e;
     try {
-      msgpack::object_handle oh = internal::UnpackUntrusted(buf, size_t(n), internal::kControlUnpackLimits);
+      msgpack::object_handle oh =
+          internal::UnpackUntrusted(buf, size_t(n), internal::kControlUnpackLimits);
       oh.get().convert(e);
     } catch (const std::exception&) {
       continue;

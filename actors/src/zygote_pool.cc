@@ -37,7 +37,8 @@ ZygotePool::~ZygotePool() {
 }
 
 Result<ZygotePool::Entry*> ZygotePool::Current(const std::vector<std::string>& argv) {
-  if (argv.empty()) return Status::InvalidArgument("the request names no executable for its workers");
+  if (argv.empty())
+    return Status::InvalidArgument("the request names no executable for its workers");
   if (epoll_fd_ < 0) return Status::Internal(std::string("epoll_create1: ") + std::strerror(errno));
   const std::string& path = argv[0];
   Result<ExecutableIdentity> identity = IdentityOf(path);
@@ -46,8 +47,8 @@ Result<ZygotePool::Entry*> ZygotePool::Current(const std::vector<std::string>& a
     Entry* e = entries_.at(it->second).get();
     // A file that went away leaves the zygote as the only copy of the code: keep using it.
     if (!identity.ok() || identity.value() == e->identity) return e;
-    LOG_INFO("node: " + path + " changed since its worker zygote (pid " + std::to_string(e->client->pid()) +
-             ") started; new workers come from a new one");
+    LOG_INFO("node: " + path + " changed since its worker zygote (pid " +
+             std::to_string(e->client->pid()) + ") started; new workers come from a new one");
     e->retired = true;
     current_.erase(it);
     DropIfDone(e);
@@ -64,7 +65,8 @@ Result<ZygotePool::Entry*> ZygotePool::Current(const std::vector<std::string>& a
   entry->id = next_id_++;
   entry->path = path;
   // What the zygote really runs, should the file have changed since the stat above.
-  Result<ExecutableIdentity> running = IdentityOf("/proc/" + std::to_string(client->pid()) + "/exe");
+  Result<ExecutableIdentity> running =
+      IdentityOf("/proc/" + std::to_string(client->pid()) + "/exe");
   entry->identity = running.ok() ? running.value() : identity.value();
   entry->client = std::move(client);
   Entry* raw = entry.get();
@@ -151,7 +153,8 @@ void ZygotePool::Died(Entry* e) {
   std::string how = e->client->Stop();
   std::string cause = "the worker zygote (pid " + std::to_string(pid) + ") for " + e->path + " " +
                       (how.empty() ? "is gone" : how);
-  LOG_WARN("node: " + cause + "; its workers die with it, and the next one needed starts a new zygote");
+  LOG_WARN("node: " + cause +
+           "; its workers die with it, and the next one needed starts a new zygote");
   std::set<uint64_t> unanswered = e->client->unanswered();
   std::set<int> children = e->client->children();
   Remove(e);

@@ -94,7 +94,7 @@ class ZygotePool {
   ZygoteEvents events_;
   int epoll_fd_ = -1;
   uint64_t next_id_ = 1;
-  std::map<std::string, uint64_t> current_;          // by path
+  std::map<std::string, uint64_t> current_;             // by path
   std::map<uint64_t, std::unique_ptr<Entry>> entries_;  // current and retired, by id
 };
 

@@ -27,7 +27,8 @@ sigset_t BlockStopSignals() {
 }
 }  // namespace
 
-Result<std::string> UseDaemonCredentials(const CredentialFlags& flags, const std::string& head_address) {
+Result<std::string> UseDaemonCredentials(const CredentialFlags& flags,
+                                         const std::string& head_address) {
   std::string file = flags.token_file;
   bool insecure = flags.insecure;
   if (file.empty() && !insecure) {
@@ -39,9 +40,11 @@ Result<std::string> UseDaemonCredentials(const CredentialFlags& flags, const std
     insecure = env && (std::string(env) == "1" || std::string(env) == "true");
   }
   if (flags.insecure && !flags.token_file.empty()) {
-    return Status::InvalidArgument("--insecure and --token-file contradict each other: an insecure daemon uses no token");
+    return Status::InvalidArgument(
+        "--insecure and --token-file contradict each other: an insecure daemon uses no token");
   }
-  if (insecure) LOG_WARN("running with --insecure: anyone who can reach this process's ports can control it");
+  if (insecure)
+    LOG_WARN("running with --insecure: anyone who can reach this process's ports can control it");
   return security::UseCredentials(insecure, file, head_address);
 }
 
@@ -91,7 +94,8 @@ int RunNode(const NodeFlags& flags) {
   log::SetLevel("info");
   log::SetProcessTag("node");
   runtime::NodeOptions no;
-  no.head_address = flags.address.find("://") == std::string::npos ? "tcp://" + flags.address : flags.address;
+  no.head_address =
+      flags.address.find("://") == std::string::npos ? "tcp://" + flags.address : flags.address;
   auto used = UseDaemonCredentials(flags.credentials, no.head_address);
   if (!used.ok()) {
     std::fprintf(stderr, "orrery node: %s\n", used.status().message().c_str());
@@ -100,9 +104,10 @@ int RunNode(const NodeFlags& flags) {
   // A wrong token fails the node at once, saying so, instead of a node that never joins.
   if (Status probe = security::ProbeHandshake(no.head_address, 5000);
       probe.code() == StatusCode::kPermissionDenied) {
-    std::fprintf(stderr, "orrery node: %s (%s)\n",
-                 security::AuthFailedMessage(no.head_address, security::ProcessCredentials()).c_str(),
-                 probe.message().c_str());
+    std::fprintf(
+        stderr, "orrery node: %s (%s)\n",
+        security::AuthFailedMessage(no.head_address, security::ProcessCredentials()).c_str(),
+        probe.message().c_str());
     return 1;
   }
   if (used.value().empty()) {
@@ -114,7 +119,8 @@ int RunNode(const NodeFlags& flags) {
   no.heartbeat_period_s = flags.heartbeat_s;
   no.memory_usage_threshold = flags.memory_usage_threshold;
   no.memory_monitor_refresh_ms = flags.memory_monitor_refresh_ms;
-  int cpus = flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
+  int cpus =
+      flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
   no.resources["CPU"] = cpus;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   double memory = flags.memory >= 0 ? flags.memory : double(pages) * double(page);

@@ -42,7 +42,8 @@ struct NodeFlags {
 // Sets this process's credentials from `flags` (the head's address lets a node on the head's
 // host find the session's token); returns the token file used, "" when insecure. Prints
 // the reason and returns an error when there is no usable token.
-Result<std::string> UseDaemonCredentials(const CredentialFlags& flags, const std::string& head_address);
+Result<std::string> UseDaemonCredentials(const CredentialFlags& flags,
+                                         const std::string& head_address);
 
 int RunHead(const HeadFlags& flags);
 int RunNode(const NodeFlags& flags);

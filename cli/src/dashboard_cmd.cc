@@ -6,8 +6,8 @@
 
 #include <cctype>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -108,8 +108,10 @@ int RunDashboard(DashboardFlags flags) {
     if (token_file.empty()) token_file = SessionTokenFile(flags.redis_address);
     if (token_file.empty()) {
       std::cerr << "orrery dashboard: --host " << flags.host
-                << " serves other hosts, so the dashboard requires the cluster token, and none was found: pass "
-                   "--token-file F (or set ORRERY_TOKEN_FILE; `orrery start --head` writes <session dir>/token), "
+                << " serves other hosts, so the dashboard requires the cluster token, and none was "
+                   "found: pass "
+                   "--token-file F (or set ORRERY_TOKEN_FILE; `orrery start --head` writes "
+                   "<session dir>/token), "
                    "bind --host 127.0.0.1, or add --insecure to serve it without authentication\n";
       return 1;
     }
@@ -122,7 +124,8 @@ int RunDashboard(DashboardFlags flags) {
   }
   if (flags.insecure && !loopback) {
     std::cerr << "orrery dashboard: WARNING: --insecure with --host " << flags.host
-              << ": the dashboard is served WITHOUT authentication; anyone who can reach this port can read "
+              << ": the dashboard is served WITHOUT authentication; anyone who can reach this port "
+                 "can read "
                  "the whole cluster's state\n";
   }
   dashboard::Dashboard d(options);
@@ -141,8 +144,8 @@ int RunDashboard(DashboardFlags flags) {
     }
   } else if (!options.token.empty()) {
     std::cout << "  Log in once with this URL: " << open_url << "\n"
-              << "  (or with the cluster token " << token_file << "; scripts send 'Authorization: Bearer <token>')"
-              << std::endl;
+              << "  (or with the cluster token " << token_file
+              << "; scripts send 'Authorization: Bearer <token>')" << std::endl;
   }
   int sig = 0;
   sigwait(&set, &sig);
@@ -155,8 +158,9 @@ Result<std::string> StartDashboardDaemon(Session& session, const std::string& re
   std::string log = session.dir + "/logs/dashboard.log";
   std::string url_file = session.dir + "/dashboard_url";
   unlink(url_file.c_str());
-  std::vector<std::string> argv{SelfExe(), "dashboard", "--redis-address", redis_address, "--host", host,
-                                "--port", std::to_string(port), "--url-file", url_file};
+  std::vector<std::string> argv{SelfExe(),    "dashboard", "--redis-address", redis_address,
+                                "--host",     host,        "--port",          std::to_string(port),
+                                "--url-file", url_file};
   if (session.values["insecure"] == "1") {
     argv.push_back("--insecure");
   } else {
@@ -174,7 +178,8 @@ Result<std::string> StartDashboardDaemon(Session& session, const std::string& re
   while (std::chrono::steady_clock::now() < deadline) {
     // Written whole (renamed into place), so any content is the complete URL.
     std::string written = ReadFile(url_file);
-    while (!written.empty() && std::isspace(static_cast<unsigned char>(written.back()))) written.pop_back();
+    while (!written.empty() && std::isspace(static_cast<unsigned char>(written.back())))
+      written.pop_back();
     if (!written.empty()) {
       unlink(url_file.c_str());  // printed once; the ticket is not kept around
       session.pids.push_back(pid.value());

@@ -9,7 +9,7 @@
 namespace orrery::cli {
 
 struct DashboardFlags {
-  std::string redis_address;  // "" -> this host's latest head session's Redis
+  std::string redis_address;        // "" -> this host's latest head session's Redis
   std::string redis_password_file;  // "" -> RedisPasswordFor's defaults
   std::string host = "127.0.0.1";
   int port = 8265;

@@ -20,7 +20,8 @@ std::string Used(const Resources& total, const Resources& available) {
     double used = t - (it == available.end() ? 0 : it->second);
     char buf[128];
     if (name == "memory") {
-      std::snprintf(buf, sizeof(buf), "%s %.1f/%.1f GiB", name.c_str(), used / (1 << 30), t / (1 << 30));
+      std::snprintf(buf, sizeof(buf), "%s %.1f/%.1f GiB", name.c_str(), used / (1 << 30),
+                    t / (1 << 30));
     } else {
       std::snprintf(buf, sizeof(buf), "%s %g/%g", name.c_str(), used, t);
     }
@@ -46,7 +47,8 @@ std::string Accelerators(const Labels& labels) {
   if (!slice.empty()) out += ", slice " + slice + " worker " + get("orrery.io/tpu-worker-id");
   if (auto gen = tpu::ParseAcceleratorType(type); gen.ok()) {
     char hbm[64];
-    std::snprintf(hbm, sizeof(hbm), ", %.0f GiB HBM/chip", double(tpu::HbmBytesPerChip(gen.value())) / (1ll << 30));
+    std::snprintf(hbm, sizeof(hbm), ", %.0f GiB HBM/chip",
+                  double(tpu::HbmBytesPerChip(gen.value())) / (1ll << 30));
     out += hbm;
   }
   return out;
@@ -60,8 +62,8 @@ std::string MemoryLine(const nlohmann::json& n) {
   if (total <= 0) {
     std::snprintf(buf, sizeof(buf), "memory in use unknown, threshold %g", threshold);
   } else {
-    std::snprintf(buf, sizeof(buf), "memory in use %.2f/%.2f GiB (%.1f%%), threshold %g", used / (1 << 30),
-                  total / (1 << 30), 100 * used / total, threshold);
+    std::snprintf(buf, sizeof(buf), "memory in use %.2f/%.2f GiB (%.1f%%), threshold %g",
+                  used / (1 << 30), total / (1 << 30), 100 * used / total, threshold);
   }
   return buf;
 }
@@ -69,9 +71,14 @@ std::string MemoryLine(const nlohmann::json& n) {
 nlohmann::json NodesJson() {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& n : Nodes()) {
-    out.push_back({{"node_id", n.node_id.Hex()}, {"address", n.address}, {"alive", n.alive},
-                   {"total", n.total}, {"available", n.available}, {"labels", n.labels},
-                   {"memory_used_bytes", n.memory_used_bytes}, {"memory_total_bytes", n.memory_total_bytes},
+    out.push_back({{"node_id", n.node_id.Hex()},
+                   {"address", n.address},
+                   {"alive", n.alive},
+                   {"total", n.total},
+                   {"available", n.available},
+                   {"labels", n.labels},
+                   {"memory_used_bytes", n.memory_used_bytes},
+                   {"memory_total_bytes", n.memory_total_bytes},
                    {"memory_usage_threshold", n.memory_usage_threshold}});
   }
   return out;
@@ -95,8 +102,9 @@ nlohmann::json Table(const std::string& redis, const std::string& password,
 
 bool Connect(const InspectFlags& flags) {
   if (flags.address.empty()) {
-    std::cerr << "orrery: no cluster found on this host; pass --address HOST:PORT (or start one with "
-                 "`orrery start --head`)\n";
+    std::cerr
+        << "orrery: no cluster found on this host; pass --address HOST:PORT (or start one with "
+           "`orrery start --head`)\n";
     return false;
   }
   Config c;
@@ -116,15 +124,20 @@ int Status(const InspectFlags& flags) {
   nlohmann::json pgs = Table(flags.redis_address, flags.redis_password, "placement_groups");
   nlohmann::json pending = Table(flags.redis_address, flags.redis_password, "pending");
   if (flags.json) {
-    std::cout << nlohmann::json{{"nodes", nodes}, {"actors", actors}, {"placement_groups", pgs}, {"pending", pending}}.dump(2)
+    std::cout << nlohmann::json{{"nodes", nodes},
+                                {"actors", actors},
+                                {"placement_groups", pgs},
+                                {"pending", pending}}
+                     .dump(2)
               << "\n";
     Shutdown();
     return 0;
   }
   std::cout << "Cluster at " << flags.address << "\n\nNodes\n";
   for (const auto& n : nodes) {
-    std::cout << "  " << n["node_id"].get<std::string>().substr(0, 12) << "  " << (n["alive"].get<bool>() ? "ALIVE" : "DEAD ")
-              << "  " << n["address"].get<std::string>() << "  "
+    std::cout << "  " << n["node_id"].get<std::string>().substr(0, 12) << "  "
+              << (n["alive"].get<bool>() ? "ALIVE" : "DEAD ") << "  "
+              << n["address"].get<std::string>() << "  "
               << Used(n["total"].get<Resources>(), n["available"].get<Resources>()) << "\n";
     if (n["alive"].get<bool>()) std::cout << "      " << MemoryLine(n) << "\n";
     std::string accel = Accelerators(n["labels"].get<Labels>());
@@ -138,12 +151,14 @@ int Status(const InspectFlags& flags) {
   std::cout << "\nPending demands\n";
   if (pending.empty()) std::cout << "  (none)\n";
   for (const auto& p : pending) {
-    std::cout << "  " << p.value("kind", "") << " " << p.value("demand", "") << ": " << p.value("reason", "") << "\n";
+    std::cout << "  " << p.value("kind", "") << " " << p.value("demand", "") << ": "
+              << p.value("reason", "") << "\n";
   }
   std::cout << "\nPlacement groups\n";
   if (pgs.empty()) std::cout << "  (none)\n";
   for (const auto& p : pgs) {
-    std::cout << "  " << p.value("name", "") << " " << p.value("state", "") << " " << p.value("strategy", "");
+    std::cout << "  " << p.value("name", "") << " " << p.value("state", "") << " "
+              << p.value("strategy", "");
     if (!p.value("reason", "").empty()) std::cout << "  (" << p.value("reason", "") << ")";
     std::cout << "\n";
   }
@@ -153,9 +168,13 @@ int Status(const InspectFlags& flags) {
 
 int List(const std::string& what, const InspectFlags& flags) {
   static const std::map<std::string, std::string> kTables = {
-      {"actors", "actors"}, {"placement-groups", "placement_groups"}, {"jobs", "jobs"}, {"runs", "train_runs"}};
+      {"actors", "actors"},
+      {"placement-groups", "placement_groups"},
+      {"jobs", "jobs"},
+      {"runs", "train_runs"}};
   if (what != "nodes" && !kTables.count(what)) {
-    std::cerr << "orrery list: unknown table '" << what << "' (nodes, actors, placement-groups, jobs, runs)\n";
+    std::cerr << "orrery list: unknown table '" << what
+              << "' (nodes, actors, placement-groups, jobs, runs)\n";
     return 2;
   }
   if (!Connect(flags)) return 1;
@@ -167,15 +186,17 @@ int List(const std::string& what, const InspectFlags& flags) {
   } else {
     for (const auto& r : rows) {
       if (what == "nodes") {
-        std::cout << r["node_id"].get<std::string>() << "  " << (r["alive"].get<bool>() ? "ALIVE" : "DEAD") << "  "
-                  << r["address"].get<std::string>() << "  " << Used(r["total"].get<Resources>(), r["available"].get<Resources>())
-                  << "\n";
+        std::cout << r["node_id"].get<std::string>() << "  "
+                  << (r["alive"].get<bool>() ? "ALIVE" : "DEAD") << "  "
+                  << r["address"].get<std::string>() << "  "
+                  << Used(r["total"].get<Resources>(), r["available"].get<Resources>()) << "\n";
       } else if (what == "actors") {
-        std::cout << r.value("actor_id", "") << "  " << r.value("state", "") << "  " << r.value("class", "") << "  "
-                  << r.value("name", "") << "  " << r.value("death_cause", "") << "\n";
+        std::cout << r.value("actor_id", "") << "  " << r.value("state", "") << "  "
+                  << r.value("class", "") << "  " << r.value("name", "") << "  "
+                  << r.value("death_cause", "") << "\n";
       } else if (what == "runs") {
-        std::cout << r.value("id", "") << "  " << r.value("name", "") << "  " << r.value("status", "") << "  "
-                  << r.value("iterations", 0.0) << " iterations  "
+        std::cout << r.value("id", "") << "  " << r.value("name", "") << "  "
+                  << r.value("status", "") << "  " << r.value("iterations", 0.0) << " iterations  "
                   << r.value("latest_metrics", nlohmann::json::object()).dump();
         if (!r.value("error", "").empty()) std::cout << "  " << r.value("error", "");
         std::cout << "\n";

@@ -7,8 +7,8 @@
 namespace orrery::cli {
 
 struct InspectFlags {
-  std::string address;        // head host:port
-  std::string redis_address;  // host:port
+  std::string address;              // head host:port
+  std::string redis_address;        // host:port
   std::string redis_password_file;  // as given (--redis-password-file)
   std::string redis_password;       // what the CLI found (RedisPasswordFor); "" for none
   bool json = false;

@@ -34,11 +34,13 @@ struct ResourceFlags {
   double memory = -1;
   std::string resources_json;
   std::string labels;
-  std::string memory_usage_threshold;     // as typed; validated by Parsed()
+  std::string memory_usage_threshold;  // as typed; validated by Parsed()
   std::string memory_monitor_refresh_ms;
   void Add(CLI::App* app) {
-    app->add_option("--num-cpus", num_cpus, "CPUs this node offers (default: all cores)")->check(CLI::NonNegativeNumber);
-    app->add_option("--memory", memory, "memory this node offers, in bytes")->check(CLI::NonNegativeNumber);
+    app->add_option("--num-cpus", num_cpus, "CPUs this node offers (default: all cores)")
+        ->check(CLI::NonNegativeNumber);
+    app->add_option("--memory", memory, "memory this node offers, in bytes")
+        ->check(CLI::NonNegativeNumber);
     app->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"GPU\": 2}'");
     app->add_option("--labels", labels, "node labels: k=v,k2=v2");
     app->add_option("--memory-usage-threshold", memory_usage_threshold,
@@ -54,9 +56,11 @@ struct ResourceFlags {
     if (!resources_json.empty()) args.push_back("--orrery-resources=" + resources_json);
     if (!labels.empty()) args.push_back("--orrery-labels=" + labels);
     // The memory monitor's settings: the flag, else the environment (as a driver's Config).
-    std::map<std::string, std::string> typed = {{"--orrery-resources", "--resources"}, {"--orrery-labels", "--labels"}};
-    for (auto [name, value] : {std::pair{std::string("memory-usage-threshold"), memory_usage_threshold},
-                               std::pair{std::string("memory-monitor-refresh-ms"), memory_monitor_refresh_ms}}) {
+    std::map<std::string, std::string> typed = {{"--orrery-resources", "--resources"},
+                                                {"--orrery-labels", "--labels"}};
+    for (auto [name, value] :
+         {std::pair{std::string("memory-usage-threshold"), memory_usage_threshold},
+          std::pair{std::string("memory-monitor-refresh-ms"), memory_monitor_refresh_ms}}) {
       std::string from = "--" + name;
       if (value.empty()) {
         std::string env = "ORRERY_";
@@ -94,7 +98,8 @@ struct ResourceFlags {
     if (memory >= 0) argv.insert(argv.end(), {"--memory", std::to_string((long long)memory)});
     if (!resources_json.empty()) argv.insert(argv.end(), {"--resources", resources_json});
     if (!labels.empty()) argv.insert(argv.end(), {"--labels", labels});
-    if (!memory_usage_threshold.empty()) argv.insert(argv.end(), {"--memory-usage-threshold", memory_usage_threshold});
+    if (!memory_usage_threshold.empty())
+      argv.insert(argv.end(), {"--memory-usage-threshold", memory_usage_threshold});
     if (!memory_monitor_refresh_ms.empty()) {
       argv.insert(argv.end(), {"--memory-monitor-refresh-ms", memory_monitor_refresh_ms});
     }
@@ -121,7 +126,8 @@ void StopPids(const std::vector<int>& pids) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (int pid : pids) {
     while (oc::Alive(pid) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // waiting for exit with a deadline
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(20));  // waiting for exit with a deadline
     }
     if (oc::Alive(pid)) kill(pid, SIGKILL);
   }
@@ -145,15 +151,18 @@ std::vector<std::string> CredentialArgs(const oc::Session& s) {
 
 // Adds --token-file/--insecure to a daemon or inspection subcommand.
 void AddCredentialFlags(CLI::App* app, oc::CredentialFlags* flags) {
-  app->add_option("--token-file", flags->token_file,
-                  "the cluster token (default $ORRERY_TOKEN_FILE, else this host's session of that head)");
-  app->add_flag("--insecure", flags->insecure, "no authentication or encryption (a cluster started with --insecure)");
+  app->add_option(
+      "--token-file", flags->token_file,
+      "the cluster token (default $ORRERY_TOKEN_FILE, else this host's session of that head)");
+  app->add_flag("--insecure", flags->insecure,
+                "no authentication or encryption (a cluster started with --insecure)");
 }
 
 // The session's token (docs/security.md): the one given (--token-file, $ORRERY_TOKEN_FILE),
 // else for a head a new random one, else the one of this host's session of that head;
 // written to <session dir>/token with mode 0600.
-orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flags, const std::string& join_address,
+orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flags,
+                                 const std::string& join_address,
                                  const std::string& restarted_head = "") {
   if (flags.insecure) {
     s.values["insecure"] = "1";
@@ -164,7 +173,8 @@ orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flag
     const char* env = std::getenv("ORRERY_TOKEN_FILE");
     if (env && *env) file = env;
   }
-  if (file.empty() && !join_address.empty()) file = orrery::security::FindSessionTokenFile(join_address);
+  if (file.empty() && !join_address.empty())
+    file = orrery::security::FindSessionTokenFile(join_address);
   if (file.empty() && join_address.empty() && !restarted_head.empty()) {
     // A head started again where it ran: this host's node of that head still runs and holds
     // the old token, so the cluster keeps it.
@@ -183,9 +193,10 @@ orrery::Status WriteSessionToken(oc::Session& s, const oc::CredentialFlags& flag
   } else if (join_address.empty()) {
     token = orrery::security::NewToken();
   } else {
-    return orrery::Status::PermissionDenied("no cluster token for " + join_address +
-                                            ": copy the head's <session dir>/token to this host (mode 0600) and pass "
-                                            "--token-file F (or set ORRERY_TOKEN_FILE)");
+    return orrery::Status::PermissionDenied(
+        "no cluster token for " + join_address +
+        ": copy the head's <session dir>/token to this host (mode 0600) and pass "
+        "--token-file F (or set ORRERY_TOKEN_FILE)");
   }
   return orrery::security::WriteSecretFile(s.dir + "/token", token);
 }
@@ -229,8 +240,8 @@ orrery::Result<int> StartSessionRedis(oc::Session& s, int port, const std::strin
   return oc::SpawnDaemon({"redis-server", conf}, s.dir + "/logs/redis.log");
 }
 
-
-int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf, const std::string& bind) {
+int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf,
+              const std::string& bind) {
   std::string log = s.dir + "/logs/node.log";
   std::vector<std::string> argv{oc::SelfExe(), "node", "--address", head, "--bind", bind};
   for (auto& a : CredentialArgs(s)) argv.push_back(a);
@@ -240,7 +251,8 @@ int StartNode(oc::Session& s, const std::string& head, const ResourceFlags& rf, 
   s.pids.push_back(pid.value());
   s.values["node_pid"] = std::to_string(pid.value());
   s.Save();
-  if (!WaitForLog(log, " up at ", pid.value(), 15000)) return Fail("the node did not start; see " + log, &s);
+  if (!WaitForLog(log, " up at ", pid.value(), 15000))
+    return Fail("the node did not start; see " + log, &s);
   return 0;
 }
 
@@ -272,14 +284,18 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   // orrery start
-  auto* start = app.add_subcommand("start", "start a head (--head) or a node joining one (--address)");
+  auto* start =
+      app.add_subcommand("start", "start a head (--head) or a node joining one (--address)");
   bool head_mode = false, block = false;
   int port = 6380;
   std::string redis_address, join_address, bind = "127.0.0.1";
   ResourceFlags rf;
-  start->add_flag("--head", head_mode, "start Redis (unless --redis-address), a head and a node here");
-  start->add_option("--port", port, "the head's port (0: any free port)")->check(CLI::Range(0, 65535));
-  start->add_option("--redis-address", redis_address, "use this Redis (host:port) instead of starting one");
+  start->add_flag("--head", head_mode,
+                  "start Redis (unless --redis-address), a head and a node here");
+  start->add_option("--port", port, "the head's port (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  start->add_option("--redis-address", redis_address,
+                    "use this Redis (host:port) instead of starting one");
   std::string start_redis_password_file;
   start->add_option(
       "--redis-password-file", start_redis_password_file,
@@ -291,48 +307,61 @@ int main(int argc, char** argv) {
   bool no_dashboard = false;
   int dashboard_port = 8265;
   start->add_flag("--no-dashboard", no_dashboard, "with --head: do not start the dashboard");
-  start->add_option("--dashboard-port", dashboard_port, "with --head: the dashboard's port (default 8265; 0: any free port)")
+  start
+      ->add_option("--dashboard-port", dashboard_port,
+                   "with --head: the dashboard's port (default 8265; 0: any free port)")
       ->check(CLI::Range(0, 65535));
   std::string dashboard_host = "127.0.0.1";
-  start->add_option("--dashboard-host", dashboard_host,
-                    "with --head: the address the dashboard binds (default 127.0.0.1; any other requires the "
-                    "cluster token to log in)");
+  start->add_option(
+      "--dashboard-host", dashboard_host,
+      "with --head: the address the dashboard binds (default 127.0.0.1; any other requires the "
+      "cluster token to log in)");
   rf.Add(start);
   oc::CredentialFlags start_credentials;
   bool insecure_allow_remote = false;
   start->add_option("--token-file", start_credentials.token_file,
-                    "the cluster token: with --head, use this one instead of a new random one; with --address, the "
+                    "the cluster token: with --head, use this one instead of a new random one; "
+                    "with --address, the "
                     "head's (default $ORRERY_TOKEN_FILE, else this host's session of that head)");
-  start->add_flag("--insecure", start_credentials.insecure,
-                  "no authentication or encryption: anyone who reaches the ports controls the cluster");
+  start->add_flag(
+      "--insecure", start_credentials.insecure,
+      "no authentication or encryption: anyone who reaches the ports controls the cluster");
   start->add_flag("--insecure-allow-remote", insecure_allow_remote,
                   "allow --insecure together with a --bind address other than loopback");
 
   // orrery dashboard
   oc::DashboardFlags df;
-  auto* dash = app.add_subcommand("dashboard", "serve the web dashboard of a cluster (reads its Redis) until Ctrl-C");
-  dash->add_option("--redis-address", df.redis_address, "the cluster's Redis (host:port); default: this host's latest session");
+  auto* dash = app.add_subcommand(
+      "dashboard", "serve the web dashboard of a cluster (reads its Redis) until Ctrl-C");
+  dash->add_option("--redis-address", df.redis_address,
+                   "the cluster's Redis (host:port); default: this host's latest session");
   dash->add_option(
       "--redis-password-file", df.redis_password_file,
       "its password (default $ORRERY_REDIS_PASSWORD_FILE, else this host's session of that Redis)");
   dash->add_option("--host", df.host, "address to bind (default 127.0.0.1)");
-  dash->add_option("--port", df.port, "port to serve on (default 8265; 0: any free port)")->check(CLI::Range(0, 65535));
+  dash->add_option("--port", df.port, "port to serve on (default 8265; 0: any free port)")
+      ->check(CLI::Range(0, 65535));
   dash->add_option("--token-file", df.token_file,
-                   "the cluster token, required with a --host other than loopback (default $ORRERY_TOKEN_FILE, else "
+                   "the cluster token, required with a --host other than loopback (default "
+                   "$ORRERY_TOKEN_FILE, else "
                    "the token of this host's session of that Redis)");
-  dash->add_flag("--insecure", df.insecure, "serve a --host other than loopback without authentication");
-  dash->add_option("--url-file", df.url_file, "write the URL to open to this file (0600) instead of printing it")
+  dash->add_flag("--insecure", df.insecure,
+                 "serve a --host other than loopback without authentication");
+  dash->add_option("--url-file", df.url_file,
+                   "write the URL to open to this file (0600) instead of printing it")
       ->group("");
 
   // orrery stop / status / list
   auto* stop = app.add_subcommand("stop", "stop what `orrery start` started on this host");
   oc::InspectFlags inspect;
-  auto* status = app.add_subcommand("status", "nodes with used/total resources, actors, placement groups");
+  auto* status =
+      app.add_subcommand("status", "nodes with used/total resources, actors, placement groups");
   auto* list = app.add_subcommand("list", "list nodes|actors|placement-groups|jobs|runs");
   std::string what;
   list->add_option("what", what, "nodes, actors, placement-groups, jobs or runs")->required();
   for (auto* sub : {status, list}) {
-    sub->add_option("--address", inspect.address, "the head (host:port); default: this host's latest session");
+    sub->add_option("--address", inspect.address,
+                    "the head (host:port); default: this host's latest session");
     sub->add_option("--redis-address", inspect.redis_address, "the cluster's Redis (host:port)");
     sub->add_option("--redis-password-file", inspect.redis_password_file,
                     "its password (default $ORRERY_REDIS_PASSWORD_FILE, else this host's session "
@@ -351,7 +380,8 @@ int main(int argc, char** argv) {
   head->add_option("--redis-password-file", hf.redis_password_file,
                    "default $ORRERY_REDIS_PASSWORD_FILE");
   head->add_option("--health-check-period-s", hf.health_period_s)->check(CLI::PositiveNumber);
-  head->add_option("--health-check-failure-threshold", hf.health_threshold)->check(CLI::PositiveNumber);
+  head->add_option("--health-check-failure-threshold", hf.health_threshold)
+      ->check(CLI::PositiveNumber);
   AddCredentialFlags(head, &hf.credentials);
   oc::NodeFlags nf;
   ResourceFlags nrf;
@@ -383,16 +413,19 @@ int main(int argc, char** argv) {
         std::cerr << "orrery start: give exactly one of --head and --address HOST:PORT\n";
         return 2;
       }
-      if (start_credentials.insecure && !orrery::dashboard::IsLoopbackHost(bind) && !insecure_allow_remote) {
+      if (start_credentials.insecure && !orrery::dashboard::IsLoopbackHost(bind) &&
+          !insecure_allow_remote) {
         std::cerr << "orrery start: --insecure with --bind " << bind
-                  << " would let anyone who reaches this host run code on it; add --insecure-allow-remote if that is "
+                  << " would let anyone who reaches this host run code on it; add "
+                     "--insecure-allow-remote if that is "
                      "really meant (docs/security.md)\n";
         return 2;
       }
-      if (start_credentials.insecure && head_mode && !no_dashboard && !orrery::dashboard::IsLoopbackHost(dashboard_host) &&
-          !insecure_allow_remote) {
+      if (start_credentials.insecure && head_mode && !no_dashboard &&
+          !orrery::dashboard::IsLoopbackHost(dashboard_host) && !insecure_allow_remote) {
         std::cerr << "orrery start: --insecure with --dashboard-host " << dashboard_host
-                  << " would show this cluster to anyone who reaches this host; add --insecure-allow-remote if that "
+                  << " would show this cluster to anyone who reaches this host; add "
+                     "--insecure-allow-remote if that "
                      "is really meant (docs/security.md)\n";
         return 2;
       }
@@ -401,13 +434,18 @@ int main(int argc, char** argv) {
         return 2;
       }
       if (start_credentials.insecure) {
-        std::cerr << "orrery start: WARNING: --insecure: no authentication or encryption; anyone who can reach "
+        std::cerr << "orrery start: WARNING: --insecure: no authentication or encryption; anyone "
+                     "who can reach "
                      "this cluster's ports can run code on its nodes\n";
       }
       // The address the head will have, when already known (a fixed --port).
-      std::string planned_head = head_mode && port != 0 ? (bind == "0.0.0.0" ? "127.0.0.1" : bind) + ":" + std::to_string(port) : "";
+      std::string planned_head = head_mode && port != 0 ? (bind == "0.0.0.0" ? "127.0.0.1" : bind) +
+                                                              ":" + std::to_string(port)
+                                                        : "";
       oc::Session s = oc::NewSession();
-      if (orrery::Status ts = WriteSessionToken(s, start_credentials, head_mode ? "" : join_address, planned_head); !ts.ok()) {
+      if (orrery::Status ts =
+              WriteSessionToken(s, start_credentials, head_mode ? "" : join_address, planned_head);
+          !ts.ok()) {
         return Fail(ts.message(), &s);
       }
       s.Save();
@@ -435,8 +473,9 @@ int main(int argc, char** argv) {
         }
         if (port == 0) port = oc::FreePort();
         std::string log = s.dir + "/logs/head.log";
-        std::vector<std::string> head_argv{oc::SelfExe(), "head", "--port", std::to_string(port), "--bind", bind,
-                                           "--redis-address", redis_address};
+        std::vector<std::string> head_argv{oc::SelfExe(),        "head",       "--port",
+                                           std::to_string(port), "--bind",     bind,
+                                           "--redis-address",    redis_address};
         for (auto& a : CredentialArgs(s)) head_argv.push_back(a);
         if (!s.values["redis_password_file"].empty()) {
           head_argv.insert(head_argv.end(),
@@ -446,7 +485,8 @@ int main(int argc, char** argv) {
         if (!pid.ok()) return Fail(pid.status().message(), &s);
         s.pids.push_back(pid.value());
         s.Save();
-        if (!WaitForLog(log, "head listening on", pid.value(), 15000)) return Fail("the head did not start; see " + log, &s);
+        if (!WaitForLog(log, "head listening on", pid.value(), 15000))
+          return Fail("the head did not start; see " + log, &s);
         head_address = (bind == "0.0.0.0" ? "127.0.0.1" : bind) + ":" + std::to_string(port);
         s.values["redis_address"] = redis_address;
       } else {
@@ -473,14 +513,18 @@ int main(int argc, char** argv) {
         }
       }
       if (head_mode) {
-        std::cout << "Orrery head started at " << head_address << " (Redis at " << redis_address << ").\n";
+        std::cout << "Orrery head started at " << head_address << " (Redis at " << redis_address
+                  << ").\n";
         if (!dashboard_url.empty()) std::cout << "  Dashboard:           " << dashboard_url << "\n";
         bool insecure = start_credentials.insecure;
         std::string token = s.dir + "/token";
         std::cout << "  Join another node:   orrery start --address " << head_address
-                  << (insecure ? " --insecure" : " --token-file <a copy of " + token + ", mode 0600>") << "\n"
+                  << (insecure ? " --insecure"
+                               : " --token-file <a copy of " + token + ", mode 0600>")
+                  << "\n"
                   << "  Connect a driver:    ORRERY_ADDRESS=" << head_address << " ./your_program"
-                  << (insecure ? "  (with ORRERY_INSECURE=1)" : "  (on another host also ORRERY_TOKEN_FILE=<copy of the token>)")
+                  << (insecure ? "  (with ORRERY_INSECURE=1)"
+                               : "  (on another host also ORRERY_TOKEN_FILE=<copy of the token>)")
                   << "\n";
         if (!insecure) std::cout << "  Cluster token:       " << token << " (keep it secret)\n";
         if (!s.values["redis_password_file"].empty()) {
@@ -510,7 +554,8 @@ int main(int argc, char** argv) {
       const char* env = std::getenv("ORRERY_ADDRESS");
       if (inspect.address.empty() && env && *env) inspect.address = env;
       if (inspect.address.empty() && latest.ok()) inspect.address = latest->values["head_address"];
-      if (inspect.redis_address.empty() && latest.ok() && latest->values["head_address"] == inspect.address) {
+      if (inspect.redis_address.empty() && latest.ok() &&
+          latest->values["head_address"] == inspect.address) {
         inspect.redis_address = latest->values["redis_address"];
       }
       if (inspect.redis_address.empty()) {
@@ -536,9 +581,15 @@ int main(int argc, char** argv) {
           return 2;
         }
         if (!inspect.address.empty()) {
-          std::string head = inspect.address.find("://") == std::string::npos ? "tcp://" + inspect.address : inspect.address;
-          if (orrery::Status p = orrery::security::ProbeHandshake(head, 2000); p.code() == orrery::StatusCode::kPermissionDenied) {
-            std::cerr << "orrery: " << orrery::security::AuthFailedMessage(head, orrery::security::ProcessCredentials()) << "\n";
+          std::string head = inspect.address.find("://") == std::string::npos
+                                 ? "tcp://" + inspect.address
+                                 : inspect.address;
+          if (orrery::Status p = orrery::security::ProbeHandshake(head, 2000);
+              p.code() == orrery::StatusCode::kPermissionDenied) {
+            std::cerr << "orrery: "
+                      << orrery::security::AuthFailedMessage(head,
+                                                             orrery::security::ProcessCredentials())
+                      << "\n";
             return 2;
           }
         }

@@ -52,8 +52,9 @@ static Result<Session> Load(const std::string& dir) {
 Session NewSession() {
   auto now = std::chrono::system_clock::now().time_since_epoch();
   Session s;
-  s.dir = SessionRoot() + "/session_" + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) +
-          "_" + std::to_string(getpid());
+  s.dir = SessionRoot() + "/session_" +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) + "_" +
+          std::to_string(getpid());
   fs::create_directories(s.dir + "/logs");
   std::error_code ec;
   fs::remove(SessionRoot() + "/session_latest", ec);

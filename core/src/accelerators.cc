@@ -48,14 +48,17 @@ std::vector<std::string> SplitList(const std::string& s) {
 }
 
 bool IsNumber(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
 }
 
 // nvidia-smi under the sysroot (a fake one in tests), or on PATH for the real host.
 std::vector<std::string> NvidiaSmiNames(const std::string& sysroot) {
   std::string bin;
   if (sysroot.empty() || sysroot == "/") {
-    for (const char* p : {"/usr/bin/nvidia-smi", "/usr/local/bin/nvidia-smi", "/usr/local/nvidia/bin/nvidia-smi"})
+    for (const char* p :
+         {"/usr/bin/nvidia-smi", "/usr/local/bin/nvidia-smi", "/usr/local/nvidia/bin/nvidia-smi"})
       if (access(p, X_OK) == 0) bin = p;
   } else if (access(Root(sysroot, "/usr/bin/nvidia-smi").c_str(), X_OK) == 0) {
     bin = Root(sysroot, "/usr/bin/nvidia-smi");
@@ -101,7 +104,8 @@ int CountTpuChips(const std::string& sysroot, std::vector<std::string>* notes) {
     }
     std::string vendor = ReadTrimmed(Root(sysroot, "/sys/class/accel/" + name + "/device/vendor"));
     if (!vendor.empty() && vendor != kGoogleVendor) {
-      if (notes) notes->push_back("/dev/" + name + " has vendor " + vendor + ", not Google's: not a TPU");
+      if (notes)
+        notes->push_back("/dev/" + name + " has vendor " + vendor + ", not Google's: not a TPU");
       continue;
     }
     ++chips;
@@ -112,27 +116,31 @@ int CountTpuChips(const std::string& sysroot, std::vector<std::string>* notes) {
     if (!IsNumber(group)) continue;
     bool google = false;
     std::error_code ec2;
-    for (const auto& d : fs::directory_iterator(Root(sysroot, "/sys/kernel/iommu_groups/" + group + "/devices"), ec2)) {
+    for (const auto& d : fs::directory_iterator(
+             Root(sysroot, "/sys/kernel/iommu_groups/" + group + "/devices"), ec2)) {
       if (ReadTrimmed((d.path() / "vendor").string()) == kGoogleVendor) google = true;
     }
     if (google) {
       ++chips;
     } else if (notes) {
-      notes->push_back("/dev/vfio/" + group + " is not a Google device (or its vendor is unreadable)");
+      notes->push_back("/dev/vfio/" + group +
+                       " is not a Google device (or its vendor is unreadable)");
     }
   }
   return chips;
 }
 
 std::string GpuModelName(const std::string& product) {
-  static const std::regex model(R"((H200|H100|H800|H20|A100|A800|A10G|A10|A30|A40|L40S|L40|L4|V100|T4|P100|B200|GH200|GB200))");
+  static const std::regex model(
+      R"((H200|H100|H800|H20|A100|A800|A10G|A10|A30|A40|L40S|L40|L4|V100|T4|P100|B200|GH200|GB200))");
   std::smatch m;
   if (std::regex_search(product, m, model)) return m.str(1);
   // Otherwise the last word that has a digit in it ("Tesla K80" -> "K80").
   std::stringstream ss(product);
   std::string word, best;
   while (ss >> word)
-    if (std::any_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    if (std::any_of(word.begin(), word.end(),
+                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
       if (best.empty()) best = word;
   return best;
 }
@@ -146,7 +154,8 @@ Result<Detected> Detect(const std::string& sysroot, const Env& env) {
   d.tpu.slice_name = env("TPU_NAME");
   std::string wid = env("TPU_WORKER_ID");
   if (!wid.empty()) {
-    if (!IsNumber(wid)) return Status::InvalidArgument("TPU_WORKER_ID must be a number, got '" + wid + "'");
+    if (!IsNumber(wid))
+      return Status::InvalidArgument("TPU_WORKER_ID must be a number, got '" + wid + "'");
     d.tpu.worker_id = std::atoi(wid.c_str());
   }
   d.tpu.worker_hostnames = SplitList(env("TPU_WORKER_HOSTNAMES"));
@@ -156,7 +165,8 @@ Result<Detected> Detect(const std::string& sysroot, const Env& env) {
   if (names.empty()) {
     std::error_code ec;
     std::vector<std::string> dirs;
-    for (const auto& e : fs::directory_iterator(Root(sysroot, "/proc/driver/nvidia/gpus"), ec)) dirs.push_back(e.path().string());
+    for (const auto& e : fs::directory_iterator(Root(sysroot, "/proc/driver/nvidia/gpus"), ec))
+      dirs.push_back(e.path().string());
     std::sort(dirs.begin(), dirs.end());
     for (const auto& dir : dirs) {
       std::ifstream in(dir + "/information");
@@ -180,7 +190,9 @@ Result<Detected> Detect(const std::string& sysroot, const Env& env) {
           continue;
         }
         int i = std::atoi(item.c_str());
-        if (i < int(names.size()) && std::find(d.gpu.ids.begin(), d.gpu.ids.end(), i) == d.gpu.ids.end()) d.gpu.ids.push_back(i);
+        if (i < int(names.size()) &&
+            std::find(d.gpu.ids.begin(), d.gpu.ids.end(), i) == d.gpu.ids.end())
+          d.gpu.ids.push_back(i);
       }
     }
     if (!d.gpu.ids.empty()) d.gpu.model = GpuModelName(names[d.gpu.ids[0]]);
@@ -197,7 +209,8 @@ Result<Detected> Detect(const std::string& sysroot, const Env& env) {
   std::string forced = env("ORRERY_DEVICE_TYPE");
   if (!forced.empty()) {
     if (forced != "tpu" && forced != "cuda" && forced != "xpu" && forced != "cpu") {
-      return Status::InvalidArgument("ORRERY_DEVICE_TYPE must be tpu, cuda, xpu or cpu, got '" + forced + "'");
+      return Status::InvalidArgument("ORRERY_DEVICE_TYPE must be tpu, cuda, xpu or cpu, got '" +
+                                     forced + "'");
     }
     d.device_type = forced;
   } else if (d.tpu.chips > 0) {
@@ -217,14 +230,16 @@ Result<Advertised> Advertise(const Detected& d) {
     for (int i = 0; i < d.tpu.chips; ++i) out.device_ids["TPU"].push_back(i);
     if (!d.tpu.pod_type.empty()) {
       auto pod = tpu::ParsePodType(d.tpu.pod_type);
-      if (!pod.ok()) return Status::InvalidArgument("TPU_ACCELERATOR_TYPE: " + pod.status().message());
+      if (!pod.ok())
+        return Status::InvalidArgument("TPU_ACCELERATOR_TYPE: " + pod.status().message());
       out.labels["orrery.io/accelerator-type"] = tpu::AcceleratorTypeName(pod->generation);
       out.labels["orrery.io/tpu-pod-type"] = pod->name;
       if (d.tpu.worker_id == 0) out.resources["TPU-" + pod->name + "-head"] = 1;
     }
     if (!d.tpu.topology.empty()) out.labels["orrery.io/tpu-topology"] = d.tpu.topology;
     if (!d.tpu.slice_name.empty()) out.labels["orrery.io/tpu-slice-name"] = d.tpu.slice_name;
-    if (d.tpu.worker_id >= 0) out.labels["orrery.io/tpu-worker-id"] = std::to_string(d.tpu.worker_id);
+    if (d.tpu.worker_id >= 0)
+      out.labels["orrery.io/tpu-worker-id"] = std::to_string(d.tpu.worker_id);
   } else if (d.device_type == "cuda" && !d.gpu.ids.empty()) {
     out.resources["GPU"] = double(d.gpu.ids.size());
     out.device_ids["GPU"] = d.gpu.ids;
@@ -237,7 +252,8 @@ Result<Advertised> Advertise(const Detected& d) {
   return out;
 }
 
-Status AddDetected(Resources* resources, Labels* labels, std::map<std::string, std::vector<int>>* device_ids) {
+Status AddDetected(Resources* resources, Labels* labels,
+                   std::map<std::string, std::vector<int>>* device_ids) {
   Env env = ProcessEnv();
   auto detected = Detect(env("ORRERY_SYSROOT"), env);
   if (!detected.ok()) return detected.status();

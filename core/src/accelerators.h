@@ -22,16 +22,16 @@ Env ProcessEnv();
 
 struct TpuHost {
   int chips = 0;
-  std::string pod_type;      // TPU_ACCELERATOR_TYPE, e.g. "v4-16"
-  std::string topology;      // TPU_TOPOLOGY, e.g. "2x2x2"
-  int worker_id = -1;        // TPU_WORKER_ID
-  std::string slice_name;    // TPU_NAME
+  std::string pod_type;                       // TPU_ACCELERATOR_TYPE, e.g. "v4-16"
+  std::string topology;                       // TPU_TOPOLOGY, e.g. "2x2x2"
+  int worker_id = -1;                         // TPU_WORKER_ID
+  std::string slice_name;                     // TPU_NAME
   std::vector<std::string> worker_hostnames;  // TPU_WORKER_HOSTNAMES
 };
 
 struct GpuHost {
-  std::vector<int> ids;      // visible device indices (after CUDA_VISIBLE_DEVICES)
-  std::string model;         // "H100", "A100", ... ("" when unknown)
+  std::vector<int> ids;  // visible device indices (after CUDA_VISIBLE_DEVICES)
+  std::string model;     // "H100", "A100", ... ("" when unknown)
 };
 
 struct Detected {
@@ -58,7 +58,8 @@ Result<Advertised> Advertise(const Detected& detected);
 
 // Detects this host (ORRERY_SYSROOT, the process environment) and merges what it finds
 // under `resources`/`labels`: explicit entries (flags, --resources) win.
-Status AddDetected(Resources* resources, Labels* labels, std::map<std::string, std::vector<int>>* device_ids);
+Status AddDetected(Resources* resources, Labels* labels,
+                   std::map<std::string, std::vector<int>>* device_ids);
 
 // Count of TPU chips: /dev/accel* files (not directories) whose vendor, when known, is
 // Google (0x1ae0); else numeric /dev/vfio groups whose devices are Google's.

@@ -16,14 +16,16 @@ const Config kDefaults{};
 double ParseDouble(const std::string& what, const std::string& text) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0') throw ConfigError(what + ": expected a number, got '" + text + "'");
+  if (text.empty() || *end != '\0')
+    throw ConfigError(what + ": expected a number, got '" + text + "'");
   return v;
 }
 
 int ParseInt(const std::string& what, const std::string& text) {
   char* end = nullptr;
   long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0') throw ConfigError(what + ": expected an integer, got '" + text + "'");
+  if (text.empty() || *end != '\0')
+    throw ConfigError(what + ": expected an integer, got '" + text + "'");
   return int(v);
 }
 
@@ -34,7 +36,8 @@ Resources ParseResources(const std::string& what, const std::string& text) {
   } catch (const std::exception& e) {
     throw ConfigError(what + ": not valid JSON (" + e.what() + "): " + text);
   }
-  if (!j.is_object()) throw ConfigError(what + ": expected a JSON object like {\"GPU\": 2}, got " + text);
+  if (!j.is_object())
+    throw ConfigError(what + ": expected a JSON object like {\"GPU\": 2}, got " + text);
   Resources out;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it.value().is_number()) {
@@ -50,7 +53,8 @@ Labels ParseLabels(const std::string& what, const std::string& text) {
   size_t start = 0;
   while (start <= text.size() && !text.empty()) {
     size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
       throw ConfigError(what + ": expected key=value[,key=value...], got '" + text + "'");
@@ -71,14 +75,16 @@ void CheckMemoryUsageThreshold(const std::string& what, double t) {
 }
 
 void CheckRefreshMs(const std::string& what, long long ms) {
-  if (ms < 0 || ms > 3600 * 1000) throw ConfigError(what + ": must be 0 (off) to 3600000 ms, got " + std::to_string(ms));
+  if (ms < 0 || ms > 3600 * 1000)
+    throw ConfigError(what + ": must be 0 (off) to 3600000 ms, got " + std::to_string(ms));
 }
 
 void CheckLogLevel(const std::string& what, const std::string& level) {
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
   for (const char* l : kLevels)
     if (level == l) return;
-  throw ConfigError(what + ": unknown log level '" + level + "' (trace, debug, info, warn, error, off)");
+  throw ConfigError(what + ": unknown log level '" + level +
+                    "' (trace, debug, info, warn, error, off)");
 }
 
 // "host:port" with a port in 1..65535 (a tcp:// prefix is accepted).
@@ -95,7 +101,8 @@ void CheckAddress(const std::string& what, const std::string& value) {
 }
 
 // Sets one field from a textual value, if the field is still at its default.
-void SetField(Config& c, const std::string& key, const std::string& value, const std::string& what) {
+void SetField(Config& c, const std::string& key, const std::string& value,
+              const std::string& what) {
   if (key == "address") {
     CheckAddress(what, value);
     if (c.address.empty()) c.address = value;
@@ -131,9 +138,11 @@ void SetField(Config& c, const std::string& key, const std::string& value, const
   } else if (key == "memory-monitor-refresh-ms") {
     char* end = nullptr;
     long long v = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0') throw ConfigError(what + ": expected an integer, got '" + value + "'");
+    if (value.empty() || *end != '\0')
+      throw ConfigError(what + ": expected an integer, got '" + value + "'");
     CheckRefreshMs(what, v);
-    if (c.memory_monitor_refresh_ms == kDefaults.memory_monitor_refresh_ms) c.memory_monitor_refresh_ms = int(v);
+    if (c.memory_monitor_refresh_ms == kDefaults.memory_monitor_refresh_ms)
+      c.memory_monitor_refresh_ms = int(v);
   } else if (key == "token-file") {
     if (value.empty()) throw ConfigError(what + ": expected a file name");
     if (c.token_file.empty()) c.token_file = value;
@@ -148,9 +157,20 @@ void SetField(Config& c, const std::string& key, const std::string& value, const
   }
 }
 
-const char* kKeys[] = {"address", "redis-address", "namespace", "num-cpus", "resources", "labels",
-                       "log-level", "infeasible-timeout-s", "session-dir", "node-ip",
-                       "memory-usage-threshold", "memory-monitor-refresh-ms", "token-file", "insecure"};
+const char* kKeys[] = {"address",
+                       "redis-address",
+                       "namespace",
+                       "num-cpus",
+                       "resources",
+                       "labels",
+                       "log-level",
+                       "infeasible-timeout-s",
+                       "session-dir",
+                       "node-ip",
+                       "memory-usage-threshold",
+                       "memory-monitor-refresh-ms",
+                       "token-file",
+                       "insecure"};
 
 std::string EnvName(const std::string& key) {
   std::string out = "ORRERY_";
@@ -164,12 +184,15 @@ void ValidateConfig(const Config& c) {
   if (!c.address.empty()) CheckAddress("Config::address", c.address);
   if (!c.redis_address.empty()) CheckAddress("Config::redis_address", c.redis_address);
   if (!c.log_level.empty()) CheckLogLevel("Config::log_level", c.log_level);
-  if (c.num_cpus < -1) throw ConfigError("Config::num_cpus must be >= 0 (or -1 for the core count)");
+  if (c.num_cpus < -1)
+    throw ConfigError("Config::num_cpus must be >= 0 (or -1 for the core count)");
   if (c.max_message_bytes <= 0) throw ConfigError("Config::max_message_bytes must be positive");
   CheckMemoryUsageThreshold("Config::memory_usage_threshold", c.memory_usage_threshold);
   CheckRefreshMs("Config::memory_monitor_refresh_ms", c.memory_monitor_refresh_ms);
   if (c.insecure && !c.token_file.empty()) {
-    throw ConfigError("Config::insecure and Config::token_file contradict each other: an insecure process uses no token");
+    throw ConfigError(
+        "Config::insecure and Config::token_file contradict each other: an insecure process uses "
+        "no token");
   }
 }
 

@@ -17,11 +17,11 @@ void SetProcessTag(const std::string& tag);
 
 }  // namespace orrery::log
 
-#define ORRERY_LOG(level, expr)                                                  \
-  do {                                                                           \
-    if (::orrery::log::Enabled(::orrery::log::Level::level)) {                   \
-      ::orrery::log::Write(::orrery::log::Level::level, std::string() + expr);   \
-    }                                                                            \
+#define ORRERY_LOG(level, expr)                                                \
+  do {                                                                         \
+    if (::orrery::log::Enabled(::orrery::log::Level::level)) {                 \
+      ::orrery::log::Write(::orrery::log::Level::level, std::string() + expr); \
+    }                                                                          \
   } while (0)
 #define LOG_DEBUG(expr) ORRERY_LOG(kDebug, expr)
 #define LOG_INFO(expr) ORRERY_LOG(kInfo, expr)

@@ -28,9 +28,9 @@ enum class MsgType : uint8_t {
   kError = 1,  // reply to a malformed or unknown message: ErrorMsg
 
   // Calls, between any process and a worker.
-  kCall = 10,       // CallMsg + payload (args array)
-  kCallReply = 11,  // ReplyMsg + payload (result)
-  kGetObject = 12,  // GetObjectMsg: ask an owner for an object's value
+  kCall = 10,         // CallMsg + payload (args array)
+  kCallReply = 11,    // ReplyMsg + payload (result)
+  kGetObject = 12,    // GetObjectMsg: ask an owner for an object's value
   kObjectReply = 13,  // ReplyMsg + payload
 
   // Driver/worker -> head.
@@ -50,7 +50,7 @@ enum class MsgType : uint8_t {
   kWaitPlacementGroup = 33,
   kGetClusterInfo = 34,
   kClusterInfoReply = 35,
-  kAck = 36,  // generic reply: AckMsg
+  kAck = 36,          // generic reply: AckMsg
   kRegisterJob = 37,  // driver -> head, also its heartbeat: JobMsg
   kPutBinary = 38,    // driver -> head: BinaryMsg + payload (the driver's executable)
   kFetchBinary = 39,  // node -> head: BinaryMsg
@@ -59,11 +59,11 @@ enum class MsgType : uint8_t {
 
   // Node <-> head.
   kRegisterNode = 40,
-  kStartActor = 41,   // head -> node
-  kGrantLease = 42,   // head -> node
-  kKillWorker = 43,   // head -> node
-  kWorkerEvent = 44,  // node -> head: actor alive, actor/lease worker exited
-  kReleaseLease = 45, // head -> node: the lease's worker is idle again
+  kStartActor = 41,    // head -> node
+  kGrantLease = 42,    // head -> node
+  kKillWorker = 43,    // head -> node
+  kWorkerEvent = 44,   // node -> head: actor alive, actor/lease worker exited
+  kReleaseLease = 45,  // head -> node: the lease's worker is idle again
 
   // Worker <-> node.
   kWorkerRegister = 50,
@@ -138,24 +138,24 @@ struct AckMsg {
 
 struct CallMsg {
   uint64_t request_id = 0;
-  std::string object_id;   // id of the return object
-  std::string reply_to;    // caller's inbox address
-  std::string actor_id;    // empty: a task
-  uint64_t seq = 0;        // per (caller, actor incarnation) order
-  std::string function;    // registered name
-  std::string lease_id;    // tasks: the lease it runs under
+  std::string object_id;  // id of the return object
+  std::string reply_to;   // caller's inbox address
+  std::string actor_id;   // empty: a task
+  uint64_t seq = 0;       // per (caller, actor incarnation) order
+  std::string function;   // registered name
+  std::string lease_id;   // tasks: the lease it runs under
   MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id);
 };
 
 struct ReplyMsg {
   std::string object_id;
   bool ok = true;
-  std::string error_kind;   // "RemoteError", "FunctionNotFoundError", "ActorDiedError", ...
-  std::string error_type;   // RemoteError: the C++ type of the user's exception
+  std::string error_kind;  // "RemoteError", "FunctionNotFoundError", "ActorDiedError", ...
+  std::string error_type;  // RemoteError: the C++ type of the user's exception
   std::string message;
   std::string function;
-  std::string where;        // node and pid
-  std::string actor_id;     // echoed from the call
+  std::string where;     // node and pid
+  std::string actor_id;  // echoed from the call
   uint64_t seq = 0;
   std::string lease_id;
   MSGPACK_DEFINE(object_id, ok, error_kind, error_type, message, function, where, actor_id, seq,
@@ -191,7 +191,7 @@ struct ActorSpecMsg {
   std::string actor_id;
   std::string job_id;
   std::string factory;
-  std::string args;  // msgpack array
+  std::string args;   // msgpack array
   std::string owner;  // owner's inbox address
   ActorOptionsMsg options;
   double infeasible_timeout_s = 5;
@@ -216,7 +216,7 @@ struct ActorUpdateMsg {
   int state = 0;  // ActorState
   std::string address;
   int incarnation = 0;
-  std::string death_kind;   // orrery::Error subclass for callers: ActorDiedError, InfeasibleError
+  std::string death_kind;  // orrery::Error subclass for callers: ActorDiedError, InfeasibleError
   std::string death_cause;
   std::string node_id;
   int pid = 0;
@@ -295,9 +295,9 @@ struct PlacementGroupMsg {
   int strategy = 0;
   std::string same_label;
   std::map<std::string, std::string> label_selector;
-  double timeout_s = 0;   // kWaitPlacementGroup
-  MSGPACK_DEFINE(request_id, reply_to, pg_id, name, bundles, strategy, same_label,
-                 label_selector, timeout_s);
+  double timeout_s = 0;  // kWaitPlacementGroup
+  MSGPACK_DEFINE(request_id, reply_to, pg_id, name, bundles, strategy, same_label, label_selector,
+                 timeout_s);
 };
 
 struct PlacementGroupReplyMsg {
@@ -365,7 +365,12 @@ struct KillWorkerMsg {
   MSGPACK_DEFINE(actor_id, lease_id, reason);
 };
 
-enum class WorkerEventKind : int { kActorAlive = 0, kActorDied = 1, kLeaseWorkerDied = 2, kLeaseFailed = 3 };
+enum class WorkerEventKind : int {
+  kActorAlive = 0,
+  kActorDied = 1,
+  kLeaseWorkerDied = 2,
+  kLeaseFailed = 3
+};
 
 struct WorkerEventMsg {
   int kind = 0;
@@ -389,7 +394,7 @@ struct ReleaseLeaseMsg {
 
 struct WorkerRegisterMsg {
   std::string worker_id;
-  std::string address;       // the worker's runtime inbox (control, replies, objects)
+  std::string address;  // the worker's runtime inbox (control, replies, objects)
   int pid = 0;
   std::string call_address;  // where callers send kCall
   MSGPACK_DEFINE(worker_id, address, pid, call_address);
@@ -437,9 +442,9 @@ struct RecordMsg {
   std::string reply_to;
   std::string table;
   std::string key;
-  std::string json;          // the record; empty: keep the current one
+  std::string json;  // the record; empty: keep the current one
   int64_t stream_index = -1;
-  std::string stream_json;   // the stream entry's fields, a JSON object of strings
+  std::string stream_json;  // the stream entry's fields, a JSON object of strings
   MSGPACK_DEFINE(request_id, reply_to, table, key, json, stream_index, stream_json);
 };
 

@@ -368,7 +368,8 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
       resync_ = true;
       for (size_t i = 0; i < keys.size(); ++i) {
         auto t = mirror_.find(keys[i].first);
-        MarkDirtyLocked(keys[i].first, keys[i].second, t == mirror_.end() || !t->second.count(keys[i].second), gens[i]);
+        MarkDirtyLocked(keys[i].first, keys[i].second,
+                        t == mirror_.end() || !t->second.count(keys[i].second), gens[i]);
       }
     }
     if (!waiters_.empty()) done = TakeSatisfiedLocked();

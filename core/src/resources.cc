@@ -17,8 +17,8 @@ Status ValidateResources(const Resources& demand) {
                                      std::to_string(value));
     }
     if (value > 1 && std::fabs(value - std::round(value)) > kEpsilon) {
-      return Status::InvalidArgument("resource '" + name +
-                                     "' above 1 must be a whole number, got " + std::to_string(value));
+      return Status::InvalidArgument(
+          "resource '" + name + "' above 1 must be a whole number, got " + std::to_string(value));
     }
   }
   return Status::Ok();

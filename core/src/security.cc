@@ -36,9 +36,12 @@ constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 constexpr const char* kZapDomain = "orrery";
 // What every "no token" and "wrong token" error tells the user.
 constexpr const char* kWhereTheTokenIs =
-    "pass the cluster's token file with ORRERY_TOKEN_FILE, --orrery-token-file or Config::token_file "
-    "(`orrery start --head` writes it to <session dir>/token on the head's host, mode 0600; on that host it is "
-    "found without being named); a cluster started with --insecure takes none (set ORRERY_INSECURE=1)";
+    "pass the cluster's token file with ORRERY_TOKEN_FILE, --orrery-token-file or "
+    "Config::token_file "
+    "(`orrery start --head` writes it to <session dir>/token on the head's host, mode 0600; on "
+    "that host it is "
+    "found without being named); a cluster started with --insecure takes none (set "
+    "ORRERY_INSECURE=1)";
 
 void InitSodium() {
   static const int rc = sodium_init();  // 0, or 1 when already initialised
@@ -58,16 +61,20 @@ std::string Hex(const unsigned char* data, size_t n) {
 
 Result<std::string> ReadSmallFile(const std::string& path, const char* what) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::NotFound("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
+  if (fd < 0)
+    return Status::NotFound("cannot read the " + std::string(what) + " " + path + ": " +
+                            std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
-    return Status::InvalidArgument("the " + std::string(what) + " " + path + " is not a regular file");
+    return Status::InvalidArgument("the " + std::string(what) + " " + path +
+                                   " is not a regular file");
   }
   if (size_t(st.st_size) > kMaxSecretFileBytes) {
     close(fd);
-    return Status::InvalidArgument("the " + std::string(what) + " " + path + " is " + std::to_string(st.st_size) +
-                                   " bytes; at most " + std::to_string(kMaxSecretFileBytes) + " are allowed");
+    return Status::InvalidArgument("the " + std::string(what) + " " + path + " is " +
+                                   std::to_string(st.st_size) + " bytes; at most " +
+                                   std::to_string(kMaxSecretFileBytes) + " are allowed");
   }
   if (st.st_mode & (S_IRWXG | S_IRWXO)) {
     static RateLimitedLog mode_log(60);
@@ -117,8 +124,9 @@ RateLimitedLog g_refused_log(5.0);
 void LogRefused(const std::string& peer, const std::string& where, const std::string& why) {
   uint64_t suppressed = 0;
   if (!g_refused_log.ShouldLog(&suppressed)) return;
-  LOG_WARN("refused a connection from " + (peer.empty() ? std::string("an unknown address") : peer) + " to " + where +
-           ": " + why + " (nothing it sent was read)" + RateLimitedLog::More(suppressed));
+  LOG_WARN("refused a connection from " +
+           (peer.empty() ? std::string("an unknown address") : peer) + " to " + where + ": " + why +
+           " (nothing it sent was read)" + RateLimitedLog::More(suppressed));
 }
 
 std::string PeerOf(int fd) {
@@ -172,7 +180,8 @@ const char* FailureReason(uint16_t event, uint32_t value) {
       return "it does not use CURVE security (no token, or started with --insecure)";
     return "its handshake broke the protocol";
   }
-  return "it closed the connection before authenticating (no token, a wrong token, not an Orrery peer, or a "
+  return "it closed the connection before authenticating (no token, a wrong token, not an Orrery "
+         "peer, or a "
          "peer that went away during the handshake)";
 }
 
@@ -205,7 +214,8 @@ std::map<zmq::context_t*, std::shared_ptr<ZapHandler::State>> g_zap_states GUARD
 // Answers one waiting ZAP request; false when none was waiting.
 bool AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
   std::vector<zmq::message_t> frames;
-  if (!zmq::recv_multipart(rep, std::back_inserter(frames), zmq::recv_flags::dontwait)) return false;
+  if (!zmq::recv_multipart(rep, std::back_inserter(frames), zmq::recv_flags::dontwait))
+    return false;
   auto text = [&](size_t i) { return i < frames.size() ? frames[i].to_string() : std::string(); };
   std::string request_id = text(1);
   std::string address = text(3);
@@ -219,16 +229,22 @@ bool AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
   } else if (mechanism != "CURVE") {
     why = "it does not use CURVE security (no token, or started with --insecure)";
   } else if (frames.size() < 7 || frames[6].size() != crypto_box_PUBLICKEYBYTES ||
-             sodium_memcmp(frames[6].data(), creds.public_key.data(), crypto_box_PUBLICKEYBYTES) != 0) {
+             sodium_memcmp(frames[6].data(), creds.public_key.data(), crypto_box_PUBLICKEYBYTES) !=
+                 0) {
     why = "its key is not this cluster's: it holds a different token";
   } else {
     admitted = true;
   }
   if (!admitted) LogRefused(address, "this process", why);
-  std::vector<std::string> reply = {"1.0", request_id, admitted ? "200" : "400",
-                                    admitted ? "OK" : "not a member of this cluster", admitted ? "orrery" : "", ""};
+  std::vector<std::string> reply = {"1.0",
+                                    request_id,
+                                    admitted ? "200" : "400",
+                                    admitted ? "OK" : "not a member of this cluster",
+                                    admitted ? "orrery" : "",
+                                    ""};
   for (size_t i = 0; i < reply.size(); ++i) {
-    rep.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    rep.send(zmq::buffer(reply[i]),
+             i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   }
   return true;
 }
@@ -247,7 +263,8 @@ void HandleMonitorEvents(Monitor& m) {
         break;
       case ZMQ_EVENT_DISCONNECTED: {
         auto it = m.peers.find(int(value));
-        if (!m.failure.empty()) LogRefused(it == m.peers.end() ? "" : it->second, m.name, m.failure);
+        if (!m.failure.empty())
+          LogRefused(it == m.peers.end() ? "" : it->second, m.name, m.failure);
         m.failure.clear();
         if (it != m.peers.end()) m.peers.erase(it);
         break;
@@ -269,7 +286,8 @@ void RunZap(std::shared_ptr<ZapHandler::State> state, std::unique_ptr<zmq::socke
       for (auto& m : state->added) monitors.push_back(std::move(m));
       state->added.clear();
       for (uint64_t id : state->removed) {
-        monitors.erase(std::remove_if(monitors.begin(), monitors.end(), [&](const auto& m) { return m->id == id; }),
+        monitors.erase(std::remove_if(monitors.begin(), monitors.end(),
+                                      [&](const auto& m) { return m->id == id; }),
                        monitors.end());
       }
       state->removed.clear();
@@ -370,7 +388,8 @@ uint64_t WatchHandshakes(zmq::context_t& context, zmq::socket_t& socket, const s
   if (!Enabled()) return 0;
   EnsureZapHandler(context);
   uint64_t id = g_next_monitor.fetch_add(1);
-  std::string endpoint = "inproc://orrery-handshakes-" + std::to_string(getpid()) + "-" + std::to_string(id);
+  std::string endpoint =
+      "inproc://orrery-handshakes-" + std::to_string(getpid()) + "-" + std::to_string(id);
   int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL;
   if (zmq_socket_monitor(static_cast<void*>(socket), endpoint.c_str(), events) != 0) {
@@ -424,9 +443,10 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   if (!content.ok()) return content.status();
   const std::string& t = content.value();
   if (t.size() < kMinTokenChars || !Printable(t)) {
-    return Status::InvalidArgument("the cluster token file " + path + " does not hold a token (at least " +
-                                   std::to_string(kMinTokenChars) +
-                                   " printable characters without spaces; `orrery start --head` writes one)");
+    return Status::InvalidArgument(
+        "the cluster token file " + path + " does not hold a token (at least " +
+        std::to_string(kMinTokenChars) +
+        " printable characters without spaces; `orrery start --head` writes one)");
   }
   return t;
 }
@@ -447,7 +467,8 @@ Status WriteSecretFile(const std::string& path, const std::string& content) {
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Status::Unavailable("cannot create " + tmp + ": " + std::strerror(errno));
   std::string data = content + "\n";
-  bool ok = fchmod(fd, 0600) == 0 && write(fd, data.data(), data.size()) == ssize_t(data.size()) && fsync(fd) == 0;
+  bool ok = fchmod(fd, 0600) == 0 && write(fd, data.data(), data.size()) == ssize_t(data.size()) &&
+            fsync(fd) == 0;
   int err = errno;
   close(fd);
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
@@ -520,7 +541,8 @@ Credentials FromToken(const std::string& token, const std::string& source) {
 Status SetProcessCredentials(const Credentials& credentials) {
   if (credentials.enabled && !zmq_has("curve")) {
     return Status::InvalidArgument(
-        "this libzmq was built without CURVE security (zmq_has(\"curve\") is false), so the cluster cannot be "
+        "this libzmq was built without CURVE security (zmq_has(\"curve\") is false), so the "
+        "cluster cannot be "
         "authenticated; install Debian's libzmq5 (built with libsodium) or run with --insecure");
   }
   MutexLock lock(&g_credentials_mu);
@@ -562,7 +584,8 @@ Status AwaitHandshake(zmq::socket_t& events, const std::string& address, int tim
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   bool connected = false;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
     zmq::pollitem_t item{static_cast<void*>(events), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, left);
@@ -576,13 +599,15 @@ Status AwaitHandshake(zmq::socket_t& events, const std::string& address, int tim
         case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
           return Status::Ok();
         case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-          return Status::PermissionDenied("the server at " + address + " refused this process's key");
+          return Status::PermissionDenied("the server at " + address +
+                                          " refused this process's key");
         case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
           return Status::PermissionDenied("the handshake with " + address + " failed");
         case ZMQ_EVENT_DISCONNECTED:
           if (connected) {
-            return Status::PermissionDenied("the server at " + address + " closed the connection during the handshake");
+            return Status::PermissionDenied("the server at " + address +
+                                            " closed the connection during the handshake");
           }
           break;
         default:
@@ -590,8 +615,10 @@ Status AwaitHandshake(zmq::socket_t& events, const std::string& address, int tim
       }
     }
   }
-  return Status::Unavailable(connected ? "the server at " + address + " accepted the connection but never finished the handshake"
-                                       : "nothing answers at " + address);
+  return Status::Unavailable(connected
+                                 ? "the server at " + address +
+                                       " accepted the connection but never finished the handshake"
+                                 : "nothing answers at " + address);
 }
 }  // namespace
 
@@ -602,12 +629,14 @@ Status ProbeHandshake(const std::string& address, int timeout_ms) {
     zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
     ConfigureClient(dealer);
-    std::string endpoint = "inproc://orrery-probe-" + std::to_string(getpid()) + "-" + std::to_string(next++);
+    std::string endpoint =
+        "inproc://orrery-probe-" + std::to_string(getpid()) + "-" + std::to_string(next++);
     int watched = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                   ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                   ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
     if (zmq_socket_monitor(static_cast<void*>(dealer), endpoint.c_str(), watched) != 0) {
-      return Status::Internal(std::string("cannot watch a handshake: ") + zmq_strerror(zmq_errno()));
+      return Status::Internal(std::string("cannot watch a handshake: ") +
+                              zmq_strerror(zmq_errno()));
     }
     zmq::socket_t events(ctx, zmq::socket_type::pair);
     events.set(zmq::sockopt::linger, 0);
@@ -647,13 +676,15 @@ std::string FindSessionTokenFile(const std::string& head_address) {
     auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("values") || !j["values"].is_object()) continue;
     auto it = j["values"].find("head_address");
-    if (it == j["values"].end() || !it->is_string() || strip(it->get<std::string>()) != want) continue;
+    if (it == j["values"].end() || !it->is_string() || strip(it->get<std::string>()) != want)
+      continue;
     if (fs::exists(dir + "/token", ec)) return dir + "/token";
   }
   return "";
 }
 
-Result<std::string> UseCredentials(bool insecure, const std::string& token_file, const std::string& head_address) {
+Result<std::string> UseCredentials(bool insecure, const std::string& token_file,
+                                   const std::string& head_address) {
   if (insecure) {
     if (Status s = SetProcessCredentials(Credentials{}); !s.ok()) return s;
     return std::string();
@@ -662,7 +693,8 @@ Result<std::string> UseCredentials(bool insecure, const std::string& token_file,
   if (file.empty() && !head_address.empty()) file = FindSessionTokenFile(head_address);
   if (file.empty()) {
     std::string a = head_address.rfind("tcp://", 0) == 0 ? head_address.substr(6) : head_address;
-    return Status::PermissionDenied("no cluster token" + (a.empty() ? std::string() : " for the cluster at " + a) +
+    return Status::PermissionDenied("no cluster token" +
+                                    (a.empty() ? std::string() : " for the cluster at " + a) +
                                     ": " + kWhereTheTokenIs);
   }
   auto token = ReadTokenFile(file);

@@ -113,7 +113,8 @@ std::string FindSessionTokenFile(const std::string& head_address);
 // them off; `token_file` is read; else the token of this host's session whose head is
 // `head_address` (FindSessionTokenFile). Returns the token file used ("" when insecure);
 // PermissionDenied, saying where the token is expected, when there is none.
-Result<std::string> UseCredentials(bool insecure, const std::string& token_file, const std::string& head_address);
+Result<std::string> UseCredentials(bool insecure, const std::string& token_file,
+                                   const std::string& head_address);
 
 // The text of the error a client shows when the head refuses its handshake.
 std::string AuthFailedMessage(const std::string& address, const Credentials& used);

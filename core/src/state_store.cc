@@ -2,7 +2,8 @@
 
 namespace orrery {
 
-void InMemoryStateStore::Put(const std::string& table, const std::string& key, const std::string& json) {
+void InMemoryStateStore::Put(const std::string& table, const std::string& key,
+                             const std::string& json) {
   MutexLock lock(&mu_);
   tables_[table][key] = json;
 }
@@ -20,7 +21,8 @@ std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string&
 
 void InMemoryStateStore::Publish(const std::string&) {}  // no subscribers in memory
 
-void InMemoryStateStore::StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) {
+void InMemoryStateStore::StreamAdd(const std::string& stream, int64_t seq,
+                                   const StreamEntry& fields) {
   MutexLock lock(&mu_);
   auto [last, fresh] = stream_last_.emplace(stream, seq);
   if (!fresh && seq <= last->second) return;  // a resend

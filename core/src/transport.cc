@@ -29,7 +29,9 @@ struct LoopOwner {
 thread_local LoopOwner t_loop;
 }  // namespace
 
-bool Inbox::OwnsLoop() const { return t_loop.inbox == this && t_loop.generation == generation_.load(); }
+bool Inbox::OwnsLoop() const {
+  return t_loop.inbox == this && t_loop.generation == generation_.load();
+}
 
 void Inbox::HandOff(std::function<void()> first) {
   uint64_t next = generation_.load() + 1;
@@ -65,17 +67,21 @@ Status Inbox::Bind(const std::string& host, int port, const std::string& adverti
     router_->bind("tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*")));
     std::string endpoint = router_->get(zmq::sockopt::last_endpoint);
     port_ = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
-    std::string adv = advertise_host.empty() ? (host == "0.0.0.0" || host == "*" ? "127.0.0.1" : host)
-                                             : advertise_host;
+    std::string adv = advertise_host.empty()
+                          ? (host == "0.0.0.0" || host == "*" ? "127.0.0.1" : host)
+                          : advertise_host;
     address_ = "tcp://" + adv + ":" + std::to_string(port_);
     handshake_watch_ = security::WatchHandshakes(Context(), *router_, "the inbox at " + address_);
     return Status::Ok();
   } catch (const zmq::error_t& e) {
-    return Status::Unavailable("cannot bind tcp://" + host + ":" + std::to_string(port) + ": " + e.what());
+    return Status::Unavailable("cannot bind tcp://" + host + ":" + std::to_string(port) + ": " +
+                               e.what());
   }
 }
 
-void Inbox::AddFd(int fd, std::function<void()> on_readable) { fds_.emplace_back(fd, std::move(on_readable)); }
+void Inbox::AddFd(int fd, std::function<void()> on_readable) {
+  fds_.emplace_back(fd, std::move(on_readable));
+}
 
 void Inbox::SetTick(int period_ms, std::function<void()> tick) {
   tick_ms_ = period_ms;
@@ -165,7 +171,8 @@ void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
   } catch (const std::exception& e) {
     // Handlers report errors themselves; an exception here is a bug or bad input that got
     // through decoding. Keep serving.
-    ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": " + e.what());
+    ReplyError(env.identity,
+               std::string("failed to handle ") + proto::TypeName(env.type) + ": " + e.what());
   } catch (...) {
     ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) +
                                  ": unknown exception");
@@ -207,8 +214,11 @@ void Inbox::RunLoop(uint64_t generation) {
     }
     auto now = std::chrono::steady_clock::now();
     if (tick_changed_.exchange(false)) next_tick = now + std::chrono::milliseconds(tick_ms_);
-    long timeout = tick_ ? std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now).count())
-                         : 1000;
+    long timeout =
+        tick_
+            ? std::max<long>(
+                  0, std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - now).count())
+            : 1000;
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
     } catch (const zmq::error_t& e) {

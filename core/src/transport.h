@@ -40,13 +40,15 @@ struct Envelope {
   zmq::message_t frame0;   // header + meta
   zmq::message_t payload;  // empty when the message had none
   bool has_payload = false;
-  std::string identity;    // the sending socket's ROUTER identity
+  std::string identity;  // the sending socket's ROUTER identity
 
   std::string_view meta() const {
     return std::string_view(static_cast<const char*>(frame0.data()) + proto::kHeaderSize,
                             frame0.size() - proto::kHeaderSize);
   }
-  std::string PayloadString() const { return std::string(static_cast<const char*>(payload.data()), payload.size()); }
+  std::string PayloadString() const {
+    return std::string(static_cast<const char*>(payload.data()), payload.size());
+  }
   template <typename T>
   Status Decode(T* out) const {
     return proto::DecodeMeta(meta(), out);

@@ -227,8 +227,9 @@ std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point n
       return r;
     }
     if (req.path == "/logout") {
-      if (req.method != "POST") return HttpReply{405, "text/plain; charset=utf-8", "405 method not allowed\n",
-                                                 {{"Allow", "POST"}}};
+      if (req.method != "POST")
+        return HttpReply{
+            405, "text/plain; charset=utf-8", "405 method not allowed\n", {{"Allow", "POST"}}};
       std::string cookie = CookieValue(req.cookie, kCookieName);
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -241,7 +242,8 @@ std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point n
       }
       HttpReply r{303, "text/plain; charset=utf-8", "", {}};
       r.headers["Location"] = "/login";
-      r.headers["Set-Cookie"] = std::string(kCookieName) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
+      r.headers["Set-Cookie"] =
+          std::string(kCookieName) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
       return r;
     }
     if (req.method == "POST") {
@@ -253,13 +255,18 @@ std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point n
       // Surrounding white space is dropped, as ReadTokenFile does (a pasted line, a file).
       std::string token = FormValue(req.body, "token");
       size_t first = token.find_first_not_of(" \t\r\n");
-      token = first == std::string::npos ? "" : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+      token = first == std::string::npos
+                  ? ""
+                  : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
       if (!token.empty() && security::SecretEquals(token, token_)) return LoggedIn(now);
       Fail(now);
       return Page(401, "Wrong token.");
     }
     if (req.method != "GET" && req.method != "HEAD") {
-      return HttpReply{405, "text/plain; charset=utf-8", "405 method not allowed\n", {{"Allow", "GET, HEAD, POST"}}};
+      return HttpReply{405,
+                       "text/plain; charset=utf-8",
+                       "405 method not allowed\n",
+                       {{"Allow", "GET, HEAD, POST"}}};
     }
     if (!req.ticket.empty() && req.method == "HEAD") {
       // A link preview or prefetch must not use up the one-time ticket.
@@ -296,9 +303,10 @@ std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point n
     }
   }
   if (api) {
-    HttpReply r = Json(401,
-                       "authentication required: send 'Authorization: Bearer <cluster token>' or log in "
-                       "at /login");
+    HttpReply r =
+        Json(401,
+             "authentication required: send 'Authorization: Bearer <cluster token>' or log in "
+             "at /login");
     r.headers["WWW-Authenticate"] = "Bearer realm=\"orrery dashboard\"";
     return r;
   }

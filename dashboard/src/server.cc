@@ -161,7 +161,8 @@ HttpReply HandleRequest(const std::string& method, const std::string& path, Redi
 
 void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::string& redis_address,
                      Auth* auth) {
-  auto respond = [reader, redis_address, auth](const httplib::Request& req, httplib::Response& res) {
+  auto respond = [reader, redis_address, auth](const httplib::Request& req,
+                                               httplib::Response& res) {
     HttpReply r;
     try {
       AuthRequest a{req.method, req.path, "", "", "", ""};
@@ -182,7 +183,8 @@ void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::stri
   };
   http.set_pre_routing_handler([respond](const httplib::Request& req, httplib::Response& res) {
     // The login form's body is read by httplib only for a routed handler (below).
-    if (req.method == "POST" && req.path == "/login") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.method == "POST" && req.path == "/login")
+      return httplib::Server::HandlerResponse::Unhandled;
     respond(req, res);
     return httplib::Server::HandlerResponse::Handled;
   });

@@ -25,8 +25,8 @@ bool StrictSpreadDfs(const std::vector<Resources>& bundles, size_t b, Avail& ava
 
 // Places bundles on the candidate nodes given their (simulated) available resources.
 // Returns candidate indices per bundle.
-std::optional<std::vector<int>> Try(const std::vector<Resources>& bundles, PlacementStrategy strategy,
-                                    Avail avail) {
+std::optional<std::vector<int>> Try(const std::vector<Resources>& bundles,
+                                    PlacementStrategy strategy, Avail avail) {
   std::vector<int> out(bundles.size(), -1);
   Resources sum;
   for (const auto& b : bundles) Add(sum, b);
@@ -86,8 +86,10 @@ std::optional<std::vector<int>> Try(const std::vector<Resources>& bundles, Place
 }  // namespace
 
 BundleDecision PlaceBundles(const std::vector<Resources>& bundles, PlacementStrategy strategy,
-                            const ClusterView& view, const std::string& same_label, const Labels& selector) {
-  if (bundles.empty()) return {Outcome::kInfeasible, {}, "a placement group needs at least one bundle"};
+                            const ClusterView& view, const std::string& same_label,
+                            const Labels& selector) {
+  if (bundles.empty())
+    return {Outcome::kInfeasible, {}, "a placement group needs at least one bundle"};
   // Candidate groups: all eligible nodes, or one group per value of same_label.
   std::map<std::string, std::vector<int>> groups;
   for (size_t i = 0; i < view.size(); ++i) {
@@ -114,14 +116,17 @@ BundleDecision PlaceBundles(const std::vector<Resources>& bundles, PlacementStra
       return d;
     }
   }
-  std::string what = std::to_string(bundles.size()) + " bundle(s) with " + PlacementStrategyName(strategy);
+  std::string what =
+      std::to_string(bundles.size()) + " bundle(s) with " + PlacementStrategyName(strategy);
   if (!same_label.empty()) what += " on nodes sharing one '" + same_label + "'";
   if (!feasible) {
     Resources largest;
     for (const auto& b : bundles)
       for (const auto& [k, v] : b) largest[k] = std::max(largest[k], v);
-    return {Outcome::kInfeasible, {},
-            "the cluster can never hold " + what + "; " + InfeasibleReason(largest, selector, view)};
+    return {
+        Outcome::kInfeasible,
+        {},
+        "the cluster can never hold " + what + "; " + InfeasibleReason(largest, selector, view)};
   }
   return {Outcome::kWait, {}, "waiting for resources to place " + what};
 }

@@ -69,8 +69,11 @@ void HeadService::OnRegisterJob(const transport::Envelope& env) {
   j.info = m;
   j.last_seen = Now();
   j.start_time = double(std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count()) / 1000.0;
-  LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" + m.entrypoint + ")");
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count()) /
+                 1000.0;
+  LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" +
+           m.entrypoint + ")");
   PersistJob(m.job_id);
   ReplyAck(m.reply_to, m.request_id, true, "", "");
 }
@@ -82,34 +85,40 @@ void HeadService::OnPutRecord(const transport::Envelope& env) {
   DECODE_OR_THROW(env, m);
   // Drivers may write only the tables the head does not own itself.
   if (m.table != "train_runs") {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the head keeps no driver records in table \"" + m.table + "\"");
+    return ReplyAck(m.reply_to, m.request_id, false, "Error",
+                    "the head keeps no driver records in table \"" + m.table + "\"");
   }
   bool key_ok = !m.key.empty() && m.key.size() <= 64;
   for (char c : m.key) key_ok = key_ok && std::isxdigit(static_cast<unsigned char>(c));
-  if (!key_ok) return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record key is 1 to 64 hex digits");
+  if (!key_ok)
+    return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record key is 1 to 64 hex digits");
   nlohmann::json record, entry;
   try {
     if (!m.json.empty()) record = nlohmann::json::parse(m.json);
     if (m.stream_index >= 0) entry = nlohmann::json::parse(m.stream_json);
   } catch (const std::exception& e) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", std::string("a record must be JSON: ") + e.what());
+    return ReplyAck(m.reply_to, m.request_id, false, "Error",
+                    std::string("a record must be JSON: ") + e.what());
   }
   if ((!m.json.empty() && !record.is_object()) || (m.stream_index >= 0 && !entry.is_object())) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "a record and a stream entry must be JSON objects");
+    return ReplyAck(m.reply_to, m.request_id, false, "Error",
+                    "a record and a stream entry must be JSON objects");
   }
   if (m.stream_index >= 0) {
     auto [it, fresh] = stream_written_.emplace(m.key, -1);
     if (m.stream_index > it->second) {  // a resent request appends nothing twice
       it->second = m.stream_index;
       StateStore::StreamEntry fields;
-      for (auto& [k, v] : entry.items()) fields.emplace_back(k, v.is_string() ? v.get<std::string>() : records::Dump(v));
+      for (auto& [k, v] : entry.items())
+        fields.emplace_back(k, v.is_string() ? v.get<std::string>() : records::Dump(v));
       options_.store->StreamAdd("train:" + m.key + ":metrics", m.stream_index, fields);
     }
   }
   if (!m.json.empty()) {
     options_.store->Put(m.table, m.key, m.json);
     auto status = record.find("status");  // any JSON type: only a string is announced
-    Publish(m.table, m.key, status != record.end() && status->is_string() ? status->get<std::string>() : "");
+    Publish(m.table, m.key,
+            status != record.end() && status->is_string() ? status->get<std::string>() : "");
   }
   // Acknowledged only once the store has the record and the entry: a driver that got its
   // ack may forget them, since a head restart can no longer lose them. The ack is sent from
@@ -131,22 +140,26 @@ Status HeadService::CheckExecutable(const std::string& job_id, const std::vector
     // Work submitted from inside a worker (it has no job of its own): the node's own worker
     // program (no hash), or an executable some job registered.
     if (hash.empty() || VouchesFor(hash)) return Status::Ok();
-    return Status::PermissionDenied("no job registered the executable " + records::EscapeUtf8(hash.substr(0, 80)));
+    return Status::PermissionDenied("no job registered the executable " +
+                                    records::EscapeUtf8(hash.substr(0, 80)));
   }
   auto job = jobs_.find(job_id);
   if (job == jobs_.end()) {
-    return Status::PermissionDenied("job " + Hex(job_id) + " is not registered with this head; "
+    return Status::PermissionDenied("job " + Hex(job_id) +
+                                    " is not registered with this head; "
                                     "only a registered job's executable is run");
   }
   const proto::JobMsg& info = job->second.info;
   if (hash != info.binary_hash) {
-    return Status::PermissionDenied("the executable " + (hash.empty() ? std::string("(none)") : hash) +
-                                    " is not the one job " + Hex(job_id) + " registered (" +
-                                    (info.binary_hash.empty() ? std::string("none") : info.binary_hash) + ")");
+    return Status::PermissionDenied(
+        "the executable " + (hash.empty() ? std::string("(none)") : hash) + " is not the one job " +
+        Hex(job_id) + " registered (" +
+        (info.binary_hash.empty() ? std::string("none") : info.binary_hash) + ")");
   }
   if (!argv.empty() && records::EscapeUtf8(argv[0]) != info.entrypoint) {
-    return Status::PermissionDenied("the executable " + records::EscapeUtf8(argv[0]) + " is not the one job " +
-                                    Hex(job_id) + " registered (" + info.entrypoint + ")");
+    return Status::PermissionDenied("the executable " + records::EscapeUtf8(argv[0]) +
+                                    " is not the one job " + Hex(job_id) + " registered (" +
+                                    info.entrypoint + ")");
   }
   return Status::Ok();
 }
@@ -158,7 +171,8 @@ bool HeadService::VouchesFor(const std::string& hash) const {
   return false;
 }
 
-bool HeadService::FromNode(const std::string& node_id, const std::string& secret, const char* what, bool adopt) {
+bool HeadService::FromNode(const std::string& node_id, const std::string& secret, const char* what,
+                           bool adopt) {
   auto known = node_secrets_.find(node_id);
   bool ok = false;
   if (secret.empty() || secret.size() > 256) {
@@ -173,7 +187,8 @@ bool HeadService::FromNode(const std::string& node_id, const std::string& secret
     uint64_t suppressed = 0;
     if (spoofed_log.ShouldLog(&suppressed)) {
       LOG_WARN(std::string("dropped a ") + what + " for node " + Hex(node_id) +
-               " that did not come from that node (its node secret does not match)" + RateLimitedLog::More(suppressed));
+               " that did not come from that node (its node secret does not match)" +
+               RateLimitedLog::More(suppressed));
     }
   }
   return ok;
@@ -186,13 +201,15 @@ void HeadService::OnPutBinary(const transport::Envelope& env) {
   if (!IsContentHash(m.hash) || awaited == awaiting_upload_.end() || awaited->second != m.hash) {
     LOG_WARN("refused an executable upload (hash " + records::EscapeUtf8(m.hash.substr(0, 80)) +
              ") that no registering job asked for");
-    return ReplyAck(m.reply_to, m.request_id, false, "ConfigError",
-                    "the head stores only the executable a registering job named (register the job first)");
+    return ReplyAck(
+        m.reply_to, m.request_id, false, "ConfigError",
+        "the head stores only the executable a registering job named (register the job first)");
   }
   std::string bytes = env.PayloadString();
   std::string got = HashBytes(bytes);
   if (got != m.hash) {
-    return ReplyAck(m.reply_to, m.request_id, false, "Error", "the uploaded binary's hash is " + got + ", not " + m.hash);
+    return ReplyAck(m.reply_to, m.request_id, false, "Error",
+                    "the uploaded binary's hash is " + got + ", not " + m.hash);
   }
   std::error_code ec;
   std::filesystem::create_directories(options_.binary_dir, ec);
@@ -213,7 +230,8 @@ void HeadService::OnFetchBinary(const transport::Envelope& env) {
   proto::BinaryMsg reply{m.request_id, "", m.hash, "", true, ""};
   if (!VouchesFor(m.hash)) {
     reply.ok = false;
-    reply.message = "no job registered an executable with hash " + records::EscapeUtf8(m.hash.substr(0, 80));
+    reply.message =
+        "no job registered an executable with hash " + records::EscapeUtf8(m.hash.substr(0, 80));
     return transport::Send(m.reply_to, MsgType::kBinaryReply, reply);
   }
   if (!m.want_bytes) return transport::Send(m.reply_to, MsgType::kBinaryReply, reply);
@@ -240,8 +258,9 @@ void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
       if (named != named_.end() && named->second == a.spec.actor_id) named_.erase(named);
     }
     if (a.node >= 0) {
-      transport::Send(node_addresses_[a.node], MsgType::kKillWorker,
-                      proto::KillWorkerMsg{a.spec.actor_id, "", "its owner (job " + Hex(job_id) + ") is gone"});
+      transport::Send(
+          node_addresses_[a.node], MsgType::kKillWorker,
+          proto::KillWorkerMsg{a.spec.actor_id, "", "its owner (job " + Hex(job_id) + ") is gone"});
     } else {
       ErasePending(PendingKind::kActor, id);
       ActorDied(a, "ActorDiedError", "its owner (job " + Hex(job_id) + ") is gone", false);
@@ -253,8 +272,10 @@ void HeadService::JobDied(const std::string& job_id, const std::string& cause) {
       continue;
     }
     if (it->second.node >= 0) {
-      Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
-      transport::Send(node_addresses_[it->second.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{it->first});
+      Release(it->second.node, it->second.request.placement_group, it->second.bundle,
+              it->second.request.resources);
+      transport::Send(node_addresses_[it->second.node], MsgType::kReleaseLease,
+                      proto::ReleaseLeaseMsg{it->first});
     } else {
       ErasePending(PendingKind::kLease, it->first);
     }

@@ -55,7 +55,8 @@ void HeadService::Recover() {
     NodeView n{r->id, r->alive, r->total, r->total, r->labels};
     if (!n.alive) n.available.clear();
     nodes_.push_back(n);
-    node_memory_[n.id.Binary()] = {r->memory_used_bytes, r->memory_total_bytes, r->memory_usage_threshold};
+    node_memory_[n.id.Binary()] = {r->memory_used_bytes, r->memory_total_bytes,
+                                   r->memory_usage_threshold};
     node_addresses_.push_back(r->address);
     node_last_seen_.push_back(now);  // a full grace period to send a heartbeat
   }
@@ -86,7 +87,8 @@ void HeadService::Recover() {
     if (!Usable(r, "job", key)) continue;
     if (!FiledUnderItsId(Hex(r->info.job_id), "a job", key)) continue;
     if (!r->info.binary_hash.empty() && !IsContentHash(r->info.binary_hash)) {
-      LOG_WARN("skipping job record " + records::EscapeUtf8(key) + ": its executable hash is not a SHA-256");
+      LOG_WARN("skipping job record " + records::EscapeUtf8(key) +
+               ": its executable hash is not a SHA-256");
       continue;
     }
     JobRec rec;
@@ -162,9 +164,11 @@ void HeadService::Recover() {
         (pg != pgs_.end() &&
          (!granted || (r->bundle >= 0 && r->bundle < int(pg->second.bundle_available.size()))));
     Status executable = CheckExecutable(r->request.job_id, r->request.argv, r->request.binary_hash);
-    if (!executable.ok()) LOG_WARN("dropping lease record " + records::EscapeUtf8(key) + ": " + executable.message());
-    if (!executable.ok() || Hex(r->request.lease_id) != key || job == jobs_.end() || !job->second.alive || !group_ok ||
-        (granted && (node < 0 || !nodes_[node].alive)) || leases_.count(r->request.lease_id)) {
+    if (!executable.ok())
+      LOG_WARN("dropping lease record " + records::EscapeUtf8(key) + ": " + executable.message());
+    if (!executable.ok() || Hex(r->request.lease_id) != key || job == jobs_.end() ||
+        !job->second.alive || !group_ok || (granted && (node < 0 || !nodes_[node].alive)) ||
+        leases_.count(r->request.lease_id)) {
       store.Delete("leases", key);
       continue;
     }
@@ -199,7 +203,8 @@ void HeadService::PersistNode(size_t i) {
   const auto& n = nodes_[i];
   NodeMemory& mem = node_memory_[n.id.Binary()];
   mem.written_used = mem.used;
-  records::NodeRecord r{n.id, node_addresses_[i], n.alive, n.total, n.labels, mem.used, mem.total, mem.threshold};
+  records::NodeRecord r{n.id,     node_addresses_[i], n.alive,   n.total,
+                        n.labels, mem.used,           mem.total, mem.threshold};
   options_.store->Put("nodes", n.id.Hex(), records::NodeRecordJson(r));
   Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }

@@ -33,28 +33,37 @@ void HeadService::ReplyPg(const std::string& to, uint64_t request_id, const PgRe
 void HeadService::OnCreatePg(const transport::Envelope& env) {
   proto::PlacementGroupMsg m;
   DECODE_OR_THROW(env, m);
-  if (m.bundles.empty()) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "a placement group needs at least one bundle");
+  if (m.bundles.empty())
+    return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError",
+                   "a placement group needs at least one bundle");
   if (auto known = pgs_.find(m.pg_id); known != pgs_.end()) {  // a resent request
     return ReplyPg(m.reply_to, m.request_id, &known->second, true, "", "");
   }
-  if (m.strategy < 0 || m.strategy > 3) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", "unknown placement strategy");
-  Status valid = m.pg_id.size() == UniqueId::kSize ? Status::Ok() : Status::InvalidArgument("a placement group id has 16 bytes");
+  if (m.strategy < 0 || m.strategy > 3)
+    return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError",
+                   "unknown placement strategy");
+  Status valid = m.pg_id.size() == UniqueId::kSize
+                     ? Status::Ok()
+                     : Status::InvalidArgument("a placement group id has 16 bytes");
   if (valid.ok()) valid = records::CheckUtf8("the placement group's name", m.name);
   if (valid.ok()) valid = records::CheckUtf8("the placement group's selector", m.label_selector);
   if (valid.ok()) valid = records::CheckUtf8("the placement group's label key", m.same_label);
   for (const auto& b : m.bundles)
     if (valid.ok()) valid = records::CheckUtf8("a bundle's", b);
-  if (!valid.ok()) return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", valid.message());
+  if (!valid.ok())
+    return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError", valid.message());
   for (const auto& b : m.bundles) {
     Status s = ValidateResources(b);
     if (!s.ok() || b.empty()) {
       return ReplyPg(m.reply_to, m.request_id, nullptr, false, "ConfigError",
-                     "bad bundle " + ToString(b) + ": " + (b.empty() ? "a bundle must not be empty" : s.message()));
+                     "bad bundle " + ToString(b) + ": " +
+                         (b.empty() ? "a bundle must not be empty" : s.message()));
     }
   }
   if (!m.name.empty()) {
     auto it = pg_names_.find(m.name);
-    if (it != pg_names_.end() && pgs_.count(it->second) && pgs_[it->second].state != PgRec::kRemoved) {
+    if (it != pg_names_.end() && pgs_.count(it->second) &&
+        pgs_[it->second].state != PgRec::kRemoved) {
       return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
                      "a placement group named '" + m.name + "' already exists");
     }
@@ -78,11 +87,13 @@ void HeadService::OnWaitPg(const transport::Envelope& env) {
   }
   auto it = pgs_.find(id);
   if (it == pgs_.end() || it->second.state == PgRec::kRemoved) {
-    return ReplyPg(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
-                   "no placement group " + (m.name.empty() ? Hex(m.pg_id) : "named '" + m.name + "'"));
+    return ReplyPg(
+        m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
+        "no placement group " + (m.name.empty() ? Hex(m.pg_id) : "named '" + m.name + "'"));
   }
   PgRec& pg = it->second;
-  if (pg.state == PgRec::kCreated || m.timeout_s == 0) return ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
+  if (pg.state == PgRec::kCreated || m.timeout_s == 0)
+    return ReplyPg(m.reply_to, m.request_id, &pg, true, "", "");
   pg.waiters.push_back({m.request_id, m.reply_to, m.timeout_s < 0 ? -1.0 : Now() + m.timeout_s});
 }
 
@@ -98,10 +109,13 @@ void HeadService::OnRemovePg(const transport::Envelope& env) {
     // Only what no actor or lease of the group holds goes back now. The rest goes back as
     // each of them ends (Release): a dying worker keeps its devices until its process exits,
     // and nothing new may be placed on them before.
-    for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Add(nodes_[pg.node_of_bundle[b]].available, pg.bundle_available[b]);
+    for (size_t b = 0; b < pg.spec.bundles.size(); ++b)
+      Add(nodes_[pg.node_of_bundle[b]].available, pg.bundle_available[b]);
   }
   pg.state = PgRec::kRemoved;
-  for (const auto& w : pg.waiters) ReplyPg(w.reply_to, w.request_id, &pg, false, "PlacementGroupError", "the placement group was removed");
+  for (const auto& w : pg.waiters)
+    ReplyPg(w.reply_to, w.request_id, &pg, false, "PlacementGroupError",
+            "the placement group was removed");
   pg.waiters.clear();
   // Actors in the group die with it.
   for (auto& [id, a] : actors_) {

@@ -48,30 +48,48 @@ void HeadService::Stop() { inbox_.Stop(); }
 
 void HeadService::Handle(transport::Envelope& env) {
   switch (env.type) {
-    case MsgType::kRegisterNode: return OnRegisterNode(env);
-    case MsgType::kCreateActor: return OnCreateActor(env);
-    case MsgType::kSubscribeActor: return OnSubscribeActor(env);
-    case MsgType::kGetNamedActor: return OnGetNamedActor(env);
-    case MsgType::kKillActor: return OnKillActor(env);
-    case MsgType::kRequestLease: return OnRequestLease(env);
-    case MsgType::kReturnLease: return OnReturnLease(env);
-    case MsgType::kCreatePlacementGroup: return OnCreatePg(env);
-    case MsgType::kWaitPlacementGroup: return OnWaitPg(env);
-    case MsgType::kRemovePlacementGroup: return OnRemovePg(env);
-    case MsgType::kGetClusterInfo: return OnClusterInfo(env);
-    case MsgType::kWorkerEvent: return OnWorkerEvent(env);
-    case MsgType::kPing: return OnPing(env);
-    case MsgType::kRegisterJob: return OnRegisterJob(env);
-    case MsgType::kPutBinary: return OnPutBinary(env);
-    case MsgType::kFetchBinary: return OnFetchBinary(env);
-    case MsgType::kPutRecord: return OnPutRecord(env);
+    case MsgType::kRegisterNode:
+      return OnRegisterNode(env);
+    case MsgType::kCreateActor:
+      return OnCreateActor(env);
+    case MsgType::kSubscribeActor:
+      return OnSubscribeActor(env);
+    case MsgType::kGetNamedActor:
+      return OnGetNamedActor(env);
+    case MsgType::kKillActor:
+      return OnKillActor(env);
+    case MsgType::kRequestLease:
+      return OnRequestLease(env);
+    case MsgType::kReturnLease:
+      return OnReturnLease(env);
+    case MsgType::kCreatePlacementGroup:
+      return OnCreatePg(env);
+    case MsgType::kWaitPlacementGroup:
+      return OnWaitPg(env);
+    case MsgType::kRemovePlacementGroup:
+      return OnRemovePg(env);
+    case MsgType::kGetClusterInfo:
+      return OnClusterInfo(env);
+    case MsgType::kWorkerEvent:
+      return OnWorkerEvent(env);
+    case MsgType::kPing:
+      return OnPing(env);
+    case MsgType::kRegisterJob:
+      return OnRegisterJob(env);
+    case MsgType::kPutBinary:
+      return OnPutBinary(env);
+    case MsgType::kFetchBinary:
+      return OnFetchBinary(env);
+    case MsgType::kPutRecord:
+      return OnPutRecord(env);
     default:
-      throw std::runtime_error(std::string("the head does not handle ") + proto::TypeName(env.type));
+      throw std::runtime_error(std::string("the head does not handle ") +
+                               proto::TypeName(env.type));
   }
 }
 
-void HeadService::ReplyAck(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
-                           const std::string& message) {
+void HeadService::ReplyAck(const std::string& to, uint64_t request_id, bool ok,
+                           const std::string& kind, const std::string& message) {
   if (to.empty()) return;
   transport::Send(to, MsgType::kAck, proto::AckMsg{request_id, ok, kind, message});
 }
@@ -89,7 +107,9 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
   DECODE_OR_THROW(env, m);
   NodeId id(UniqueId::FromBinary(m.node.node_id));
   // Only the node itself may register, heartbeat or say goodbye for its id.
-  if (!FromNode(id.Binary(), m.node_secret, m.node.alive ? "registration" : "goodbye", m.node.alive)) return;
+  if (!FromNode(id.Binary(), m.node_secret, m.node.alive ? "registration" : "goodbye",
+                m.node.alive))
+    return;
   size_t i = 0;
   for (; i < nodes_.size(); ++i)
     if (nodes_[i].id == id) break;
@@ -101,7 +121,9 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
   // rewritten when the reading moved by 1% of the total.
   int64_t total = std::max<int64_t>(0, m.node.memory_total_bytes);
   int64_t used = std::clamp<int64_t>(m.node.memory_used_bytes, 0, total);
-  double threshold = std::isfinite(m.node.memory_usage_threshold) ? std::clamp(m.node.memory_usage_threshold, 0.0, 1.0) : 0.0;
+  double threshold = std::isfinite(m.node.memory_usage_threshold)
+                         ? std::clamp(m.node.memory_usage_threshold, 0.0, 1.0)
+                         : 0.0;
   NodeMemory& mem = node_memory_[id.Binary()];
   bool memory_moved = mem.written_used < 0 || mem.total != total || mem.threshold != threshold ||
                       std::abs(double(used) - double(mem.written_used)) >= 0.01 * double(total);
@@ -130,7 +152,8 @@ void HeadService::OnRegisterNode(const transport::Envelope& env) {
   nodes_[i] = NodeView{id, true, m.node.total, m.node.total, m.node.labels};
   node_addresses_[i] = m.node.address;
   node_last_seen_[i] = Now();
-  LOG_INFO("node " + id.Hex() + " registered at " + m.node.address + " with " + ToString(m.node.total));
+  LOG_INFO("node " + id.Hex() + " registered at " + m.node.address + " with " +
+           ToString(m.node.total));
   PersistNode(i);
   ReplyAck(m.reply_to, 0, true, "", "");
   ScheduleAll();
@@ -145,8 +168,8 @@ void HeadService::OnClusterInfo(const transport::Envelope& env) {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const auto& n = nodes_[i];
     const NodeMemory& mem = node_memory_[n.id.Binary()];
-    reply.nodes.push_back({n.id.Binary(), node_addresses_[i], n.alive, n.total, n.available, n.labels, mem.used,
-                           mem.total, mem.threshold});
+    reply.nodes.push_back({n.id.Binary(), node_addresses_[i], n.alive, n.total, n.available,
+                           n.labels, mem.used, mem.total, mem.threshold});
   }
   transport::Send(m.reply_to, MsgType::kClusterInfoReply, reply);
 }
@@ -178,7 +201,8 @@ void HeadService::OnCreateActor(const transport::Envelope& env) {
       auto a = actors_.find(it->second);
       if (a != actors_.end() && a->second.state != proto::ActorState::kDead) {
         ReplyAck(m.reply_to, m.request_id, false, "Error",
-                 "an actor named '" + opts.name + "' already exists in namespace '" + opts.namespace_ + "'");
+                 "an actor named '" + opts.name + "' already exists in namespace '" +
+                     opts.namespace_ + "'");
         return;
       }
     }
@@ -215,7 +239,8 @@ void HeadService::OnSubscribeActor(const transport::Envelope& env) {
   proto::SubscribeActorMsg m;
   DECODE_OR_THROW(env, m);
   // Subscribers are stored in the actor's record: an address must be UTF-8 text.
-  if (Status s = records::CheckUtf8("a subscriber address", m.reply_to); !s.ok()) throw std::runtime_error(s.message());
+  if (Status s = records::CheckUtf8("a subscriber address", m.reply_to); !s.ok())
+    throw std::runtime_error(s.message());
   auto it = actors_.find(m.actor_id);
   if (it == actors_.end()) {
     proto::ActorUpdateMsg u;
@@ -266,7 +291,8 @@ void HeadService::OnKillActor(const transport::Envelope& env) {
   ActorDied(a, "ActorDiedError", "the actor was killed by orrery::Kill before it started", false);
 }
 
-void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::string& cause, bool allow_restart) {
+void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::string& cause,
+                            bool allow_restart) {
   if (a.node >= 0) {
     Release(a.node, a.spec.options.placement_group, a.bundle, a.spec.options.resources);
     a.node = -1;
@@ -281,8 +307,8 @@ void HeadService::ActorDied(ActorRec& a, const std::string& kind, const std::str
     a.state = proto::ActorState::kRestarting;
     a.death_kind = kind;  // of the last death: callers of the lost calls get this kind
     a.death_cause = cause;
-    LOG_INFO("actor " + Hex(a.spec.actor_id) + " restarting (" + std::to_string(a.restarts_used) + "/" +
-             std::to_string(max) + "): " + cause);
+    LOG_INFO("actor " + Hex(a.spec.actor_id) + " restarting (" + std::to_string(a.restarts_used) +
+             "/" + std::to_string(max) + "): " + cause);
     pending_.push_back({PendingKind::kActor, a.spec.actor_id, Now()});
     PersistActor(a);
     Notify(a);
@@ -313,7 +339,8 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
   switch (proto::WorkerEventKind(m.kind)) {
     case proto::WorkerEventKind::kActorAlive: {
       auto it = actors_.find(m.actor_id);
-      if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node) return;
+      if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node)
+        return;
       ActorRec& a = it->second;
       a.state = proto::ActorState::kAlive;
       a.address = m.address;
@@ -324,7 +351,8 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
     }
     case proto::WorkerEventKind::kActorDied: {
       auto it = actors_.find(m.actor_id);
-      if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node) return;
+      if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node)
+        return;
       if (it->second.state == proto::ActorState::kDead) return;
       bool creation_failed = m.error_kind == "CreationFailed";
       // The kinds a node reports that callers see as such; anything else is ActorDiedError.
@@ -337,7 +365,8 @@ void HeadService::OnWorkerEvent(const transport::Envelope& env) {
     case proto::WorkerEventKind::kLeaseFailed: {
       auto it = leases_.find(m.lease_id);
       if (it == leases_.end() || it->second.node != node) return;
-      Release(it->second.node, it->second.request.placement_group, it->second.bundle, it->second.request.resources);
+      Release(it->second.node, it->second.request.placement_group, it->second.bundle,
+              it->second.request.resources);
       ForgetLease(it->first);
       leases_.erase(it);
       ScheduleAll();
@@ -352,12 +381,15 @@ void HeadService::OnRequestLease(const transport::Envelope& env) {
   proto::LeaseRequestMsg m;
   DECODE_OR_THROW(env, m);
   if (leases_.count(m.lease_id)) return;  // a resent request: it is queued or granted already
-  Status valid = m.lease_id.size() == UniqueId::kSize ? Status::Ok() : Status::InvalidArgument("a lease id has 16 bytes");
+  Status valid = m.lease_id.size() == UniqueId::kSize
+                     ? Status::Ok()
+                     : Status::InvalidArgument("a lease id has 16 bytes");
   if (valid.ok()) valid = records::CheckUtf8("the task's", m.resources);
   if (valid.ok()) valid = records::CheckUtf8("the task's selector", m.label_selector);
   if (valid.ok()) valid = CheckExecutable(m.job_id, m.argv, m.binary_hash);
   if (!valid.ok()) {
-    if (valid.code() == StatusCode::kPermissionDenied) LOG_WARN("refused a lease: " + valid.message());
+    if (valid.code() == StatusCode::kPermissionDenied)
+      LOG_WARN("refused a lease: " + valid.message());
     proto::LeaseReplyMsg reply;
     reply.request_id = m.request_id;
     reply.lease_id = m.lease_id;
@@ -385,7 +417,8 @@ void HeadService::OnReturnLease(const transport::Envelope& env) {
     ErasePending(PendingKind::kLease, m.lease_id);
   } else {
     Release(l.node, l.request.placement_group, l.bundle, l.request.resources);
-    transport::Send(node_addresses_[l.node], MsgType::kReleaseLease, proto::ReleaseLeaseMsg{m.lease_id});
+    transport::Send(node_addresses_[l.node], MsgType::kReleaseLease,
+                    proto::ReleaseLeaseMsg{m.lease_id});
   }
   ForgetLease(m.lease_id);
   leases_.erase(it);
@@ -411,8 +444,10 @@ void HeadService::Release(int node, const std::string& pg_id, int bundle, const 
   if (node >= 0 && node < int(nodes_.size())) Add(nodes_[node].available, demand);
 }
 
-Decision HeadService::PlaceInBundle(PgRec& pg, int bundle_index, const Resources& demand, int* bundle_out) {
-  if (pg.state == PgRec::kRemoved) return {Outcome::kInfeasible, -1, "its placement group was removed"};
+Decision HeadService::PlaceInBundle(PgRec& pg, int bundle_index, const Resources& demand,
+                                    int* bundle_out) {
+  if (pg.state == PgRec::kRemoved)
+    return {Outcome::kInfeasible, -1, "its placement group was removed"};
   int n = int(pg.spec.bundles.size());
   if (bundle_index >= n) {
     return {Outcome::kInfeasible, -1,
@@ -433,13 +468,15 @@ Decision HeadService::PlaceInBundle(PgRec& pg, int bundle_index, const Resources
     return {Outcome::kInfeasible, -1,
             "no bundle of placement group '" + pg.spec.name + "' can hold " + ToString(demand)};
   }
-  return {Outcome::kWait, -1, pg.state == PgRec::kPending ? "waiting for its placement group to be placed"
-                                                          : "waiting for room in its placement group bundle"};
+  return {Outcome::kWait, -1,
+          pg.state == PgRec::kPending ? "waiting for its placement group to be placed"
+                                      : "waiting for room in its placement group bundle"};
 }
 
-Decision HeadService::PlaceAndReserve(const Resources& resources, const Labels& selector, int strategy,
-                                      const std::string& affinity_node, bool affinity_soft,
-                                      const std::string& pg_id, int bundle_index, int* bundle) {
+Decision HeadService::PlaceAndReserve(const Resources& resources, const Labels& selector,
+                                      int strategy, const std::string& affinity_node,
+                                      bool affinity_soft, const std::string& pg_id,
+                                      int bundle_index, int* bundle) {
   Decision d;
   *bundle = -1;
   if (!pg_id.empty()) {
@@ -447,12 +484,13 @@ Decision HeadService::PlaceAndReserve(const Resources& resources, const Labels& 
     d = it == pgs_.end() ? Decision{Outcome::kInfeasible, -1, "its placement group does not exist"}
                          : PlaceInBundle(it->second, bundle_index, resources, bundle);
   } else {
-    Demand demand{resources, selector, SchedulingStrategy(strategy), NodeId(UniqueId::FromBinary(affinity_node)),
-                  affinity_soft};
+    Demand demand{resources, selector, SchedulingStrategy(strategy),
+                  NodeId(UniqueId::FromBinary(affinity_node)), affinity_soft};
     d = Schedule(demand, nodes_, round_robin_++);
   }
   if (d.outcome == Outcome::kPlaced) {
-    Subtract(*bundle >= 0 ? pgs_[pg_id].bundle_available[*bundle] : nodes_[d.node_index].available, resources);
+    Subtract(*bundle >= 0 ? pgs_[pg_id].bundle_available[*bundle] : nodes_[d.node_index].available,
+             resources);
   } else {
     wait_reason_ = (d.outcome == Outcome::kInfeasible ? "infeasible: " : "") + d.reason;
   }
@@ -462,17 +500,19 @@ Decision HeadService::PlaceAndReserve(const Resources& resources, const Labels& 
 bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
   if (a.state == proto::ActorState::kDead) return true;
   const auto& o = a.spec.options;
-  Decision d = PlaceAndReserve(o.resources, o.label_selector, o.strategy, o.affinity_node, o.affinity_soft,
-                               o.placement_group, o.bundle_index, &a.bundle);
+  Decision d = PlaceAndReserve(o.resources, o.label_selector, o.strategy, o.affinity_node,
+                               o.affinity_soft, o.placement_group, o.bundle_index, &a.bundle);
   if (d.outcome == Outcome::kPlaced) {
     a.node = d.node_index;
     PersistActor(a);  // a head restarted from here on knows it is placed: no second start
-    transport::Send(node_addresses_[a.node], MsgType::kStartActor, proto::StartActorMsg{a.spec, a.incarnation});
+    transport::Send(node_addresses_[a.node], MsgType::kStartActor,
+                    proto::StartActorMsg{a.spec, a.incarnation});
     return true;
   }
   double limit = a.spec.infeasible_timeout_s;
   if (d.outcome == Outcome::kInfeasible && limit >= 0 && now - p.since >= limit) {
-    ActorDied(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason, false);
+    ActorDied(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason,
+              false);
     return true;
   }
   return false;
@@ -480,15 +520,16 @@ bool HeadService::TryPlaceActor(ActorRec& a, const Pending& p, double now) {
 
 bool HeadService::TryPlaceLease(LeaseRec& l, const Pending& p, double now) {
   const auto& r = l.request;
-  Decision d = PlaceAndReserve(r.resources, r.label_selector, r.strategy, r.affinity_node, r.affinity_soft,
-                               r.placement_group, r.bundle_index, &l.bundle);
+  Decision d = PlaceAndReserve(r.resources, r.label_selector, r.strategy, r.affinity_node,
+                               r.affinity_soft, r.placement_group, r.bundle_index, &l.bundle);
   if (d.outcome == Outcome::kPlaced) {
     l.node = d.node_index;
     PersistLease(r.lease_id);
     transport::Send(node_addresses_[l.node], MsgType::kGrantLease, proto::GrantLeaseMsg{r});
     return true;
   }
-  if (d.outcome == Outcome::kInfeasible && r.infeasible_timeout_s >= 0 && now - p.since >= r.infeasible_timeout_s) {
+  if (d.outcome == Outcome::kInfeasible && r.infeasible_timeout_s >= 0 &&
+      now - p.since >= r.infeasible_timeout_s) {
     proto::LeaseReplyMsg reply;
     reply.request_id = r.request_id;
     reply.lease_id = r.lease_id;
@@ -516,7 +557,8 @@ bool HeadService::TryPlacePg(PgRec& pg) {
   pg.state = PgRec::kCreated;
   pg.node_of_bundle = d.node_of_bundle;
   pg.bundle_available = pg.spec.bundles;
-  for (size_t b = 0; b < pg.spec.bundles.size(); ++b) Subtract(nodes_[d.node_of_bundle[b]].available, pg.spec.bundles[b]);
+  for (size_t b = 0; b < pg.spec.bundles.size(); ++b)
+    Subtract(nodes_[d.node_of_bundle[b]].available, pg.spec.bundles[b]);
   pg.reason.clear();
   for (const auto& w : pg.waiters) ReplyPg(w.reply_to, w.request_id, &pg, true, "", "");
   pg.waiters.clear();
@@ -564,11 +606,17 @@ void HeadService::ScheduleAll() {
       it->reason = wait_reason_;
       static const char* kKinds[] = {"actor", "task", "placement_group"};
       std::string what;
-      if (it->kind == PendingKind::kActor) what = actors_[it->id].spec.factory + " " + ToString(actors_[it->id].spec.options.resources);
-      if (it->kind == PendingKind::kLease) what = "tasks needing " + ToString(leases_[it->id].request.resources);
+      if (it->kind == PendingKind::kActor)
+        what =
+            actors_[it->id].spec.factory + " " + ToString(actors_[it->id].spec.options.resources);
+      if (it->kind == PendingKind::kLease)
+        what = "tasks needing " + ToString(leases_[it->id].request.resources);
       if (it->kind == PendingKind::kPg) what = "placement group '" + pgs_[it->id].spec.name + "'";
-      nlohmann::json j{{"id", Hex(it->id)}, {"kind", kKinds[int(it->kind)]}, {"demand", what},
-                       {"reason", it->reason}, {"waiting_s", now - it->since}};
+      nlohmann::json j{{"id", Hex(it->id)},
+                       {"kind", kKinds[int(it->kind)]},
+                       {"demand", what},
+                       {"reason", it->reason},
+                       {"waiting_s", now - it->since}};
       options_.store->Put("pending", Hex(it->id), records::Dump(j));
     }
     ++it;

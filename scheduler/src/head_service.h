@@ -118,7 +118,8 @@ class HeadService {
   // Whether a node-scoped message (`what`) for node `node_id` carries that node's secret.
   // A registration (`adopt`) of a node whose secret this head does not know yet (a new node,
   // or one recovered from the store) sets it; anything else for such a node is dropped.
-  bool FromNode(const std::string& node_id, const std::string& secret, const char* what, bool adopt);
+  bool FromNode(const std::string& node_id, const std::string& secret, const char* what,
+                bool adopt);
   // The driver is gone: its non-detached actors and its leases go with it.
   void JobDied(const std::string& job_id, const std::string& cause);
   void PersistJob(const std::string& job_id);
@@ -136,13 +137,14 @@ class HeadService {
   // Chooses a node (or a bundle of placement group `pg_id`) for a demand and, when placed,
   // reserves the resources there. Otherwise sets wait_reason_.
   Decision PlaceAndReserve(const Resources& resources, const Labels& selector, int strategy,
-                           const std::string& affinity_node, bool affinity_soft, const std::string& pg_id,
-                           int bundle_index, int* bundle);
+                           const std::string& affinity_node, bool affinity_soft,
+                           const std::string& pg_id, int bundle_index, int* bundle);
   // Places `demand` inside a placement group's bundles. Outcome as for nodes.
   Decision PlaceInBundle(PgRec& pg, int bundle_index, const Resources& demand, int* bundle_out);
   void Release(int node, const std::string& pg_id, int bundle, const Resources& demand);
 
-  void ActorDied(ActorRec& a, const std::string& kind, const std::string& cause, bool allow_restart);
+  void ActorDied(ActorRec& a, const std::string& kind, const std::string& cause,
+                 bool allow_restart);
   void Notify(const ActorRec& a);
   proto::ActorUpdateMsg UpdateOf(const ActorRec& a) const;
   ClusterView View() const;
@@ -164,7 +166,7 @@ class HeadService {
   std::vector<NodeView> nodes_;
   std::vector<std::string> node_addresses_;
   std::vector<double> node_last_seen_;
-  std::map<std::string, ActorRec> actors_;                       // by binary id
+  std::map<std::string, ActorRec> actors_;                            // by binary id
   std::map<std::pair<std::string, std::string>, std::string> named_;  // (ns, name) -> id
   std::map<std::string, LeaseRec> leases_;
   std::map<std::string, PgRec> pgs_;
@@ -181,7 +183,7 @@ class HeadService {
   // PutBinary is stored only for such a job and that hash.
   std::map<std::string, std::string> awaiting_upload_;
   std::map<std::string, std::string> node_secrets_;  // binary node id -> its secret (FromNode)
-  std::map<std::string, int64_t> stream_written_;  // record key -> last stream index appended
+  std::map<std::string, int64_t> stream_written_;    // record key -> last stream index appended
   // What each node's heartbeat last said of its memory (by binary node id), and what its
   // record in the store last said.
   struct NodeMemory {

@@ -21,15 +21,21 @@ Decision ScheduleHybrid(const Demand& demand, const ClusterView& view, double sp
   }
   if (first_below >= 0) return {Outcome::kPlaced, first_below, ""};
   if (least >= 0) return {Outcome::kPlaced, least, ""};
-  if (!feasible) return {Outcome::kInfeasible, -1, InfeasibleReason(demand.resources, demand.label_selector, view)};
-  return {Outcome::kWait, -1, "waiting for " + ToString(demand.resources) + " to be free on a node"};
+  if (!feasible)
+    return {Outcome::kInfeasible, -1,
+            InfeasibleReason(demand.resources, demand.label_selector, view)};
+  return {Outcome::kWait, -1,
+          "waiting for " + ToString(demand.resources) + " to be free on a node"};
 }
 
 Decision Schedule(const Demand& demand, const ClusterView& view, size_t hint) {
   switch (demand.strategy) {
-    case SchedulingStrategy::kSpread: return ScheduleSpread(demand, view, hint);
-    case SchedulingStrategy::kNodeAffinity: return ScheduleNodeAffinity(demand, view);
-    case SchedulingStrategy::kDefault: break;
+    case SchedulingStrategy::kSpread:
+      return ScheduleSpread(demand, view, hint);
+    case SchedulingStrategy::kNodeAffinity:
+      return ScheduleNodeAffinity(demand, view);
+    case SchedulingStrategy::kDefault:
+      break;
   }
   return ScheduleHybrid(demand, view);
 }

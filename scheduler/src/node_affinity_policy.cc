@@ -6,10 +6,12 @@ Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view) {
   for (size_t i = 0; i < view.size(); ++i) {
     const NodeView& n = view[i];
     if (n.id != demand.affinity_node) continue;
-    if (n.alive && MatchesSelector(n.labels, demand.label_selector) && Fits(demand.resources, n.total)) {
+    if (n.alive && MatchesSelector(n.labels, demand.label_selector) &&
+        Fits(demand.resources, n.total)) {
       if (Fits(demand.resources, n.available)) return {Outcome::kPlaced, int(i), ""};
       if (!demand.affinity_soft) {
-        return {Outcome::kWait, -1, "waiting for " + ToString(demand.resources) + " on node " + n.id.Hex()};
+        return {Outcome::kWait, -1,
+                "waiting for " + ToString(demand.resources) + " on node " + n.id.Hex()};
       }
     }
     break;
@@ -20,7 +22,8 @@ Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view) {
     return ScheduleHybrid(fallback, view);
   }
   return {Outcome::kInfeasible, -1,
-          "node " + demand.affinity_node.Hex() + " is not alive or can never hold " + ToString(demand.resources)};
+          "node " + demand.affinity_node.Hex() + " is not alive or can never hold " +
+              ToString(demand.resources)};
 }
 
 }  // namespace orrery::scheduler

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <stdexcept>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "core/src/file_hash.h"
 #include "orrery/placement.h"
@@ -86,7 +86,8 @@ T IntField(const json& j, const char* key, T dflt) {
     fits = it->get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max());
   } else if (it->is_number_integer()) {
     int64_t v = it->get<int64_t>();
-    fits = v >= int64_t(std::numeric_limits<T>::min()) && v <= int64_t(std::numeric_limits<T>::max());
+    fits =
+        v >= int64_t(std::numeric_limits<T>::min()) && v <= int64_t(std::numeric_limits<T>::max());
   }
   if (!fits) throw std::invalid_argument(std::string("'") + key + "' is not an integer in range");
   return it->is_number_unsigned() ? T(it->get<uint64_t>()) : T(it->get<int64_t>());

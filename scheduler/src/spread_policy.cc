@@ -20,8 +20,11 @@ Decision ScheduleSpread(const Demand& demand, const ClusterView& view, size_t hi
     }
   }
   if (best >= 0) return {Outcome::kPlaced, best, ""};
-  if (!feasible) return {Outcome::kInfeasible, -1, InfeasibleReason(demand.resources, demand.label_selector, view)};
-  return {Outcome::kWait, -1, "waiting for " + ToString(demand.resources) + " to be free on a node"};
+  if (!feasible)
+    return {Outcome::kInfeasible, -1,
+            InfeasibleReason(demand.resources, demand.label_selector, view)};
+  return {Outcome::kWait, -1,
+          "waiting for " + ToString(demand.resources) + " to be free on a node"};
 }
 
 }  // namespace orrery::scheduler

@@ -18,7 +18,8 @@ bool Eligible(const NodeView& node, const Labels& selector) {
   return node.alive && MatchesSelector(node.labels, selector);
 }
 
-std::string InfeasibleReason(const Resources& demand, const Labels& selector, const ClusterView& view) {
+std::string InfeasibleReason(const Resources& demand, const Labels& selector,
+                             const ClusterView& view) {
   const NodeView* largest = nullptr;
   double best = -1;
   for (const auto& n : view) {
@@ -53,8 +54,9 @@ std::string InfeasibleReason(const Resources& demand, const Labels& selector, co
         return it == n.labels.end() ? std::string("?") : it->second;
       };
       inventory += (inventory.empty() ? "" : "; ") + n.id.Hex().substr(0, 12) + ": " +
-                   std::to_string(int(chips->second)) + " chips of " + label("orrery.io/tpu-pod-type") + " slice " +
-                   label("orrery.io/tpu-slice-name") + " worker " + label("orrery.io/tpu-worker-id");
+                   std::to_string(int(chips->second)) + " chips of " +
+                   label("orrery.io/tpu-pod-type") + " slice " + label("orrery.io/tpu-slice-name") +
+                   " worker " + label("orrery.io/tpu-worker-id");
     }
     out += ". TPU inventory: " + (inventory.empty() ? std::string("no TPU hosts") : inventory);
   }

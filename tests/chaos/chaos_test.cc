@@ -42,8 +42,8 @@
 #include "tests/chaos/processes.h"
 #include "tests/chaos/workload.h"
 #include "tests/cluster/cluster_fixture.h"
-#include "tests/skip_exit_code.h"
 #include "tests/cluster/redis_client.h"
+#include "tests/skip_exit_code.h"
 
 namespace fs = std::filesystem;
 namespace train = orrery::train;

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -61,9 +61,12 @@ enum class Stranger {
 
 const char* Name(Stranger s) {
   switch (s) {
-    case Stranger::kPlain: return "a plain ZeroMQ peer";
-    case Stranger::kOwnKey: return "a CURVE peer with a key of its own";
-    case Stranger::kOtherClusterKey: return "a CURVE peer holding another cluster's token";
+    case Stranger::kPlain:
+      return "a plain ZeroMQ peer";
+    case Stranger::kOwnKey:
+      return "a CURVE peer with a key of its own";
+    case Stranger::kOtherClusterKey:
+      return "a CURVE peer holding another cluster's token";
   }
   return "?";
 }
@@ -71,16 +74,18 @@ const char* Name(Stranger s) {
 void SetUpStranger(zmq::socket_t& s, Stranger kind) {
   if (kind == Stranger::kPlain) return;
   orrery::security::Credentials cluster = orrery::security::ProcessCredentials();
-  orrery::security::Credentials other = orrery::security::FromToken(orrery::security::NewToken(), "elsewhere");
-  s.set(zmq::sockopt::curve_serverkey, zmq::buffer(kind == Stranger::kOwnKey ? cluster.public_key : other.public_key));
+  orrery::security::Credentials other =
+      orrery::security::FromToken(orrery::security::NewToken(), "elsewhere");
+  s.set(zmq::sockopt::curve_serverkey,
+        zmq::buffer(kind == Stranger::kOwnKey ? cluster.public_key : other.public_key));
   s.set(zmq::sockopt::curve_publickey, zmq::buffer(other.public_key));
   s.set(zmq::sockopt::curve_secretkey, zmq::buffer(other.secret_key));
 }
 
 // Sends `frame` from a fresh DEALER set up as `kind`; returns whether anything came back
 // within `wait_ms` (an authenticated peer gets an answer to each of these messages).
-bool GetsAnyReply(zmq::context_t& ctx, const std::string& address, const std::string& frame, Stranger* kind,
-                  int wait_ms) {
+bool GetsAnyReply(zmq::context_t& ctx, const std::string& address, const std::string& frame,
+                  Stranger* kind, int wait_ms) {
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
   if (kind) {
@@ -96,7 +101,9 @@ bool GetsAnyReply(zmq::context_t& ctx, const std::string& address, const std::st
 }
 
 // A message that any inbox answers (a kError reply: it is not a valid registration).
-std::string Garbage() { return orrery::proto::EncodeFrame(MsgType::kRegisterJob, std::string("not a job")); }
+std::string Garbage() {
+  return orrery::proto::EncodeFrame(MsgType::kRegisterJob, std::string("not a job"));
+}
 
 std::string NodeRegistration(const std::string& fake_address) {
   orrery::proto::RegisterNodeMsg m;
@@ -116,7 +123,8 @@ struct DriverResult {
 
 // Runs this binary as a driver against `address` with `env` added to the environment.
 DriverResult RunDriver(const std::string& address, const std::string& log,
-                       const std::vector<std::pair<std::string, std::string>>& env, bool drop_token_env) {
+                       const std::vector<std::pair<std::string, std::string>>& env,
+                       bool drop_token_env) {
   auto start = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid == 0) {
@@ -172,11 +180,14 @@ class AuthTest : public ::testing::Test {
 
   // Every kind of stranger sends `frame` to `address` and gets nothing back, while the
   // cluster's own key gets an answer to the same bytes.
-  void ExpectStrangersRefused(const std::string& address, const std::string& frame, const char* what) {
+  void ExpectStrangersRefused(const std::string& address, const std::string& frame,
+                              const char* what) {
     for (Stranger kind : {Stranger::kPlain, Stranger::kOwnKey, Stranger::kOtherClusterKey}) {
-      EXPECT_FALSE(GetsAnyReply(ctx_, address, frame, &kind, 700)) << Name(kind) << " got an answer from " << what;
+      EXPECT_FALSE(GetsAnyReply(ctx_, address, frame, &kind, 700))
+          << Name(kind) << " got an answer from " << what;
     }
-    EXPECT_TRUE(GetsAnyReply(ctx_, address, frame, nullptr, 10000)) << "the cluster's own key got no answer from " << what;
+    EXPECT_TRUE(GetsAnyReply(ctx_, address, frame, nullptr, 10000))
+        << "the cluster's own key got no answer from " << what;
   }
 
   orrery_cluster::Cluster cluster_;
@@ -201,14 +212,19 @@ TEST_F(AuthTest, StrangersGetNothingThroughToTheHeadANodeOrAWorker) {
   EXPECT_EQ(orrery::Nodes().size(), 1u) << "a stranger registered a node";
 
   // Each daemon said whom it refused, naming the address.
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(cluster_.dir() + "/head.log").find("refused a connection from 127.0.0.1") != std::string::npos; }))
-      << ReadFile(cluster_.dir() + "/head.log");
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(cluster_.dir() + "/node0.log").find("refused a connection from 127.0.0.1") != std::string::npos; }))
-      << ReadFile(cluster_.dir() + "/node0.log");
+  EXPECT_TRUE(WaitFor([&] {
+    return ReadFile(cluster_.dir() + "/head.log").find("refused a connection from 127.0.0.1") !=
+           std::string::npos;
+  })) << ReadFile(cluster_.dir() + "/head.log");
+  EXPECT_TRUE(WaitFor([&] {
+    return ReadFile(cluster_.dir() + "/node0.log").find("refused a connection from 127.0.0.1") !=
+           std::string::npos;
+  })) << ReadFile(cluster_.dir() + "/node0.log");
 }
 
 TEST_F(AuthTest, ADriverWithTheTokenWorks) {
-  DriverResult r = RunDriver(cluster_.head_address(), cluster_.dir() + "/good_driver.log", {}, false);
+  DriverResult r =
+      RunDriver(cluster_.head_address(), cluster_.dir() + "/good_driver.log", {}, false);
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -219,7 +235,8 @@ TEST_F(AuthTest, ADriverWithAWrongTokenFailsAtOnceSayingSo) {
                              {{"ORRERY_TOKEN_FILE", wrong}}, false);
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("authentication with the cluster at"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(wrong), std::string::npos) << "the error names the token file used: " << r.output;
+  EXPECT_NE(r.output.find(wrong), std::string::npos)
+      << "the error names the token file used: " << r.output;
   // Fails on the refused handshake, not on a request's timeout (many seconds).
   EXPECT_LT(r.seconds, 10.0) << r.output;
   std::printf("a driver with a wrong token failed after %.2f s\n", r.seconds);

@@ -1,7 +1,5 @@
 #include "tests/cluster/cluster_fixture.h"
 
-#include "core/src/security.h"
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -9,15 +7,17 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <mutex>
 #include <stdexcept>
+
+#include "core/src/security.h"
 
 extern char** environ;
 
@@ -37,7 +37,8 @@ int FreePort() {
 }
 
 // The environment of this process with `env` replacing or adding variables.
-static std::vector<std::string> EnvWith(const std::vector<std::pair<std::string, std::string>>& env) {
+static std::vector<std::string> EnvWith(
+    const std::vector<std::pair<std::string, std::string>>& env) {
   std::vector<std::string> envs;
   for (char** e = environ; *e; ++e) {
     std::string kv = *e;
@@ -170,7 +171,6 @@ void KillHard(int pid) {
 
 std::string CliPath() { return ORRERY_CLI_PATH; }
 
-
 namespace {
 bool LogHas(const std::string& log, const std::string& needle) {
   std::ifstream in(log);
@@ -188,7 +188,8 @@ Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {
   // drivers started by the test and the test process itself find it in ORRERY_TOKEN_FILE.
   // Raw sockets a test opens (security::ConfigureClient) present it too.
   token_file_ = dir_ + "/token";
-  orrery::Status written = orrery::security::WriteSecretFile(token_file_, orrery::security::NewToken());
+  orrery::Status written =
+      orrery::security::WriteSecretFile(token_file_, orrery::security::NewToken());
   if (!written.ok()) throw std::runtime_error(written.message());
   setenv("ORRERY_TOKEN_FILE", token_file_.c_str(), 1);
   auto used = orrery::security::UseCredentials(false, token_file_, "");
@@ -214,7 +215,8 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
     // Redis has a password, as `orrery start --head` gives it one; the test process and the
     // programs it starts (drivers, `orrery status`) find it in ORRERY_REDIS_PASSWORD_FILE.
     redis_password_file_ = dir_ + "/redis_password";
-    orrery::Status written = orrery::security::WriteSecretFile(redis_password_file_, orrery::security::NewToken());
+    orrery::Status written =
+        orrery::security::WriteSecretFile(redis_password_file_, orrery::security::NewToken());
     if (!written.ok()) throw std::runtime_error(written.message());
     setenv("ORRERY_REDIS_PASSWORD_FILE", redis_password_file_.c_str(), 1);
     StartRedis(rport, redis_dir_);
@@ -222,13 +224,17 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
   if (head_address_.empty()) head_address_ = "127.0.0.1:" + std::to_string(FreePort());
   std::string port = head_address_.substr(head_address_.rfind(':') + 1);
   // A restarted head writes a new log, so the previous one stays for the post-mortem.
-  std::string log = heads_++ == 0 ? dir_ + "/head.log" : dir_ + "/head." + std::to_string(heads_ - 1) + ".log";
+  std::string log =
+      heads_++ == 0 ? dir_ + "/head.log" : dir_ + "/head." + std::to_string(heads_ - 1) + ".log";
   std::ofstream(log, std::ios::trunc).close();
-  head_pid_ = spawner_->Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_, "--health-check-period-s",
-                     std::to_string(health_period_s_), "--health-check-failure-threshold", std::to_string(health_threshold_),
-                     "--redis-password-file", redis_password_file_},
-                    log);
-  if (!WaitFor([&] { return LogHas(log, "head listening on"); })) throw std::runtime_error("the head did not start");
+  head_pid_ =
+      spawner_->Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_,
+                       "--health-check-period-s", std::to_string(health_period_s_),
+                       "--health-check-failure-threshold", std::to_string(health_threshold_),
+                       "--redis-password-file", redis_password_file_},
+                      log);
+  if (!WaitFor([&] { return LogHas(log, "head listening on"); }))
+    throw std::runtime_error("the head did not start");
 }
 
 void Cluster::StartRedis(int port, const std::string& dir) {
@@ -244,7 +250,8 @@ void Cluster::StartRedis(int port, const std::string& dir) {
   if (!written.ok()) throw std::runtime_error(written.message());
   redis_pid_ = spawner_->Spawn({"redis-server", conf}, log);
   // Ready only once the append-only file is loaded.
-  if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); })) throw std::runtime_error("redis did not start; see " + log);
+  if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); }))
+    throw std::runtime_error("redis did not start; see " + log);
 }
 
 void Cluster::RestartRedis(bool empty) {
@@ -281,11 +288,14 @@ int Cluster::RestartNode(size_t index) {
   return node_pids_[index];
 }
 
-int Cluster::AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
+int Cluster::AddNodeWithEnv(const std::string& sysroot,
+                            const std::vector<std::pair<std::string, std::string>>& env,
                             const std::string& labels, int cpus, const std::string& resources_json,
                             const std::vector<std::string>& extra_flags) {
   NodeSpec spec;
-  spec.argv = {CliPath(), "node", "--address", head_address_, "--num-cpus", std::to_string(cpus),
+  spec.argv = {CliPath(),       "node",
+               "--address",     head_address_,
+               "--num-cpus",    std::to_string(cpus),
                "--heartbeat-s", std::to_string(health_period_s_)};
   if (!resources_json.empty()) spec.argv.insert(spec.argv.end(), {"--resources", resources_json});
   if (!labels.empty()) spec.argv.insert(spec.argv.end(), {"--labels", labels});
@@ -301,7 +311,8 @@ int Cluster::AddNodeWithEnv(const std::string& sysroot, const std::vector<std::p
   return pid;
 }
 
-int Cluster::AddTpuV4Node(const std::string& slice, int worker, const std::string& labels, int cpus) {
+int Cluster::AddTpuV4Node(const std::string& slice, int worker, const std::string& labels,
+                          int cpus) {
   std::string root = dir_ + "/tpu_" + slice + "_" + std::to_string(worker);
   for (int i = 0; i < 4; ++i) {
     std::filesystem::create_directories(root + "/dev");

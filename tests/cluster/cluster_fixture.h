@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <utility>
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace orrery_cluster {
@@ -41,11 +41,17 @@ class Cluster {
   ~Cluster();
   // Starts Redis and the head (with the given health-check settings).
   void StartHead(double health_period_s = 0.2, int health_threshold = 3);
-  void KillHead() { KillHard(head_pid_); head_pid_ = -1; }
+  void KillHead() {
+    KillHard(head_pid_);
+    head_pid_ = -1;
+  }
   // Kills redis-server (SIGKILL), then starts it again on the same port: with its data
   // directory as it was, so it reloads its append-only file (what it acknowledged before
   // the kill survives), or (`empty`) with a fresh one, as if Redis had lost everything.
-  void KillRedis() { KillHard(redis_pid_); redis_pid_ = -1; }
+  void KillRedis() {
+    KillHard(redis_pid_);
+    redis_pid_ = -1;
+  }
   void RestartRedis(bool empty = false);
   // Returns the node daemon's pid.
   int AddNode(const std::string& extra_flags_json_resources, const std::string& labels, int cpus);
@@ -82,7 +88,8 @@ class Cluster {
 
  private:
   // AddNode with ORRERY_SYSROOT (unless `sysroot` is empty) and `env` set for the node only.
-  int AddNodeWithEnv(const std::string& sysroot, const std::vector<std::pair<std::string, std::string>>& env,
+  int AddNodeWithEnv(const std::string& sysroot,
+                     const std::vector<std::pair<std::string, std::string>>& env,
                      const std::string& labels, int cpus, const std::string& resources_json = "",
                      const std::vector<std::string>& extra_flags = {});
 

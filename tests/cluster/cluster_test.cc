@@ -2,15 +2,14 @@
 // daemons with different resources and labels, all on loopback; this binary is the driver.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <set>
 #include <thread>
 
@@ -18,8 +17,8 @@
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/skip_exit_code.h"
 
-using ::testing::HasSubstr;
 using orrery_cluster::WaitFor;
+using ::testing::HasSubstr;
 
 namespace {
 
@@ -68,7 +67,8 @@ class ClusterTest : public ::testing::Test {
     c.address = cluster_.head_address();
     c.infeasible_timeout_s = 1;
     orrery::Init(c);
-    ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 3; })) << "three nodes should register";
+    ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 3; }))
+        << "three nodes should register";
   }
   void TearDown() override { orrery::Shutdown(); }
 
@@ -92,35 +92,43 @@ TEST_F(ClusterTest, ActorsLandByResourcesAndLabels) {
   EXPECT_EQ(*orrery::Get(in_a.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "a"));
   auto not_ab = orrery::Actor(Probe::Create).SetLabelSelector({{"zone", "!in(a,b)"}}).Remote();
   EXPECT_EQ(*orrery::Get(not_ab.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "c"));
-  auto in_bc = orrery::Actor(Probe::Create).SetResources({{"CPU", 1}}).SetLabelSelector({{"zone", "in(b, c)"}}).Remote();
+  auto in_bc = orrery::Actor(Probe::Create)
+                   .SetResources({{"CPU", 1}})
+                   .SetLabelSelector({{"zone", "in(b, c)"}})
+                   .Remote();
   std::string n = *orrery::Get(in_bc.Task(&Probe::Node).Remote(), 30000);
   EXPECT_TRUE(n == NodeWithLabel("zone", "b") || n == NodeWithLabel("zone", "c"));
 }
 
 TEST_F(ClusterTest, StrictSpreadPutsEachBundleOnItsOwnNode) {
-  auto pg = orrery::CreatePlacementGroup(
-      {.name = "spread3", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, .strategy = orrery::PlacementStrategy::STRICT_SPREAD});
+  auto pg = orrery::CreatePlacementGroup({.name = "spread3",
+                                          .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                                          .strategy = orrery::PlacementStrategy::STRICT_SPREAD});
   ASSERT_TRUE(pg.Wait(30));
   std::set<std::string> nodes;
   for (int i = 0; i < 3; ++i) {
-    auto a = orrery::Actor(Probe::Create).SetResources({{"CPU", 1}}).SetPlacementGroup(pg, i).Remote();
+    auto a =
+        orrery::Actor(Probe::Create).SetResources({{"CPU", 1}}).SetPlacementGroup(pg, i).Remote();
     nodes.insert(*orrery::Get(a.Task(&Probe::Node).Remote(), 30000));
   }
   EXPECT_EQ(nodes.size(), 3u);
   orrery::RemovePlacementGroup(pg.Id());
   // Four bundles cannot be strictly spread over three nodes: the group stays pending.
   auto pg4 = orrery::CreatePlacementGroup(
-      {.name = "spread4", .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+      {.name = "spread4",
+       .bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
        .strategy = orrery::PlacementStrategy::STRICT_SPREAD});
   EXPECT_FALSE(pg4.Wait(1));
   orrery::RemovePlacementGroup(pg4.Id());
 }
 
 TEST_F(ClusterTest, StrictPackNeedsOneNodeThatHoldsEverything) {
-  auto pg = orrery::CreatePlacementGroup(
-      {.name = "pack", .bundles = {{{"CPU", 3}}, {{"CPU", 1}}}, .strategy = orrery::PlacementStrategy::STRICT_PACK});
+  auto pg = orrery::CreatePlacementGroup({.name = "pack",
+                                          .bundles = {{{"CPU", 3}}, {{"CPU", 1}}},
+                                          .strategy = orrery::PlacementStrategy::STRICT_PACK});
   ASSERT_TRUE(pg.Wait(30));
-  auto a = orrery::Actor(Probe::Create).SetResources({{"CPU", 3}}).SetPlacementGroup(pg, 0).Remote();
+  auto a =
+      orrery::Actor(Probe::Create).SetResources({{"CPU", 3}}).SetPlacementGroup(pg, 0).Remote();
   EXPECT_EQ(*orrery::Get(a.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "c"));
   orrery::RemovePlacementGroup(pg.Id());
 }
@@ -140,14 +148,19 @@ TEST_F(ClusterTest, SpreadPutsActorsOnDistinctNodes) {
 TEST_F(ClusterTest, NodeAffinityHardAndSoft) {
   std::string c = NodeWithLabel("zone", "c");
   auto pinned = orrery::Actor(Probe::Create)
-                    .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{orrery::NodeId::FromHex(c), false})
+                    .SetSchedulingStrategy(
+                        orrery::NodeAffinitySchedulingStrategy{orrery::NodeId::FromHex(c), false})
                     .Remote();
   EXPECT_EQ(*orrery::Get(pinned.Task(&Probe::Node).Remote(), 30000), c);
   // A node that does not exist: hard affinity cannot be met, soft affinity goes elsewhere.
   auto nowhere = orrery::NodeId::Random();
-  auto hard = orrery::Actor(Probe::Create).SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, false}).Remote();
+  auto hard = orrery::Actor(Probe::Create)
+                  .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, false})
+                  .Remote();
   EXPECT_THROW(orrery::Get(hard.Task(&Probe::Node).Remote(), 30000), orrery::InfeasibleError);
-  auto soft = orrery::Actor(Probe::Create).SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, true}).Remote();
+  auto soft = orrery::Actor(Probe::Create)
+                  .SetSchedulingStrategy(orrery::NodeAffinitySchedulingStrategy{nowhere, true})
+                  .Remote();
   EXPECT_FALSE(orrery::Get(soft.Task(&Probe::Node).Remote(), 30000)->empty());
 }
 
@@ -159,7 +172,8 @@ TEST_F(ClusterTest, BundlesConstrainedToShareALabelValue) {
                                           .strategy = orrery::PlacementStrategy::PACK,
                                           .same_label = "zone"});
   ASSERT_TRUE(pg.Wait(30));
-  auto a = orrery::Actor(Probe::Create).SetResources({{"CPU", 2}}).SetPlacementGroup(pg, 1).Remote();
+  auto a =
+      orrery::Actor(Probe::Create).SetResources({{"CPU", 2}}).SetPlacementGroup(pg, 1).Remote();
   EXPECT_EQ(*orrery::Get(a.Task(&Probe::Node).Remote(), 30000), NodeWithLabel("zone", "c"));
   orrery::RemovePlacementGroup(pg.Id());
   auto spread = orrery::CreatePlacementGroup({.name = "spread_same_zone",
@@ -182,7 +196,10 @@ TEST_F(ClusterTest, InfeasibleDemandFailsFastNamingIt) {
 }
 
 TEST_F(ClusterTest, ANewDriverSeesADetachedNamedActor) {
-  auto a = orrery::Actor(Probe::Create).SetName("shared").SetLifetime(orrery::ActorLifetime::kDetached).Remote();
+  auto a = orrery::Actor(Probe::Create)
+               .SetName("shared")
+               .SetLifetime(orrery::ActorLifetime::kDetached)
+               .Remote();
   EXPECT_EQ(*orrery::Get(a.Task(&Probe::Inc).Remote(41), 30000), 41);
   orrery::Shutdown();  // the first driver goes; the detached actor stays
   orrery::Config c;
@@ -212,7 +229,8 @@ TEST_F(ClusterTest, NodeKilledHardIsDetectedAndItsActorsDie) {
 
 TEST_F(ClusterTest, ADriverKilledHardLosesItsActorsAndTheirResources) {
   std::string log = cluster_.dir() + "/child.log";
-  int child = orrery_cluster::Spawn({"/proc/self/exe", "--child-driver", cluster_.head_address()}, log);
+  int child =
+      orrery_cluster::Spawn({"/proc/self/exe", "--child-driver", cluster_.head_address()}, log);
   int worker = 0;
   ASSERT_TRUE(WaitFor([&] {
     std::ifstream in(log);
@@ -223,7 +241,8 @@ TEST_F(ClusterTest, ADriverKilledHardLosesItsActorsAndTheirResources) {
   EXPECT_EQ(orrery::AvailableResources()["GPU"], 1);
   orrery_cluster::KillHard(child);
   // The head notices the silent driver and stops its (non-detached) actor.
-  EXPECT_TRUE(WaitFor([&] { return kill(worker, 0) != 0; }, 30000)) << "worker " << worker << " outlived its driver";
+  EXPECT_TRUE(WaitFor([&] { return kill(worker, 0) != 0; }, 30000))
+      << "worker " << worker << " outlived its driver";
   EXPECT_TRUE(WaitFor([] { return orrery::AvailableResources()["GPU"] == 2; }, 10000));
 }
 

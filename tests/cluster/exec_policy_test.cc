@@ -69,7 +69,8 @@ class Peer {
   const std::string& address() const { return inbox_.address(); }
 
   template <typename T>
-  void Send(const std::string& to, MsgType type, const T& msg, const std::string* payload = nullptr) {
+  void Send(const std::string& to, MsgType type, const T& msg,
+            const std::string* payload = nullptr) {
     auto& s = Dealer(to);
     std::string frame = proto::EncodeFrame(type, msg);
     s.send(zmq::buffer(frame), payload ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -88,7 +89,8 @@ class Peer {
     return Wait(infos_, id, 10000);
   }
 
-  std::optional<proto::ActorUpdateMsg> ActorState(const std::string& head, const std::string& actor_id) {
+  std::optional<proto::ActorUpdateMsg> ActorState(const std::string& head,
+                                                  const std::string& actor_id) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       updates_.erase(actor_id);
@@ -121,7 +123,8 @@ class Peer {
   template <typename K, typename V>
   std::optional<V> Wait(std::map<K, V>& from, const K& key, int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return from.count(key) > 0; })) {
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                      [&] { return from.count(key) > 0; })) {
       return std::nullopt;
     }
     return from[key];
@@ -268,7 +271,8 @@ TEST_F(ExecPolicyTest, CreateActorWithAShellCommandRunsNothing) {
     state = peer_->ActorState(head_, placed.spec.actor_id);
     return state && state->state == int(proto::ActorState::kDead);
   })) << "the actor is not dead";
-  EXPECT_NE(state->death_cause.find("names no executable by SHA-256"), std::string::npos) << state->death_cause;
+  EXPECT_NE(state->death_cause.find("names no executable by SHA-256"), std::string::npos)
+      << state->death_cause;
   EXPECT_FALSE(std::filesystem::exists(victim_));
   ExpectADriverIsServed();
   EXPECT_FALSE(std::filesystem::exists(victim_));
@@ -278,7 +282,8 @@ TEST_F(ExecPolicyTest, CreateActorWithAShellCommandRunsNothing) {
 // hash of a program no job registered (the node asks the head), nothing runs.
 TEST_F(ExecPolicyTest, StartActorStraightToANodeRunsNothing) {
   std::string job = RegisterJob("/bin/sh", "");
-  for (const std::string& hash : {std::string(), orrery::HashFile("/bin/sh"), std::string("../../bin/sh")}) {
+  for (const std::string& hash :
+       {std::string(), orrery::HashFile("/bin/sh"), std::string("../../bin/sh")}) {
     proto::StartActorMsg start;
     start.spec = ActorRunning(job, hash).spec;
     peer_->Send(node_address_, MsgType::kStartActor, start);
@@ -295,7 +300,8 @@ TEST_F(ExecPolicyTest, StartActorStraightToANodeRunsNothing) {
     EXPECT_FALSE(lease->ok);
   }
   // Three actor refusals and three lease refusals; at least the first is in the log.
-  ASSERT_TRUE(WaitFor([&] { return NodeLog().find("refused to start a worker") != std::string::npos; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return NodeLog().find("refused to start a worker") != std::string::npos; }));
   ASSERT_TRUE(peer_->Ping(node_address_));
   EXPECT_FALSE(std::filesystem::exists(victim_));
   ExpectADriverIsServed();

@@ -29,8 +29,8 @@
 #include "orrery/ids.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
-#include "tests/skip_exit_code.h"
 #include "tests/cluster/redis_client.h"
+#include "tests/skip_exit_code.h"
 
 using nlohmann::json;
 using orrery::UniqueId;
@@ -363,7 +363,8 @@ TEST(HeadStateTest, RedisRefusesClientsWithoutThePassword) {
   EXPECT_EQ(stranger.Error({"HGETALL", kPrefix + "nodes"}).rfind("NOAUTH", 0), 0u);
   EXPECT_TRUE(stranger.HGetAll(kPrefix + "nodes").empty());
   EXPECT_TRUE(stranger.Strings({"KEYS", "*"}).empty());
-  std::string refused = stranger.Error({"HSET", kPrefix + "actors", UniqueId::Random().Hex(), "{}"});
+  std::string refused =
+      stranger.Error({"HSET", kPrefix + "actors", UniqueId::Random().Hex(), "{}"});
   EXPECT_EQ(refused.rfind("NOAUTH", 0), 0u) << refused;
 
   Redis wrong(port, "not-the-password");
@@ -373,7 +374,7 @@ TEST(HeadStateTest, RedisRefusesClientsWithoutThePassword) {
   EXPECT_TRUE(owner.HGetAll(kPrefix + "actors").empty()) << "a stranger's write reached Redis";
 
   // The password is in a 0600 file and on no command line (redis-server's included).
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(cluster.redis_password_file().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::string password = Redis::PasswordFromEnvironment();

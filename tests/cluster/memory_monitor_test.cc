@@ -18,8 +18,8 @@
 
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
-#include "tests/skip_exit_code.h"
 #include "tests/cluster/redis_client.h"
+#include "tests/skip_exit_code.h"
 
 namespace {
 
@@ -107,7 +107,8 @@ class MemoryMonitorTest : public ::testing::Test {
 TEST_F(MemoryMonitorTest, BusyActorCallRaisesOutOfMemoryErrorNamingNodeUsageAndThreshold) {
   auto hog = orrery::Actor(Hog::Create).Remote();
   auto ref = hog.Task(&Hog::Work).Remote(Path("started"), Path("release"));
-  ASSERT_TRUE(WaitFor([&] { return Pids(Path("started")).size() == 1; })) << "the call never started";
+  ASSERT_TRUE(WaitFor([&] { return Pids(Path("started")).size() == 1; }))
+      << "the call never started";
   SetMemoryAboveThreshold();
   try {
     orrery::Get(ref, 60000);
@@ -122,14 +123,16 @@ TEST_F(MemoryMonitorTest, BusyActorCallRaisesOutOfMemoryErrorNamingNodeUsageAndT
   } catch (const orrery::Error& e) {
     FAIL() << "expected OutOfMemoryError, got " << e.kind() << ": " << e.what();
   }
-  EXPECT_TRUE(WaitFor([&] { return Gone(Pids(Path("started"))[0]); })) << "the worker was not killed";
+  EXPECT_TRUE(WaitFor([&] { return Gone(Pids(Path("started"))[0]); }))
+      << "the worker was not killed";
   // The actor (no restarts) is dead of it: later calls say why too.
   EXPECT_THROW(orrery::Get(hog.Task(&Hog::Work).Remote(Path("started"), Path("release")), 30000),
                orrery::OutOfMemoryError);
   orrery_cluster::Redis r(cluster_.redis_address());
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(WaitFor([&] {
-    auto rec = nlohmann::json::parse(r.HGet("orrery:default:actors", hog.ID().Hex()), nullptr, false);
+    auto rec =
+        nlohmann::json::parse(r.HGet("orrery:default:actors", hog.ID().Hex()), nullptr, false);
     return rec.is_object() && rec.value("death_kind", "") == "OutOfMemoryError";
   })) << r.HGet("orrery:default:actors", hog.ID().Hex());
 }
@@ -164,9 +167,11 @@ TEST_F(MemoryMonitorTest, RetriableTaskIsRetriedAndOneWithoutRetriesFails) {
   auto ref = orrery::Task(HogTask).SetMaxRetries(3).Remote(Path("t_started"), Path("release"));
   ASSERT_TRUE(WaitFor([&] { return Pids(Path("t_started")).size() == 1; }));
   SetMemoryAboveThreshold();
-  ASSERT_TRUE(WaitFor([&] { return Gone(Pids(Path("t_started"))[0]); })) << "the task's worker was not killed";
+  ASSERT_TRUE(WaitFor([&] { return Gone(Pids(Path("t_started"))[0]); }))
+      << "the task's worker was not killed";
   SetMemory(16 * kGiB, 8 * kGiB);
-  ASSERT_TRUE(WaitFor([&] { return Pids(Path("t_started")).size() >= 2; })) << "the task was not retried";
+  ASSERT_TRUE(WaitFor([&] { return Pids(Path("t_started")).size() >= 2; }))
+      << "the task was not retried";
   std::ofstream(Path("release")).close();
   EXPECT_EQ(*orrery::Get(ref, 60000), 7);
 
@@ -192,9 +197,12 @@ TEST_F(MemoryMonitorTest, NodeMemoryInNodesRedisAndStatus) {
 
   orrery_cluster::Redis r(cluster_.redis_address());
   ASSERT_TRUE(r.ok());
-  auto record = [&] { return nlohmann::json::parse(r.HGet("orrery:default:nodes", node_), nullptr, false); };
-  ASSERT_TRUE(WaitFor([&] { return record().is_object() && record().value("memory_total_bytes", 0ll) == 16 * kGiB; }))
-      << r.HGet("orrery:default:nodes", node_);
+  auto record = [&] {
+    return nlohmann::json::parse(r.HGet("orrery:default:nodes", node_), nullptr, false);
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    return record().is_object() && record().value("memory_total_bytes", 0ll) == 16 * kGiB;
+  })) << r.HGet("orrery:default:nodes", node_);
   EXPECT_EQ(record()["memory_used_bytes"], 8 * kGiB);
   EXPECT_EQ(record()["memory_usage_threshold"], 0.95);
   // A heartbeat after usage moved rewrites the record.
@@ -202,8 +210,8 @@ TEST_F(MemoryMonitorTest, NodeMemoryInNodesRedisAndStatus) {
   EXPECT_TRUE(WaitFor([&] { return record().value("memory_used_bytes", 0ll) == 12 * kGiB; }))
       << r.HGet("orrery:default:nodes", node_);
 
-  std::string cmd = orrery_cluster::CliPath() + " status --address " + cluster_.head_address() + " --redis-address " +
-                    cluster_.redis_address() + " 2>&1";
+  std::string cmd = orrery_cluster::CliPath() + " status --address " + cluster_.head_address() +
+                    " --redis-address " + cluster_.redis_address() + " 2>&1";
   std::string out;
   ASSERT_TRUE(WaitFor([&] {
     out.clear();

@@ -10,7 +10,6 @@
 
 #include "core/src/security.h"
 #include "orrery/orrery.h"
-#include "core/src/security.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/skip_exit_code.h"
 
@@ -59,7 +58,8 @@ class NetnsTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     setenv("ORRERY_TMPDIR", dir_.c_str(), 1);
     // Authentication on, as by default: every process here reads the cluster's token.
-    ASSERT_TRUE(orrery::security::WriteSecretFile(dir_ + "/token", orrery::security::NewToken()).ok());
+    ASSERT_TRUE(
+        orrery::security::WriteSecretFile(dir_ + "/token", orrery::security::NewToken()).ok());
     setenv("ORRERY_TOKEN_FILE", (dir_ + "/token").c_str(), 1);
     int rport = orrery_cluster::FreePort();
     // Redis with a password, as `orrery start --head` starts it: in a 0600 config file.
@@ -71,7 +71,8 @@ class NetnsTest : public ::testing::Test {
                               "dir \"" + dir_ + "\"\nrequirepass " + password)
                     .ok());
     redis_ = orrery_cluster::Spawn({"redis-server", conf}, dir_ + "/redis.log");
-    ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/redis.log", "Ready to accept connections"); }));
+    ASSERT_TRUE(
+        WaitFor([&] { return LogHas(dir_ + "/redis.log", "Ready to accept connections"); }));
     head_address_ = host_ip_ + ":" + std::to_string(orrery_cluster::FreePort());
     head_ = orrery_cluster::Spawn(
         {orrery_cluster::CliPath(), "head", "--bind", host_ip_, "--port",
@@ -80,9 +81,10 @@ class NetnsTest : public ::testing::Test {
         dir_ + "/head.log");
     ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/head.log", "head listening on"); }));
     // The node lives in the namespace: its only way to the head is the veth pair.
-    node_ = orrery_cluster::Spawn({"ip", "netns", "exec", ns_, orrery_cluster::CliPath(), "node", "--address",
-                                   head_address_, "--bind", ns_ip_, "--num-cpus", "2", "--labels", "place=netns"},
-                                  dir_ + "/node.log");
+    node_ = orrery_cluster::Spawn(
+        {"ip", "netns", "exec", ns_, orrery_cluster::CliPath(), "node", "--address", head_address_,
+         "--bind", ns_ip_, "--num-cpus", "2", "--labels", "place=netns"},
+        dir_ + "/node.log");
     ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/node.log", " up at "); }));
   }
 

@@ -21,7 +21,8 @@ class Redis {
     timeval tv{5, 0};
     c_ = redisConnectWithTimeout("127.0.0.1", port, tv);
     if (ok() && !password.empty()) {
-      auto* r = static_cast<redisReply*>(redisCommand(c_, "AUTH %b", password.data(), password.size()));
+      auto* r =
+          static_cast<redisReply*>(redisCommand(c_, "AUTH %b", password.data(), password.size()));
       // A Redis without a password (one a test started itself) answers an error: keep going.
       if (r) {
         if (r->type == REDIS_REPLY_ERROR) auth_error_.assign(r->str, r->len);
@@ -30,7 +31,8 @@ class Redis {
     }
   }
   // "host:port"
-  explicit Redis(const std::string& address) : Redis(std::atoi(address.c_str() + address.rfind(':') + 1)) {}
+  explicit Redis(const std::string& address)
+      : Redis(std::atoi(address.c_str() + address.rfind(':') + 1)) {}
   ~Redis() {
     if (c_) redisFree(c_);
   }
@@ -66,7 +68,8 @@ class Redis {
     redisReply* r = Command(argv);
     if (!r) return out;
     if (r->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < r->elements; ++i) out.emplace_back(r->element[i]->str, r->element[i]->len);
+      for (size_t i = 0; i < r->elements; ++i)
+        out.emplace_back(r->element[i]->str, r->element[i]->len);
     } else if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) {
       out.emplace_back(r->str, r->len);
     }
@@ -94,7 +97,9 @@ class Redis {
     if (r && r->type == REDIS_REPLY_ARRAY) {
       for (size_t i = 0; i < r->elements; ++i) {
         redisReply* e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[1]->type != REDIS_REPLY_ARRAY) continue;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+            e->element[1]->type != REDIS_REPLY_ARRAY)
+          continue;
         std::map<std::string, std::string> fields;
         redisReply* f = e->element[1];
         for (size_t k = 0; k + 1 < f->elements; k += 2) {

@@ -44,19 +44,19 @@ ORRERY_REMOTE(Probe::Create, &Probe::Inc);
 // ------------------------------------------------------------------ the documented schema
 
 enum class Kind {
-  kHexId,           // string: 32 lowercase hex characters
-  kHexIdOrEmpty,    // string: 32 lowercase hex characters, or "" (none)
-  kString,          // string
-  kEnum,            // string, one of `values`
-  kInteger,         // JSON integer
-  kNumber,          // JSON number (written from a double: 2 is written as 2.0)
-  kBool,            // true / false
-  kResources,       // object: string -> number
-  kLabels,          // object: string -> string
-  kStringArray,     // array of strings
+  kHexId,              // string: 32 lowercase hex characters
+  kHexIdOrEmpty,       // string: 32 lowercase hex characters, or "" (none)
+  kString,             // string
+  kEnum,               // string, one of `values`
+  kInteger,            // JSON integer
+  kNumber,             // JSON number (written from a double: 2 is written as 2.0)
+  kBool,               // true / false
+  kResources,          // object: string -> number
+  kLabels,             // object: string -> string
+  kStringArray,        // array of strings
   kHexIdOrEmptyArray,  // array of kHexIdOrEmpty
-  kResourcesArray,  // array of kResources
-  kHexMsgpack,      // string: lowercase hex of a msgpack array (the head's own spec)
+  kResourcesArray,     // array of kResources
+  kHexMsgpack,         // string: lowercase hex of a msgpack array (the head's own spec)
 };
 
 struct Field {
@@ -174,13 +174,17 @@ std::string Check(const json& v, const Field& f) {
   };
   switch (f.kind) {
     case Kind::kHexId:
-      return v.is_string() && IsHexId(v.get<std::string>()) ? "" : "expected 32 hex characters, got " + v.dump();
+      return v.is_string() && IsHexId(v.get<std::string>())
+                 ? ""
+                 : "expected 32 hex characters, got " + v.dump();
     case Kind::kHexIdOrEmpty:
       return hex_or_empty(v);
     case Kind::kString:
       return v.is_string() ? "" : "expected a string, got " + v.dump();
     case Kind::kEnum:
-      return v.is_string() && f.values.count(v.get<std::string>()) ? "" : "expected one of the documented values, got " + v.dump();
+      return v.is_string() && f.values.count(v.get<std::string>())
+                 ? ""
+                 : "expected one of the documented values, got " + v.dump();
     case Kind::kInteger:
       return v.is_number_integer() ? "" : "expected an integer, got " + v.dump();
     case Kind::kNumber:
@@ -224,7 +228,6 @@ std::string Check(const json& v, const Field& f) {
 
 // ------------------------------------------------------------------ Redis access
 
-
 const std::string kPrefix = "orrery:default:";
 
 // ------------------------------------------------------------------ the events channel
@@ -240,9 +243,12 @@ std::string CheckEvent(const std::string& text) {
   if (!e.is_object()) return "not a JSON object";
   std::set<std::string> keys;
   for (const auto& [k, v] : e.items()) keys.insert(k);
-  if (keys != std::set<std::string>{"table", "id", "state"}) return "fields differ from docs/redis-schema.md";
-  if (!e["table"].is_string() || !kStates.count(e["table"].get<std::string>())) return "undocumented table";
-  if (!e["id"].is_string() || !IsHexId(e["id"].get<std::string>())) return "id is not 32 hex characters";
+  if (keys != std::set<std::string>{"table", "id", "state"})
+    return "fields differ from docs/redis-schema.md";
+  if (!e["table"].is_string() || !kStates.count(e["table"].get<std::string>()))
+    return "undocumented table";
+  if (!e["id"].is_string() || !IsHexId(e["id"].get<std::string>()))
+    return "id is not 32 hex characters";
   if (!e["state"].is_string() || !kStates.at(e["table"]).count(e["state"].get<std::string>())) {
     return "undocumented state for its table";
   }
@@ -255,7 +261,8 @@ std::string NextEvent(redisContext* c) {
   if (redisGetReply(c, &msg) != REDIS_OK || !msg) return "";
   auto* m = static_cast<redisReply*>(msg);
   std::string text;
-  if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING) {
+  if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+      m->element[2]->type == REDIS_REPLY_STRING) {
     text = std::string(m->element[2]->str, m->element[2]->len);
   }
   freeReplyObject(m);
@@ -280,7 +287,8 @@ class RedisSchemaTest : public ::testing::Test {
   // Parsed records of one table, by hash field.
   std::map<std::string, json> Records(Redis& r, const std::string& table) {
     std::map<std::string, json> out;
-    for (const auto& [id, text] : r.HGetAll(kPrefix + table)) out[id] = json::parse(text, nullptr, false);
+    for (const auto& [id, text] : r.HGetAll(kPrefix + table))
+      out[id] = json::parse(text, nullptr, false);
     return out;
   }
   // The first record of `table` whose `field` equals `value` (null when none).
@@ -300,14 +308,16 @@ class RedisSchemaTest : public ::testing::Test {
         std::set<std::string> got, want;
         for (const auto& [k, v] : rec.items()) got.insert(k);
         for (const auto& [k, f] : t.schema) want.insert(k);
-        EXPECT_EQ(got, want) << where << ": fields differ from docs/redis-schema.md: " << rec.dump();
+        EXPECT_EQ(got, want) << where
+                             << ": fields differ from docs/redis-schema.md: " << rec.dump();
         for (const auto& [k, f] : t.schema) {
           if (!rec.contains(k)) continue;
           std::string e = Check(rec[k], f);
           EXPECT_TRUE(e.empty()) << where << "." << k << ": " << e;
         }
         if (rec.contains(t.id_field)) {
-          EXPECT_EQ(rec[t.id_field], id) << where << ": " << t.id_field << " differs from the hash field";
+          EXPECT_EQ(rec[t.id_field], id)
+              << where << ": " << t.id_field << " differs from the hash field";
         }
       }
     }
@@ -324,7 +334,8 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
   Redis events(redis_port_);
   ASSERT_TRUE(events.ok());
   {
-    redisReply* s = static_cast<redisReply*>(redisCommand(events.raw(), "SUBSCRIBE %s", (kPrefix + "events").c_str()));
+    redisReply* s = static_cast<redisReply*>(
+        redisCommand(events.raw(), "SUBSCRIBE %s", (kPrefix + "events").c_str()));
     ASSERT_NE(s, nullptr);
     freeReplyObject(s);
   }
@@ -338,31 +349,40 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
 
   // A named actor, a placement group, an actor in one of its bundles, and two demands that
   // cannot be placed (a placement group and an actor), so that every table has records.
-  auto probe = orrery::Actor(Probe::Create).SetName("schema_probe", "schema_ns").SetResources({{"CPU", 1}})
-                   .SetMaxRestarts(1).Remote();
+  auto probe = orrery::Actor(Probe::Create)
+                   .SetName("schema_probe", "schema_ns")
+                   .SetResources({{"CPU", 1}})
+                   .SetMaxRestarts(1)
+                   .Remote();
   ASSERT_EQ(*orrery::Get(probe.Task(&Probe::Inc).Remote(1), 30000), 1);
   auto pg = orrery::CreatePlacementGroup({.name = "schema_pg",
                                           .bundles = {{{"CPU", 1}}, {{"Custom", 1}}},
                                           .strategy = orrery::PlacementStrategy::PACK});
   ASSERT_TRUE(pg.Wait(30));
-  auto in_pg = orrery::Actor(Probe::Create).SetResources({{"Custom", 1}}).SetPlacementGroup(pg, 1)
-                   .SetLifetime(orrery::ActorLifetime::kDetached).Remote();
+  auto in_pg = orrery::Actor(Probe::Create)
+                   .SetResources({{"Custom", 1}})
+                   .SetPlacementGroup(pg, 1)
+                   .SetLifetime(orrery::ActorLifetime::kDetached)
+                   .Remote();
   ASSERT_EQ(*orrery::Get(in_pg.Task(&Probe::Inc).Remote(2), 30000), 2);
-  auto stuck_pg = orrery::CreatePlacementGroup({.name = "schema_stuck", .bundles = {{{"Custom", 100}}}});
+  auto stuck_pg =
+      orrery::CreatePlacementGroup({.name = "schema_stuck", .bundles = {{{"Custom", 100}}}});
   auto stuck_actor = orrery::Actor(Probe::Create).SetResources({{"Custom", 100}}).Remote();
 
-  std::string probe_hex = probe.ID().Hex(), in_pg_hex = in_pg.ID().Hex(), stuck_hex = stuck_actor.ID().Hex();
+  std::string probe_hex = probe.ID().Hex(), in_pg_hex = in_pg.ID().Hex(),
+              stuck_hex = stuck_actor.ID().Hex();
   std::string pg_hex = pg.Id().Hex(), stuck_pg_hex = stuck_pg.Id().Hex();
   // Writes reach Redis asynchronously (a background thread pipelines them): poll.
   ASSERT_TRUE(WaitFor([&] {
     auto actors = Records(r, "actors");
     auto pgs = Records(r, "placement_groups");
     auto pending = Records(r, "pending");
-    return Records(r, "nodes").size() == 1 && actors.count(probe_hex) && actors[probe_hex]["state"] == "ALIVE" &&
-           actors.count(in_pg_hex) && actors[in_pg_hex]["state"] == "ALIVE" && actors.count(stuck_hex) &&
-           pgs.count(pg_hex) && pgs[pg_hex]["state"] == "CREATED" && pgs.count(stuck_pg_hex) &&
-           !pgs[stuck_pg_hex].value("reason", "").empty() && pending.count(stuck_hex) && pending.count(stuck_pg_hex) &&
-           !Find(r, "jobs", "state", "RUNNING").is_null();
+    return Records(r, "nodes").size() == 1 && actors.count(probe_hex) &&
+           actors[probe_hex]["state"] == "ALIVE" && actors.count(in_pg_hex) &&
+           actors[in_pg_hex]["state"] == "ALIVE" && actors.count(stuck_hex) && pgs.count(pg_hex) &&
+           pgs[pg_hex]["state"] == "CREATED" && pgs.count(stuck_pg_hex) &&
+           !pgs[stuck_pg_hex].value("reason", "").empty() && pending.count(stuck_hex) &&
+           pending.count(stuck_pg_hex) && !Find(r, "jobs", "state", "RUNNING").is_null();
   })) << "the head did not write the expected records";
   ExpectAllRecordsMatchTheSchema(r, "while running");
 
@@ -379,7 +399,8 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
   // The node's memory monitor reads this (real) host: something is in use, within the total.
   EXPECT_GT(node["memory_total_bytes"].get<int64_t>(), 0) << node.dump();
   EXPECT_GT(node["memory_used_bytes"].get<int64_t>(), 0) << node.dump();
-  EXPECT_LE(node["memory_used_bytes"].get<int64_t>(), node["memory_total_bytes"].get<int64_t>()) << node.dump();
+  EXPECT_LE(node["memory_used_bytes"].get<int64_t>(), node["memory_total_bytes"].get<int64_t>())
+      << node.dump();
   EXPECT_EQ(node["memory_usage_threshold"], 0.95) << node.dump();
   auto a = Records(r, "actors")[probe_hex];
   EXPECT_EQ(a["name"], "schema_probe");
@@ -420,17 +441,20 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
   orrery::RemovePlacementGroup(stuck_pg.Id());
   ASSERT_TRUE(WaitFor([&] {
     auto actors = Records(r, "actors");
-    return actors[probe_hex]["state"] == "DEAD" && Records(r, "placement_groups")[stuck_pg_hex]["state"] == "REMOVED" &&
+    return actors[probe_hex]["state"] == "DEAD" &&
+           Records(r, "placement_groups")[stuck_pg_hex]["state"] == "REMOVED" &&
            !Records(r, "pending").count(stuck_pg_hex);
   })) << "the kill and the removal did not reach Redis";
   EXPECT_FALSE(Records(r, "actors")[probe_hex]["death_cause"].get<std::string>().empty());
   EXPECT_EQ(Records(r, "actors")[probe_hex]["kill_requested"], true);
   in_pg.Kill();
   orrery::Shutdown();
-  ASSERT_TRUE(WaitFor([&] { return Records(r, "jobs")[job_hex]["state"] == "FINISHED"; })) << "the job did not end";
+  ASSERT_TRUE(WaitFor([&] { return Records(r, "jobs")[job_hex]["state"] == "FINISHED"; }))
+      << "the job did not end";
   EXPECT_FALSE(Records(r, "jobs")[job_hex]["end_cause"].get<std::string>().empty());
   orrery_cluster::KillHard(node_pid);
-  ASSERT_TRUE(WaitFor([&] { return Records(r, "nodes")[node_hex]["alive"] == false; })) << "the node stayed alive";
+  ASSERT_TRUE(WaitFor([&] { return Records(r, "nodes")[node_hex]["alive"] == false; }))
+      << "the node stayed alive";
   ExpectAllRecordsMatchTheSchema(r, "after kill, removal, shutdown and node death");
 
   // Only documented keys exist under the cluster's prefix, each of the documented type.
@@ -438,23 +462,29 @@ TEST_F(RedisSchemaTest, EveryRecordAndEventHasExactlyTheDocumentedFieldsAndTypes
   for (const auto& t : Tables()) documented.insert(t.name);
   for (const auto& key : r.Strings({"KEYS", kPrefix + "*"})) {
     std::string rest = key.substr(kPrefix.size());
-    bool metrics = rest.rfind("train:", 0) == 0 && rest.size() > 14 && rest.substr(rest.size() - 8) == ":metrics";
+    bool metrics = rest.rfind("train:", 0) == 0 && rest.size() > 14 &&
+                   rest.substr(rest.size() - 8) == ":metrics";
     if (metrics) {
       EXPECT_EQ(r.Type(key), "stream") << key;
       continue;
     }
-    EXPECT_TRUE(documented.count(rest) || kReservedHashes.count(rest)) << "undocumented key " << key;
+    EXPECT_TRUE(documented.count(rest) || kReservedHashes.count(rest))
+        << "undocumented key " << key;
     EXPECT_EQ(r.Type(key), "hash") << key;
   }
 
   // Events: each is {"table", "id", "state"} and names a record of its table; every state
   // change above was announced.
-  std::set<std::string> expected = {
-      "nodes " + node_hex + " ALIVE",           "nodes " + node_hex + " DEAD",
-      "actors " + probe_hex + " ALIVE",         "actors " + probe_hex + " DEAD",
-      "actors " + stuck_hex + " PENDING",       "placement_groups " + pg_hex + " CREATED",
-      "placement_groups " + stuck_pg_hex + " PENDING", "placement_groups " + stuck_pg_hex + " REMOVED",
-      "jobs " + job_hex + " RUNNING",           "jobs " + job_hex + " FINISHED"};
+  std::set<std::string> expected = {"nodes " + node_hex + " ALIVE",
+                                    "nodes " + node_hex + " DEAD",
+                                    "actors " + probe_hex + " ALIVE",
+                                    "actors " + probe_hex + " DEAD",
+                                    "actors " + stuck_hex + " PENDING",
+                                    "placement_groups " + pg_hex + " CREATED",
+                                    "placement_groups " + stuck_pg_hex + " PENDING",
+                                    "placement_groups " + stuck_pg_hex + " REMOVED",
+                                    "jobs " + job_hex + " RUNNING",
+                                    "jobs " + job_hex + " FINISHED"};
   std::set<std::string> seen;
   redisSetTimeout(events.raw(), timeval{0, 500 * 1000});
   while (true) {

@@ -38,12 +38,12 @@ class Chips {
 };
 ORRERY_REMOTE(Chips::Create, &Chips::Node, &Chips::Ids, &Chips::Visible);
 
-
 class TpuClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     cluster_.StartHead(0.2, 3);
-    for (int worker = 0; worker < 2; ++worker) cluster_.AddTpuV4Node("slice-a", worker, "host=tpu" + std::to_string(worker), 2);
+    for (int worker = 0; worker < 2; ++worker)
+      cluster_.AddTpuV4Node("slice-a", worker, "host=tpu" + std::to_string(worker), 2);
     cluster_.AddCpuNode("host=cpu", 2);
     orrery::Config c;
     c.address = cluster_.head_address();
@@ -85,8 +85,8 @@ TEST_F(TpuClusterTest, HostsAdvertiseChipsSliceLabelsAndTheHeadResource) {
 }
 
 TEST_F(TpuClusterTest, StatusShowsEachHostsAcceleratorsTopologyAndSlice) {
-  std::string cmd = orrery_cluster::CliPath() + " status --address " + cluster_.head_address() + " --redis-address " +
-                    cluster_.redis_address() + " 2>&1";
+  std::string cmd = orrery_cluster::CliPath() + " status --address " + cluster_.head_address() +
+                    " --redis-address " + cluster_.redis_address() + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -103,16 +103,24 @@ TEST_F(TpuClusterTest, ActorsLandByChipsHeadResourceAndSliceLabels) {
   EXPECT_EQ(*orrery::Get(head.Task(&Chips::Node).Remote(), 30000), NodeOf("tpu0"));
   auto w1 = orrery::Actor(Chips::Create)
                 .SetResources({{"TPU", 4}})
-                .SetLabelSelector({{"orrery.io/tpu-slice-name", "slice-a"}, {"orrery.io/tpu-worker-id", "1"}})
+                .SetLabelSelector(
+                    {{"orrery.io/tpu-slice-name", "slice-a"}, {"orrery.io/tpu-worker-id", "1"}})
                 .Remote();
   EXPECT_EQ(*orrery::Get(w1.Task(&Chips::Node).Remote(), 30000), NodeOf("tpu1"));
-  auto by_type = orrery::Actor(Chips::Create).SetResources({{"TPU", 4}}).SetLabelSelector({{"orrery.io/accelerator-type", "TPU-V4"}}).Remote();
-  EXPECT_EQ(*orrery::Get(by_type.Task(&Chips::Node).Remote(), 30000), NodeOf("tpu0"));  // tpu1's chips are taken
+  auto by_type = orrery::Actor(Chips::Create)
+                     .SetResources({{"TPU", 4}})
+                     .SetLabelSelector({{"orrery.io/accelerator-type", "TPU-V4"}})
+                     .Remote();
+  EXPECT_EQ(*orrery::Get(by_type.Task(&Chips::Node).Remote(), 30000),
+            NodeOf("tpu0"));  // tpu1's chips are taken
 }
 
 TEST_F(TpuClusterTest, EachWorkerProcessGetsItsOwnChips) {
   auto on_tpu1 = [](int chips) {
-    return orrery::Actor(Chips::Create).SetResources({{"TPU", double(chips)}}).SetLabelSelector({{"host", "tpu1"}}).Remote();
+    return orrery::Actor(Chips::Create)
+        .SetResources({{"TPU", double(chips)}})
+        .SetLabelSelector({{"host", "tpu1"}})
+        .Remote();
   };
   auto a = on_tpu1(2);
   auto b = on_tpu1(1);
@@ -137,8 +145,10 @@ TEST_F(TpuClusterTest, EachWorkerProcessGetsItsOwnChips) {
 }
 
 TEST_F(TpuClusterTest, InvalidTpuAmountIsAConfigError) {
-  EXPECT_THROW(orrery::Actor(Chips::Create).SetResources({{"TPU", 3}}).Remote(), orrery::ConfigError);
-  EXPECT_THROW(orrery::Actor(Chips::Create).SetResources({{"TPU", 0.5}}).Remote(), orrery::ConfigError);
+  EXPECT_THROW(orrery::Actor(Chips::Create).SetResources({{"TPU", 3}}).Remote(),
+               orrery::ConfigError);
+  EXPECT_THROW(orrery::Actor(Chips::Create).SetResources({{"TPU", 0.5}}).Remote(),
+               orrery::ConfigError);
 }
 
 TEST_F(TpuClusterTest, MoreChipsThanAnyHostHasIsInfeasibleNamingTpu) {

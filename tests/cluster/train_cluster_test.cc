@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "orrery/train/train.h"
-#include "tests/integration/train_loop_checks.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/cluster/redis_client.h"
+#include "tests/integration/train_loop_checks.h"
 #include "tests/skip_exit_code.h"
 
 namespace fs = std::filesystem;
@@ -79,21 +79,29 @@ void TpuLoop(train::Context& ctx) {
   const int slices = ctx.Config().at("slices").get<int>();
   const auto mesh = ctx.Config().at("mesh").get<std::vector<int>>();
   const int chips = 4;
-  Expect(ctx, ctx.WorldSize() == hosts * slices, "WorldSize() is " + std::to_string(ctx.WorldSize()));
-  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "xla_tpu", "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
+  Expect(ctx, ctx.WorldSize() == hosts * slices,
+         "WorldSize() is " + std::to_string(ctx.WorldSize()));
+  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "xla_tpu",
+         "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
   Expect(ctx, Env("PJRT_DEVICE") == "TPU", "PJRT_DEVICE=" + Env("PJRT_DEVICE"));
   Expect(ctx, Env("XLA_USE_SPMD") == "1", "XLA_USE_SPMD=" + Env("XLA_USE_SPMD"));
-  Expect(ctx, Env("TPU_WORKER_ID") == std::to_string(rank % hosts), "TPU_WORKER_ID=" + Env("TPU_WORKER_ID"));
+  Expect(ctx, Env("TPU_WORKER_ID") == std::to_string(rank % hosts),
+         "TPU_WORKER_ID=" + Env("TPU_WORKER_ID"));
   Expect(ctx, Env("RANK") == std::to_string(rank), "RANK=" + Env("RANK"));
   auto hostnames = Split(Env("TPU_WORKER_HOSTNAMES"), ',');
-  Expect(ctx, int(hostnames.size()) == hosts, "TPU_WORKER_HOSTNAMES=" + Env("TPU_WORKER_HOSTNAMES"));
-  Expect(ctx, Env("MASTER_ADDR") != "<unset>" && Env("MASTER_PORT") != "<unset>", "MASTER_ADDR/PORT unset");
+  Expect(ctx, int(hostnames.size()) == hosts,
+         "TPU_WORKER_HOSTNAMES=" + Env("TPU_WORKER_HOSTNAMES"));
+  Expect(ctx, Env("MASTER_ADDR") != "<unset>" && Env("MASTER_PORT") != "<unset>",
+         "MASTER_ADDR/PORT unset");
   // The node gave this process all four chips of its host.
   auto visible = Split(Env("TPU_VISIBLE_CHIPS"), ',');
-  Expect(ctx, visible == std::vector<std::string>({"0", "1", "2", "3"}), "TPU_VISIBLE_CHIPS=" + Env("TPU_VISIBLE_CHIPS"));
+  Expect(ctx, visible == std::vector<std::string>({"0", "1", "2", "3"}),
+         "TPU_VISIBLE_CHIPS=" + Env("TPU_VISIBLE_CHIPS"));
   if (slices > 1) {
-    Expect(ctx, Env("MEGASCALE_NUM_SLICES") == std::to_string(slices), "MEGASCALE_NUM_SLICES=" + Env("MEGASCALE_NUM_SLICES"));
-    Expect(ctx, Env("MEGASCALE_SLICE_ID") == std::to_string(rank / hosts), "MEGASCALE_SLICE_ID=" + Env("MEGASCALE_SLICE_ID"));
+    Expect(ctx, Env("MEGASCALE_NUM_SLICES") == std::to_string(slices),
+           "MEGASCALE_NUM_SLICES=" + Env("MEGASCALE_NUM_SLICES"));
+    Expect(ctx, Env("MEGASCALE_SLICE_ID") == std::to_string(rank / hosts),
+           "MEGASCALE_SLICE_ID=" + Env("MEGASCALE_SLICE_ID"));
     Expect(ctx, Env("MEGASCALE_PORT") == "8081", "MEGASCALE_PORT=" + Env("MEGASCALE_PORT"));
     Expect(ctx, Env("MEGASCALE_COORDINATOR_ADDRESS") == Env("MASTER_ADDR"),
            "MEGASCALE_COORDINATOR_ADDRESS=" + Env("MEGASCALE_COORDINATOR_ADDRESS"));
@@ -104,8 +112,10 @@ void TpuLoop(train::Context& ctx) {
   Expect(ctx, ctx.Mesh().shape == mesh, "Mesh().shape differs from the expected one");
   std::vector<int> local;
   for (int d = rank * chips; d < (rank + 1) * chips; ++d) local.push_back(d);
-  Expect(ctx, ctx.Mesh().local_device_ids == local, "Mesh().local_device_ids are not this host's 4 chips");
-  Expect(ctx, ctx.Mesh().device_ids.size() == size_t(hosts * slices * chips), "Mesh().device_ids has the wrong size");
+  Expect(ctx, ctx.Mesh().local_device_ids == local,
+         "Mesh().local_device_ids are not this host's 4 chips");
+  Expect(ctx, ctx.Mesh().device_ids.size() == size_t(hosts * slices * chips),
+         "Mesh().device_ids has the wrong size");
 
   std::vector<int64_t> mine{rank, std::stoll(Env("TPU_WORKER_ID")),
                             slices > 1 ? std::stoll(Env("MEGASCALE_SLICE_ID")) : 0,
@@ -132,14 +142,18 @@ ORRERY_REMOTE(UnreachableLoop);
 
 // The nccl environment on a GPU host (no CUDA is used).
 void GpuLoop(train::Context& ctx) {
-  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "nccl", "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
-  Expect(ctx, Env("CUDA_VISIBLE_DEVICES") == "0,1", "CUDA_VISIBLE_DEVICES=" + Env("CUDA_VISIBLE_DEVICES"));
+  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "nccl",
+         "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
+  Expect(ctx, Env("CUDA_VISIBLE_DEVICES") == "0,1",
+         "CUDA_VISIBLE_DEVICES=" + Env("CUDA_VISIBLE_DEVICES"));
   Expect(ctx, ctx.Device().rfind("cuda:", 0) == 0, "Device() is " + ctx.Device());
   int device = std::stoi(ctx.Device().substr(5));
   // The device index is this worker's own GPU within the visible list.
   auto own = orrery::GetRuntimeContext().GetAcceleratorIds();
-  Expect(ctx, own.count("GPU") && own["GPU"].size() == 1, "the worker does not hold exactly one GPU");
-  Expect(ctx, own["GPU"][0] == device, "Device() " + ctx.Device() + " is not the worker's GPU " + std::to_string(own["GPU"][0]));
+  Expect(ctx, own.count("GPU") && own["GPU"].size() == 1,
+         "the worker does not hold exactly one GPU");
+  Expect(ctx, own["GPU"][0] == device,
+         "Device() " + ctx.Device() + " is not the worker's GPU " + std::to_string(own["GPU"][0]));
   std::vector<int64_t> devices = ctx.AllGather(std::vector<int64_t>{device});
   int64_t mask = 0;
   for (int64_t d : devices) mask |= int64_t(1) << d;
@@ -161,7 +175,8 @@ void NodeDeathLoop(train::Context& ctx) {
       std::ofstream(ctx.RunPath() + "/doomed_node.tmp") << Env("ORRERY_NODE_ID");
       fs::rename(ctx.RunPath() + "/doomed_node.tmp", ctx.RunPath() + "/doomed_node");
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      while (std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       Fail(ctx, "the node was not killed");
     }
     train::Metrics m{{"step", step}, {"resumed", first_attempt ? 0.0 : 1.0}};
@@ -179,11 +194,9 @@ ORRERY_REMOTE(NodeDeathLoop);
 
 // ------------------------------------------------------------------ Redis access
 
-
 const std::string kPrefix = "orrery:default:";
 
 // ------------------------------------------------------------------ the cluster
-
 
 // One cluster for the suite: two v4-16 slices of two simulated hosts each (slice-a, slice-b),
 // and a CPU node.
@@ -194,7 +207,8 @@ class TrainClusterTest : public ::testing::Test {
     cluster_->StartHead(0.2, 3);
     for (const char* slice : {"slice-a", "slice-b"}) {
       for (int worker = 0; worker < 2; ++worker) {
-        cluster_->AddTpuV4Node(slice, worker, std::string("host=tpu-") + slice[6] + std::to_string(worker), 1);
+        cluster_->AddTpuV4Node(slice, worker,
+                               std::string("host=tpu-") + slice[6] + std::to_string(worker), 1);
       }
     }
     cluster_->AddCpuNode("host=cpu", 4);
@@ -202,7 +216,8 @@ class TrainClusterTest : public ::testing::Test {
     c.address = cluster_->head_address();
     c.infeasible_timeout_s = 1;
     orrery::Init(c);
-    if (!WaitFor([] { return orrery::Nodes().size() == 5; })) throw std::runtime_error("the 5 nodes did not join");
+    if (!WaitFor([] { return orrery::Nodes().size() == 5; }))
+      throw std::runtime_error("the 5 nodes did not join");
   }
   static void TearDownTestSuite() {
     if (orrery::IsInitialized()) orrery::Shutdown();
@@ -223,10 +238,12 @@ class TrainClusterTest : public ::testing::Test {
       alive.clear();
       for (const auto& [id, text] : redis.HGetAll(kPrefix + "actors")) {
         json a = json::parse(text, nullptr, false);
-        if (a.is_object() && a.value("state", "") != "DEAD") alive += " " + id + " (" + a.value("class", "") + ")";
+        if (a.is_object() && a.value("state", "") != "DEAD")
+          alive += " " + id + " (" + a.value("class", "") + ")";
       }
       return alive.empty();
-    })) << "actors still alive after Fit():" << alive;
+    })) << "actors still alive after Fit():"
+        << alive;
   }
 
   static train::RunConfig Run(const std::string& name) {
@@ -244,7 +261,9 @@ class TrainClusterTest : public ::testing::Test {
     s.accelerator_type = "TPU-V4";
     return s;
   }
-  static std::string ErrorText(const train::Result& r) { return r.error ? r.error->what() : "(no error)"; }
+  static std::string ErrorText(const train::Result& r) {
+    return r.error ? r.error->what() : "(no error)";
+  }
 
   // The run's record in Redis once it has `status`.
   static json RunRecord(const std::string& run_id, const std::string& status) {
@@ -276,7 +295,8 @@ orrery_cluster::Cluster* TrainClusterTest::cluster_ = nullptr;
 TEST_F(TrainClusterTest, TheRunsRecordAndMetricsStreamLandInRedis) {
   train::ScalingConfig s;
   s.num_workers = 2;
-  train::TorchTrainer trainer(RecordLoop, s, Run("redis_run"), {}, {{"scratch", cluster_->dir() + "/scratch"}});
+  train::TorchTrainer trainer(RecordLoop, s, Run("redis_run"), {},
+                              {{"scratch", cluster_->dir() + "/scratch"}});
   train::Result result = trainer.Fit();
   ASSERT_FALSE(result.error) << ErrorText(result);
   ASSERT_EQ(result.metrics_history.size(), 3u);
@@ -423,12 +443,12 @@ TEST(TrainGpuClusterTest, TwoGpuWorkersGetTheNcclEnvironmentAndOneDeviceEach) {
   orrery::Shutdown();
 }
 
-
 TEST(TrainNodeDeathTest, ANodeKilledMidRunRestartsTheGroupOnTheOthersFromTheCheckpoint) {
   orrery_cluster::Cluster cluster;
   cluster.StartHead(0.2, 3);
   std::map<std::string, int> pid_of_host;
-  for (int i = 0; i < 3; ++i) pid_of_host["n" + std::to_string(i)] = cluster.AddNode("", "host=n" + std::to_string(i), 1);
+  for (int i = 0; i < 3; ++i)
+    pid_of_host["n" + std::to_string(i)] = cluster.AddNode("", "host=n" + std::to_string(i), 1);
   orrery::Config c;
   c.address = cluster.head_address();
   orrery::Init(c);

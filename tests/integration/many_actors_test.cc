@@ -1,6 +1,7 @@
 // 2,000 actors created at once on one node, all answering: the node queues spawn requests
-// the zygote's socket cannot take yet instead of failing them (it failed past ~170). Prints what an idle worker
-// costs (proportional set size and threads), the figure that decides how many fit a host.
+// the zygote's socket cannot take yet instead of failing them (it failed past ~170). Prints what an
+// idle worker costs (proportional set size and threads), the figure that decides how many fit a
+// host.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,7 +45,8 @@ ORRERY_REMOTE(Tiny::Create, &Tiny::Id, &Tiny::Pid);
 long long ProcValue(const std::string& path, const std::string& key) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
-    if (line.compare(0, key.size() + 1, key + ":") == 0) return std::stoll(line.substr(key.size() + 1));
+    if (line.compare(0, key.size() + 1, key + ":") == 0)
+      return std::stoll(line.substr(key.size() + 1));
   }
   return -1;
 }
@@ -70,7 +72,8 @@ TEST(ManyActorsTest, TwoThousandActorsAtOnceOnOneNodeAllAnswer) {
   for (int i = 0; i < kActors; ++i) ASSERT_EQ(*got[i], i) << "actor " << i;
 
   std::vector<orrery::ObjectRef<int>> pid_refs;
-  for (int i = 0; i < kActors; i += kActors / 20) pid_refs.push_back(actors[i].Task(&Tiny::Pid).Remote());
+  for (int i = 0; i < kActors; i += kActors / 20)
+    pid_refs.push_back(actors[i].Task(&Tiny::Pid).Remote());
   std::vector<long long> pss_kb, threads;
   for (auto& p : orrery::Get(pid_refs, orrery_test::kGetTimeoutMs)) {
     std::string proc = "/proc/" + std::to_string(*p);

@@ -77,22 +77,26 @@ void ExpectResumedCallWaitsForASlot(int n) {
   std::vector<orrery_test::TempMarker> entered(n);
   auto waiter = probe.Task(&Probe::WaitOnGate).Remote(gate, resumed.path());
   std::vector<orrery::ObjectRef<int>> holders;
-  for (int i = 0; i < n; ++i) holders.push_back(probe.Task(&Probe::Hold).Remote(entered[i].path(), release.path()));
+  for (int i = 0; i < n; ++i)
+    holders.push_back(probe.Task(&Probe::Hold).Remote(entered[i].path(), release.path()));
   ASSERT_TRUE(orrery_test::WaitFor([&] {
     return std::all_of(entered.begin(), entered.end(), [](auto& m) { return Exists(m.path()); });
   })) << "the holding calls did not start while the first call waited in Get";
   orrery::Get(gate.Task(&Gate::Open).Remote(), kGetTimeoutMs);
   // Gives a resumption that does not wait for its slot the time to show itself.
-  bool resumed_beside_holders = orrery_test::WaitFor([&] { return Exists(resumed.path()); },
-                                                     std::chrono::milliseconds(2000));
+  bool resumed_beside_holders =
+      orrery_test::WaitFor([&] { return Exists(resumed.path()); }, std::chrono::milliseconds(2000));
   Touch(release.path());
   EXPECT_EQ(*orrery::Get(waiter, kGetTimeoutMs), 1);
   for (auto& h : holders) EXPECT_EQ(*orrery::Get(h, kGetTimeoutMs), 2);
-  EXPECT_FALSE(resumed_beside_holders) << "the call resumed while " << n << " other call(s) held every slot";
+  EXPECT_FALSE(resumed_beside_holders)
+      << "the call resumed while " << n << " other call(s) held every slot";
   EXPECT_LE(*orrery::Get(probe.Task(&Probe::MaxInside).Remote(), kGetTimeoutMs), n);
 }
 
-TEST(ReentrancyTest, DefaultActorResumesOnlyWhenTheOtherCallEnds) { ExpectResumedCallWaitsForASlot(1); }
+TEST(ReentrancyTest, DefaultActorResumesOnlyWhenTheOtherCallEnds) {
+  ExpectResumedCallWaitsForASlot(1);
+}
 
 TEST(ReentrancyTest, MaxConcurrencyTwoNeverRunsThree) { ExpectResumedCallWaitsForASlot(2); }
 

@@ -70,9 +70,7 @@ int Counter::Inc(int by) {
 int Counter::Value() const { return value_; }
 int Counter::Pid() { return int(getpid()); }
 int Counter::Fail(std::string message) { throw std::runtime_error(message); }
-std::string Counter::Address() {
-  return orrery::internal::WorkerAddressForTest();
-}
+std::string Counter::Address() { return orrery::internal::WorkerAddressForTest(); }
 int Counter::Crash() { std::_Exit(3); }
 int Counter::CrashOnce(std::string marker) {
   if (!MarkOnce(marker)) std::_Exit(4);

@@ -7,6 +7,8 @@
 //
 // The driver sees rank 0's metrics only, so a loop checks what every rank sees itself (and
 // throws, failing the run with its message) or gathers it and lets rank 0 report a summary.
+#include "orrery/train/train.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -22,19 +24,18 @@
 #include <string>
 #include <vector>
 
-#include "orrery/train/train.h"
-#include "tests/integration/train_loop_checks.h"
 #include "test_support.h"
+#include "tests/integration/train_loop_checks.h"
 
 namespace fs = std::filesystem;
 namespace train = orrery::train;
 
 namespace {
 
-using ::testing::HasSubstr;
 using orrery_test::kTestCpus;
 using orrery_test::ResourceOr0;
 using orrery_test::WaitFor;
+using ::testing::HasSubstr;
 
 // ------------------------------------------------------------------ loop helpers
 
@@ -55,9 +56,11 @@ int64_t EnvInt(const train::Context& ctx, const char* name) {
 }
 
 // Rank 0 writes `files` into its own scratch directory and reports it as the checkpoint.
-train::Checkpoint WriteCheckpoint(const std::string& dir, const std::map<std::string, std::string>& files) {
+train::Checkpoint WriteCheckpoint(const std::string& dir,
+                                  const std::map<std::string, std::string>& files) {
   fs::create_directories(dir);
-  for (const auto& [name, content] : files) std::ofstream(dir + "/" + name, std::ios::trunc) << content;
+  for (const auto& [name, content] : files)
+    std::ofstream(dir + "/" + name, std::ios::trunc) << content;
   return train::Checkpoint(dir);
 }
 
@@ -84,28 +87,34 @@ std::set<std::string> CheckpointDirs(const std::string& run_path) {
 // then rank 0 reports what it gathered from all ranks.
 void RankEnvLoop(train::Context& ctx) {
   const int rank = ctx.WorldRank(), world = ctx.WorldSize();
-  Expect(ctx, ctx.Config().is_null(), "Config() is not null without a train_loop_config: " + ctx.Config().dump());
+  Expect(ctx, ctx.Config().is_null(),
+         "Config() is not null without a train_loop_config: " + ctx.Config().dump());
   Expect(ctx, EnvInt(ctx, "RANK") == rank, "RANK=" + Env("RANK"));
   Expect(ctx, EnvInt(ctx, "WORLD_SIZE") == world, "WORLD_SIZE=" + Env("WORLD_SIZE"));
   Expect(ctx, EnvInt(ctx, "LOCAL_RANK") == ctx.LocalRank(), "LOCAL_RANK=" + Env("LOCAL_RANK"));
-  Expect(ctx, EnvInt(ctx, "LOCAL_WORLD_SIZE") == ctx.LocalWorldSize(), "LOCAL_WORLD_SIZE=" + Env("LOCAL_WORLD_SIZE"));
+  Expect(ctx, EnvInt(ctx, "LOCAL_WORLD_SIZE") == ctx.LocalWorldSize(),
+         "LOCAL_WORLD_SIZE=" + Env("LOCAL_WORLD_SIZE"));
   Expect(ctx, EnvInt(ctx, "NODE_RANK") == ctx.NodeRank(), "NODE_RANK=" + Env("NODE_RANK"));
   Expect(ctx, Env("MASTER_ADDR") == "127.0.0.1", "MASTER_ADDR=" + Env("MASTER_ADDR"));
   int64_t port = EnvInt(ctx, "MASTER_PORT");
   Expect(ctx, port > 0 && port < 65536, "MASTER_PORT=" + Env("MASTER_PORT"));
-  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "gloo", "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
-  Expect(ctx, ctx.Environment().count("RANK") && ctx.Environment().at("RANK") == std::to_string(rank),
+  Expect(ctx, Env("ORRERY_TRAIN_BACKEND") == "gloo",
+         "ORRERY_TRAIN_BACKEND=" + Env("ORRERY_TRAIN_BACKEND"));
+  Expect(ctx,
+         ctx.Environment().count("RANK") && ctx.Environment().at("RANK") == std::to_string(rank),
          "Environment() lacks RANK or disagrees with the process environment");
   Expect(ctx, ctx.Device() == "cpu", "Device() is " + ctx.Device());
   Expect(ctx, ctx.Mesh().shape == std::vector<int>{world}, "Mesh().shape is not {world size}");
-  Expect(ctx, ctx.Mesh().local_device_ids == std::vector<int>{rank}, "Mesh().local_device_ids is not {rank}");
+  Expect(ctx, ctx.Mesh().local_device_ids == std::vector<int>{rank},
+         "Mesh().local_device_ids is not {rank}");
   // One node: local ranks are the world ranks.
   Expect(ctx, ctx.NodeRank() == 0 && ctx.LocalRank() == rank && ctx.LocalWorldSize() == world,
          "local/node ranks on the one embedded node are wrong");
 
   std::vector<int64_t> mine{rank, ctx.LocalRank(), ctx.NodeRank(), port, int64_t(::getpid())};
   std::vector<int64_t> all = ctx.AllGather(mine);
-  Expect(ctx, all.size() == mine.size() * size_t(world), "AllGather returned " + std::to_string(all.size()) + " values");
+  Expect(ctx, all.size() == mine.size() * size_t(world),
+         "AllGather returned " + std::to_string(all.size()) + " values");
   int64_t rank_mask = 0, rank_count = 0;
   bool ports_agree = true, gathered_in_order = true;
   std::set<int64_t> pids;
@@ -133,9 +142,13 @@ void ConfigLoop(train::Context& ctx) {
   int steps = c.at("steps").get<int>();
   double lr = c.at("lr").get<double>();
   std::string tag = c.at("tag").get<std::string>();
-  Expect(ctx, c.at("nested").at("list") == nlohmann::json({1, 2, 3}), "the nested config did not arrive");
+  Expect(ctx, c.at("nested").at("list") == nlohmann::json({1, 2, 3}),
+         "the nested config did not arrive");
   for (int step = 1; step <= steps; ++step) {
-    ctx.Report({{"step", step}, {"lr", lr}, {"tag_length", double(tag.size())}, {"rank", ctx.WorldRank()},
+    ctx.Report({{"step", step},
+                {"lr", lr},
+                {"tag_length", double(tag.size())},
+                {"rank", ctx.WorldRank()},
                 {"loss", 1.0 / step}});
   }
 }
@@ -145,12 +158,14 @@ ORRERY_REMOTE(ConfigLoop);
 // loss from config["losses"].
 void CheckpointLoop(train::Context& ctx) {
   auto losses = ctx.Config().at("losses").get<std::vector<double>>();
-  std::string scratch = ctx.Config().at("scratch").get<std::string>() + "/rank" + std::to_string(ctx.WorldRank());
+  std::string scratch =
+      ctx.Config().at("scratch").get<std::string>() + "/rank" + std::to_string(ctx.WorldRank());
   for (size_t i = 0; i < losses.size(); ++i) {
     int step = int(i) + 1;
     train::Metrics m{{"step", step}, {"loss", losses[i]}};
     if (ctx.WorldRank() <= 1) {
-      ctx.Report(m, WriteCheckpoint(scratch, {{"rank" + std::to_string(ctx.WorldRank()) + ".txt", std::to_string(step)}}));
+      ctx.Report(m, WriteCheckpoint(scratch, {{"rank" + std::to_string(ctx.WorldRank()) + ".txt",
+                                               std::to_string(step)}}));
     } else {
       ctx.Report(m);
     }
@@ -166,7 +181,8 @@ ORRERY_REMOTE(CheckpointLoop);
 void ResumeLoop(train::Context& ctx) {
   const int steps = ctx.Config().at("steps").get<int>();
   const int kill_at = ctx.Config().at("kill_at").get<int>();
-  std::string scratch = ctx.Config().at("scratch").get<std::string>() + "/rank" + std::to_string(ctx.WorldRank());
+  std::string scratch =
+      ctx.Config().at("scratch").get<std::string>() + "/rank" + std::to_string(ctx.WorldRank());
   int start = 0;
   auto ckpt = ctx.GetCheckpoint();
   const bool first_attempt = !ckpt.has_value();
@@ -179,17 +195,22 @@ void ResumeLoop(train::Context& ctx) {
     // Keep the workers in step, as a real data-parallel loop would.
     std::vector<int64_t> v{step};
     ctx.AllReduce(v);
-    Expect(ctx, v[0] == int64_t(step) * ctx.WorldSize(), "the step AllReduce gave " + std::to_string(v[0]));
+    Expect(ctx, v[0] == int64_t(step) * ctx.WorldSize(),
+           "the step AllReduce gave " + std::to_string(v[0]));
     if (first_attempt && ctx.WorldRank() == 1 && step == kill_at) {
       std::string want = std::to_string(kill_at - 1);
       bool taken = WaitFor([&] {
         auto dirs = CheckpointDirs(ctx.RunPath());
-        return dirs.size() == 1 && ReadFile(ctx.RunPath() + "/" + *dirs.begin() + "/step.txt") == want;
+        return dirs.size() == 1 &&
+               ReadFile(ctx.RunPath() + "/" + *dirs.begin() + "/step.txt") == want;
       });
-      Expect(ctx, taken, "the driver never kept only the step-" + want + " checkpoint (num_to_keep=1)");
+      Expect(ctx, taken,
+             "the driver never kept only the step-" + want + " checkpoint (num_to_keep=1)");
       raise(SIGKILL);
     }
-    train::Metrics m{{"step", step}, {"start", start}, {"attempt", first_attempt ? 0 : 1},
+    train::Metrics m{{"step", step},
+                     {"start", start},
+                     {"attempt", first_attempt ? 0 : 1},
                      {"checkpointed", step % 2 == 0 ? 1 : 0}};
     if (step % 2 == 0 && ctx.WorldRank() == 0) {
       ctx.Report(m, WriteCheckpoint(scratch, {{"step.txt", std::to_string(step)}}));
@@ -242,20 +263,23 @@ void CollectivesLoop(train::Context& ctx) {
   for (size_t i = 0; i < n; ++i) {
     double want = 0;
     for (int q = 0; q < w; ++q) want += input(q, i);
-    if (big[i] != want) Fail(ctx, "ring AllReduce(sum)[" + std::to_string(i) + "] = " + std::to_string(big[i]) +
-                                      ", serial " + std::to_string(want));
+    if (big[i] != want)
+      Fail(ctx, "ring AllReduce(sum)[" + std::to_string(i) + "] = " + std::to_string(big[i]) +
+                    ", serial " + std::to_string(want));
   }
   ++checks;
   ctx.AllReduce(big_max, train::ReduceOp::kMax);
   for (size_t i = 0; i < n; ++i) {
-    if (big_max[i] != input(w - 1, i)) Fail(ctx, "ring AllReduce(max)[" + std::to_string(i) + "] is wrong");
+    if (big_max[i] != input(w - 1, i))
+      Fail(ctx, "ring AllReduce(max)[" + std::to_string(i) + "] is wrong");
   }
   ++checks;
   ctx.AllReduce(big_avg, train::ReduceOp::kAvg);
   for (size_t i = 0; i < n; ++i) {
     double want = 0;
     for (int q = 0; q < w; ++q) want += input(q, i);
-    if (big_avg[i] != want / w) Fail(ctx, "ring AllReduce(avg)[" + std::to_string(i) + "] is wrong");
+    if (big_avg[i] != want / w)
+      Fail(ctx, "ring AllReduce(avg)[" + std::to_string(i) + "] is wrong");
   }
   ++checks;
 
@@ -283,7 +307,8 @@ void CollectivesLoop(train::Context& ctx) {
   ctx.AllReduce(prod, train::ReduceOp::kProduct);
   int64_t factorial = 1;
   for (int q = 1; q <= w; ++q) factorial *= q;
-  Expect(ctx, prod == std::vector<int64_t>({factorial, int64_t(1) << w}), "int64 AllReduce(product) is wrong");
+  Expect(ctx, prod == std::vector<int64_t>({factorial, int64_t(1) << w}),
+         "int64 AllReduce(product) is wrong");
   ++checks;
   std::vector<int32_t> mins{r, -r, 5};
   ctx.AllReduce(mins, train::ReduceOp::kMin);
@@ -298,9 +323,11 @@ void CollectivesLoop(train::Context& ctx) {
   ++checks;
 
   // Broadcast from the last rank: the others' vectors take the root's length and values.
-  std::vector<double> b = r == w - 1 ? std::vector<double>{10, 20, 30, 40, 50.5} : std::vector<double>{-1};
+  std::vector<double> b =
+      r == w - 1 ? std::vector<double>{10, 20, 30, 40, 50.5} : std::vector<double>{-1};
   ctx.Broadcast(b, w - 1);
-  Expect(ctx, b == std::vector<double>({10, 20, 30, 40, 50.5}), "Broadcast from the last rank is wrong");
+  Expect(ctx, b == std::vector<double>({10, 20, 30, 40, 50.5}),
+         "Broadcast from the last rank is wrong");
   ++checks;
   // A large broadcast from rank 0.
   std::vector<double> lb(n / 4, 0.0);
@@ -336,7 +363,8 @@ class TrainTest : public ::testing::Test {
   void TearDown() override {
     // Whatever happened, Fit() stops its workers and releases its reservation.
     EXPECT_TRUE(WaitFor([] { return AvailableCpu() == kTestCpus; }))
-        << "the trainer left CPUs in use: " << AvailableCpu() << " of " << kTestCpus << " available";
+        << "the trainer left CPUs in use: " << AvailableCpu() << " of " << kTestCpus
+        << " available";
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
@@ -353,7 +381,9 @@ class TrainTest : public ::testing::Test {
     s.num_workers = workers;
     return s;
   }
-  static std::string ErrorText(const train::Result& r) { return r.error ? r.error->what() : "(no error)"; }
+  static std::string ErrorText(const train::Result& r) {
+    return r.error ? r.error->what() : "(no error)";
+  }
 
   std::string dir_;
 };
@@ -378,7 +408,8 @@ TEST_F(TrainTest, FourCpuWorkersGetDistinctRanksAndTheGlooEnvironment) {
 }
 
 TEST_F(TrainTest, LoopConfigReachesEveryWorkerAndEveryReportIsKeptInOrder) {
-  nlohmann::json config{{"steps", 5}, {"lr", 0.25}, {"tag", "seven77"}, {"nested", {{"list", {1, 2, 3}}}}};
+  nlohmann::json config{
+      {"steps", 5}, {"lr", 0.25}, {"tag", "seven77"}, {"nested", {{"list", {1, 2, 3}}}}};
   train::TorchTrainer trainer(ConfigLoop, Cpus(2), Run("config"), {}, config);
   train::Result result = trainer.Fit();
   ASSERT_FALSE(result.error) << ErrorText(result);
@@ -393,7 +424,8 @@ TEST_F(TrainTest, LoopConfigReachesEveryWorkerAndEveryReportIsKeptInOrder) {
   EXPECT_EQ(result.metrics, result.metrics_history.back());
   EXPECT_EQ(result.metrics.at("step"), 5);
 
-  EXPECT_THROW(train::TorchTrainer(UnregisteredLoop, Cpus(1), Run("unregistered")), orrery::FunctionNotFoundError);
+  EXPECT_THROW(train::TorchTrainer(UnregisteredLoop, Cpus(1), Run("unregistered")),
+               orrery::FunctionNotFoundError);
 }
 
 TEST_F(TrainTest, CheckpointsKeepTheBestByScoreAndTheLatestOnDisk) {
@@ -431,13 +463,15 @@ TEST_F(TrainTest, CheckpointsKeepTheBestByScoreAndTheLatestOnDisk) {
     EXPECT_EQ(p.parent_path().string(), run_path);
     std::string name = p.filename().string();
     ASSERT_EQ(name.rfind("checkpoint_", 0), 0u) << name;
-    EXPECT_EQ(std::stoi(name.substr(11)), int(metrics.at("step"))) << "a checkpoint directory is named by its iteration";
+    EXPECT_EQ(std::stoi(name.substr(11)), int(metrics.at("step")))
+        << "a checkpoint directory is named by its iteration";
     kept.insert(name);
     std::string step = std::to_string(int(metrics.at("step")));
     EXPECT_EQ(ReadFile(ckpt.Path() + "/rank0.txt"), step) << ckpt.Path();
     EXPECT_EQ(ReadFile(ckpt.Path() + "/rank1.txt"), step) << ckpt.Path();
   }
-  EXPECT_EQ(CheckpointDirs(run_path), kept) << "evicted checkpoints must be deleted, kept ones must stay";
+  EXPECT_EQ(CheckpointDirs(run_path), kept)
+      << "evicted checkpoints must be deleted, kept ones must stay";
 }
 
 TEST_F(TrainTest, AKilledWorkerRestartsTheGroupFromTheLatestCheckpoint) {
@@ -451,7 +485,8 @@ TEST_F(TrainTest, AKilledWorkerRestartsTheGroupFromTheLatestCheckpoint) {
   EXPECT_EQ(result.num_failures, 1);
   EXPECT_EQ(result.metrics.at("step"), 10);
   EXPECT_EQ(result.metrics.at("attempt"), 1);
-  EXPECT_EQ(result.metrics.at("start"), 4) << "the second attempt resumes from the step-4 checkpoint";
+  EXPECT_EQ(result.metrics.at("start"), 4)
+      << "the second attempt resumes from the step-4 checkpoint";
   // Steps 1-4 from the first attempt (its step 5 never completed), 5-10 from the second.
   ASSERT_EQ(result.metrics_history.size(), 10u);
   for (size_t i = 0; i < 10; ++i) {
@@ -497,8 +532,10 @@ TEST_F(TrainTest, AnExceptionInTheLoopFailsTheRunWithoutARestart) {
 
 TEST_F(TrainTest, ReservationTimeoutIsAPlacementGroupErrorAndReleasesEverything) {
   // Take all but 3 CPUs, so the 4 workers cannot be reserved.
-  orrery::PlacementGroup mine = orrery::CreatePlacementGroup(
-      {.name = "train_test_hog", .bundles = {{{"CPU", kTestCpus - 3}}}, .strategy = orrery::PlacementStrategy::PACK});
+  orrery::PlacementGroup mine =
+      orrery::CreatePlacementGroup({.name = "train_test_hog",
+                                    .bundles = {{{"CPU", kTestCpus - 3}}},
+                                    .strategy = orrery::PlacementStrategy::PACK});
   ASSERT_TRUE(mine.Wait(30));
   ASSERT_TRUE(WaitFor([] { return AvailableCpu() == 3; })) << AvailableCpu();
 
@@ -515,7 +552,8 @@ TEST_F(TrainTest, ReservationTimeoutIsAPlacementGroupErrorAndReleasesEverything)
   setenv("TRAIN_PLACEMENT_GROUP_TIMEOUT_S", "1", 1);
   train::Result from_env = train::TorchTrainer(NeverStartedLoop, Cpus(4), Run("starved_env")).Fit();
   setenv("TRAIN_PLACEMENT_GROUP_TIMEOUT_S", "soon", 1);
-  EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, Cpus(4), Run("bad_env")).Fit(), orrery::ConfigError);
+  EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, Cpus(4), Run("bad_env")).Fit(),
+               orrery::ConfigError);
   unsetenv("TRAIN_PLACEMENT_GROUP_TIMEOUT_S");
   ASSERT_TRUE(from_env.error);
   EXPECT_STREQ(from_env.error->kind(), "PlacementGroupError") << from_env.error->what();
@@ -541,14 +579,16 @@ TEST_F(TrainTest, InfeasibleWorkersFailAtOnceAndBadConfigsThrowBeforeReserving) 
   EXPECT_EQ(result.num_failures, 0);
   EXPECT_FALSE(fs::exists(result.path)) << "nothing was started for an infeasible run";
 
-  EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, Cpus(0), Run("zero")).Fit(), orrery::ConfigError);
+  EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, Cpus(0), Run("zero")).Fit(),
+               orrery::ConfigError);
   train::ScalingConfig both = Cpus(1);
   both.use_gpu = true;
   both.use_tpu = true;
   EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, both, Run("both")).Fit(), orrery::ConfigError);
   train::ScalingConfig tpu_without = Cpus(1);
   tpu_without.resources_per_worker = {{"TPU", 4}};
-  EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, tpu_without, Run("tpu")).Fit(), orrery::ConfigError);
+  EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, tpu_without, Run("tpu")).Fit(),
+               orrery::ConfigError);
   EXPECT_FALSE(fs::exists(dir_ + "/results")) << "no run was started";
   EXPECT_EQ(AvailableCpu(), kTestCpus) << "nothing was reserved";
 }

@@ -1,6 +1,7 @@
 // The node's worker zygotes: a killed zygote takes its workers with it, those actors die or
 // restart with a cause that names it, the node stops polling it (no busy loop) and starts a
 // new one; an executable replaced at the same path gets a new zygote that runs the new code.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +12,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,7 +77,8 @@ TEST(ZygoteTest, KilledZygoteIsForgottenItsActorsDieOrRestartAndANewOneStarts) {
   orrery_test::ActorReaper reaper;
   auto once = reaper.Add(orrery::Actor(Counter::Create).Remote(0));
   // Calls sent while it restarts are sent again to its next incarnation.
-  auto restartable = reaper.Add(orrery::Actor(Counter::Create).SetMaxRestarts(1).SetMaxTaskRetries(1).Remote(0));
+  auto restartable =
+      reaper.Add(orrery::Actor(Counter::Create).SetMaxRestarts(1).SetMaxTaskRetries(1).Remote(0));
   int once_pid = *orrery::Get(once.Task(&Counter::Pid).Remote(), kGetTimeoutMs);
   int restartable_pid = *orrery::Get(restartable.Task(&Counter::Pid).Remote(), kGetTimeoutMs);
   pid_t zygote = ParentOf(once_pid);
@@ -118,7 +119,8 @@ TEST(ZygoteTest, KilledZygoteIsForgottenItsActorsDieOrRestartAndANewOneStarts) {
   double before = ThreadCpuSeconds("orrery-node");
   ASSERT_GE(before, 0);
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  EXPECT_LT(ThreadCpuSeconds("orrery-node") - before, 0.5) << "the node's thread keeps working while idle";
+  EXPECT_LT(ThreadCpuSeconds("orrery-node") - before, 0.5)
+      << "the node's thread keeps working while idle";
 }
 
 // Runs `path` with `args`; returns its standard output (empty after 120 s).
@@ -177,7 +179,8 @@ TEST(ZygoteTest, ADriverRebuiltAtTheSamePathRunsItsNewCode) {
   Replace(ORRERY_VERSION_DRIVER_1, driver);
   EXPECT_THAT(RunDriver(driver, head), HasSubstr("VERSION 1"));
   Replace(ORRERY_VERSION_DRIVER_2, driver);
-  EXPECT_THAT(RunDriver(driver, head), HasSubstr("VERSION 2")) << "the old build's zygote ran the new driver's actor";
+  EXPECT_THAT(RunDriver(driver, head), HasSubstr("VERSION 2"))
+      << "the old build's zygote ran the new driver's actor";
   std::filesystem::remove_all(dir);
 }
 

@@ -34,11 +34,14 @@ void ProcessGroupLoop(orrery::train::Context& ctx) {
   torch::set_num_threads(1);
   const int rank = ctx.WorldRank(), size = ctx.WorldSize();
   auto pg = ot::ProcessGroup(ctx);
-  Check(pg->getRank() == rank, "pg rank " + std::to_string(pg->getRank()) + " != " + std::to_string(rank));
-  Check(pg->getSize() == size, "pg size " + std::to_string(pg->getSize()) + " != " + std::to_string(size));
+  Check(pg->getRank() == rank,
+        "pg rank " + std::to_string(pg->getRank()) + " != " + std::to_string(rank));
+  Check(pg->getSize() == size,
+        "pg size " + std::to_string(pg->getSize()) + " != " + std::to_string(size));
   Check(pg->getBackendName() == "gloo", "backend " + pg->getBackendName() + " on a CPU worker");
   Check(ot::ProcessGroup(ctx).get() == pg.get(), "a second call built a second group");
-  Check(ot::TorchDevice(ctx) == torch::Device(torch::kCPU), "device " + ot::TorchDevice(ctx).str() + " for " + ctx.Device());
+  Check(ot::TorchDevice(ctx) == torch::Device(torch::kCPU),
+        "device " + ot::TorchDevice(ctx).str() + " for " + ctx.Device());
 
   // allreduce through c10d equals the serial sum of every rank's contribution.
   constexpr int kN = 1000;
@@ -52,17 +55,23 @@ void ProcessGroupLoop(orrery::train::Context& ctx) {
   torch::manual_seed(rank);
   torch::nn::Linear net(4, 3);
   ot::BroadcastParameters(*net, *pg);
-  std::vector<float> w(net->weight.data_ptr<float>(), net->weight.data_ptr<float>() + net->weight.numel());
+  std::vector<float> w(net->weight.data_ptr<float>(),
+                       net->weight.data_ptr<float>() + net->weight.numel());
   std::vector<float> all_w = ctx.AllGather(w);
-  for (size_t i = 0; i < all_w.size(); ++i) Check(all_w[i] == all_w[i % w.size()], "weights differ after broadcast");
+  for (size_t i = 0; i < all_w.size(); ++i)
+    Check(all_w[i] == all_w[i % w.size()], "weights differ after broadcast");
   net->weight.mutable_grad() = torch::full({3, 4}, float(rank + 1));
   net->bias.mutable_grad() = torch::Tensor();  // no gradient yet: becomes zero
   ot::AllReduceGradients(*net, *pg);
   const float mean = float(size + 1) / 2;  // mean of 1..size
-  Check(torch::allclose(net->weight.grad(), torch::full({3, 4}, mean)), "weight gradient is not the group mean");
-  Check(net->bias.grad().defined() && net->bias.grad().abs().sum().item<float>() == 0, "bias gradient not zeroed");
+  Check(torch::allclose(net->weight.grad(), torch::full({3, 4}, mean)),
+        "weight gradient is not the group mean");
+  Check(net->bias.grad().defined() && net->bias.grad().abs().sum().item<float>() == 0,
+        "bias gradient not zeroed");
 
-  ctx.Report({{"pg_rank", pg->getRank()}, {"pg_size", pg->getSize()}, {"sum_last", t[0][kN - 1].item<double>()}});
+  ctx.Report({{"pg_rank", pg->getRank()},
+              {"pg_size", pg->getSize()},
+              {"sum_last", t[0][kN - 1].item<double>()}});
 }
 ORRERY_REMOTE(ProcessGroupLoop);
 
@@ -123,7 +132,8 @@ class FakeContext : public orrery::train::Context {
 
 TEST(TorchDeviceTest, MapsTheContextDevice) {
   EXPECT_EQ(ot::TorchDevice(FakeContext("cpu", {})), torch::Device(torch::kCPU));
-  EXPECT_EQ(ot::TorchDevice(FakeContext("xla:0", {})), torch::Device(torch::kCPU));  // no torch_xla in C++
+  EXPECT_EQ(ot::TorchDevice(FakeContext("xla:0", {})),
+            torch::Device(torch::kCPU));  // no torch_xla in C++
   EXPECT_THROW(ot::TorchDevice(FakeContext("tpu", {})), orrery::ConfigError);
   if (torch::cuda::is_available()) {
     EXPECT_EQ(ot::TorchDevice(FakeContext("cuda:0", {})), torch::Device(torch::kCUDA, 0));
@@ -136,10 +146,13 @@ TEST(TorchProcessGroupTest, NeedsTheRendezvousVariables) {
   unsetenv("MASTER_ADDR");
   unsetenv("MASTER_PORT");
   EXPECT_THROW(ot::ProcessGroup(FakeContext("cpu", {})), orrery::ConfigError);
-  EXPECT_THROW(ot::ProcessGroup(FakeContext("cpu", {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "x"}})),
-               orrery::ConfigError);
+  EXPECT_THROW(
+      ot::ProcessGroup(FakeContext("cpu", {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "x"}})),
+      orrery::ConfigError);
   ot::ProcessGroupOptions options;
   options.backend = "mpi";
-  EXPECT_THROW(ot::ProcessGroup(FakeContext("cpu", {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}}), options),
-               orrery::ConfigError);
+  EXPECT_THROW(
+      ot::ProcessGroup(FakeContext("cpu", {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1"}}),
+                       options),
+      orrery::ConfigError);
 }

@@ -16,10 +16,14 @@ std::string JoinInts(const std::vector<int>& v, const char* sep) {
 
 std::vector<std::string> AxisNames(size_t dims) {
   switch (dims) {
-    case 1: return {"data"};
-    case 2: return {"data", "model"};
-    case 3: return {"x", "y", "z"};
-    case 4: return {"slice", "x", "y", "z"};
+    case 1:
+      return {"data"};
+    case 2:
+      return {"data", "model"};
+    case 3:
+      return {"x", "y", "z"};
+    case 4:
+      return {"slice", "x", "y", "z"};
   }
   std::vector<std::string> out;
   for (size_t i = 0; i < dims; ++i) out.push_back("axis" + std::to_string(i));
@@ -75,8 +79,8 @@ DeviceMesh TpuMesh(const ResolvedConfig& config, int rank) {
   return m;
 }
 
-orrery::Result<std::vector<WorkerAssignment>> AssignRanks(const ResolvedConfig& config,
-                                                          const std::vector<WorkerPlacement>& placements) {
+orrery::Result<std::vector<WorkerAssignment>> AssignRanks(
+    const ResolvedConfig& config, const std::vector<WorkerPlacement>& placements) {
   const bool tpu = config.backend == "xla_tpu";
   const int world = int(placements.size());
   if (world == 0) return Status::InvalidArgument("no workers to assign ranks to");
@@ -91,12 +95,14 @@ orrery::Result<std::vector<WorkerAssignment>> AssignRanks(const ResolvedConfig& 
     for (const auto& p : placements) {
       int id = TpuWorkerId(p);
       if (id < 0) {
-        return Status::InvalidArgument("node " + p.node_id + " (" + p.node_ip +
-                                       ") runs a TPU worker but has no orrery.io/tpu-worker-id label");
+        return Status::InvalidArgument(
+            "node " + p.node_id + " (" + p.node_ip +
+            ") runs a TPU worker but has no orrery.io/tpu-worker-id label");
       }
       if (!seen.insert({p.slice, id}).second) {
-        return Status::InvalidArgument("two workers of slice " + std::to_string(p.slice) + " landed on TPU host " +
-                                       std::to_string(id) + "; xla_tpu runs one worker per host");
+        return Status::InvalidArgument("two workers of slice " + std::to_string(p.slice) +
+                                       " landed on TPU host " + std::to_string(id) +
+                                       "; xla_tpu runs one worker per host");
       }
     }
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -147,7 +153,8 @@ orrery::Result<std::vector<WorkerAssignment>> AssignRanks(const ResolvedConfig& 
       for (int r : on_node) {
         const auto& q = placements[size_t(order[size_t(r)])];
         auto g = q.accelerator_ids.find("GPU");
-        if (g != q.accelerator_ids.end()) gpus.insert(gpus.end(), g->second.begin(), g->second.end());
+        if (g != q.accelerator_ids.end())
+          gpus.insert(gpus.end(), g->second.begin(), g->second.end());
       }
       std::sort(gpus.begin(), gpus.end());
       gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());

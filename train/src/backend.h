@@ -16,13 +16,13 @@ namespace orrery::train {
 // Where worker `index` (its bundle index, counted over all slices) landed.
 struct WorkerPlacement {
   int index = 0;
-  int slice = 0;         // TPU: which reserved slice (0 ..); otherwise 0
+  int slice = 0;  // TPU: which reserved slice (0 ..); otherwise 0
   std::string node_id;
   std::string node_ip;
   std::string hostname;
-  Labels node_labels;    // the node's labels (TPU: orrery.io/tpu-worker-id, slice name)
+  Labels node_labels;  // the node's labels (TPU: orrery.io/tpu-worker-id, slice name)
   std::map<std::string, std::vector<int>> accelerator_ids;  // what the node gave the worker
-  int free_port = 0;     // a port free on the worker's host (rank 0's becomes MASTER_PORT)
+  int free_port = 0;  // a port free on the worker's host (rank 0's becomes MASTER_PORT)
 };
 
 struct WorkerAssignment {
@@ -42,8 +42,8 @@ struct WorkerAssignment {
 // workers of a node contiguous. Returns the assignments in rank order, or InvalidArgument
 // when the placements contradict the configuration (a TPU host without a worker id, two
 // workers on one TPU host, ...).
-orrery::Result<std::vector<WorkerAssignment>> AssignRanks(const ResolvedConfig& config,
-                                                          const std::vector<WorkerPlacement>& placements);
+orrery::Result<std::vector<WorkerAssignment>> AssignRanks(
+    const ResolvedConfig& config, const std::vector<WorkerPlacement>& placements);
 
 // The mesh a TPU group uses: mesh_shape over the slice's chips (times slices), device ids
 // row-major; worker `rank` drives chips [rank * chips_per_host, (rank + 1) * chips_per_host).

@@ -29,7 +29,8 @@ std::vector<std::string> CheckpointManager::Register(KeptCheckpoint checkpoint) 
   if (config_.num_to_keep <= 0) return evicted;
   int64_t latest = kept_.back().index;
   std::vector<KeptCheckpoint> ranked = kept_;
-  std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) { return Better(a, b); });
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](const auto& a, const auto& b) { return Better(a, b); });
   std::vector<KeptCheckpoint> keep;
   for (const auto& c : ranked) {
     bool in_best = int(keep.size()) < config_.num_to_keep;
@@ -40,7 +41,8 @@ std::vector<std::string> CheckpointManager::Register(KeptCheckpoint checkpoint) 
     }
   }
   // kept_ stays in report order.
-  std::sort(keep.begin(), keep.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  std::sort(keep.begin(), keep.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
   kept_ = std::move(keep);
   return evicted;
 }
@@ -52,7 +54,8 @@ std::optional<KeptCheckpoint> CheckpointManager::Latest() const {
 
 std::vector<KeptCheckpoint> CheckpointManager::Kept() const {
   std::vector<KeptCheckpoint> out = kept_;
-  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return Better(a, b); });
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const auto& a, const auto& b) { return Better(a, b); });
   return out;
 }
 

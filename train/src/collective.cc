@@ -42,10 +42,14 @@ bool DecodeHeader(const zmq::message_t& m, Header* h) {
 
 size_t ElementSize(int dtype) {
   switch (dtype) {
-    case 0: return sizeof(float);
-    case 1: return sizeof(double);
-    case 2: return sizeof(int32_t);
-    case 3: return sizeof(int64_t);
+    case 0:
+      return sizeof(float);
+    case 1:
+      return sizeof(double);
+    case 2:
+      return sizeof(int32_t);
+    case 3:
+      return sizeof(int64_t);
   }
   throw TrainingFailedError("collective: unknown element type " + std::to_string(dtype));
 }
@@ -80,10 +84,14 @@ void ReduceTyped(T* dst, const char* src_bytes, size_t n, ReduceOp op) {
 // dst[i] = op(dst[i], src[i]) for n elements of dtype.
 void Reduce(char* dst, const char* src, size_t n, int dtype, ReduceOp op) {
   switch (dtype) {
-    case 0: return ReduceTyped(reinterpret_cast<float*>(dst), src, n, op);
-    case 1: return ReduceTyped(reinterpret_cast<double*>(dst), src, n, op);
-    case 2: return ReduceTyped(reinterpret_cast<int32_t*>(dst), src, n, op);
-    case 3: return ReduceTyped(reinterpret_cast<int64_t*>(dst), src, n, op);
+    case 0:
+      return ReduceTyped(reinterpret_cast<float*>(dst), src, n, op);
+    case 1:
+      return ReduceTyped(reinterpret_cast<double*>(dst), src, n, op);
+    case 2:
+      return ReduceTyped(reinterpret_cast<int32_t*>(dst), src, n, op);
+    case 3:
+      return ReduceTyped(reinterpret_cast<int64_t*>(dst), src, n, op);
   }
 }
 
@@ -94,10 +102,14 @@ void DivideTyped(T* d, size_t n, int by) {
 
 void Divide(char* data, size_t n, int dtype, int by) {
   switch (dtype) {
-    case 0: return DivideTyped(reinterpret_cast<float*>(data), n, by);
-    case 1: return DivideTyped(reinterpret_cast<double*>(data), n, by);
-    case 2: return DivideTyped(reinterpret_cast<int32_t*>(data), n, by);
-    case 3: return DivideTyped(reinterpret_cast<int64_t*>(data), n, by);
+    case 0:
+      return DivideTyped(reinterpret_cast<float*>(data), n, by);
+    case 1:
+      return DivideTyped(reinterpret_cast<double*>(data), n, by);
+    case 2:
+      return DivideTyped(reinterpret_cast<int32_t*>(data), n, by);
+    case 3:
+      return DivideTyped(reinterpret_cast<int64_t*>(data), n, by);
   }
 }
 
@@ -126,7 +138,8 @@ orrery::Result<std::string> CollectiveGroup::Bind(const std::string& host) {
     }
     pull_->bind("tcp://" + host + ":*");
     std::string endpoint = pull_->get(zmq::sockopt::last_endpoint);
-    handshake_watch_ = security::WatchHandshakes(*ctx_, *pull_, "the collective socket at " + endpoint);
+    handshake_watch_ =
+        security::WatchHandshakes(*ctx_, *pull_, "the collective socket at " + endpoint);
     return endpoint;
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot bind the collective socket on " + host + ": " + e.what());
@@ -163,13 +176,14 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       char waited[32];
       std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
-      throw TrainingFailedError(std::string("collective ") + what + " (call #" + std::to_string(calls_) + ") on rank " +
-                                std::to_string(rank_) + " waited " + waited +
-                                " s for rank " + std::to_string(peer) +
+      throw TrainingFailedError(std::string("collective ") + what + " (call #" +
+                                std::to_string(calls_) + ") on rank " + std::to_string(rank_) +
+                                " waited " + waited + " s for rank " + std::to_string(peer) +
                                 "; every worker must call the same collectives in the same order");
     }
     zmq::pollitem_t item{pull_->handle(), 0, ZMQ_POLLIN, 0};
@@ -177,15 +191,19 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
     if (!(item.revents & ZMQ_POLLIN)) continue;
     zmq::message_t header, payload;
     (void)pull_->recv(header, zmq::recv_flags::none);
-    if (!header.more()) throw TrainingFailedError("collective: a message without a payload reached rank " + std::to_string(rank_));
+    if (!header.more())
+      throw TrainingFailedError("collective: a message without a payload reached rank " +
+                                std::to_string(rank_));
     (void)pull_->recv(payload, zmq::recv_flags::none);
     Header h;
     if (payload.more() || !DecodeHeader(header, &h) || h.source < 0 || h.source >= size()) {
-      throw TrainingFailedError("collective: rank " + std::to_string(rank_) + " received a malformed message");
+      throw TrainingFailedError("collective: rank " + std::to_string(rank_) +
+                                " received a malformed message");
     }
     if (h.seq == seq_ && h.source == peer && h.part == part) return payload;
     if (h.seq < seq_) continue;  // cannot happen between well-behaved peers; ignore
-    early_[std::make_tuple(h.seq, int(h.source), h.part)] = std::make_unique<zmq::message_t>(std::move(payload));
+    early_[std::make_tuple(h.seq, int(h.source), h.part)] =
+        std::make_unique<zmq::message_t>(std::move(payload));
   }
 }
 
@@ -218,8 +236,9 @@ void CollectiveGroup::DirectAllReduce(char* data, size_t count, int dtype, Reduc
     if (p != rank_) {
       m = Recv(p, 0, "AllReduce");
       if (m.size() != bytes) {
-        throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " sent " + std::to_string(m.size()) +
-                                  " bytes, rank " + std::to_string(rank_) + " has " + std::to_string(bytes) +
+        throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " sent " +
+                                  std::to_string(m.size()) + " bytes, rank " +
+                                  std::to_string(rank_) + " has " + std::to_string(bytes) +
                                   "; every worker must pass vectors of the same length");
       }
       src = static_cast<const char*>(m.data());
@@ -239,7 +258,9 @@ void CollectiveGroup::RingAllReduce(char* data, size_t count, int dtype, ReduceO
   const int next = int((r + 1) % n), prev = int((r + n - 1) % n);
   auto seg_begin = [&](size_t s) { return s * count / n; };
   const size_t chunk_elems = std::max<size_t>(1, kChunkBytes / esize);
-  auto chunks_of = [&](size_t s) { return (seg_begin(s + 1) - seg_begin(s) + chunk_elems - 1) / chunk_elems; };
+  auto chunks_of = [&](size_t s) {
+    return (seg_begin(s + 1) - seg_begin(s) + chunk_elems - 1) / chunk_elems;
+  };
   auto chunk_range = [&](size_t s, size_t c) {
     size_t b = seg_begin(s) + c * chunk_elems;
     return std::make_pair(b, std::min(seg_begin(s + 1), b + chunk_elems));
@@ -252,8 +273,9 @@ void CollectiveGroup::RingAllReduce(char* data, size_t count, int dtype, ReduceO
     auto [b, e] = chunk_range(s, c);
     zmq::message_t m = Recv(prev, Part(step, c), what);
     if (m.size() != (e - b) * esize) {
-      throw TrainingFailedError(std::string(what) + ": rank " + std::to_string(prev) +
-                                " sent a segment of another length; every worker must pass vectors of the same length");
+      throw TrainingFailedError(
+          std::string(what) + ": rank " + std::to_string(prev) +
+          " sent a segment of another length; every worker must pass vectors of the same length");
     }
     return std::make_tuple(b, e, std::move(m));
   };
@@ -328,8 +350,9 @@ void CollectiveGroup::SignalWithCount(uint32_t part, uint64_t count) {
     uint64_t theirs = 0;
     if (m.size() == sizeof(theirs)) std::memcpy(&theirs, m.data(), sizeof(theirs));
     if (m.size() != sizeof(theirs) || theirs != count) {
-      throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " passed " + std::to_string(theirs) +
-                                " elements, rank " + std::to_string(rank_) + " has " + std::to_string(count) +
+      throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " passed " +
+                                std::to_string(theirs) + " elements, rank " +
+                                std::to_string(rank_) + " has " + std::to_string(count) +
                                 "; every worker must pass vectors of the same length");
     }
   }
@@ -353,7 +376,8 @@ void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp
     }
     // This worker reduces its segment of the piece, in rank order, into worker 0's slot.
     size_t b = r * m / n, e = (r + 1) * m / n;
-    for (size_t p = 1; p < n && e > b; ++p) Reduce(slot(0) + b * esize, slot(p) + b * esize, e - b, dtype, op);
+    for (size_t p = 1; p < n && e > b; ++p)
+      Reduce(slot(0) + b * esize, slot(p) + b * esize, e - b, dtype, op);
     Signal(part++);
     std::memcpy(data + start * esize, slot(0), m * esize);
   }
@@ -363,8 +387,8 @@ void CollectiveGroup::Broadcast(void* data, size_t bytes, int root) {
   ++calls_;
   ++seq_;
   if (root < 0 || root >= size()) {
-    throw TrainingFailedError("Broadcast: root " + std::to_string(root) + " is not a rank of this group of " +
-                              std::to_string(size()));
+    throw TrainingFailedError("Broadcast: root " + std::to_string(root) +
+                              " is not a rank of this group of " + std::to_string(size()));
   }
   if (rank_ == root) {
     for (int p = 0; p < size(); ++p)
@@ -373,8 +397,9 @@ void CollectiveGroup::Broadcast(void* data, size_t bytes, int root) {
   }
   zmq::message_t m = Recv(root, 0, "Broadcast");
   if (m.size() != bytes) {
-    throw TrainingFailedError("Broadcast: rank " + std::to_string(root) + " sent " + std::to_string(m.size()) +
-                              " bytes where " + std::to_string(bytes) + " were expected");
+    throw TrainingFailedError("Broadcast: rank " + std::to_string(root) + " sent " +
+                              std::to_string(m.size()) + " bytes where " + std::to_string(bytes) +
+                              " were expected");
   }
   std::memcpy(data, m.data(), bytes);
 }

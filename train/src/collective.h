@@ -116,7 +116,9 @@ class GroupCollectives : public Context {
   void AllReduceRaw(void* data, size_t count, int dtype, ReduceOp op) override {
     group_->AllReduce(data, count, dtype, op);
   }
-  void BroadcastRaw(void* data, size_t bytes, int root) override { group_->Broadcast(data, bytes, root); }
+  void BroadcastRaw(void* data, size_t bytes, int root) override {
+    group_->Broadcast(data, bytes, root);
+  }
   std::vector<std::string> AllGatherRaw(const void* data, size_t bytes) override {
     return group_->AllGather(data, bytes);
   }

@@ -35,8 +35,8 @@ PlacementStrategy StrategyOf(const std::string& name) {
 
 }  // namespace
 
-Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling, const std::vector<NodeInfo>& nodes,
-                     std::string* kind) {
+Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
+                     const std::vector<NodeInfo>& nodes, std::string* kind) {
   if (config.backend == "xla_tpu" && !config.pod_type.empty()) {
     std::string head = "TPU-" + config.pod_type + "-head";
     int heads = 0;
@@ -46,23 +46,29 @@ Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
       auto it = n.total.find(head);
       if (it != n.total.end() && it->second > 0) ++heads;
       std::string slice = Get(n.labels, "orrery.io/tpu-slice-name");
-      if (!slice.empty()) slices[Get(n.labels, "orrery.io/tpu-pod-type") + " slice \"" + slice + "\""].insert(n.address);
+      if (!slice.empty())
+        slices[Get(n.labels, "orrery.io/tpu-pod-type") + " slice \"" + slice + "\""].insert(
+            n.address);
     }
     if (heads >= config.num_slices) return Status::Ok();
     *kind = "AcceleratorNotAvailableError";
     std::string have;
-    for (const auto& [s, hosts] : slices) have += (have.empty() ? "" : ", ") + s + " (" + std::to_string(hosts.size()) + " hosts)";
+    for (const auto& [s, hosts] : slices)
+      have += (have.empty() ? "" : ", ") + s + " (" + std::to_string(hosts.size()) + " hosts)";
     if (have.empty()) have = "none";
-    std::string want = std::to_string(config.num_slices) + " " + config.pod_type + " slice" + (config.num_slices > 1 ? "s" : "");
-    return Status::NotFound("the training group needs " + want + " (topology " + scaling.topology + ", " +
-                            scaling.accelerator_type + "), but " + std::to_string(heads) +
-                            " node(s) of the cluster offer " + head + ". TPU slices in the cluster: " + have);
+    std::string want = std::to_string(config.num_slices) + " " + config.pod_type + " slice" +
+                       (config.num_slices > 1 ? "s" : "");
+    return Status::NotFound("the training group needs " + want + " (topology " + scaling.topology +
+                            ", " + scaling.accelerator_type + "), but " + std::to_string(heads) +
+                            " node(s) of the cluster offer " + head +
+                            ". TPU slices in the cluster: " + have);
   }
   // How many workers the live nodes could hold at most, each node on its own.
   int capacity = 0;
   for (const auto& n : nodes) {
     bool labels_ok = n.alive;
-    for (const auto& [k, v] : scaling.label_selector) labels_ok = labels_ok && Get(n.labels, k) == v;
+    for (const auto& [k, v] : scaling.label_selector)
+      labels_ok = labels_ok && Get(n.labels, k) == v;
     if (!labels_ok) continue;
     int fit = config.num_workers;
     for (const auto& [name, need] : config.resources_per_worker) {
@@ -85,11 +91,13 @@ Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
   return Status::NotFound("the cluster can hold " + std::to_string(capacity) + " of the " +
                           std::to_string(config.num_workers) + " training workers (each " +
                           ResourcesText(config.resources_per_worker) +
-                          (scaling.label_selector.empty() ? "" : ", with the label selector") + ", " +
-                          scaling.placement_strategy + ") even when idle. Nodes: " + (have.empty() ? "none alive" : have));
+                          (scaling.label_selector.empty() ? "" : ", with the label selector") +
+                          ", " + scaling.placement_strategy +
+                          ") even when idle. Nodes: " + (have.empty() ? "none alive" : have));
 }
 
-std::vector<PlacementGroupCreationOptions> GroupOptions(const ResolvedConfig& config, const ScalingConfig& scaling,
+std::vector<PlacementGroupCreationOptions> GroupOptions(const ResolvedConfig& config,
+                                                        const ScalingConfig& scaling,
                                                         const std::string& name_prefix) {
   std::vector<PlacementGroupCreationOptions> out;
   if (config.backend == "xla_tpu" && !config.pod_type.empty()) {
@@ -123,7 +131,8 @@ double ReservationTimeout(const RunConfig& run) {
   char* end = nullptr;
   double v = std::strtod(env, &end);
   if (end == env || *end != '\0' || v < 0) {
-    throw ConfigError(std::string("TRAIN_PLACEMENT_GROUP_TIMEOUT_S=\"") + env + "\" is not a number of seconds >= 0");
+    throw ConfigError(std::string("TRAIN_PLACEMENT_GROUP_TIMEOUT_S=\"") + env +
+                      "\" is not a number of seconds >= 0");
   }
   return v;
 }

@@ -22,11 +22,12 @@ namespace orrery::train {
 // *kind set) when no live node could ever hold what the group asks for: the slice type no
 // host offers (naming the slices that exist), fewer slices than asked for, or a worker's
 // resources that no node has in total.
-Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling, const std::vector<NodeInfo>& nodes,
-                     std::string* kind);
+Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
+                     const std::vector<NodeInfo>& nodes, std::string* kind);
 
 // The placement groups' options (one per slice for TPUs, else one).
-std::vector<PlacementGroupCreationOptions> GroupOptions(const ResolvedConfig& config, const ScalingConfig& scaling,
+std::vector<PlacementGroupCreationOptions> GroupOptions(const ResolvedConfig& config,
+                                                        const ScalingConfig& scaling,
                                                         const std::string& name_prefix);
 
 // The reservation timeout: RunConfig::reservation_timeout_s when >= 0, else

@@ -5,13 +5,19 @@ namespace orrery::train {
 std::string RunRecord::ToJson() const {
   nlohmann::json workers_json = nlohmann::json::array();
   for (const auto& w : workers) {
-    workers_json.push_back({{"rank", w.rank}, {"local_rank", w.local_rank}, {"node_rank", w.node_rank},
-                            {"node_id", w.node_id}, {"node_ip", w.node_ip}, {"hostname", w.hostname},
-                            {"pid", w.pid}, {"device", w.device}});
+    workers_json.push_back({{"rank", w.rank},
+                            {"local_rank", w.local_rank},
+                            {"node_rank", w.node_rank},
+                            {"node_id", w.node_id},
+                            {"node_ip", w.node_ip},
+                            {"hostname", w.hostname},
+                            {"pid", w.pid},
+                            {"device", w.device}});
   }
   nlohmann::json checkpoints_json = nlohmann::json::array();
   for (const auto& c : checkpoints) {
-    checkpoints_json.push_back({{"iteration", c.index + 1}, {"path", c.path}, {"metrics", c.metrics}});
+    checkpoints_json.push_back(
+        {{"iteration", c.index + 1}, {"path", c.path}, {"metrics", c.metrics}});
   }
   nlohmann::json j{{"id", id},
                    {"name", name},
@@ -63,7 +69,8 @@ nlohmann::json ConfigJson(const ScalingConfig& s, const TorchConfig& t, const Ru
           {"train_loop_config", loop_config}};
 }
 
-nlohmann::json MetricsEntry(int64_t iteration, const Metrics& metrics, double time, const std::string& checkpoint) {
+nlohmann::json MetricsEntry(int64_t iteration, const Metrics& metrics, double time,
+                            const std::string& checkpoint) {
   return {{"iteration", std::to_string(iteration)},
           {"time", std::to_string(time)},
           {"metrics", nlohmann::json(metrics).dump()},

@@ -4,10 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "orrery/train/config.h"
 #include "orrery/train/context.h"
@@ -27,7 +26,7 @@ struct RunWorkerRecord {
 };
 
 struct RunRecord {
-  std::string id;      // 32 hex digits
+  std::string id;  // 32 hex digits
   std::string name;
   std::string status;  // PENDING, RUNNING, RESTARTING, FINISHED, ERRORED
   std::string loop;    // the registered loop function
@@ -35,8 +34,8 @@ struct RunRecord {
   std::string backend;
   double start_time = 0, end_time = 0;  // seconds since the epoch; end 0 while running
   int num_failures = 0;
-  int64_t iterations = 0;               // complete reports
-  nlohmann::json config;                // scaling, torch, run, train_loop_config
+  int64_t iterations = 0;                // complete reports
+  nlohmann::json config;                 // scaling, torch, run, train_loop_config
   std::vector<RunWorkerRecord> workers;  // the current (or last) group, by rank
   std::vector<KeptCheckpoint> checkpoints;
   Metrics latest_metrics;
@@ -46,10 +45,11 @@ struct RunRecord {
 };
 
 // The configs as JSON, for the record.
-nlohmann::json ConfigJson(const ScalingConfig& scaling, const TorchConfig& torch, const RunConfig& run,
-                          const nlohmann::json& loop_config);
+nlohmann::json ConfigJson(const ScalingConfig& scaling, const TorchConfig& torch,
+                          const RunConfig& run, const nlohmann::json& loop_config);
 
 // One entry of the metrics stream (every value a string, as Redis streams store them).
-nlohmann::json MetricsEntry(int64_t iteration, const Metrics& metrics, double time, const std::string& checkpoint);
+nlohmann::json MetricsEntry(int64_t iteration, const Metrics& metrics, double time,
+                            const std::string& checkpoint);
 
 }  // namespace orrery::train

@@ -53,7 +53,8 @@ Status ShmRegion::Create(size_t bytes) {
 
 Status ShmRegion::Open(const std::string& name, size_t bytes) {
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) return Status::Unavailable(std::string("shm_open ") + name + ": " + std::strerror(errno));
+  if (fd < 0)
+    return Status::Unavailable(std::string("shm_open ") + name + ": " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || size_t(st.st_size) < bytes) {
     close(fd);

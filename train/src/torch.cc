@@ -3,19 +3,19 @@
 // only when libtorch was found (train/CMakeLists.txt).
 #include "orrery/train/torch.h"
 
-#include <cstdlib>
-#include <map>
-#include <stdexcept>
-#include <utility>
-#include <vector>
-
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
+
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
+#include <vector>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -76,8 +76,9 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice() {
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> Create(const std::string& backend, const std::string& addr, uint16_t port,
-                                              int rank, int size, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::ProcessGroup> Create(const std::string& backend, const std::string& addr,
+                                              uint16_t port, int rank, int size,
+                                              std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions store_options;
   store_options.port = port;
   store_options.isServer = rank == 0;
@@ -104,7 +105,8 @@ void Wait(const c10::intrusive_ptr<c10d::Work>& work) {
 
 }  // namespace
 
-c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx, const ProcessGroupOptions& options) {
+c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx,
+                                                    const ProcessGroupOptions& options) {
   const std::string backend = ResolveBackend(ctx, options);
   const std::string addr = EnvOf(ctx, "MASTER_ADDR"), port_text = EnvOf(ctx, "MASTER_PORT");
   if (addr.empty() || port_text.empty()) {
@@ -117,10 +119,12 @@ c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx, const Pr
     port = std::stoi(port_text);
   } catch (const std::exception&) {
   }
-  if (port <= 0 || port > 65535) throw ConfigError("ProcessGroup: MASTER_PORT=" + port_text + " is not a port");
+  if (port <= 0 || port > 65535)
+    throw ConfigError("ProcessGroup: MASTER_PORT=" + port_text + " is not a port");
   const int rank = ctx.WorldRank(), size = ctx.WorldSize();
   const std::string where = addr + ":" + port_text;
-  const std::string key = backend + " " + where + " " + std::to_string(rank) + "/" + std::to_string(size);
+  const std::string key =
+      backend + " " + where + " " + std::to_string(rank) + "/" + std::to_string(size);
 
   // Never destroyed: a group's destructor joins threads that may wait on dead peers.
   static auto* mu = new Mutex;
@@ -133,10 +137,11 @@ c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx, const Pr
     pg = Create(backend, addr, uint16_t(port), rank, size, options.timeout);
   } catch (const std::exception& e) {
     throw TrainingFailedError("c10d " + backend + " rendezvous at " + where + " failed (rank " +
-                              std::to_string(rank) + " of " + std::to_string(size) + "): " + Describe(e));
+                              std::to_string(rank) + " of " + std::to_string(size) +
+                              "): " + Describe(e));
   }
-  LOG_INFO("c10d " + backend + " process group ready: rank " + std::to_string(rank) + " of " + std::to_string(size) +
-           ", store " + where);
+  LOG_INFO("c10d " + backend + " process group ready: rank " + std::to_string(rank) + " of " +
+           std::to_string(size) + ", store " + where);
   groups->emplace(key, pg);
   return pg;
 }
@@ -154,19 +159,22 @@ c10::Device TorchDevice(const Context& ctx) {
       }
     }
     if (!::torch::cuda::is_available()) {
-      throw AcceleratorNotAvailableError("TorchDevice: the worker's device is " + name +
-                                         " but this libtorch has no usable CUDA (Debian's libtorch-dev is CPU-only)");
+      throw AcceleratorNotAvailableError(
+          "TorchDevice: the worker's device is " + name +
+          " but this libtorch has no usable CUDA (Debian's libtorch-dev is CPU-only)");
     }
     if (index < 0 || size_t(index) >= ::torch::cuda::device_count()) {
-      throw AcceleratorNotAvailableError("TorchDevice: " + name + " is not visible (CUDA_VISIBLE_DEVICES shows " +
-                                         std::to_string(::torch::cuda::device_count()) + " devices)");
+      throw AcceleratorNotAvailableError(
+          "TorchDevice: " + name + " is not visible (CUDA_VISIBLE_DEVICES shows " +
+          std::to_string(::torch::cuda::device_count()) + " devices)");
     }
     return c10::Device(c10::kCUDA, c10::DeviceIndex(index));
   }
   if (StartsWith(name, "xla")) {
     static std::once_flag warned;
     std::call_once(warned, [&] {
-      LOG_WARN("TorchDevice: " + name + " has no libtorch device (torch_xla is Python-only); tensors stay on the CPU");
+      LOG_WARN("TorchDevice: " + name +
+               " has no libtorch device (torch_xla is Python-only); tensors stay on the CPU");
     });
     return c10::Device(c10::kCPU);
   }

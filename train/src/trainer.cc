@@ -68,7 +68,8 @@ struct Outcome {
 
 void SetError(Result& r, const std::string& kind, const std::string& message) {
   if (kind == "PlacementGroupError") return r.SetError(PlacementGroupError(message));
-  if (kind == "AcceleratorNotAvailableError") return r.SetError(AcceleratorNotAvailableError(message));
+  if (kind == "AcceleratorNotAvailableError")
+    return r.SetError(AcceleratorNotAvailableError(message));
   if (kind == "InfeasibleError") return r.SetError(InfeasibleError(message));
   if (kind == "ConnectionError") return r.SetError(ConnectionError(message));
   r.SetError(TrainingFailedError(message));
@@ -77,10 +78,15 @@ void SetError(Result& r, const std::string& kind, const std::string& message) {
 // The state of one Fit(): the configs, the run's record and what was reported so far.
 class Run {
  public:
-  Run(std::string loop, const ScalingConfig& scaling, const RunConfig& run, const TorchConfig& torch,
-      nlohmann::json loop_config, ResolvedConfig resolved)
-      : loop_(std::move(loop)), scaling_(scaling), run_(run), torch_(torch), loop_config_(std::move(loop_config)),
-        rc_(std::move(resolved)), checkpoints_(run.checkpoint_config) {
+  Run(std::string loop, const ScalingConfig& scaling, const RunConfig& run,
+      const TorchConfig& torch, nlohmann::json loop_config, ResolvedConfig resolved)
+      : loop_(std::move(loop)),
+        scaling_(scaling),
+        run_(run),
+        torch_(torch),
+        loop_config_(std::move(loop_config)),
+        rc_(std::move(resolved)),
+        checkpoints_(run.checkpoint_config) {
     if (run_.name.empty()) run_.name = DefaultRunName();
     if (run_.storage_path.empty()) run_.storage_path = DefaultStoragePath();
     record_.id = UniqueId::Random().Hex();
@@ -98,7 +104,8 @@ class Run {
 
  private:
   Outcome Attempt(double reservation_timeout);
-  Outcome StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<ActorHandle<TrainWorker>>& actors,
+  Outcome StartAndWatch(const std::vector<PlacementGroup>& pgs,
+                        std::vector<ActorHandle<TrainWorker>>& actors,
                         std::set<int64_t>* incomplete);
   void Finalize(const ReportMsg& rank0, const std::string& checkpoint);
   // Sends the run's record (and metrics entry `index`, if given) to the head. Entries the
@@ -108,7 +115,8 @@ class Run {
   void Write(const std::string& status, const nlohmann::json* entry = nullptr, int64_t index = -1,
              int timeout_ms = 5000);
   void Say(const std::string& line) const {
-    if (run_.verbose > 0) std::printf("[%s] %s\n", run_.name.c_str(), line.c_str()), std::fflush(stdout);
+    if (run_.verbose > 0)
+      std::printf("[%s] %s\n", run_.name.c_str(), line.c_str()), std::fflush(stdout);
   }
 
   std::string loop_;
@@ -129,7 +137,8 @@ class Run {
 // Unacknowledged metrics entries kept for resending; past this the oldest go (with a warning).
 constexpr size_t kMaxUnackedEntries = 100000;
 
-void Run::Write(const std::string& status, const nlohmann::json* entry, int64_t index, int timeout_ms) {
+void Run::Write(const std::string& status, const nlohmann::json* entry, int64_t index,
+                int timeout_ms) {
   record_.status = status;
   record_.num_failures = result_.num_failures;
   record_.iterations = reports_;
@@ -137,8 +146,8 @@ void Run::Write(const std::string& status, const nlohmann::json* entry, int64_t 
   record_.checkpoints = checkpoints_.Kept();
   if (entry != nullptr) {
     if (unacked_entries_.size() >= kMaxUnackedEntries) {
-      LOG_WARN("training run " + run_.name + ": the head has not stored " + std::to_string(unacked_entries_.size()) +
-               " metrics entries; dropping the oldest");
+      LOG_WARN("training run " + run_.name + ": the head has not stored " +
+               std::to_string(unacked_entries_.size()) + " metrics entries; dropping the oldest");
       unacked_entries_.pop_front();
     }
     unacked_entries_.emplace_back(index, entry->dump());
@@ -163,8 +172,8 @@ void Run::Write(const std::string& status, const nlohmann::json* entry, int64_t 
   }
   if (!s.ok() && !store_warned_) {
     store_warned_ = true;
-    LOG_WARN("training run " + run_.name + ": the head did not store the run's record (kept to resend): " +
-             s.message());
+    LOG_WARN("training run " + run_.name +
+             ": the head did not store the run's record (kept to resend): " + s.message());
   }
 }
 
@@ -173,7 +182,8 @@ void Run::Finalize(const ReportMsg& rank0, const std::string& checkpoint) {
   result_.metrics = rank0.metrics;
   result_.metrics_history.push_back(rank0.metrics);
   if (!checkpoint.empty()) {
-    for (const auto& path : checkpoints_.Register(KeptCheckpoint{rank0.index, checkpoint, rank0.metrics})) {
+    for (const auto& path :
+         checkpoints_.Register(KeptCheckpoint{rank0.index, checkpoint, rank0.metrics})) {
       std::error_code ec;
       std::filesystem::remove_all(path, ec);
     }
@@ -181,9 +191,12 @@ void Run::Finalize(const ReportMsg& rank0, const std::string& checkpoint) {
   if (first_report_time_ == 0) first_report_time_ = rank0.time;
   double elapsed = rank0.time - first_report_time_;
   char rate[64] = "";
-  if (iteration > 1 && elapsed > 0) std::snprintf(rate, sizeof(rate), " (%.3g reports/s)", double(iteration - 1) / elapsed);
+  if (iteration > 1 && elapsed > 0)
+    std::snprintf(rate, sizeof(rate), " (%.3g reports/s)", double(iteration - 1) / elapsed);
   Say("iteration " + std::to_string(iteration) + ": " + FormatMetrics(rank0.metrics) + rate +
-      (checkpoint.empty() ? "" : ", checkpoint " + std::filesystem::path(checkpoint).filename().string()));
+      (checkpoint.empty()
+           ? ""
+           : ", checkpoint " + std::filesystem::path(checkpoint).filename().string()));
   nlohmann::json entry = MetricsEntry(iteration, rank0.metrics, rank0.time, checkpoint);
   Write("RUNNING", &entry, iteration);
 }
@@ -195,22 +208,28 @@ Outcome Run::Attempt(double reservation_timeout) {
   std::set<int64_t> incomplete;
   Outcome out;
   try {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(reservation_timeout);
-    for (const auto& o : GroupOptions(rc_, scaling_, prefix)) pgs.push_back(CreatePlacementGroup(o));
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(reservation_timeout);
+    for (const auto& o : GroupOptions(rc_, scaling_, prefix))
+      pgs.push_back(CreatePlacementGroup(o));
     for (const auto& pg : pgs) {
-      double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+      double left =
+          std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
       if (!pg.Wait(std::max(0.0, left))) {
         out = {Outcome::kFatal,
-               "could not reserve the training group's " + std::to_string(rc_.num_workers) + " workers within " +
-                   SecondsText(reservation_timeout) + " s: the resources exist but are in use (see " +
-                   "`orrery status`); RunConfig::reservation_timeout_s or TRAIN_PLACEMENT_GROUP_TIMEOUT_S waits longer",
+               "could not reserve the training group's " + std::to_string(rc_.num_workers) +
+                   " workers within " + SecondsText(reservation_timeout) +
+                   " s: the resources exist but are in use (see " +
+                   "`orrery status`); RunConfig::reservation_timeout_s or "
+                   "TRAIN_PLACEMENT_GROUP_TIMEOUT_S waits longer",
                "PlacementGroupError"};
         break;
       }
     }
     if (out.kind == Outcome::kFinished) out = StartAndWatch(pgs, actors, &incomplete);
   } catch (const ActorDiedError& e) {  // a worker died while the group was starting
-    out = {Outcome::kWorkerFailed, std::string("a worker died while the group was starting: ") + e.what(), ""};
+    out = {Outcome::kWorkerFailed,
+           std::string("a worker died while the group was starting: ") + e.what(), ""};
   } catch (const Error& e) {
     out = {Outcome::kFatal, e.what(), e.kind()};
   }
@@ -229,7 +248,8 @@ Outcome Run::Attempt(double reservation_timeout) {
   return out;
 }
 
-Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<ActorHandle<TrainWorker>>& actors,
+Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs,
+                           std::vector<ActorHandle<TrainWorker>>& actors,
                            std::set<int64_t>* incomplete) {
   // Start one worker per bundle, and learn where each runs.
   std::vector<WorkerPlacement> placements;
@@ -254,7 +274,8 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
     try {
       infos.push_back(*Get(info_refs[i], kSetupTimeoutMs));
     } catch (const ActorDiedError& e) {
-      return {Outcome::kWorkerFailed, "worker " + std::to_string(i) + " died while starting: " + e.what(), ""};
+      return {Outcome::kWorkerFailed,
+              "worker " + std::to_string(i) + " died while starting: " + e.what(), ""};
     }
     auto& p = placements[i];
     p.node_id = infos[i].node_id;
@@ -297,8 +318,8 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
     m.mesh_local_coordinates = a.mesh.local_coordinates;
     by_rank.push_back(actors[size_t(a.index)]);
     const auto& info = infos[size_t(a.index)];
-    record_.workers.push_back(
-        RunWorkerRecord{a.rank, a.local_rank, a.node_rank, info.node_id, info.node_ip, info.hostname, info.pid, a.device});
+    record_.workers.push_back(RunWorkerRecord{a.rank, a.local_rank, a.node_rank, info.node_id,
+                                              info.node_ip, info.hostname, info.pid, a.device});
     (void)Get(by_rank.back().Task(&TrainWorker::Start).Remote(m), kSetupTimeoutMs);
   }
   Write("RUNNING");
@@ -320,7 +341,8 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
   int64_t next_final = reports_;
   // Reports some worker made that will never complete (the attempt is ending).
   auto mark_incomplete = [&] {
-    for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i) incomplete->insert(i);
+    for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i)
+      incomplete->insert(i);
   };
   while (true) {
     std::vector<ObjectRef<PollReplyMsg>> open;
@@ -360,7 +382,8 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
           if (reply.failed) {
             mark_incomplete();
             return {Outcome::kFatal,
-                    "the train loop failed on " + who(r) + ": " + reply.error_type + ": " + reply.error_message,
+                    "the train loop failed on " + who(r) + ": " + reply.error_type + ": " +
+                        reply.error_message,
                     "TrainingFailedError"};
           }
         }
@@ -378,7 +401,8 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs, std::vector<A
     }
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
   }
-  for (const auto& [index, path] : checkpoint_of) incomplete->insert(index);  // reported, never by rank 0
+  for (const auto& [index, path] : checkpoint_of)
+    incomplete->insert(index);  // reported, never by rank 0
   return {Outcome::kFinished, "", ""};
 }
 
@@ -395,7 +419,8 @@ Result Run::Fit() {
     Write("ERRORED");
     return result_;
   }
-  Say("starting " + std::to_string(rc_.num_workers) + " workers (" + rc_.backend + "), results in " + record_.path);
+  Say("starting " + std::to_string(rc_.num_workers) + " workers (" + rc_.backend +
+      "), results in " + record_.path);
   Write("PENDING");
   std::error_code ec;
   std::filesystem::create_directories(record_.path, ec);
@@ -411,8 +436,8 @@ Result Run::Fit() {
     if (max_failures >= 0 && result_.num_failures > max_failures) {
       SetError(result_, "TrainingFailedError",
                "training failed after " + std::to_string(result_.num_failures) + " failure" +
-                   (result_.num_failures > 1 ? "s" : "") + " (max_failures=" + std::to_string(max_failures) +
-                   "); the last: " + o.message);
+                   (result_.num_failures > 1 ? "s" : "") +
+                   " (max_failures=" + std::to_string(max_failures) + "); the last: " + o.message);
       break;
     }
     auto latest = checkpoints_.Latest();
@@ -422,7 +447,8 @@ Result Run::Fit() {
     Write("RESTARTING");
   }
   if (auto latest = checkpoints_.Latest()) result_.checkpoint = Checkpoint(latest->path);
-  for (const auto& c : checkpoints_.Kept()) result_.best_checkpoints.emplace_back(Checkpoint(c.path), c.metrics);
+  for (const auto& c : checkpoints_.Kept())
+    result_.best_checkpoints.emplace_back(Checkpoint(c.path), c.metrics);
   record_.end_time = WallSeconds();
   if (result_.error) {
     record_.error_kind = result_.error->kind();
@@ -448,7 +474,8 @@ TorchTrainer::TorchTrainer(TrainLoop loop, ScalingConfig scaling, RunConfig run,
       loop_config_(std::move(train_loop_config)) {}
 
 Result TorchTrainer::Fit() {
-  ResolvedConfig resolved = ResolveConfig(scaling_, torch_);  // ConfigError before anything is reserved
+  ResolvedConfig resolved =
+      ResolveConfig(scaling_, torch_);  // ConfigError before anything is reserved
   if (!IsInitialized()) throw Error("TorchTrainer::Fit() needs orrery::Init() first");
   Run run(loop_name_, scaling_, run_, torch_, loop_config_, std::move(resolved));
   return run.Fit();

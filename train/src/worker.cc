@@ -4,15 +4,16 @@
 // each where it runs (Info), then Starts them all: Start sets the process environment,
 // connects the collective group and runs the loop on a thread of its own, so the actor
 // keeps answering Poll, through which the trainer collects reports and the loop's end.
+#include "train/src/worker.h"
+
 #include <arpa/inet.h>
+#include <cxxabi.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cxxabi.h>
-
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <thread>
@@ -23,7 +24,6 @@
 #include "orrery/train/trainer.h"
 #include "train/src/checkpoint_manager.h"
 #include "train/src/collective.h"
-#include "train/src/worker.h"
 
 namespace orrery::train::internal {
 
@@ -44,7 +44,8 @@ int FreePort(const std::string& ip) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = 0;
-  if (inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1) addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1)
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(addr);
   int port = 0;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
@@ -165,11 +166,14 @@ class ContextImpl : public GroupCollectives {
       throw Error("Report: the checkpoint " + checkpoint.Path() + " is not a directory");
     }
     fs::path dest = fs::path(m_.run_path) / CheckpointDirName(index);
-    if (fs::weakly_canonical(checkpoint.Path(), ec) == fs::weakly_canonical(dest, ec)) return dest.string();
+    if (fs::weakly_canonical(checkpoint.Path(), ec) == fs::weakly_canonical(dest, ec))
+      return dest.string();
     fs::create_directories(dest, ec);
     if (ec) throw Error("Report: cannot create " + dest.string() + ": " + ec.message());
-    fs::copy(checkpoint.Path(), dest, fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
-    if (ec) throw Error("Report: cannot copy the checkpoint to " + dest.string() + ": " + ec.message());
+    fs::copy(checkpoint.Path(), dest,
+             fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw Error("Report: cannot copy the checkpoint to " + dest.string() + ": " + ec.message());
     return dest.string();
   }
 
@@ -236,7 +240,9 @@ bool TrainWorker::Start(WorkerStartMsg m) {
   return true;
 }
 
-PollReplyMsg TrainWorker::Poll(int64_t after, int timeout_ms) { return s_->sink.Poll(after, timeout_ms); }
+PollReplyMsg TrainWorker::Poll(int64_t after, int timeout_ms) {
+  return s_->sink.Poll(after, timeout_ms);
+}
 
 void TrainWorker::RunLoop(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m) {
   auto loop = orrery::internal::FindLocalFunction<TrainLoop>(m.loop_name);
@@ -260,5 +266,7 @@ void TrainWorker::RunLoop(CollectiveGroup& group, ReportSink& sink, const Worker
 
 }  // namespace orrery::train::internal
 
-ORRERY_REMOTE(orrery::train::internal::TrainWorker::Create, &orrery::train::internal::TrainWorker::Info,
-              &orrery::train::internal::TrainWorker::Start, &orrery::train::internal::TrainWorker::Poll);
+ORRERY_REMOTE(orrery::train::internal::TrainWorker::Create,
+              &orrery::train::internal::TrainWorker::Info,
+              &orrery::train::internal::TrainWorker::Start,
+              &orrery::train::internal::TrainWorker::Poll);

@@ -36,17 +36,17 @@ struct WorkerStartMsg {
   std::vector<std::string> peers;  // collective addresses by rank
   double timeout_s = 1800;
   std::string config_json;
-  std::string checkpoint_path;     // resume from here; "" for a fresh start
+  std::string checkpoint_path;  // resume from here; "" for a fresh start
   std::string run_name;
   std::string run_path;
-  int64_t report_offset = 0;       // reports of earlier attempts: numbering goes on from here
+  int64_t report_offset = 0;  // reports of earlier attempts: numbering goes on from here
   std::vector<int> mesh_shape;
   std::vector<std::string> mesh_axis_names;
   std::vector<int> mesh_local_device_ids;
   std::vector<std::vector<int>> mesh_local_coordinates;
-  MSGPACK_DEFINE(loop_name, rank, world_size, local_rank, local_world_size, node_rank, device, env, peers,
-                 timeout_s, config_json, checkpoint_path, run_name, run_path, report_offset, mesh_shape,
-                 mesh_axis_names, mesh_local_device_ids, mesh_local_coordinates);
+  MSGPACK_DEFINE(loop_name, rank, world_size, local_rank, local_world_size, node_rank, device, env,
+                 peers, timeout_s, config_json, checkpoint_path, run_name, run_path, report_offset,
+                 mesh_shape, mesh_axis_names, mesh_local_device_ids, mesh_local_coordinates);
 };
 
 struct ReportMsg {

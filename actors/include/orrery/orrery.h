@@ -88,7 +88,8 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_returns, int t
   for (const auto& r : refs) holders.push_back(r.Holder().get());
   std::vector<bool> ready = internal::WaitRefs(holders, num_returns, timeout_ms);
   WaitResult<T> result;
-  for (size_t i = 0; i < refs.size(); ++i) (ready[i] ? result.ready : result.unready).push_back(refs[i]);
+  for (size_t i = 0; i < refs.size(); ++i)
+    (ready[i] ? result.ready : result.unready).push_back(refs[i]);
   return result;
 }
 
@@ -99,7 +100,8 @@ ObjectRef<T> Put(const T& value) {
 
 // The named actor, or nullopt when no live actor has that name in the namespace.
 template <typename T>
-std::optional<ActorHandle<T>> GetActor(const std::string& name, const std::string& namespace_ = "") {
+std::optional<ActorHandle<T>> GetActor(const std::string& name,
+                                       const std::string& namespace_ = "") {
   ActorId id = internal::GetNamedActor(name, namespace_);
   if (id.IsNil()) return std::nullopt;
   return ActorHandle<T>(id);

@@ -16,11 +16,11 @@ class Error : public std::runtime_error {
   virtual const char* kind() const noexcept { return "Error"; }
 };
 
-#define ORRERY_DECLARE_ERROR(Name)                                           \
-  class Name : public Error {                                                \
-   public:                                                                   \
-    explicit Name(const std::string& message) : Error(message) {}            \
-    const char* kind() const noexcept override { return #Name; }             \
+#define ORRERY_DECLARE_ERROR(Name)                                \
+  class Name : public Error {                                     \
+   public:                                                        \
+    explicit Name(const std::string& message) : Error(message) {} \
+    const char* kind() const noexcept override { return #Name; }  \
   }
 
 ORRERY_DECLARE_ERROR(ActorDiedError);

@@ -21,7 +21,9 @@ class UniqueId {
 
   bool IsNil() const;
   std::string Hex() const;
-  std::string Binary() const { return std::string(reinterpret_cast<const char*>(bytes_.data()), kSize); }
+  std::string Binary() const {
+    return std::string(reinterpret_cast<const char*>(bytes_.data()), kSize);
+  }
   const uint8_t* data() const { return bytes_.data(); }
 
   bool operator==(const UniqueId& o) const { return bytes_ == o.bytes_; }
@@ -38,12 +40,12 @@ class UniqueId {
 };
 
 // Distinct types so an ActorId cannot be passed where a NodeId is expected.
-#define ORRERY_DEFINE_ID(Name)                                                   \
-  class Name : public UniqueId {                                                 \
-   public:                                                                       \
-    Name() = default;                                                            \
-    explicit Name(const UniqueId& id) : UniqueId(id) {}                          \
-    static Name Random() { return Name(UniqueId::Random()); }                    \
+#define ORRERY_DEFINE_ID(Name)                                                       \
+  class Name : public UniqueId {                                                     \
+   public:                                                                           \
+    Name() = default;                                                                \
+    explicit Name(const UniqueId& id) : UniqueId(id) {}                              \
+    static Name Random() { return Name(UniqueId::Random()); }                        \
     static Name FromHex(const std::string& h) { return Name(UniqueId::FromHex(h)); } \
   }
 

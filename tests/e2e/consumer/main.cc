@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
   // Put/Get, and a Put ref passed as an argument.
   orrery::ObjectRef<int> put = orrery::Put(41);
   Check("Get(Put(41))", *orrery::Get(put, kTimeoutMs), 41);
-  Check("Task(Add).Remote(Put(41), 1)", *orrery::Get(orrery::Task(Add).Remote(put, 1), kTimeoutMs), 42);
+  Check("Task(Add).Remote(Put(41), 1)", *orrery::Get(orrery::Task(Add).Remote(put, 1), kTimeoutMs),
+        42);
 
   // A named actor, looked up by name; both handles reach the same instance.
   auto named = orrery::Actor(Counter::Create).SetName("e2e_counter").Remote(100);
@@ -75,9 +76,11 @@ int main(int argc, char** argv) {
   std::optional<orrery::ActorHandle<Counter>> found = orrery::GetActor<Counter>("e2e_counter");
   CheckTrue("GetActor(\"e2e_counter\") found", found.has_value());
   if (found) {
-    Check("GetActor handle Inc(1)", *orrery::Get(found->Task(&Counter::Inc).Remote(1), kTimeoutMs), 102);
+    Check("GetActor handle Inc(1)", *orrery::Get(found->Task(&Counter::Inc).Remote(1), kTimeoutMs),
+          102);
   }
-  CheckTrue("GetActor(\"no_such_actor\") is empty", !orrery::GetActor<Counter>("no_such_actor").has_value());
+  CheckTrue("GetActor(\"no_such_actor\") is empty",
+            !orrery::GetActor<Counter>("no_such_actor").has_value());
 
   // Wait for all of a batch.
   std::vector<orrery::ObjectRef<int>> refs;

@@ -96,7 +96,8 @@ TEST(ExecutorTest, ResumedCallWaitsForTheSlotAndGoesBeforeNewCalls) {
   });
   ASSERT_TRUE(b_started.Wait()) << "B never started while A waited";
   a_may_resume.Open();
-  ASSERT_TRUE(Eventually([&] { return executor.resuming() == 1; })) << "A did not wait for the slot";
+  ASSERT_TRUE(Eventually([&] { return executor.resuming() == 1; }))
+      << "A did not wait for the slot";
   b_may_end.Open();
   ASSERT_TRUE(Eventually([&] { return probe.done == 3; }));
   EXPECT_EQ(probe.max_inside, 1);

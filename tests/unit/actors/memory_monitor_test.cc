@@ -36,7 +36,8 @@ TEST(ParseMeminfo, UsedIsTotalMinusAvailable) {
 }
 
 TEST(ParseMeminfo, WithoutMemAvailableFreeBuffersAndCachedAreAvailable) {
-  auto u = ParseMeminfo("MemTotal: 16777216 kB\nMemFree: 1048576 kB\nBuffers: 1048576 kB\nCached: 2097152 kB\n");
+  auto u = ParseMeminfo(
+      "MemTotal: 16777216 kB\nMemFree: 1048576 kB\nBuffers: 1048576 kB\nCached: 2097152 kB\n");
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->used_bytes, 12 * kGiB);
 }
@@ -48,13 +49,16 @@ TEST(ParseMeminfo, MalformedOrHostileTextIsAnErrorNotACrash) {
   EXPECT_FALSE(ParseMeminfo("MemTotal: -5 kB\nMemAvailable: 1 kB\n").ok());
   EXPECT_FALSE(ParseMeminfo("MemTotal: 12x kB\nMemAvailable: 1 kB\n").ok());
   EXPECT_FALSE(ParseMeminfo("MemTotal: 16 MB\nMemAvailable: 1 kB\n").ok()) << "unknown unit";
-  EXPECT_FALSE(ParseMeminfo("MemTotal: 99999999999999999999999 kB\nMemAvailable: 1 kB\n").ok()) << "overflow";
-  EXPECT_FALSE(ParseMeminfo("MemTotal: 9223372036854775807 kB\nMemAvailable: 1 kB\n").ok()) << "overflow in bytes";
+  EXPECT_FALSE(ParseMeminfo("MemTotal: 99999999999999999999999 kB\nMemAvailable: 1 kB\n").ok())
+      << "overflow";
+  EXPECT_FALSE(ParseMeminfo("MemTotal: 9223372036854775807 kB\nMemAvailable: 1 kB\n").ok())
+      << "overflow in bytes";
   EXPECT_FALSE(ParseMeminfo("MemTotal: 100 kB\n").ok()) << "nothing says what is free";
   EXPECT_FALSE(ParseMeminfo(std::string(100000, 'M')).ok()) << "too long";
   // Huge but representable values saturate instead of overflowing.
-  auto big = ParseMeminfo("MemTotal: 9007199254740991 kB\nMemFree: 9007199254740991 kB\n"
-                          "Buffers: 9007199254740991 kB\nCached: 9007199254740991 kB\n");
+  auto big = ParseMeminfo(
+      "MemTotal: 9007199254740991 kB\nMemFree: 9007199254740991 kB\n"
+      "Buffers: 9007199254740991 kB\nCached: 9007199254740991 kB\n");
   ASSERT_TRUE(big.ok());
   EXPECT_EQ(big->used_bytes, 0);
   // More available than total (a torn read) is 0 used, never negative.
@@ -64,8 +68,9 @@ TEST(ParseMeminfo, MalformedOrHostileTextIsAnErrorNotACrash) {
 }
 
 TEST(ParseCgroup, V2LimitAndUsageLessInactiveFile) {
-  auto u = ParseCgroup("4294967296\n", "3221225472\n", "anon 1000\nfile 2000\ninactive_file 1073741824\nactive_file 5\n",
-                       "cgroup v2");
+  auto u =
+      ParseCgroup("4294967296\n", "3221225472\n",
+                  "anon 1000\nfile 2000\ninactive_file 1073741824\nactive_file 5\n", "cgroup v2");
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->total_bytes, 4 * kGiB);
   EXPECT_EQ(u->used_bytes, 2 * kGiB);
@@ -73,21 +78,24 @@ TEST(ParseCgroup, V2LimitAndUsageLessInactiveFile) {
 }
 
 TEST(ParseCgroup, V1UsesTheHierarchysTotalInactiveFile) {
-  auto u = ParseCgroup("4294967296", "3221225472", "inactive_file 5\ntotal_inactive_file 1073741824\n", "cgroup v1");
+  auto u = ParseCgroup("4294967296", "3221225472",
+                       "inactive_file 5\ntotal_inactive_file 1073741824\n", "cgroup v1");
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->used_bytes, 2 * kGiB);
 }
 
 TEST(ParseCgroup, NoLimitIsNotFound) {
   EXPECT_EQ(ParseCgroup("max\n", "100", "", "cgroup v2").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(ParseCgroup("9223372036854771712\n", "100", "", "cgroup v1").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ParseCgroup("9223372036854771712\n", "100", "", "cgroup v1").status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST(ParseCgroup, MalformedValuesAreInvalidArgument) {
   EXPECT_EQ(ParseCgroup("", "1", "", "cgroup v2").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseCgroup("0", "1", "", "cgroup v2").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseCgroup("-1", "1", "", "cgroup v2").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ParseCgroup("100", "lots", "", "cgroup v2").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseCgroup("100", "lots", "", "cgroup v2").status().code(),
+            StatusCode::kInvalidArgument);
   // A stat whose inactive_file exceeds usage cannot make usage negative.
   auto u = ParseCgroup("100", "10", "inactive_file 50\n", "cgroup v2");
   ASSERT_TRUE(u.ok());
@@ -168,11 +176,14 @@ TEST_F(FakeSysroot, CgroupV1) {
 
 TEST(CgroupAncestors, FromProcSelfCgroup) {
   const char* hybrid = "9:name=systemd:/\n4:cpu,memory:/process_api/abc\n0::/user.slice/app\n";
-  EXPECT_EQ(CgroupAncestors(hybrid, false), (std::vector<std::string>{"/process_api/abc", "/process_api", ""}));
-  EXPECT_EQ(CgroupAncestors(hybrid, true), (std::vector<std::string>{"/user.slice/app", "/user.slice", ""}));
+  EXPECT_EQ(CgroupAncestors(hybrid, false),
+            (std::vector<std::string>{"/process_api/abc", "/process_api", ""}));
+  EXPECT_EQ(CgroupAncestors(hybrid, true),
+            (std::vector<std::string>{"/user.slice/app", "/user.slice", ""}));
   EXPECT_EQ(CgroupAncestors("0::/\n", true), (std::vector<std::string>{""}));
   EXPECT_EQ(CgroupAncestors("", true), (std::vector<std::string>{""}));
-  EXPECT_EQ(CgroupAncestors("0::/a/../../etc\n", true), (std::vector<std::string>{""})) << "no escaping the mount";
+  EXPECT_EQ(CgroupAncestors("0::/a/../../etc\n", true), (std::vector<std::string>{""}))
+      << "no escaping the mount";
   EXPECT_EQ(CgroupAncestors("0::relative\n", true), (std::vector<std::string>{""}));
   std::string deep = "0::";
   for (int i = 0; i < 100; ++i) deep += "/d";
@@ -233,7 +244,9 @@ TEST(SystemMemoryReader, TheRealHostReads) {
 // ------------------------------------------------------------------ the victim
 
 TEST(ChooseOomVictim, NewestRetriableFirst) {
-  std::vector<OomCandidate> c = {{"old-retriable", true, 1}, {"newest", false, 9}, {"new-retriable", true, 5},
+  std::vector<OomCandidate> c = {{"old-retriable", true, 1},
+                                 {"newest", false, 9},
+                                 {"new-retriable", true, 5},
                                  {"mid", false, 3}};
   EXPECT_EQ(c[ChooseOomVictim(c)].worker_id, "new-retriable");
 }
@@ -246,7 +259,8 @@ TEST(ChooseOomVictim, ThenNewest) {
 TEST(ChooseOomVictim, NoneWhenEmpty) { EXPECT_EQ(ChooseOomVictim({}), -1); }
 
 TEST(ChooseOomVictim, OrderOfCandidatesDoesNotMatter) {
-  std::vector<OomCandidate> c = {{"new-retriable", true, 5}, {"old-retriable", true, 1}, {"newest", false, 9}};
+  std::vector<OomCandidate> c = {
+      {"new-retriable", true, 5}, {"old-retriable", true, 1}, {"newest", false, 9}};
   EXPECT_EQ(c[ChooseOomVictim(c)].worker_id, "new-retriable");
 }
 
@@ -280,7 +294,8 @@ TEST(MemoryMonitor, AboveTheThresholdOnly) {
 
 TEST(OutOfMemoryMessage, NamesTheNodeTheUsageAndTheThreshold) {
   MemoryUsage u{int64_t(15.5 * double(kGiB)), 16 * kGiB, "host"};
-  std::string m = OutOfMemoryMessage("0123456789abcdef0123456789abcdef", u, 0.95, "the worker (pid 42) of actor 77");
+  std::string m = OutOfMemoryMessage("0123456789abcdef0123456789abcdef", u, 0.95,
+                                     "the worker (pid 42) of actor 77");
   EXPECT_THAT(m, HasSubstr("node 0123456789abcdef0123456789abcdef"));
   EXPECT_THAT(m, HasSubstr("15.50 GiB of 16.00 GiB"));
   EXPECT_THAT(m, HasSubstr("96.9%"));

@@ -84,10 +84,12 @@ TEST(AcceleratorDetection, GoogleVfioGroupsCountWhenThereIsNoAccelDevice) {
   FakeHost h;
   for (int g : {7, 8}) {
     h.File("/dev/vfio/" + std::to_string(g));
-    h.File("/sys/kernel/iommu_groups/" + std::to_string(g) + "/devices/0000:00:0" + std::to_string(g) + ".0/vendor", "0x1ae0");
+    h.File("/sys/kernel/iommu_groups/" + std::to_string(g) + "/devices/0000:00:0" +
+               std::to_string(g) + ".0/vendor",
+           "0x1ae0");
   }
   h.File("/dev/vfio/vfio");  // the control node is not a group
-  h.File("/dev/vfio/9");      // a group whose vendor cannot be read does not count
+  h.File("/dev/vfio/9");     // a group whose vendor cannot be read does not count
   auto d = Detect(h.root(), h.WithEnv({}));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->tpu.chips, 2);
@@ -109,7 +111,8 @@ TEST(AcceleratorDetection, NonGoogleAccelDeviceIsNotATpu) {
 TEST(AcceleratorDetection, NvidiaAccelDirectoryIsNotATpu) {
   FakeHost h;
   h.Dir("/dev/accel");  // recent NVIDIA drivers create this directory
-  h.File("/proc/driver/nvidia/gpus/0000:00:06.0/information", "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ: 40\n");
+  h.File("/proc/driver/nvidia/gpus/0000:00:06.0/information",
+         "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ: 40\n");
   auto d = Detect(h.root(), h.WithEnv({}));
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->tpu.chips, 0);

@@ -227,7 +227,8 @@ TEST_F(ConfigTest, MemoryUsageThresholdFromEnvironmentAndFlags) {
     EXPECT_DOUBLE_EQ(c.memory_usage_threshold, 0.8);
     EXPECT_EQ(c.memory_monitor_refresh_ms, 0);
   }
-  Argv args{"prog", "--orrery-memory-usage-threshold=1", "--orrery-memory-monitor-refresh-ms", "100"};
+  Argv args{"prog", "--orrery-memory-usage-threshold=1", "--orrery-memory-monitor-refresh-ms",
+            "100"};
   Config c = ApplyFlags(Config{}, args.argc(), args.argv());
   EXPECT_DOUBLE_EQ(c.memory_usage_threshold, 1.0);
   EXPECT_EQ(c.memory_monitor_refresh_ms, 100);

@@ -55,7 +55,11 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kGetClusterInfo,
       MsgType::kClusterInfoReply,
       MsgType::kAck,
-      MsgType::kRegisterJob, MsgType::kPutBinary, MsgType::kFetchBinary, MsgType::kBinaryReply, MsgType::kPutRecord,
+      MsgType::kRegisterJob,
+      MsgType::kPutBinary,
+      MsgType::kFetchBinary,
+      MsgType::kBinaryReply,
+      MsgType::kPutRecord,
       MsgType::kRegisterNode,
       MsgType::kStartActor,
       MsgType::kGrantLease,
@@ -302,7 +306,8 @@ struct OldNodeInfoMsg {
 };
 
 TEST(ProtocolTest, MessagesFromOlderPeersDecodeWithoutTheNewFields) {
-  OldNodeInfoMsg old{std::string(16, 'n'), "tcp://127.0.0.1:1", true, {{"CPU", 2}}, {{"CPU", 1}}, {{"k", "v"}}};
+  OldNodeInfoMsg old{std::string(16, 'n'), "tcp://127.0.0.1:1", true,
+                     {{"CPU", 2}},         {{"CPU", 1}},        {{"k", "v"}}};
   std::string frame = EncodeFrame(MsgType::kRegisterNode, old);
   auto h = DecodeHeader(frame.data(), frame.size());
   ASSERT_TRUE(h.ok());

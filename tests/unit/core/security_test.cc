@@ -52,8 +52,10 @@ TEST_F(SecurityTest, BadTokenFilesAreRefusedNamingTheFile) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find(dir_ + "/nope"), std::string::npos);
   EXPECT_FALSE(ReadTokenFile(Write("short", "abc\n")).ok());
-  EXPECT_FALSE(ReadTokenFile(Write("spaces", std::string(40, 'a') + " " + std::string(40, 'b'))).ok());
-  EXPECT_FALSE(ReadTokenFile(Write("binary", std::string(40, 'a') + std::string("\xff\x00", 2))).ok());
+  EXPECT_FALSE(
+      ReadTokenFile(Write("spaces", std::string(40, 'a') + " " + std::string(40, 'b'))).ok());
+  EXPECT_FALSE(
+      ReadTokenFile(Write("binary", std::string(40, 'a') + std::string("\xff\x00", 2))).ok());
   EXPECT_FALSE(ReadTokenFile(Write("huge", std::string(5000, 'a'))).ok());
   EXPECT_FALSE(ReadTokenFile(dir_).ok()) << "a directory is not a token file";
   auto padded = ReadTokenFile(Write("padded", "\n  " + std::string(40, 'x') + "  \n\n"));
@@ -78,7 +80,8 @@ TEST_F(SecurityTest, Sha256MatchesTheStandardVectors) {
 
 TEST_F(SecurityTest, TheKeyPairIsAFunctionOfTheToken) {
   std::string token = NewToken();
-  Credentials a = FromToken(token, "a"), b = FromToken(token, "b"), other = FromToken(NewToken(), "c");
+  Credentials a = FromToken(token, "a"), b = FromToken(token, "b"),
+              other = FromToken(NewToken(), "c");
   EXPECT_TRUE(a.enabled);
   EXPECT_EQ(a.public_key.size(), 32u);
   EXPECT_EQ(a.secret_key.size(), 32u);
@@ -104,7 +107,8 @@ TEST_F(SecurityTest, UseCredentialsSaysWhereTheTokenIsExpected) {
   // A session of this host for that head is found.
   std::string session = dir_ + "/session_1_1";
   std::filesystem::create_directories(session);
-  std::ofstream(session + "/session.json") << R"({"values": {"head_address": "127.0.0.1:1"}, "pids": []})";
+  std::ofstream(session + "/session.json")
+      << R"({"values": {"head_address": "127.0.0.1:1"}, "pids": []})";
   ASSERT_TRUE(WriteSecretFile(session + "/token", NewToken()).ok());
   EXPECT_EQ(FindSessionTokenFile("tcp://127.0.0.1:1"), session + "/token");
   EXPECT_EQ(FindSessionTokenFile("127.0.0.1:2"), "");

@@ -123,8 +123,8 @@ TEST(TransportTest, ASocketThatGivesWayDeliversWhatItHolds) {
   SetSendLimits(limits);
   const std::string late_peer = FreeAddress();
   std::thread([&] {
-    SendFrames(late_peer, "hello", nullptr);        // queued: nothing listens there yet
-    SendFrames(DeadAddress(0), "x", nullptr);       // takes the one place
+    SendFrames(late_peer, "hello", nullptr);   // queued: nothing listens there yet
+    SendFrames(DeadAddress(0), "x", nullptr);  // takes the one place
     EXPECT_EQ(ThreadSocketCount(), 1u);
     EXPECT_EQ(ThreadDrainingCount(), 1u) << "the socket holding 'hello' should drain, not close";
     zmq::socket_t peer(Context(), zmq::socket_type::router);

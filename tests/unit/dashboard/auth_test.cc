@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "orrery/dashboard.h"
-
 #include <string>
+
+#include "orrery/dashboard.h"
 
 namespace orrery::dashboard {
 namespace {
@@ -42,8 +42,9 @@ std::string SessionOf(const HttpReply& r) {
 TEST(DashboardAuth, LoopbackHosts) {
   for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"})
     EXPECT_TRUE(IsLoopbackHost(h)) << h;
-  for (const char* h : {"0.0.0.0", "::", "", "10.0.0.5", "127.0.0.1.evil.com", "127.0.0", "127.0.0.256",
-                        "127.0.0.1:80", "localhost.localdomain", "128.0.0.1", "::ffff:127.0.0.1"})
+  for (const char* h :
+       {"0.0.0.0", "::", "", "10.0.0.5", "127.0.0.1.evil.com", "127.0.0", "127.0.0.256",
+        "127.0.0.1:80", "localhost.localdomain", "128.0.0.1", "::ffff:127.0.0.1"})
     EXPECT_FALSE(IsLoopbackHost(h)) << h;
 }
 
@@ -61,7 +62,8 @@ TEST(DashboardAuth, OpenDashboardLetsEverythingThrough) {
 TEST(DashboardAuth, EveryPageAndApiRouteNeedsTheToken) {
   Auth auth(kToken);
   ASSERT_TRUE(auth.required());
-  for (const char* path : {"/", "/nodes", "/runs/0123456789abcdef0123456789abcdef", "/static/app.js", "/nope"}) {
+  for (const char* path :
+       {"/", "/nodes", "/runs/0123456789abcdef0123456789abcdef", "/static/app.js", "/nope"}) {
     auto r = auth.Check(Get(path), kT0);
     ASSERT_TRUE(r) << path;
     EXPECT_EQ(r->status, 401) << path;
@@ -93,8 +95,8 @@ TEST(DashboardAuth, BearerToken) {
   EXPECT_FALSE(auth.Check(r, kT0));
   r.authorization = "bearer  " + kToken + " ";
   EXPECT_FALSE(auth.Check(r, kT0));
-  for (std::string wrong : {"Bearer " + kToken.substr(1), "Bearer " + kToken + "0", "Basic " + kToken, kToken,
-                            std::string("Bearer "), "Bearer" + kToken}) {
+  for (std::string wrong : {"Bearer " + kToken.substr(1), "Bearer " + kToken + "0",
+                            "Basic " + kToken, kToken, std::string("Bearer "), "Bearer" + kToken}) {
     r.authorization = wrong;
     auto a = auth.Check(r, kT0 + 10s);  // a fresh rate-limit window: each counts as a guess
     ASSERT_TRUE(a) << wrong;
@@ -239,7 +241,8 @@ TEST(DashboardServer, RefusesANonLoopbackHostWithoutAToken) {
     auto r = d.Start();
     ASSERT_FALSE(r.ok()) << host;
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << host;
-    EXPECT_NE(r.status().message().find("without authentication"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("without authentication"), std::string::npos)
+        << r.status().message();
   }
   Dashboard weak({.redis_address = "", .host = "0.0.0.0", .port = 0, .token = "short"});
   auto r = weak.Start();

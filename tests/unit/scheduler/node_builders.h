@@ -18,6 +18,8 @@ inline NodeView Node(Resources total, Resources available, Labels labels = {}, b
 }
 
 // A node with everything free.
-inline NodeView Idle(Resources total, Labels labels = {}) { return Node(total, total, std::move(labels)); }
+inline NodeView Idle(Resources total, Labels labels = {}) {
+  return Node(total, total, std::move(labels));
+}
 
 }  // namespace orrery::scheduler::test_nodes

@@ -3,7 +3,6 @@
 // every policy shares: placed means it fits now, infeasible means it never could, wait
 // means it could but not now.
 #include "orrery/scheduler/policy.h"
-#include "tests/unit/scheduler/node_builders.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +12,7 @@
 #include <string>
 
 #include "orrery/resources.h"
+#include "tests/unit/scheduler/node_builders.h"
 
 namespace orrery::scheduler {
 namespace {

@@ -231,7 +231,8 @@ TEST(JobRecord, KeepsTheExecutableHashAndRefusesMalformedOnes) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->info.binary_hash, job.info.binary_hash);
   EXPECT_EQ(r->info.arch, "x86_64");
-  for (const std::string& bad : {std::string(64, 'A'), std::string(32, 'a'), "../../bin/sh" + std::string(52, 'a')}) {
+  for (const std::string& bad :
+       {std::string(64, 'A'), std::string(32, 'a'), "../../bin/sh" + std::string(52, 'a')}) {
     json j = json::parse(JobRecordJson(job));
     j["executable_sha256"] = bad;
     EXPECT_FALSE(ParseJobRecord(j.dump()).ok()) << bad;

@@ -35,11 +35,16 @@ WorkerPlacement TpuPlacement(int index, int slice, int worker_id, const std::str
 }
 
 ScalingConfig V4Slice(int workers) {
-  return ScalingConfig{.num_workers = workers, .use_tpu = true, .resources_per_worker = {{"TPU", 4}},
-                       .topology = "2x2x2", .accelerator_type = "TPU-V4", .placement_strategy = "SPREAD"};
+  return ScalingConfig{.num_workers = workers,
+                       .use_tpu = true,
+                       .resources_per_worker = {{"TPU", 4}},
+                       .topology = "2x2x2",
+                       .accelerator_type = "TPU-V4",
+                       .placement_strategy = "SPREAD"};
 }
 
-std::vector<WorkerAssignment> Assign(const ResolvedConfig& config, const std::vector<WorkerPlacement>& placements) {
+std::vector<WorkerAssignment> Assign(const ResolvedConfig& config,
+                                     const std::vector<WorkerPlacement>& placements) {
   auto result = AssignRanks(config, placements);
   EXPECT_TRUE(result.ok()) << result.status().message();
   if (!result.ok()) return {};
@@ -66,8 +71,9 @@ TEST(AssignRanksGloo, InterleavedNodesGetContiguousRanksFirstNodeFirst) {
   ResolvedConfig config = ResolveConfig(ScalingConfig{.num_workers = 4}, TorchConfig{});
   ASSERT_EQ(config.backend, "gloo");
   // Bundle order A, B, A, B.
-  std::vector<WorkerPlacement> placements{Placement(0, "A", "10.0.0.1", 29500), Placement(1, "B", "10.0.0.2", 29501),
-                                          Placement(2, "A", "10.0.0.1", 29502), Placement(3, "B", "10.0.0.2", 29503)};
+  std::vector<WorkerPlacement> placements{
+      Placement(0, "A", "10.0.0.1", 29500), Placement(1, "B", "10.0.0.2", 29501),
+      Placement(2, "A", "10.0.0.1", 29502), Placement(3, "B", "10.0.0.2", 29503)};
   auto a = Assign(config, placements);
   ASSERT_EQ(a.size(), 4u);
   const std::vector<int> index{0, 2, 1, 3}, local{0, 1, 0, 1}, node{0, 0, 1, 1};
@@ -98,8 +104,9 @@ TEST(AssignRanksGloo, InterleavedNodesGetContiguousRanksFirstNodeFirst) {
 
 TEST(AssignRanksGloo, TheNodeThatAppearsFirstGetsRankZero) {
   ResolvedConfig config = ResolveConfig(ScalingConfig{.num_workers = 4}, TorchConfig{});
-  std::vector<WorkerPlacement> placements{Placement(0, "B", "10.0.0.2", 1111), Placement(1, "A", "10.0.0.1", 2222),
-                                          Placement(2, "A", "10.0.0.1", 3333), Placement(3, "B", "10.0.0.2", 4444)};
+  std::vector<WorkerPlacement> placements{
+      Placement(0, "B", "10.0.0.2", 1111), Placement(1, "A", "10.0.0.1", 2222),
+      Placement(2, "A", "10.0.0.1", 3333), Placement(3, "B", "10.0.0.2", 4444)};
   auto a = Assign(config, placements);
   ASSERT_EQ(a.size(), 4u);
   std::vector<int> index;
@@ -119,9 +126,11 @@ TEST(AssignRanks, NoPlacementsIsInvalid) {
 }
 
 TEST(AssignRanksNccl, WorkersOfANodeSeeAllItsGpusAndPickTheirOwn) {
-  ResolvedConfig config = ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true}, TorchConfig{});
+  ResolvedConfig config =
+      ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true}, TorchConfig{});
   ASSERT_EQ(config.backend, "nccl");
-  WorkerPlacement p0 = Placement(0, "A", "10.0.0.1", 29500), p1 = Placement(1, "A", "10.0.0.1", 29501);
+  WorkerPlacement p0 = Placement(0, "A", "10.0.0.1", 29500),
+                  p1 = Placement(1, "A", "10.0.0.1", 29501);
   p0.accelerator_ids = {{"GPU", {1}}};
   p1.accelerator_ids = {{"GPU", {3}}};
   auto a = Assign(config, {p0, p1});
@@ -145,7 +154,8 @@ TEST(AssignRanksNccl, WorkersOfANodeSeeAllItsGpusAndPickTheirOwn) {
 }
 
 TEST(AssignRanksNccl, EachNodeListsOnlyItsOwnGpus) {
-  ResolvedConfig config = ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true}, TorchConfig{});
+  ResolvedConfig config =
+      ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true}, TorchConfig{});
   WorkerPlacement p0 = Placement(0, "A", "10.0.0.1"), p1 = Placement(1, "B", "10.0.0.2");
   p0.accelerator_ids = {{"GPU", {2}}};
   p1.accelerator_ids = {{"GPU", {0}}};
@@ -162,7 +172,8 @@ TEST(AssignRanksXlaTpu, OneV4Slice) {
   ResolvedConfig config = ResolveConfig(V4Slice(2), TorchConfig{});
   ASSERT_EQ(config.backend, "xla_tpu");
   // The first placement is TPU worker 1, the second worker 0 (the slice head).
-  std::vector<WorkerPlacement> placements{TpuPlacement(0, 0, 1, "10.1.0.2"), TpuPlacement(1, 0, 0, "10.1.0.1")};
+  std::vector<WorkerPlacement> placements{TpuPlacement(0, 0, 1, "10.1.0.2"),
+                                          TpuPlacement(1, 0, 0, "10.1.0.1")};
   auto a = Assign(config, placements);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].index, 1);
@@ -200,8 +211,9 @@ TEST(AssignRanksXlaTpu, OneV4Slice) {
 TEST(AssignRanksXlaTpu, TwoSlices) {
   ResolvedConfig config = ResolveConfig(V4Slice(4), TorchConfig{});
   ASSERT_EQ(config.num_slices, 2);
-  std::vector<WorkerPlacement> placements{TpuPlacement(0, 0, 0, "10.0.0.1"), TpuPlacement(1, 0, 1, "10.0.0.2"),
-                                          TpuPlacement(2, 1, 1, "10.0.1.2"), TpuPlacement(3, 1, 0, "10.0.1.1")};
+  std::vector<WorkerPlacement> placements{
+      TpuPlacement(0, 0, 0, "10.0.0.1"), TpuPlacement(1, 0, 1, "10.0.0.2"),
+      TpuPlacement(2, 1, 1, "10.0.1.2"), TpuPlacement(3, 1, 0, "10.0.1.1")};
   auto a = Assign(config, placements);
   ASSERT_EQ(a.size(), 4u);
   const std::vector<int> index{0, 1, 3, 2}, slice{0, 0, 1, 1}, worker_id{0, 1, 0, 1};
@@ -214,7 +226,8 @@ TEST(AssignRanksXlaTpu, TwoSlices) {
     EXPECT_EQ(w.env.at("MEGASCALE_COORDINATOR_ADDRESS"), "10.0.0.1");
     EXPECT_EQ(w.env.at("MEGASCALE_PORT"), "8081");
     EXPECT_EQ(w.env.at("TPU_WORKER_ID"), std::to_string(worker_id[size_t(r)]));
-    EXPECT_EQ(w.env.at("TPU_WORKER_HOSTNAMES"), slice[size_t(r)] == 0 ? "10.0.0.1,10.0.0.2" : "10.0.1.1,10.0.1.2");
+    EXPECT_EQ(w.env.at("TPU_WORKER_HOSTNAMES"),
+              slice[size_t(r)] == 0 ? "10.0.0.1,10.0.0.2" : "10.0.1.1,10.0.1.2");
     EXPECT_EQ(w.env.at("XLA_MESH_SHAPE"), "2,2,2,2");
     EXPECT_EQ(w.env.at("WORLD_SIZE"), "4");
     EXPECT_EQ(w.mesh.shape, (std::vector<int>{2, 2, 2, 2}));
@@ -224,7 +237,8 @@ TEST(AssignRanksXlaTpu, TwoSlices) {
 
 TEST(AssignRanksXlaTpu, PlacementWithoutWorkerIdIsInvalid) {
   ResolvedConfig config = ResolveConfig(V4Slice(2), TorchConfig{});
-  std::vector<WorkerPlacement> placements{TpuPlacement(0, 0, 0, "10.1.0.1"), TpuPlacement(1, 0, 1, "10.1.0.2")};
+  std::vector<WorkerPlacement> placements{TpuPlacement(0, 0, 0, "10.1.0.1"),
+                                          TpuPlacement(1, 0, 1, "10.1.0.2")};
   placements[1].node_labels.erase("orrery.io/tpu-worker-id");
   auto result = AssignRanks(config, placements);
   ASSERT_FALSE(result.ok());
@@ -237,14 +251,15 @@ TEST(AssignRanksXlaTpu, PlacementWithoutWorkerIdIsInvalid) {
 
 TEST(AssignRanksXlaTpu, TwoWorkersOnOneHostOfASliceIsInvalid) {
   ResolvedConfig config = ResolveConfig(V4Slice(2), TorchConfig{});
-  std::vector<WorkerPlacement> placements{TpuPlacement(0, 0, 1, "10.1.0.2"), TpuPlacement(1, 0, 1, "10.1.0.2")};
+  std::vector<WorkerPlacement> placements{TpuPlacement(0, 0, 1, "10.1.0.2"),
+                                          TpuPlacement(1, 0, 1, "10.1.0.2")};
   auto result = AssignRanks(config, placements);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
   // The same worker id in two different slices is fine.
   ResolvedConfig two = ResolveConfig(V4Slice(4), TorchConfig{});
-  std::vector<WorkerPlacement> ok{TpuPlacement(0, 0, 0, "a"), TpuPlacement(1, 0, 1, "b"), TpuPlacement(2, 1, 0, "c"),
-                                  TpuPlacement(3, 1, 1, "d")};
+  std::vector<WorkerPlacement> ok{TpuPlacement(0, 0, 0, "a"), TpuPlacement(1, 0, 1, "b"),
+                                  TpuPlacement(2, 1, 0, "c"), TpuPlacement(3, 1, 1, "d")};
   EXPECT_TRUE(AssignRanks(two, ok).ok());
 }
 

@@ -28,16 +28,22 @@ using test_support::SerialReduce;
 
 const char* OpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "kSum";
-    case ReduceOp::kProduct: return "kProduct";
-    case ReduceOp::kMin: return "kMin";
-    case ReduceOp::kMax: return "kMax";
-    case ReduceOp::kAvg: return "kAvg";
+    case ReduceOp::kSum:
+      return "kSum";
+    case ReduceOp::kProduct:
+      return "kProduct";
+    case ReduceOp::kMin:
+      return "kMin";
+    case ReduceOp::kMax:
+      return "kMax";
+    case ReduceOp::kAvg:
+      return "kAvg";
   }
   return "?";
 }
 
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kAvg};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax,
+                                ReduceOp::kAvg};
 
 // Elements in a vector of about 5 MB: above kRingThresholdBytes, several kChunkBytes per
 // ring segment even for N = 4, odd and not a multiple of 3 (so never a multiple of N).
@@ -50,8 +56,9 @@ constexpr size_t kSmallCount = 37;
 // All-reduces MakeInput's vectors on every rank of `g` and compares with SerialReduce.
 template <typename T>
 void ExpectAllReduce(LocalGroup& g, size_t count, ReduceOp op, uint32_t seed) {
-  SCOPED_TRACE(std::string("dtype size ") + std::to_string(sizeof(T)) + (std::is_floating_point_v<T> ? " float" : " int") +
-               ", op " + OpName(op) + ", count " + std::to_string(count) + ", N " + std::to_string(g.size()));
+  SCOPED_TRACE(std::string("dtype size ") + std::to_string(sizeof(T)) +
+               (std::is_floating_point_v<T> ? " float" : " int") + ", op " + OpName(op) +
+               ", count " + std::to_string(count) + ", N " + std::to_string(g.size()));
   const int n = g.size();
   std::vector<std::vector<T>> inputs;
   for (int r = 0; r < n; ++r) inputs.push_back(MakeInput<T>(r, count, op, seed));
@@ -73,11 +80,12 @@ void ExpectAllReduce(LocalGroup& g, size_t count, ReduceOp op, uint32_t seed) {
   size_t wrong = 0, first = 0;
   for (size_t i = 0; i < count; ++i) {
     const double want = double(expected[i]), got = double(outputs[0][i]);
-    const bool ok = exact ? expected[i] == outputs[0][i] : std::fabs(got - want) <= tol * (1 + std::fabs(want));
+    const bool ok =
+        exact ? expected[i] == outputs[0][i] : std::fabs(got - want) <= tol * (1 + std::fabs(want));
     if (!ok && wrong++ == 0) first = i;
   }
-  EXPECT_EQ(wrong, 0u) << "first wrong element " << first << ": got " << double(outputs[0][first]) << ", want "
-                       << double(expected[first]);
+  EXPECT_EQ(wrong, 0u) << "first wrong element " << first << ": got " << double(outputs[0][first])
+                       << ", want " << double(expected[first]);
 }
 
 // Shared memory needs a writable /dev/shm (and is off under ORRERY_COLLECTIVE_SHM=0).
@@ -130,11 +138,13 @@ TEST_P(AllReduceTest, SizesAroundTheRingThreshold) {
 }
 
 std::string ParamName(const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
-  return "N" + std::to_string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "SharedMemory" : "Ring");
+  return "N" + std::to_string(std::get<0>(info.param)) +
+         (std::get<1>(info.param) ? "SharedMemory" : "Ring");
 }
 
 INSTANTIATE_TEST_SUITE_P(Groups, AllReduceTest,
-                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()), ParamName);
+                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()),
+                         ParamName);
 
 TEST(AllReduceSingleWorker, LeavesSumAndDividesAvgByOne) {
   LocalGroup g(1);
@@ -159,7 +169,8 @@ TEST(AllReduceInt, AvgTruncatesLikeIntegerDivision) {
     ctx.AllReduce(v[size_t(r)], ReduceOp::kAvg);
   });
   ASSERT_EQ(ErrorsText(errors), "");
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(v[size_t(r)], (std::vector<int32_t>{0, -1, 3})) << "rank " << r;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(v[size_t(r)], (std::vector<int32_t>{0, -1, 3})) << "rank " << r;
 }
 
 }  // namespace

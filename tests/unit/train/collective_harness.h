@@ -152,10 +152,18 @@ std::vector<T> SerialReduce(const std::vector<std::vector<T>>& inputs, ReduceOp 
       const T x = inputs[r][i];
       switch (op) {
         case ReduceOp::kSum:
-        case ReduceOp::kAvg: out[i] += x; break;
-        case ReduceOp::kProduct: out[i] *= x; break;
-        case ReduceOp::kMin: out[i] = x < out[i] ? x : out[i]; break;
-        case ReduceOp::kMax: out[i] = x > out[i] ? x : out[i]; break;
+        case ReduceOp::kAvg:
+          out[i] += x;
+          break;
+        case ReduceOp::kProduct:
+          out[i] *= x;
+          break;
+        case ReduceOp::kMin:
+          out[i] = x < out[i] ? x : out[i];
+          break;
+        case ReduceOp::kMax:
+          out[i] = x > out[i] ? x : out[i];
+          break;
       }
     }
   }

@@ -21,12 +21,12 @@
 namespace orrery::train {
 namespace {
 
-using ::testing::HasSubstr;
 using test_support::ErrorsText;
 using test_support::GroupContext;
 using test_support::IsTrainingFailed;
 using test_support::LocalGroup;
 using test_support::MessageOf;
+using ::testing::HasSubstr;
 
 // Rank r's distinct vector of `n` values.
 std::vector<double> Pattern(int r, size_t n) {
@@ -63,7 +63,8 @@ TEST(Broadcast, RootOutsideTheGroupThrowsOnEveryRank) {
     group.Broadcast(&x, sizeof(x), 2);
   });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_TRUE(IsTrainingFailed(errors[size_t(r)])) << "rank " << r << ": " << MessageOf(errors[size_t(r)]);
+    EXPECT_TRUE(IsTrainingFailed(errors[size_t(r)]))
+        << "rank " << r << ": " << MessageOf(errors[size_t(r)]);
     EXPECT_THAT(MessageOf(errors[size_t(r)]), HasSubstr("root 2"));
   }
 }
@@ -96,7 +97,8 @@ TEST(AllGather, DifferentLengthsConcatenateInRankOrder) {
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(got[size_t(r)], want) << "rank " << r;
     ASSERT_EQ(raw[size_t(r)].size(), 4u);
-    for (int p = 0; p < 4; ++p) EXPECT_EQ(raw[size_t(r)][size_t(p)].size(), lengths[size_t(p)] * sizeof(int64_t));
+    for (int p = 0; p < 4; ++p)
+      EXPECT_EQ(raw[size_t(r)][size_t(p)].size(), lengths[size_t(p)] * sizeof(int64_t));
   }
 }
 
@@ -148,11 +150,13 @@ TEST(BackToBack, MixedCollectivesWithRanksRacingAhead) {
       std::vector<int64_t> sum{int64_t(r + it), 1};
       ctx.AllReduce(sum);
       const int64_t want_sum = int64_t(kN) * it + kN * (kN - 1) / 2;
-      if (sum != std::vector<int64_t>{want_sum, kN}) problems[size_t(r)] += "sum@" + std::to_string(it) + " ";
+      if (sum != std::vector<int64_t>{want_sum, kN})
+        problems[size_t(r)] += "sum@" + std::to_string(it) + " ";
       const int root = it % kN;
       std::vector<int32_t> b{r == root ? it * 10 + root : -1};
       ctx.Broadcast(b, root);
-      if (b != std::vector<int32_t>{it * 10 + root}) problems[size_t(r)] += "bcast@" + std::to_string(it) + " ";
+      if (b != std::vector<int32_t>{it * 10 + root})
+        problems[size_t(r)] += "bcast@" + std::to_string(it) + " ";
       std::vector<float> mine(size_t(r + it % 2), float(r));
       std::vector<float> all = ctx.AllGather(mine);
       std::vector<float> want;
@@ -199,12 +203,15 @@ TEST(BackToBack, MessagesThatArriveEarlyAreKept) {
   });
   ASSERT_EQ(ErrorsText(errors), "");
   ASSERT_EQ(at_rank0.size(), size_t(2 * kK));
-  for (int i = 0; i < 2 * kK; ++i) EXPECT_EQ(at_rank0[size_t(i)], i * 3 + (i < kK ? 1 : 2)) << "broadcast " << i;
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(reduced[size_t(r)], (std::vector<double>{3.0, 3.0})) << "rank " << r;
+  for (int i = 0; i < 2 * kK; ++i)
+    EXPECT_EQ(at_rank0[size_t(i)], i * 3 + (i < kK ? 1 : 2)) << "broadcast " << i;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(reduced[size_t(r)], (std::vector<double>{3.0, 3.0})) << "rank " << r;
 }
 
 // Rank 0 calls `call` alone (rank 1 never does) with a 0.5 s timeout.
-std::exception_ptr AloneWithTimeout(const std::function<void(CollectiveGroup&)>& call, bool shm = false) {
+std::exception_ptr AloneWithTimeout(const std::function<void(CollectiveGroup&)>& call,
+                                    bool shm = false) {
   LocalGroup g(2, /*timeout_s=*/0.5, shm);
   auto errors = g.Run([&](int, CollectiveGroup& group) { call(group); }, {0});
   return errors[0];
@@ -270,18 +277,23 @@ void ExpectLengthMismatchFails(const std::vector<size_t>& counts, bool shm) {
   });
   bool says_length = false;
   for (int r = 0; r < n; ++r) {
-    EXPECT_TRUE(IsTrainingFailed(errors[size_t(r)])) << "rank " << r << " got no error: "
-                                                     << MessageOf(errors[size_t(r)]);
-    says_length = says_length || MessageOf(errors[size_t(r)]).find("same length") != std::string::npos;
+    EXPECT_TRUE(IsTrainingFailed(errors[size_t(r)]))
+        << "rank " << r << " got no error: " << MessageOf(errors[size_t(r)]);
+    says_length =
+        says_length || MessageOf(errors[size_t(r)]).find("same length") != std::string::npos;
   }
   EXPECT_TRUE(says_length) << ErrorsText(errors);
 }
 
 TEST(CollectiveLengthMismatch, SmallVectorsThrow) { ExpectLengthMismatchFails({10, 12}, false); }
 
-TEST(CollectiveLengthMismatch, SmallVectorsThrowInAGroupOfThree) { ExpectLengthMismatchFails({10, 10, 9}, false); }
+TEST(CollectiveLengthMismatch, SmallVectorsThrowInAGroupOfThree) {
+  ExpectLengthMismatchFails({10, 10, 9}, false);
+}
 
-TEST(CollectiveLengthMismatch, RingVectorsThrow) { ExpectLengthMismatchFails({100000, 100002}, false); }
+TEST(CollectiveLengthMismatch, RingVectorsThrow) {
+  ExpectLengthMismatchFails({100000, 100002}, false);
+}
 
 TEST(CollectiveLengthMismatch, RingVectorsThrowInAGroupOfThree) {
   ExpectLengthMismatchFails({100000, 100000, 100003}, false);

@@ -22,8 +22,12 @@ std::string ErrorOf(const ScalingConfig& s, const TorchConfig& t = {}) {
 }
 
 ScalingConfig V4Slice(int workers = 2) {
-  return ScalingConfig{.num_workers = workers, .use_tpu = true, .resources_per_worker = {{"TPU", 4}},
-                       .topology = "2x2x2", .accelerator_type = "TPU-V4", .placement_strategy = "SPREAD"};
+  return ScalingConfig{.num_workers = workers,
+                       .use_tpu = true,
+                       .resources_per_worker = {{"TPU", 4}},
+                       .topology = "2x2x2",
+                       .accelerator_type = "TPU-V4",
+                       .placement_strategy = "SPREAD"};
 }
 
 TEST(TrainConfig, DesignExampleResolvesToAV4SliceOfTwoHosts) {
@@ -53,7 +57,8 @@ TEST(TrainConfig, TpuChipsPerWorkerDefaultToTheHostsChips) {
 }
 
 TEST(TrainConfig, TwoDimensionalTopologyForV4IsAcceptedWithAWarning) {
-  ScalingConfig s{.num_workers = 1, .use_tpu = true, .topology = "2x2", .accelerator_type = "TPU-V4"};
+  ScalingConfig s{
+      .num_workers = 1, .use_tpu = true, .topology = "2x2", .accelerator_type = "TPU-V4"};
   ResolvedConfig r = ResolveConfig(s, TorchConfig{});
   EXPECT_EQ(r.pod_type, "v4-8");
   EXPECT_FALSE(r.warnings.empty());
@@ -64,10 +69,14 @@ TEST(TrainConfig, CpuAndGpuDefaultsAndBackends) {
   EXPECT_EQ(cpu.backend, "gloo");
   EXPECT_EQ(cpu.device, "cpu");
   EXPECT_EQ(cpu.resources_per_worker.at("CPU"), 1);
-  ResolvedConfig gpu = ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true}, TorchConfig{});
+  ResolvedConfig gpu =
+      ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true}, TorchConfig{});
   EXPECT_EQ(gpu.backend, "nccl");
   EXPECT_EQ(gpu.resources_per_worker.at("GPU"), 1);
-  EXPECT_EQ(ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true}, TorchConfig{.backend = "gloo"}).backend, "gloo");
+  EXPECT_EQ(ResolveConfig(ScalingConfig{.num_workers = 2, .use_gpu = true},
+                          TorchConfig{.backend = "gloo"})
+                .backend,
+            "gloo");
 }
 
 TEST(TrainConfigValidation, GpuAndTpuTogether) {
@@ -77,7 +86,8 @@ TEST(TrainConfigValidation, GpuAndTpuTogether) {
 }
 
 TEST(TrainConfigValidation, TpuResourcesWithoutUseTpu) {
-  EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 1, .resources_per_worker = {{"TPU", 4}}}), HasSubstr("use_tpu = true"));
+  EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 1, .resources_per_worker = {{"TPU", 4}}}),
+              HasSubstr("use_tpu = true"));
 }
 
 TEST(TrainConfigValidation, UseTpuWithZeroChips) {
@@ -101,7 +111,8 @@ TEST(TrainConfigValidation, MalformedOrInvalidTopology) {
     s.topology = bad;
     EXPECT_THAT(ErrorOf(s), HasSubstr("topology")) << bad;
   }
-  ScalingConfig v6e{.num_workers = 1, .use_tpu = true, .topology = "2x2x2", .accelerator_type = "TPU-V6E"};
+  ScalingConfig v6e{
+      .num_workers = 1, .use_tpu = true, .topology = "2x2x2", .accelerator_type = "TPU-V6E"};
   EXPECT_THAT(ErrorOf(v6e), HasSubstr("topology"));
 }
 
@@ -140,12 +151,14 @@ TEST(TrainConfigValidation, LabelSelectorWithUseTpu) {
 
 TEST(TrainConfigValidation, BasicRules) {
   EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 0}), HasSubstr("num_workers"));
-  EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 1, .placement_strategy = "RANDOM"}), HasSubstr("placement_strategy"));
+  EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 1, .placement_strategy = "RANDOM"}),
+              HasSubstr("placement_strategy"));
   EXPECT_THAT(ErrorOf(ScalingConfig{}, TorchConfig{.backend = "mpi"}), HasSubstr("backend"));
   EXPECT_THAT(ErrorOf(ScalingConfig{}, TorchConfig{.backend = "nccl"}), HasSubstr("use_gpu"));
   EXPECT_THAT(ErrorOf(ScalingConfig{}, TorchConfig{.backend = "xla_tpu"}), HasSubstr("use_tpu"));
   EXPECT_THAT(ErrorOf(V4Slice(), TorchConfig{.backend = "gloo"}), HasSubstr("xla_tpu"));
-  EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 1, .resources_per_worker = {{"CPU", 1.5}}}), HasSubstr("whole"));
+  EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 1, .resources_per_worker = {{"CPU", 1.5}}}),
+              HasSubstr("whole"));
   TorchConfig spmd_on_cpu;
   spmd_on_cpu.xla_spmd_config.mesh_shape = {2};
   EXPECT_THAT(ErrorOf(ScalingConfig{.num_workers = 2}, spmd_on_cpu), HasSubstr("use_tpu"));

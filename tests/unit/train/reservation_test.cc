@@ -28,15 +28,21 @@ NodeInfo Node(const std::string& address, Resources total, Labels labels = {}, b
   return n;
 }
 
-NodeInfo TpuHost(const std::string& address, const std::string& slice, const std::string& pod_type, bool head) {
+NodeInfo TpuHost(const std::string& address, const std::string& slice, const std::string& pod_type,
+                 bool head) {
   Resources r{{"CPU", 8}, {"TPU", 4}};
   if (head) r["TPU-" + pod_type + "-head"] = 1;
-  return Node(address, r, {{"orrery.io/tpu-slice-name", slice}, {"orrery.io/tpu-pod-type", pod_type}});
+  return Node(address, r,
+              {{"orrery.io/tpu-slice-name", slice}, {"orrery.io/tpu-pod-type", pod_type}});
 }
 
 ScalingConfig V4Slice(int workers) {
-  return ScalingConfig{.num_workers = workers, .use_tpu = true, .resources_per_worker = {{"TPU", 4}},
-                       .topology = "2x2x2", .accelerator_type = "TPU-V4", .placement_strategy = "SPREAD"};
+  return ScalingConfig{.num_workers = workers,
+                       .use_tpu = true,
+                       .resources_per_worker = {{"TPU", 4}},
+                       .topology = "2x2x2",
+                       .accelerator_type = "TPU-V4",
+                       .placement_strategy = "SPREAD"};
 }
 
 // CheckFeasible's status and kind ("" when it set none).
@@ -54,8 +60,9 @@ Feasibility Check(const ScalingConfig& scaling, const std::vector<NodeInfo>& nod
 
 TEST(CheckFeasible, NoHostOffersTheSliceHeadNamesTheSlicesThatExist) {
   // Only a v4-8 slice (and a v5 one) exist; the group wants a v4-16.
-  std::vector<NodeInfo> nodes{TpuHost("10.0.0.1", "slice-a", "v4-8", true), TpuHost("10.0.0.2", "slice-a", "v4-8", false),
-                              TpuHost("10.0.0.3", "pod-b", "v5litepod-4", true), Node("10.0.0.9", {{"CPU", 16}})};
+  std::vector<NodeInfo> nodes{
+      TpuHost("10.0.0.1", "slice-a", "v4-8", true), TpuHost("10.0.0.2", "slice-a", "v4-8", false),
+      TpuHost("10.0.0.3", "pod-b", "v5litepod-4", true), Node("10.0.0.9", {{"CPU", 16}})};
   Feasibility f = Check(V4Slice(2), nodes);
   ASSERT_FALSE(f.status.ok());
   EXPECT_EQ(f.kind, "AcceleratorNotAvailableError");
@@ -107,25 +114,33 @@ TEST(CheckFeasible, TooFewCpusInTotalIsInfeasible) {
 
 TEST(CheckFeasible, StrategiesBoundWhatEachNodeHolds) {
   std::vector<NodeInfo> nodes{Node("10.0.0.1", {{"CPU", 2}}), Node("10.0.0.2", {{"CPU", 2}})};
-  EXPECT_TRUE(Check(ScalingConfig{.num_workers = 3, .placement_strategy = "PACK"}, nodes).status.ok());
-  EXPECT_TRUE(Check(ScalingConfig{.num_workers = 2, .placement_strategy = "STRICT_PACK"}, nodes).status.ok());
-  Feasibility pack = Check(ScalingConfig{.num_workers = 3, .placement_strategy = "STRICT_PACK"}, nodes);
+  EXPECT_TRUE(
+      Check(ScalingConfig{.num_workers = 3, .placement_strategy = "PACK"}, nodes).status.ok());
+  EXPECT_TRUE(Check(ScalingConfig{.num_workers = 2, .placement_strategy = "STRICT_PACK"}, nodes)
+                  .status.ok());
+  Feasibility pack =
+      Check(ScalingConfig{.num_workers = 3, .placement_strategy = "STRICT_PACK"}, nodes);
   EXPECT_FALSE(pack.status.ok());
   EXPECT_EQ(pack.kind, "InfeasibleError");
-  EXPECT_TRUE(Check(ScalingConfig{.num_workers = 2, .placement_strategy = "STRICT_SPREAD"}, nodes).status.ok());
-  EXPECT_FALSE(Check(ScalingConfig{.num_workers = 3, .placement_strategy = "STRICT_SPREAD"}, nodes).status.ok());
+  EXPECT_TRUE(Check(ScalingConfig{.num_workers = 2, .placement_strategy = "STRICT_SPREAD"}, nodes)
+                  .status.ok());
+  EXPECT_FALSE(Check(ScalingConfig{.num_workers = 3, .placement_strategy = "STRICT_SPREAD"}, nodes)
+                   .status.ok());
 }
 
 TEST(CheckFeasible, MissingGpusAreAnAcceleratorError) {
-  Feasibility f = Check(ScalingConfig{.num_workers = 2, .use_gpu = true},
-                        {Node("10.0.0.1", {{"CPU", 8}, {"GPU", 1}}), Node("10.0.0.2", {{"CPU", 8}})});
+  Feasibility f =
+      Check(ScalingConfig{.num_workers = 2, .use_gpu = true},
+            {Node("10.0.0.1", {{"CPU", 8}, {"GPU", 1}}), Node("10.0.0.2", {{"CPU", 8}})});
   ASSERT_FALSE(f.status.ok());
   EXPECT_EQ(f.kind, "AcceleratorNotAvailableError");
 }
 
 TEST(CheckFeasible, TheLabelSelectorExcludesNodes) {
-  std::vector<NodeInfo> nodes{Node("10.0.0.1", {{"CPU", 4}}, {{"zone", "a"}}), Node("10.0.0.2", {{"CPU", 4}})};
-  EXPECT_TRUE(Check(ScalingConfig{.num_workers = 4, .label_selector = {{"zone", "a"}}}, nodes).status.ok());
+  std::vector<NodeInfo> nodes{Node("10.0.0.1", {{"CPU", 4}}, {{"zone", "a"}}),
+                              Node("10.0.0.2", {{"CPU", 4}})};
+  EXPECT_TRUE(
+      Check(ScalingConfig{.num_workers = 4, .label_selector = {{"zone", "a"}}}, nodes).status.ok());
   Feasibility f = Check(ScalingConfig{.num_workers = 5, .label_selector = {{"zone", "a"}}}, nodes);
   EXPECT_FALSE(f.status.ok());
   EXPECT_EQ(f.kind, "InfeasibleError");
@@ -151,7 +166,8 @@ TEST(GroupOptions, TpuGetsOneStrictSpreadGroupPerSliceWithTheHeadInBundleZero) {
 }
 
 TEST(GroupOptions, CpuGetsOneGroupWithTheScalingStrategy) {
-  ScalingConfig scaling{.num_workers = 3, .placement_strategy = "SPREAD", .label_selector = {{"zone", "a"}}};
+  ScalingConfig scaling{
+      .num_workers = 3, .placement_strategy = "SPREAD", .label_selector = {{"zone", "a"}}};
   ResolvedConfig config = ResolveConfig(scaling, TorchConfig{});
   auto groups = GroupOptions(config, scaling, "train-run");
   ASSERT_EQ(groups.size(), 1u);

@@ -27,11 +27,12 @@ RunRecord SampleRecord() {
   r.end_time = 0;
   r.num_failures = 1;
   r.iterations = 12;
-  r.config = ConfigJson(ScalingConfig{.num_workers = 2}, TorchConfig{}, RunConfig{.name = "tpu_training"},
-                        json{{"lr", 0.1}});
+  r.config = ConfigJson(ScalingConfig{.num_workers = 2}, TorchConfig{},
+                        RunConfig{.name = "tpu_training"}, json{{"lr", 0.1}});
   r.workers = {RunWorkerRecord{0, 0, 0, "node-a", "10.0.0.1", "host-a", 1234, "cpu"},
                RunWorkerRecord{1, 0, 1, "node-b", "10.0.0.2", "host-b", 5678, "cpu"}};
-  r.checkpoints = {KeptCheckpoint{4, "/tmp/orrery_runs/tpu_training/checkpoint_000005", {{"loss", 0.5}}}};
+  r.checkpoints = {
+      KeptCheckpoint{4, "/tmp/orrery_runs/tpu_training/checkpoint_000005", {{"loss", 0.5}}}};
   r.latest_metrics = {{"loss", 0.25}, {"step", 12}};
   return r;
 }
@@ -40,9 +41,10 @@ TEST(RunRecord, HasExactlyTheDocumentedFields) {
   json j = json::parse(SampleRecord().ToJson());
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  EXPECT_EQ(keys, (std::set<std::string>{"id", "name", "status", "loop", "path", "backend", "start_time", "end_time",
-                                         "num_failures", "iterations", "config", "workers", "checkpoints",
-                                         "latest_metrics", "error_kind", "error"}));
+  EXPECT_EQ(keys,
+            (std::set<std::string>{"id", "name", "status", "loop", "path", "backend", "start_time",
+                                   "end_time", "num_failures", "iterations", "config", "workers",
+                                   "checkpoints", "latest_metrics", "error_kind", "error"}));
 }
 
 TEST(RunRecord, FieldsHaveTheDocumentedTypes) {
@@ -62,7 +64,8 @@ TEST(RunRecord, FieldsHaveTheDocumentedTypes) {
   EXPECT_EQ(j.at("iterations"), 12);
 
   ASSERT_TRUE(j.at("config").is_object());
-  for (const char* s : {"scaling", "torch", "run", "train_loop_config"}) EXPECT_TRUE(j["config"].contains(s)) << s;
+  for (const char* s : {"scaling", "torch", "run", "train_loop_config"})
+    EXPECT_TRUE(j["config"].contains(s)) << s;
   EXPECT_EQ(j["config"]["scaling"]["num_workers"], 2);
   EXPECT_EQ(j["config"]["run"]["name"], "tpu_training");
   EXPECT_EQ(j["config"]["train_loop_config"]["lr"], 0.1);
@@ -70,8 +73,10 @@ TEST(RunRecord, FieldsHaveTheDocumentedTypes) {
   ASSERT_TRUE(j.at("workers").is_array());
   ASSERT_EQ(j["workers"].size(), 2u);
   const json& w = j["workers"][1];
-  for (const char* s : {"rank", "local_rank", "node_rank", "pid"}) EXPECT_TRUE(w.at(s).is_number_integer()) << s;
-  for (const char* s : {"node_id", "node_ip", "hostname", "device"}) EXPECT_TRUE(w.at(s).is_string()) << s;
+  for (const char* s : {"rank", "local_rank", "node_rank", "pid"})
+    EXPECT_TRUE(w.at(s).is_number_integer()) << s;
+  for (const char* s : {"node_id", "node_ip", "hostname", "device"})
+    EXPECT_TRUE(w.at(s).is_string()) << s;
   EXPECT_EQ(w.size(), 8u);
   EXPECT_EQ(w["rank"], 1);
   EXPECT_EQ(w["node_rank"], 1);
@@ -113,7 +118,8 @@ TEST(RunRecord, NonFiniteMetricsAreNull) {
 }
 
 TEST(MetricsEntry, EveryValueIsAString) {
-  json e = MetricsEntry(3, {{"loss", 0.25}, {"step", 3}}, 1700000001.5, "/runs/r/checkpoint_000003");
+  json e =
+      MetricsEntry(3, {{"loss", 0.25}, {"step", 3}}, 1700000001.5, "/runs/r/checkpoint_000003");
   std::set<std::string> keys;
   for (const auto& [k, v] : e.items()) {
     keys.insert(k);

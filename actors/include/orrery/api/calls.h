@@ -35,7 +35,8 @@ ArgSlot MakeArg(A&& a) {
 
 template <typename... Params, typename... As>
 std::vector<ArgSlot> MakeArgs(As&&... as) {
-  static_assert(sizeof...(Params) == sizeof...(As), "wrong number of arguments for the remote call");
+  static_assert(sizeof...(Params) == sizeof...(As),
+                "wrong number of arguments for the remote call");
   std::vector<ArgSlot> slots;
   slots.reserve(sizeof...(As));
   (slots.push_back(MakeArg<Params>(std::forward<As>(as))), ...);
@@ -94,7 +95,8 @@ class TaskCaller;
 template <typename R, typename... Params>
 class TaskCaller<R (*)(Params...)> : public internal::OptionsBuilder<TaskCaller<R (*)(Params...)>> {
  public:
-  explicit TaskCaller(R (*f)(Params...)) : name_(internal::NameOfOrThrow(internal::KeyOf(f), "function")) {}
+  explicit TaskCaller(R (*f)(Params...))
+      : name_(internal::NameOfOrThrow(internal::KeyOf(f), "function")) {}
   TaskCaller& SetMaxRetries(int n) {
     this->options_.max_retries = n;
     return *this;
@@ -113,9 +115,11 @@ template <typename F>
 class ActorCreator;
 
 template <typename T, typename... Params>
-class ActorCreator<T* (*)(Params...)> : public internal::OptionsBuilder<ActorCreator<T* (*)(Params...)>> {
+class ActorCreator<T* (*)(Params...)>
+    : public internal::OptionsBuilder<ActorCreator<T* (*)(Params...)>> {
  public:
-  explicit ActorCreator(T* (*f)(Params...)) : name_(internal::NameOfOrThrow(internal::KeyOf(f), "actor factory")) {}
+  explicit ActorCreator(T* (*f)(Params...))
+      : name_(internal::NameOfOrThrow(internal::KeyOf(f), "actor factory")) {}
   ActorCreator& SetName(const std::string& name, const std::string& namespace_ = "") {
     this->options_.name = name;
     this->options_.namespace_ = namespace_;
@@ -153,7 +157,8 @@ class ActorTaskCaller;
 template <typename R, typename C, typename... Params>
 class ActorTaskCaller<R (C::*)(Params...)> {
  public:
-  ActorTaskCaller(ActorId actor, std::string name) : actor_(std::move(actor)), name_(std::move(name)) {}
+  ActorTaskCaller(ActorId actor, std::string name)
+      : actor_(std::move(actor)), name_(std::move(name)) {}
   template <typename... As>
   ObjectRef<R> Remote(As&&... as) {
     return ObjectRef<R>(internal::SubmitActorTask(
@@ -182,7 +187,8 @@ class ActorHandle {
   template <typename M>
   ActorTaskCaller<M> Task(M method) const {
     static_assert(std::is_member_function_pointer_v<M>, "Task() takes a member function pointer");
-    return ActorTaskCaller<M>(id_, internal::NameOfOrThrow(internal::KeyOf(method), "actor method"));
+    return ActorTaskCaller<M>(id_,
+                              internal::NameOfOrThrow(internal::KeyOf(method), "actor method"));
   }
   // Stops the actor. With no_restart=false it is restarted if it has restarts left.
   void Kill(bool no_restart = true) const { internal::KillActor(id_, no_restart); }
@@ -192,7 +198,9 @@ class ActorHandle {
   void msgpack_pack(Packer& pk) const {
     pk.pack(id_.Binary());
   }
-  void msgpack_unpack(const msgpack::object& o) { id_ = ActorId(UniqueId::FromBinary(o.as<std::string>())); }
+  void msgpack_unpack(const msgpack::object& o) {
+    id_ = ActorId(UniqueId::FromBinary(o.as<std::string>()));
+  }
 
  private:
   ActorId id_;

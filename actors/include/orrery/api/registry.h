@@ -25,7 +25,8 @@ enum class FunctionKind { kFunction, kFactory, kMethod };
 // is a msgpack array. Returns the msgpack-encoded result (for factories: nothing; the new
 // instance is stored in *instance). Throws ConvertError for bad arguments; lets the user's
 // exceptions through for the caller to report.
-using Invoker = std::function<std::string(void* self, const msgpack::object& args, void** instance)>;
+using Invoker =
+    std::function<std::string(void* self, const msgpack::object& args, void** instance)>;
 using Deleter = void (*)(void*);
 
 struct FunctionEntry {
@@ -42,8 +43,8 @@ struct FunctionEntry {
 
 // A parameter that cannot come over the wire: a non-const lvalue reference.
 template <typename A>
-inline constexpr bool kLocalOnlyParam = std::is_lvalue_reference_v<A> && !std::is_const_v<std::remove_reference_t<A>>;
-
+inline constexpr bool kLocalOnlyParam =
+    std::is_lvalue_reference_v<A> && !std::is_const_v<std::remove_reference_t<A>>;
 
 // Registers `entry` under entry.name with the identity key of the C++ callable.
 // A name registered twice is an error: the registry remembers it, returns InvalidArgument,
@@ -84,7 +85,8 @@ T ConvertArg(const msgpack::object& o, size_t index, const char* fn) {
     return o.as<T>();
   } catch (const std::exception&) {
     throw ConvertError(std::string("argument ") + std::to_string(index + 1) + " of " + fn +
-                       ": cannot convert a msgpack " + MsgpackTypeName(o) + " to the parameter type");
+                       ": cannot convert a msgpack " + MsgpackTypeName(o) +
+                       " to the parameter type");
   }
 }
 
@@ -109,12 +111,13 @@ template <typename R, typename... Args>
 FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
   FunctionEntry e{name, FunctionKind::kFunction, int(sizeof...(Args)), nullptr, nullptr};
   e.raw = reinterpret_cast<void (*)()>(f);
-  e.signature = typeid(R (*)(Args...)).name();
+  e.signature = typeid(R(*)(Args...)).name();
   if constexpr ((kLocalOnlyParam<Args> || ...)) {
     // E.g. a train loop taking Context&: registered so workers find it by name, but it
     // cannot be called remotely with arguments.
     e.invoke = [name](void*, const msgpack::object&, void**) -> std::string {
-      throw ConvertError(name + " takes a non-const reference parameter, so it cannot be called remotely "
+      throw ConvertError(name +
+                         " takes a non-const reference parameter, so it cannot be called remotely "
                          "(a train loop runs through TorchTrainer)");
     };
   } else if constexpr (std::is_pointer_v<R> && std::is_class_v<std::remove_pointer_t<R>>) {
@@ -147,11 +150,13 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...)) {
     auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
     C* obj = static_cast<C*>(self);
     if constexpr (std::is_void_v<R>) {
-      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); }, std::move(tuple));
+      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); },
+                 std::move(tuple));
       return PackNil();
     } else {
-      return Pack(std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
-                             std::move(tuple)));
+      return Pack(
+          std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+                     std::move(tuple)));
     }
   };
   return e;
@@ -165,11 +170,13 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...) const)
     auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
     const C* obj = static_cast<const C*>(self);
     if constexpr (std::is_void_v<R>) {
-      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); }, std::move(tuple));
+      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); },
+                 std::move(tuple));
       return PackNil();
     } else {
-      return Pack(std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
-                             std::move(tuple)));
+      return Pack(
+          std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+                     std::move(tuple)));
     }
   };
   (void)sizeof(NonConst);
@@ -206,6 +213,6 @@ bool RegisterAll(const char* csv, Fs... fs) {
 
 // Registers functions, actor factories (static functions returning T*) and actor methods
 // by name: ORRERY_REMOTE(Add, Counter::Create, &Counter::Inc);
-#define ORRERY_REMOTE(...)                                                              \
-  [[maybe_unused]] static const bool ORRERY_CONCAT(orrery_registered_, __LINE__) =      \
+#define ORRERY_REMOTE(...)                                                         \
+  [[maybe_unused]] static const bool ORRERY_CONCAT(orrery_registered_, __LINE__) = \
       ::orrery::internal::RegisterAll(#__VA_ARGS__, __VA_ARGS__)

@@ -5,9 +5,8 @@
 #ifndef MSGPACK_NO_BOOST
 #define MSGPACK_NO_BOOST
 #endif
-#include <msgpack.hpp>
-
 #include <cstddef>
+#include <msgpack.hpp>
 #include <string>
 #include <utility>
 

@@ -28,8 +28,8 @@ struct Demand {
   // Equality ("key": "value"), or "in(a,b)" / "!in(a,b)" on the value.
   Labels label_selector;
   SchedulingStrategy strategy = SchedulingStrategy::kDefault;
-  NodeId affinity_node;       // kNodeAffinity
-  bool affinity_soft = false; // soft: fall back to the default policy
+  NodeId affinity_node;        // kNodeAffinity
+  bool affinity_soft = false;  // soft: fall back to the default policy
 };
 
 enum class Outcome {
@@ -49,7 +49,8 @@ bool MatchesSelector(const Labels& labels, const Labels& selector);
 
 // Hybrid default: pack onto the first nodes (in view order) while their utilisation stays
 // below `spread_threshold`, then choose the least utilised node.
-Decision ScheduleHybrid(const Demand& demand, const ClusterView& view, double spread_threshold = 0.5);
+Decision ScheduleHybrid(const Demand& demand, const ClusterView& view,
+                        double spread_threshold = 0.5);
 // Least utilised feasible node, ties broken by `round_robin_hint`.
 Decision ScheduleSpread(const Demand& demand, const ClusterView& view, size_t round_robin_hint = 0);
 Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view);

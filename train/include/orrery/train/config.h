@@ -2,7 +2,8 @@
 // fields have defaults, so both `ScalingConfig s; s.use_tpu = true;` and designated
 // initializers work:
 //   ScalingConfig{.num_workers = 2, .use_tpu = true, .resources_per_worker = {{"TPU", 4}},
-//                 .topology = "2x2x2", .accelerator_type = "TPU-V4", .placement_strategy = "SPREAD"}
+//                 .topology = "2x2x2", .accelerator_type = "TPU-V4", .placement_strategy =
+//                 "SPREAD"}
 #pragma once
 
 #include <map>
@@ -25,9 +26,9 @@ struct ScalingConfig {
 };
 
 struct XlaSpmdConfig {
-  std::vector<int> mesh_shape;   // empty: derived from the topology
-  int data_parallel_size = 0;    // 0: derived
-  int model_parallel_size = 0;   // 0: derived
+  std::vector<int> mesh_shape;  // empty: derived from the topology
+  int data_parallel_size = 0;   // 0: derived
+  int model_parallel_size = 0;  // 0: derived
   std::string partitioning_mode = "auto";
 };
 
@@ -60,12 +61,12 @@ struct RunConfig {
 
 // The configuration Fit() runs with, after validation and defaults.
 struct ResolvedConfig {
-  std::string backend;           // gloo, nccl or xla_tpu
-  std::string device;            // per worker: "cpu", "cuda", "xla"
+  std::string backend;  // gloo, nccl or xla_tpu
+  std::string device;   // per worker: "cpu", "cuda", "xla"
   Resources resources_per_worker;
   int num_workers = 0;
   // TPU only.
-  std::string pod_type;          // "v4-16"
+  std::string pod_type;  // "v4-16"
   int hosts_per_slice = 0;
   int chips_per_host = 0;
   int num_slices = 0;

@@ -18,12 +18,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace orrery::train {
 
@@ -56,10 +55,10 @@ inline constexpr ReduceOp kAvg = ReduceOp::kAvg;
 // The logical device mesh of the group. On TPUs: the slice's chips (times slices), shape
 // from XlaSpmdConfig or the topology; elsewhere one device per worker, shape {world size}.
 struct DeviceMesh {
-  std::vector<int> shape;                   // e.g. {2, 4}
-  std::vector<std::string> axis_names;      // e.g. {"data", "model"}
-  std::vector<int> device_ids;              // 0..N-1, row-major over shape
-  std::vector<int> local_device_ids;        // the devices this worker drives
+  std::vector<int> shape;                           // e.g. {2, 4}
+  std::vector<std::string> axis_names;              // e.g. {"data", "model"}
+  std::vector<int> device_ids;                      // 0..N-1, row-major over shape
+  std::vector<int> local_device_ids;                // the devices this worker drives
   std::vector<std::vector<int>> local_coordinates;  // their coordinates in the mesh
 };
 
@@ -118,11 +117,16 @@ class Context {
 
 template <typename T>
 constexpr int Context::DtypeOf() {
-  if constexpr (std::is_same_v<T, float>) return 0;
-  else if constexpr (std::is_same_v<T, double>) return 1;
-  else if constexpr (std::is_same_v<T, int32_t>) return 2;
-  else if constexpr (std::is_same_v<T, int64_t>) return 3;
-  else static_assert(sizeof(T) == 0, "collectives take float, double, int32_t or int64_t vectors");
+  if constexpr (std::is_same_v<T, float>)
+    return 0;
+  else if constexpr (std::is_same_v<T, double>)
+    return 1;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return 2;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return 3;
+  else
+    static_assert(sizeof(T) == 0, "collectives take float, double, int32_t or int64_t vectors");
   return -1;
 }
 

@@ -26,11 +26,11 @@
 // meaning libtorch in code that says `using namespace orrery::train;`.
 #pragma once
 
-#include <chrono>
-#include <string>
-
 #include <c10/core/Device.h>
 #include <c10/util/intrusive_ptr.h>
+
+#include <chrono>
+#include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "orrery/train/context.h"
@@ -66,7 +66,8 @@ struct ProcessGroupOptions {
 // Thread-safe; concurrent first calls are serialized.
 // Throws orrery::ConfigError when the rendezvous variables are missing or the backend is
 // not built in, orrery::TrainingFailedError when the rendezvous fails or times out.
-c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx, const ProcessGroupOptions& options = {});
+c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup(const Context& ctx,
+                                                    const ProcessGroupOptions& options = {});
 
 // The torch device the worker's tensors belong on: "cpu" -> kCPU, "cuda:N" -> (kCUDA, N).
 // "xla:0" -> kCPU: there is no torch_xla for C++, so a libtorch loop on a TPU host computes

@@ -4,12 +4,11 @@
 
 #include <exception>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "orrery/errors.h"
 #include "orrery/train/config.h"
@@ -28,9 +27,9 @@ struct Result {
   // The checkpoints kept (num_to_keep best by score_attribute, plus the latest), each with
   // the metrics reported with it, best first.
   std::vector<std::pair<Checkpoint, Metrics>> best_checkpoints;
-  std::string path;                      // <storage_path>/<run name>
-  std::string run_id;                    // the key of the run's record in the state store
-  int num_failures = 0;                  // group restarts after a worker or node failure
+  std::string path;      // <storage_path>/<run name>
+  std::string run_id;    // the key of the run's record in the state store
+  int num_failures = 0;  // group restarts after a worker or node failure
   // Empty when the run succeeded. Otherwise what failed: TrainingFailedError (a worker or
   // node died more often than max_failures allows, or the loop threw: the message names the
   // rank, node and cause), PlacementGroupError (the workers could not be reserved in time),
