@@ -28,130 +28,21 @@ uint64_t RequestIdBase() {
 
 bool IsKnownType(uint8_t t) {
   switch (MsgType(t)) {
-    case MsgType::kError:
-    case MsgType::kCall:
-    case MsgType::kCallReply:
-    case MsgType::kGetObject:
-    case MsgType::kObjectReply:
-    case MsgType::kCreateActor:
-    case MsgType::kCreateActorReply:
-    case MsgType::kSubscribeActor:
-    case MsgType::kActorUpdate:
-    case MsgType::kGetNamedActor:
-    case MsgType::kGetNamedActorReply:
-    case MsgType::kKillActor:
-    case MsgType::kRequestLease:
-    case MsgType::kLeaseReply:
-    case MsgType::kReturnLease:
-    case MsgType::kCreatePlacementGroup:
-    case MsgType::kPlacementGroupReply:
-    case MsgType::kRemovePlacementGroup:
-    case MsgType::kWaitPlacementGroup:
-    case MsgType::kGetClusterInfo:
-    case MsgType::kClusterInfoReply:
-    case MsgType::kAck:
-    case MsgType::kRegisterJob:
-    case MsgType::kPutBinary:
-    case MsgType::kFetchBinary:
-    case MsgType::kBinaryReply:
-    case MsgType::kPutRecord:
-    case MsgType::kRegisterNode:
-    case MsgType::kStartActor:
-    case MsgType::kGrantLease:
-    case MsgType::kKillWorker:
-    case MsgType::kWorkerEvent:
-    case MsgType::kReleaseLease:
-    case MsgType::kWorkerRegister:
-    case MsgType::kAssign:
-    case MsgType::kAssignReply:
-    case MsgType::kExit:
-    case MsgType::kPing:
-    case MsgType::kPong:
-      return true;
+#define ORRERY_MSG_CASE(name, value) case MsgType::k##name:
+    ORRERY_MESSAGE_TYPES(ORRERY_MSG_CASE)
+#undef ORRERY_MSG_CASE
+    return true;
   }
   return false;
 }
 
 const char* TypeName(MsgType t) {
   switch (t) {
-    case MsgType::kError:
-      return "Error";
-    case MsgType::kCall:
-      return "Call";
-    case MsgType::kCallReply:
-      return "CallReply";
-    case MsgType::kGetObject:
-      return "GetObject";
-    case MsgType::kObjectReply:
-      return "ObjectReply";
-    case MsgType::kCreateActor:
-      return "CreateActor";
-    case MsgType::kCreateActorReply:
-      return "CreateActorReply";
-    case MsgType::kSubscribeActor:
-      return "SubscribeActor";
-    case MsgType::kActorUpdate:
-      return "ActorUpdate";
-    case MsgType::kGetNamedActor:
-      return "GetNamedActor";
-    case MsgType::kGetNamedActorReply:
-      return "GetNamedActorReply";
-    case MsgType::kKillActor:
-      return "KillActor";
-    case MsgType::kRequestLease:
-      return "RequestLease";
-    case MsgType::kLeaseReply:
-      return "LeaseReply";
-    case MsgType::kReturnLease:
-      return "ReturnLease";
-    case MsgType::kCreatePlacementGroup:
-      return "CreatePlacementGroup";
-    case MsgType::kPlacementGroupReply:
-      return "PlacementGroupReply";
-    case MsgType::kRemovePlacementGroup:
-      return "RemovePlacementGroup";
-    case MsgType::kWaitPlacementGroup:
-      return "WaitPlacementGroup";
-    case MsgType::kGetClusterInfo:
-      return "GetClusterInfo";
-    case MsgType::kClusterInfoReply:
-      return "ClusterInfoReply";
-    case MsgType::kAck:
-      return "Ack";
-    case MsgType::kRegisterJob:
-      return "RegisterJob";
-    case MsgType::kPutBinary:
-      return "PutBinary";
-    case MsgType::kFetchBinary:
-      return "FetchBinary";
-    case MsgType::kBinaryReply:
-      return "BinaryReply";
-    case MsgType::kPutRecord:
-      return "PutRecord";
-    case MsgType::kRegisterNode:
-      return "RegisterNode";
-    case MsgType::kStartActor:
-      return "StartActor";
-    case MsgType::kGrantLease:
-      return "GrantLease";
-    case MsgType::kKillWorker:
-      return "KillWorker";
-    case MsgType::kWorkerEvent:
-      return "WorkerEvent";
-    case MsgType::kReleaseLease:
-      return "ReleaseLease";
-    case MsgType::kWorkerRegister:
-      return "WorkerRegister";
-    case MsgType::kAssign:
-      return "Assign";
-    case MsgType::kAssignReply:
-      return "AssignReply";
-    case MsgType::kExit:
-      return "Exit";
-    case MsgType::kPing:
-      return "Ping";
-    case MsgType::kPong:
-      return "Pong";
+#define ORRERY_MSG_NAME(name, value) \
+  case MsgType::k##name:             \
+    return #name;
+    ORRERY_MESSAGE_TYPES(ORRERY_MSG_NAME)
+#undef ORRERY_MSG_NAME
   }
   return "Unknown";
 }

@@ -1,0 +1,44 @@
+// Calls: any process -> a worker (an actor method or a task), the worker's reply, and object
+// fetches from an object's owner (docs/protocol.md "Calls").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/src/protocol_wire.h"
+
+namespace orrery::proto {
+
+struct CallMsg {
+  uint64_t request_id = 0;
+  std::string object_id;  // id of the return object
+  std::string reply_to;   // caller's inbox address
+  std::string actor_id;   // empty: a task
+  uint64_t seq = 0;       // per (caller, actor incarnation) order
+  std::string function;   // registered name
+  std::string lease_id;   // tasks: the lease it runs under
+  MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id);
+};
+
+struct ReplyMsg {
+  std::string object_id;
+  bool ok = true;
+  std::string error_kind;  // "RemoteError", "FunctionNotFoundError", "ActorDiedError", ...
+  std::string error_type;  // RemoteError: the C++ type of the user's exception
+  std::string message;
+  std::string function;
+  std::string where;     // node and pid
+  std::string actor_id;  // echoed from the call
+  uint64_t seq = 0;
+  std::string lease_id;
+  MSGPACK_DEFINE(object_id, ok, error_kind, error_type, message, function, where, actor_id, seq,
+                 lease_id);
+};
+
+struct GetObjectMsg {
+  std::string object_id;
+  std::string reply_to;
+  MSGPACK_DEFINE(object_id, reply_to);
+};
+
+}  // namespace orrery::proto
