@@ -90,7 +90,9 @@ nlohmann::json Table(const std::string& redis, const std::string& password,
   if (redis.empty()) return out;
   auto store = RedisStateStore::Connect(redis, "default", password);
   if (!store.ok()) throw ConnectionError(store.status().message());  // it names the address
-  for (const auto& [id, value] : store.value()->GetAll(table)) {
+  auto records = store.value()->GetAll(table);
+  if (!records.ok()) throw ConnectionError(records.status().message());
+  for (const auto& [id, value] : records.value()) {
     try {
       out.push_back(nlohmann::json::parse(value));
     } catch (const std::exception&) {

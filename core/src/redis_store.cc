@@ -236,15 +236,18 @@ bool RedisStateStore::Flush(int timeout_ms) {
   return ((!HasWorkLocked() && !in_flight_) || stop_) && !HasWorkLocked();
 }
 
-std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& table) {
+Result<std::map<std::string, std::string>> RedisStateStore::GetAll(const std::string& table) {
   std::map<std::string, std::string> out;
   MutexLock lock(&read_mu_);
+  std::string address = host_ + ":" + std::to_string(port_);
+  Status why = Status::Unavailable("no answer from Redis at " + address);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Status why;
     if (!read_ctx_) read_ctx_ = ConnectTo(host_, port_, password_, &why);
     if (!read_ctx_) break;
     redisReply* r = Command(read_ctx_, {"HGETALL", KeyFor(table)});
     if (!r) {
+      why = Status::Unavailable("lost the connection to Redis at " + address + ": " +
+                                read_ctx_->errstr);
       redisFree(read_ctx_);
       read_ctx_ = nullptr;
       continue;
@@ -257,19 +260,23 @@ std::map<std::string, std::string> RedisStateStore::GetAll(const std::string& ta
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
         out[std::string(k->str, k->len)] = std::string(v->str, v->len);
       }
+    } else {
+      why = Status::Unavailable(
+          "Redis at " + address + " answered HGETALL with " +
+          (r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : std::string("no table")));
     }
     freeReplyObject(r);
-    if (read) {
-      // The mirror now holds the whole table: a rewrite after an outage may remove from
-      // Redis what the mirror lacks.
-      MutexLock state_lock(&mu_);
-      auto& mirrored = mirror_[table];
-      for (const auto& [k, v] : out) mirrored.emplace(k, v);
-      authoritative_.insert(table);
-    }
-    break;
+    if (!read) break;
+    // The mirror now holds the whole table: a rewrite after an outage may remove from Redis
+    // what the mirror lacks.
+    MutexLock state_lock(&mu_);
+    auto& mirrored = mirror_[table];
+    for (const auto& [k, v] : out) mirrored.emplace(k, v);
+    authoritative_.insert(table);
+    return out;
   }
-  return out;
+  return Status::Unavailable("cannot read table " + table +
+                             " from the state store: " + why.message());
 }
 
 namespace {

@@ -59,7 +59,7 @@ class RedisStateStore : public StateStore {
   void Put(const std::string& table, const std::string& key, const std::string& json) override
       EXCLUDES(mu_);
   void Delete(const std::string& table, const std::string& key) override EXCLUDES(mu_);
-  std::map<std::string, std::string> GetAll(const std::string& table) override
+  Result<std::map<std::string, std::string>> GetAll(const std::string& table) override
       EXCLUDES(read_mu_, mu_);
   void Publish(const std::string& event_json) override EXCLUDES(mu_);
   // XADD orrery:<cluster>:<stream> <seq>-1 field value ...; Redis refuses (and the store

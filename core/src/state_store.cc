@@ -13,7 +13,7 @@ void InMemoryStateStore::Delete(const std::string& table, const std::string& key
   tables_[table].erase(key);
 }
 
-std::map<std::string, std::string> InMemoryStateStore::GetAll(const std::string& table) {
+Result<std::map<std::string, std::string>> InMemoryStateStore::GetAll(const std::string& table) {
   MutexLock lock(&mu_);
   auto it = tables_.find(table);
   return it == tables_.end() ? std::map<std::string, std::string>() : it->second;

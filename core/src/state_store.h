@@ -1,5 +1,5 @@
-// The cluster state store (DESIGN.md section 6): tables of id -> JSON value. The head writes
-// every state change here and rebuilds itself from it on restart. The embedded default uses
+// The cluster state store (docs/architecture.md "State"): tables of id -> JSON value. The head
+// writes every state change here and rebuilds itself from it on restart. The embedded default uses
 // the in-memory store; a Redis-backed one implements the same interface.
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/src/thread_annotations.h"
+#include "orrery/status.h"
 
 namespace orrery {
 
@@ -20,7 +21,9 @@ class StateStore {
   virtual ~StateStore() = default;
   virtual void Put(const std::string& table, const std::string& key, const std::string& json) = 0;
   virtual void Delete(const std::string& table, const std::string& key) = 0;
-  virtual std::map<std::string, std::string> GetAll(const std::string& table) = 0;
+  // Every record of `table`. An error (the store cannot be read: Redis unreachable) is never
+  // an empty table: a head must not start from nothing when its state is out of reach.
+  virtual Result<std::map<std::string, std::string>> GetAll(const std::string& table) = 0;
   // Publishes a state-change event (JSON) on the events channel.
   virtual void Publish(const std::string& event_json) = 0;
   // Appends entry number `seq` (>= 0) to the stream `stream` (Redis: XADD
@@ -41,7 +44,7 @@ class InMemoryStateStore : public StateStore {
  public:
   void Put(const std::string& table, const std::string& key, const std::string& json) override;
   void Delete(const std::string& table, const std::string& key) override;
-  std::map<std::string, std::string> GetAll(const std::string& table) override;
+  Result<std::map<std::string, std::string>> GetAll(const std::string& table) override;
   void Publish(const std::string& event_json) override;
   void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override;
   std::vector<StreamEntry> Stream(const std::string& stream) const;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +53,17 @@ struct Envelope {
   template <typename T>
   Status Decode(T* out) const {
     return proto::DecodeMeta(meta(), out);
+  }
+  // The one way a handler decodes or rejects: the meta as T, or a std::runtime_error that
+  // names the message type (the inbox answers it with kError and keeps serving).
+  template <typename T>
+  T DecodeOrThrow() const {
+    T out;
+    Status s = proto::DecodeMeta(meta(), &out);
+    if (!s.ok())
+      throw std::runtime_error(std::string("malformed ") + proto::TypeName(type) + ": " +
+                               s.message());
+    return out;
   }
 };
 

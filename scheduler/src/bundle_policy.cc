@@ -86,7 +86,7 @@ std::optional<std::vector<int>> Try(const std::vector<Resources>& bundles,
 }  // namespace
 
 BundleDecision PlaceBundles(const std::vector<Resources>& bundles, PlacementStrategy strategy,
-                            const ClusterView& view, const std::string& same_label,
+                            const NodeList& view, const std::string& same_label,
                             const Labels& selector) {
   if (bundles.empty())
     return {Outcome::kInfeasible, {}, "a placement group needs at least one bundle"};

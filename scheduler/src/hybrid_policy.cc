@@ -2,8 +2,8 @@
 
 namespace orrery::scheduler {
 
-Decision ScheduleHybrid(const Demand& demand, const ClusterView& view, double spread_threshold) {
-  int first_below = -1, least = -1;
+Decision ScheduleHybrid(const Demand& demand, const NodeList& view, double spread_threshold) {
+  int least = -1;
   double least_u = 2;
   bool feasible = false;
   for (size_t i = 0; i < view.size(); ++i) {
@@ -13,13 +13,13 @@ Decision ScheduleHybrid(const Demand& demand, const ClusterView& view, double sp
     feasible = true;
     if (!Fits(demand.resources, n.available)) continue;
     double u = Utilisation(n, demand.resources);
-    if (u < spread_threshold && first_below < 0) first_below = int(i);
+    // The first node below the threshold wins: no need to look further.
+    if (u < spread_threshold) return {Outcome::kPlaced, int(i), ""};
     if (u < least_u) {
       least_u = u;
       least = int(i);
     }
   }
-  if (first_below >= 0) return {Outcome::kPlaced, first_below, ""};
   if (least >= 0) return {Outcome::kPlaced, least, ""};
   if (!feasible)
     return {Outcome::kInfeasible, -1,
@@ -28,7 +28,7 @@ Decision ScheduleHybrid(const Demand& demand, const ClusterView& view, double sp
           "waiting for " + ToString(demand.resources) + " to be free on a node"};
 }
 
-Decision Schedule(const Demand& demand, const ClusterView& view, size_t hint) {
+Decision Schedule(const Demand& demand, const NodeList& view, size_t hint) {
   switch (demand.strategy) {
     case SchedulingStrategy::kSpread:
       return ScheduleSpread(demand, view, hint);

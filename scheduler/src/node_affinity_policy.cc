@@ -2,7 +2,7 @@
 
 namespace orrery::scheduler {
 
-Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view) {
+Decision ScheduleNodeAffinity(const Demand& demand, const NodeList& view) {
   for (size_t i = 0; i < view.size(); ++i) {
     const NodeView& n = view[i];
     if (n.id != demand.affinity_node) continue;

@@ -19,10 +19,11 @@ bool Eligible(const NodeView& node, const Labels& selector) {
 }
 
 std::string InfeasibleReason(const Resources& demand, const Labels& selector,
-                             const ClusterView& view) {
+                             const NodeList& view) {
   const NodeView* largest = nullptr;
   double best = -1;
-  for (const auto& n : view) {
+  for (size_t i = 0; i < view.size(); ++i) {
+    const NodeView& n = view[i];
     if (!n.alive) continue;
     double sum = 0;
     for (const auto& [name, amount] : demand) {
@@ -46,7 +47,8 @@ std::string InfeasibleReason(const Resources& demand, const Labels& selector,
   if (wants_tpu) {
     // The TPU inventory, so the user sees which slices exist.
     std::string inventory;
-    for (const auto& n : view) {
+    for (size_t i = 0; i < view.size(); ++i) {
+      const NodeView& n = view[i];
       auto chips = n.total.find("TPU");
       if (!n.alive || chips == n.total.end()) continue;
       auto label = [&](const char* k) {

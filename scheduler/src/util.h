@@ -13,8 +13,7 @@ namespace orrery::scheduler {
 double Utilisation(const NodeView& node, const Resources& demand);
 
 // Why `demand` cannot be placed: "no alive node has {..}; the largest offers {..}".
-std::string InfeasibleReason(const Resources& demand, const Labels& selector,
-                             const ClusterView& view);
+std::string InfeasibleReason(const Resources& demand, const Labels& selector, const NodeList& view);
 
 // Nodes that are alive and match the selector.
 bool Eligible(const NodeView& node, const Labels& selector);

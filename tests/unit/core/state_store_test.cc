@@ -12,10 +12,10 @@ TEST(InMemoryStateStore, PutDeleteGetAll) {
   store.Put("actors", "b", "{\"x\":1}");
   store.Put("actors", "a", "{\"x\":2}");
   store.Delete("actors", "b");
-  auto all = store.GetAll("actors");
+  auto all = store.GetAll("actors").value();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all["a"], "{\"x\":2}");
-  EXPECT_TRUE(store.GetAll("nodes").empty());
+  EXPECT_TRUE(store.GetAll("nodes").value().empty());
 }
 
 TEST(InMemoryStateStore, StreamEntryResentIsAppendedOnce) {

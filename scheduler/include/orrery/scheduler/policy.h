@@ -1,5 +1,5 @@
 // Scheduling policies: pure functions of (demand, cluster view) -> decision. No I/O, no
-// clocks; the head calls them and acts on the result (DESIGN.md section 5).
+// clocks; the head calls them and acts on the result (docs/architecture.md "Scheduling").
 #pragma once
 
 #include <string>
@@ -20,6 +20,28 @@ struct NodeView {
 };
 
 using ClusterView = std::vector<NodeView>;
+
+// The nodes a policy chooses from, by index: a ClusterView, or the head's node table (whose
+// entries hold more than the view). A decision's node_index is an index of this list.
+class NodeList {
+ public:
+  virtual size_t size() const = 0;
+  virtual const NodeView& operator[](size_t i) const = 0;
+
+ protected:
+  ~NodeList() = default;
+};
+
+// A NodeList over a ClusterView (which it must not outlive).
+class ClusterViewList final : public NodeList {
+ public:
+  explicit ClusterViewList(const ClusterView& view) : view_(view) {}
+  size_t size() const override { return view_.size(); }
+  const NodeView& operator[](size_t i) const override { return view_[i]; }
+
+ private:
+  const ClusterView& view_;
+};
 
 enum class SchedulingStrategy { kDefault = 0, kSpread = 1, kNodeAffinity = 2 };
 
@@ -49,13 +71,28 @@ bool MatchesSelector(const Labels& labels, const Labels& selector);
 
 // Hybrid default: pack onto the first nodes (in view order) while their utilisation stays
 // below `spread_threshold`, then choose the least utilised node.
-Decision ScheduleHybrid(const Demand& demand, const ClusterView& view,
-                        double spread_threshold = 0.5);
+Decision ScheduleHybrid(const Demand& demand, const NodeList& nodes, double spread_threshold = 0.5);
 // Least utilised feasible node, ties broken by `round_robin_hint`.
-Decision ScheduleSpread(const Demand& demand, const ClusterView& view, size_t round_robin_hint = 0);
-Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view);
+Decision ScheduleSpread(const Demand& demand, const NodeList& nodes, size_t round_robin_hint = 0);
+Decision ScheduleNodeAffinity(const Demand& demand, const NodeList& nodes);
 // Dispatches on demand.strategy.
-Decision Schedule(const Demand& demand, const ClusterView& view, size_t round_robin_hint = 0);
+Decision Schedule(const Demand& demand, const NodeList& nodes, size_t round_robin_hint = 0);
+
+inline Decision ScheduleHybrid(const Demand& demand, const ClusterView& view,
+                               double spread_threshold = 0.5) {
+  return ScheduleHybrid(demand, ClusterViewList(view), spread_threshold);
+}
+inline Decision ScheduleSpread(const Demand& demand, const ClusterView& view,
+                               size_t round_robin_hint = 0) {
+  return ScheduleSpread(demand, ClusterViewList(view), round_robin_hint);
+}
+inline Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view) {
+  return ScheduleNodeAffinity(demand, ClusterViewList(view));
+}
+inline Decision Schedule(const Demand& demand, const ClusterView& view,
+                         size_t round_robin_hint = 0) {
+  return Schedule(demand, ClusterViewList(view), round_robin_hint);
+}
 
 struct BundleDecision {
   Outcome outcome = Outcome::kWait;
@@ -66,7 +103,13 @@ struct BundleDecision {
 // Places all bundles atomically with `strategy`. With `same_label` set, every bundle lands
 // on nodes that share one value of that label. `selector` restricts the nodes used.
 BundleDecision PlaceBundles(const std::vector<Resources>& bundles, PlacementStrategy strategy,
-                            const ClusterView& view, const std::string& same_label = "",
+                            const NodeList& nodes, const std::string& same_label = "",
                             const Labels& selector = {});
+inline BundleDecision PlaceBundles(const std::vector<Resources>& bundles,
+                                   PlacementStrategy strategy, const ClusterView& view,
+                                   const std::string& same_label = "",
+                                   const Labels& selector = {}) {
+  return PlaceBundles(bundles, strategy, ClusterViewList(view), same_label, selector);
+}
 
 }  // namespace orrery::scheduler

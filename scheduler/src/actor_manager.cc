@@ -1,0 +1,307 @@
+#include "scheduler/src/actor_manager.h"
+
+#include "core/src/log.h"
+#include "orrery/resources.h"
+#include "scheduler/src/records.h"
+
+namespace orrery::scheduler {
+
+using proto::ActorState;
+using proto::MsgType;
+
+Status ActorManager::Validate(const proto::CreateActorMsg& m) const {
+  if (m.spec.actor_id.size() != UniqueId::kSize)
+    return Status::InvalidArgument("an actor id has 16 bytes");
+  if (Status s = records::CheckActorSpec(m.spec); !s.ok()) return s;
+  if (Status s = jobs_.CheckExecutable(m.spec.job_id, m.spec.argv, m.spec.binary_hash); !s.ok()) {
+    LOG_WARN("refused to create an actor: " + s.message());
+    return s;
+  }
+  return Status::Ok();
+}
+
+void ActorManager::OnCreate(const proto::CreateActorMsg& m, double now) {
+  if (actors_.count(m.spec.actor_id))  // a resent request: it was taken already
+    return ctx_.Ack(m.reply_to, m.request_id);
+  if (Status s = Validate(m); !s.ok())
+    return ctx_.Ack(m.reply_to, m.request_id, false, "ConfigError", s.message());
+  const auto& opts = m.spec.options;
+  if (!opts.name.empty()) {
+    auto key = std::make_pair(opts.namespace_, opts.name);
+    auto it = named_.find(key);
+    if (it != named_.end()) {
+      auto a = actors_.find(it->second);
+      if (a != actors_.end() && a->second.state != ActorState::kDead) {
+        return ctx_.Ack(m.reply_to, m.request_id, false, "Error",
+                        "an actor named '" + opts.name + "' already exists in namespace '" +
+                            opts.namespace_ + "'");
+      }
+    }
+    named_[key] = m.spec.actor_id;
+  }
+  ActorEntry& a = actors_[m.spec.actor_id];
+  a.spec = m.spec;
+  a.subscribers.insert(m.spec.owner);
+  queue_.Push(DemandKind::kActor, m.spec.actor_id, now);
+  Persist(a);
+  ctx_.Ack(m.reply_to, m.request_id);
+  queue_.ScheduleAll(now);
+}
+
+proto::ActorUpdateMsg ActorManager::UpdateOf(const ActorEntry& a) const {
+  proto::ActorUpdateMsg u;
+  u.actor_id = a.spec.actor_id;
+  u.state = int(a.state);
+  u.address = a.address;
+  u.incarnation = a.incarnation;
+  u.death_kind = a.death_kind;
+  u.death_cause = a.death_cause;
+  u.node_id = a.node >= 0 ? nodes_.at(a.node).view.id.Binary() : std::string();
+  u.pid = a.pid;
+  return u;
+}
+
+void ActorManager::Notify(const ActorEntry& a) const {
+  proto::ActorUpdateMsg u = UpdateOf(a);
+  for (const auto& s : a.subscribers) ctx_.outbox->Send(s, MsgType::kActorUpdate, u);
+}
+
+void ActorManager::OnSubscribe(const proto::SubscribeActorMsg& m) {
+  // Subscribers are stored in the actor's record: an address must be UTF-8 text.
+  if (Status s = records::CheckUtf8("a subscriber address", m.reply_to); !s.ok())
+    throw std::runtime_error(s.message());
+  auto it = actors_.find(m.actor_id);
+  if (it == actors_.end()) {
+    proto::ActorUpdateMsg u;
+    u.actor_id = m.actor_id;
+    u.state = int(ActorState::kDead);
+    u.death_kind = "ActorDiedError";
+    u.death_cause = "no actor with id " + Hex(m.actor_id) + " is known to the head";
+    return ctx_.outbox->Send(m.reply_to, MsgType::kActorUpdate, u);
+  }
+  it->second.subscribers.insert(m.reply_to);
+  ctx_.outbox->Send(m.reply_to, MsgType::kActorUpdate, UpdateOf(it->second));
+}
+
+void ActorManager::OnGetNamed(const proto::NamedActorMsg& msg) const {
+  proto::NamedActorMsg m = msg;
+  auto it = named_.find({m.namespace_, m.name});
+  m.actor_id.clear();
+  if (it != named_.end()) {
+    auto a = actors_.find(it->second);
+    if (a != actors_.end() && a->second.state != ActorState::kDead) m.actor_id = it->second;
+  }
+  ctx_.outbox->Send(m.reply_to, MsgType::kGetNamedActorReply, m);
+}
+
+void ActorManager::KillOnNode(const ActorEntry& a, const std::string& reason) {
+  ctx_.outbox->Send(nodes_.address(a.node), MsgType::kKillWorker,
+                    proto::KillWorkerMsg{a.spec.actor_id, "", reason});
+}
+
+void ActorManager::OnKill(const proto::KillActorMsg& m) {
+  auto it = actors_.find(m.actor_id);
+  if (it == actors_.end()) return;
+  ActorEntry& a = it->second;
+  if (a.state == ActorState::kDead) return;
+  a.kill_requested = m.no_restart;
+  if (a.node >= 0) {
+    // Alive, or placed but not yet alive: the node kills the worker as soon as it can.
+    return KillOnNode(a, "killed by orrery::Kill");
+  }
+  // Not placed: nothing runs; it dies here.
+  queue_.Erase(DemandKind::kActor, m.actor_id);
+  Died(a, "ActorDiedError", "the actor was killed by orrery::Kill before it started", false, Now());
+}
+
+void ActorManager::FreeName(const ActorEntry& a) {
+  if (a.spec.options.name.empty()) return;
+  auto it = named_.find({a.spec.options.namespace_, a.spec.options.name});
+  if (it != named_.end() && it->second == a.spec.actor_id) named_.erase(it);
+}
+
+void ActorManager::Died(ActorEntry& a, const std::string& kind, const std::string& cause,
+                        bool allow_restart, double now) {
+  if (a.node >= 0) {
+    book_.Release(a.node, a.spec.options.placement_group, a.bundle, a.spec.options.resources);
+    a.node = -1;
+    a.bundle = -1;
+  }
+  a.address.clear();
+  a.pid = 0;
+  a.death_kind = kind;  // of the last death: callers of the lost calls get this kind
+  a.death_cause = cause;
+  int max = a.spec.options.max_restarts;
+  if (allow_restart && !a.kill_requested && (max < 0 || a.restarts_used < max)) {
+    ++a.restarts_used;
+    ++a.incarnation;
+    a.state = ActorState::kRestarting;
+    LOG_INFO("actor " + Hex(a.spec.actor_id) + " restarting (" + std::to_string(a.restarts_used) +
+             "/" + std::to_string(max) + "): " + cause);
+    queue_.Push(DemandKind::kActor, a.spec.actor_id, now);
+  } else {
+    a.state = ActorState::kDead;
+    LOG_INFO("actor " + Hex(a.spec.actor_id) + " is dead: " + cause);
+    FreeName(a);
+  }
+  Persist(a);
+  Notify(a);
+}
+
+void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, double now) {
+  auto it = actors_.find(m.actor_id);
+  if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node)
+    return;
+  ActorEntry& a = it->second;
+  if (proto::WorkerEventKind(m.kind) == proto::WorkerEventKind::kActorAlive) {
+    a.state = ActorState::kAlive;
+    a.address = m.address;
+    a.pid = m.pid;
+    Persist(a);
+    return Notify(a);
+  }
+  if (a.state == ActorState::kDead) return;
+  bool creation_failed = m.error_kind == "CreationFailed";
+  // The kinds a node reports that callers see as such; anything else is ActorDiedError.
+  std::string kind = m.error_kind == "OutOfMemoryError" ? m.error_kind : "ActorDiedError";
+  Died(a, kind, m.cause, !creation_failed, now);
+}
+
+void ActorManager::NodeDied(int node, const std::string& cause, double now) {
+  std::string why = "its node " + nodes_.HexId(node) + " died: " + cause;
+  for (auto& [id, a] : actors_) {
+    if (a.node == node && a.state != ActorState::kDead) Died(a, "ActorDiedError", why, true, now);
+  }
+}
+
+void ActorManager::JobEnded(const std::string& job_id) {
+  std::string why = "its owner (job " + Hex(job_id) + ") is gone";
+  for (auto& [id, a] : actors_) {
+    if (a.spec.job_id != job_id || a.spec.options.lifetime == kDetachedLifetime) continue;
+    if (a.state == ActorState::kDead) continue;
+    a.kill_requested = true;
+    // The name is free at once: the next run of the same program may take it before the
+    // node has reported this actor's worker gone.
+    FreeName(a);
+    if (a.node >= 0) {
+      KillOnNode(a, why);
+    } else {
+      queue_.Erase(DemandKind::kActor, id);
+      Died(a, "ActorDiedError", why, false, Now());
+    }
+  }
+}
+
+void ActorManager::PlacementGroupRemoved(const std::string& pg_id) {
+  for (auto& [id, a] : actors_) {
+    if (a.spec.options.placement_group != pg_id || a.state == ActorState::kDead) continue;
+    a.kill_requested = true;
+    if (a.node >= 0) KillOnNode(a, "its placement group was removed");
+  }
+}
+
+bool ActorManager::TryPlace(const std::string& id, double since, double now, std::string* reason) {
+  auto it = actors_.find(id);
+  if (it == actors_.end() || it->second.state == ActorState::kDead) return true;
+  ActorEntry& a = it->second;
+  const auto& o = a.spec.options;
+  Decision d = book_.Reserve({o.resources, o.label_selector, o.strategy, o.affinity_node,
+                              o.affinity_soft, o.placement_group, o.bundle_index},
+                             &a.bundle);
+  if (d.outcome == Outcome::kPlaced) {
+    a.node = d.node_index;
+    Persist(a);  // a head restarted from here on knows it is placed: no second start
+    ctx_.outbox->Send(nodes_.address(a.node), MsgType::kStartActor,
+                      proto::StartActorMsg{a.spec, a.incarnation});
+    return true;
+  }
+  double limit = a.spec.infeasible_timeout_s;
+  if (d.outcome == Outcome::kInfeasible && limit >= 0 && now - since >= limit) {
+    Died(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason,
+         false, now);
+    return true;
+  }
+  *reason = (d.outcome == Outcome::kInfeasible ? "infeasible: " : "") + d.reason;
+  return false;
+}
+
+std::string ActorManager::Describe(const std::string& id) const {
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return "";
+  return it->second.spec.factory + " " + ToString(it->second.spec.options.resources);
+}
+
+const ActorEntry* ActorManager::Find(const std::string& actor_id) const {
+  auto it = actors_.find(actor_id);
+  return it == actors_.end() ? nullptr : &it->second;
+}
+
+void ActorManager::Persist(const ActorEntry& a) {
+  records::ActorRecord r;
+  r.spec = a.spec;
+  r.state = a.state;
+  r.incarnation = a.incarnation;
+  r.restarts_used = a.restarts_used;
+  r.kill_requested = a.kill_requested;
+  r.node_id = nodes_.HexId(a.node);
+  r.bundle = a.bundle;
+  r.address = a.address;
+  r.pid = a.pid;
+  r.death_kind = a.death_kind;
+  r.death_cause = a.death_cause;
+  r.subscribers.assign(a.subscribers.begin(), a.subscribers.end());
+  ctx_.store->Put("actors", Hex(a.spec.actor_id), records::ActorRecordJson(r));
+  ctx_.Publish("actors", Hex(a.spec.actor_id), records::ActorStateName(a.state));
+}
+
+void ActorManager::Adopt(ActorEntry a, double now) {
+  if (a.state == ActorState::kDead) {
+    if (a.death_kind.empty()) a.death_kind = "ActorDiedError";
+    a.node = -1;
+  } else {
+    if (a.node >= 0) {
+      // Placed before the restart: it still holds its resources.
+      book_.Hold(a.node, a.spec.options.placement_group, &a.bundle, a.spec.options.resources);
+    } else {
+      a.bundle = -1;
+      queue_.Push(DemandKind::kActor, a.spec.actor_id, now);
+    }
+    if (!a.spec.options.name.empty())
+      named_[{a.spec.options.namespace_, a.spec.options.name}] = a.spec.actor_id;
+  }
+  std::string id = a.spec.actor_id;
+  actors_[id] = std::move(a);
+}
+
+void ActorManager::Restore(const TableRecords& records, double now) {
+  for (const auto& [key, text] : records) {
+    auto r = records::ParseActorRecord(text);
+    if (!RecordUsable(r.status(), "actor", key)) continue;
+    if (!FiledUnderItsId(Hex(r->spec.actor_id), "an actor", key)) continue;
+    if (r->state != ActorState::kDead) {
+      // What a live actor runs must be what its job registered, as this head stored it: a
+      // record written by anyone else into the store never names what a node runs.
+      Status s = jobs_.CheckExecutable(r->spec.job_id, r->spec.argv, r->spec.binary_hash);
+      if (!s.ok()) {
+        LOG_WARN("skipping actor record " + records::EscapeUtf8(key) + ": " + s.message());
+        continue;
+      }
+    }
+    ActorEntry a;
+    a.spec = std::move(r->spec);
+    a.state = r->state;
+    a.incarnation = r->incarnation;
+    a.restarts_used = r->restarts_used;
+    a.kill_requested = r->kill_requested;
+    a.death_cause = r->death_cause;
+    a.death_kind = r->death_kind;
+    a.subscribers.insert(r->subscribers.begin(), r->subscribers.end());
+    a.node = r->node_id.empty() ? -1 : nodes_.IndexOfHex(r->node_id);
+    a.bundle = r->bundle;
+    a.address = r->address;
+    a.pid = r->pid;
+    Adopt(std::move(a), now);
+  }
+}
+
+}  // namespace orrery::scheduler

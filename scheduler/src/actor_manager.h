@@ -1,0 +1,82 @@
+// The head's actor directory: every actor's spec, state and placement, named actors, the
+// subscribers told of each state change, restarts and kills. Placement goes through the
+// scheduling queue and the resource book. docs/architecture.md "The head".
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "scheduler/src/head_context.h"
+#include "scheduler/src/job_manager.h"
+#include "scheduler/src/node_manager.h"
+#include "scheduler/src/resource_book.h"
+#include "scheduler/src/scheduling_queue.h"
+
+namespace orrery::scheduler {
+
+struct ActorEntry {
+  proto::ActorSpecMsg spec;
+  proto::ActorState state = proto::ActorState::kPending;
+  int incarnation = 0;
+  int restarts_used = 0;
+  bool kill_requested = false;
+  int node = -1;  // node index, while placed
+  int bundle = -1;
+  std::string address;
+  int pid = 0;
+  std::string death_kind, death_cause;
+  std::set<std::string> subscribers;
+};
+
+class ActorManager final : public DemandSource {
+ public:
+  ActorManager(HeadContext ctx, NodeManager& nodes, ResourceBook& book, SchedulingQueue& queue,
+               const JobManager& jobs)
+      : ctx_(std::move(ctx)), nodes_(nodes), book_(book), queue_(queue), jobs_(jobs) {}
+
+  void OnCreate(const proto::CreateActorMsg& m, double now);
+  void OnSubscribe(const proto::SubscribeActorMsg& m);
+  void OnGetNamed(const proto::NamedActorMsg& m) const;
+  void OnKill(const proto::KillActorMsg& m);
+  // A node's event for one of its actors (node: the sender's index, already authenticated).
+  void OnWorkerEvent(const proto::WorkerEventMsg& m, int node, double now);
+  // The actors on a dead node die (or restart elsewhere).
+  void NodeDied(int node, const std::string& cause, double now);
+  // A job ended: its actors that are not detached are killed, their names freed at once.
+  void JobEnded(const std::string& job_id);
+  // A placement group was removed: its actors are killed.
+  void PlacementGroupRemoved(const std::string& pg_id);
+
+  bool TryPlace(const std::string& id, double since, double now, std::string* reason) override;
+  std::string Describe(const std::string& id) const override;
+
+  const ActorEntry* Find(const std::string& actor_id) const;
+  size_t size() const { return actors_.size(); }
+  // Rebuilds the directory from the "actors" table (after nodes, groups and jobs).
+  void Restore(const TableRecords& records, double now);
+
+ private:
+  Status Validate(const proto::CreateActorMsg& m) const;
+  // Kills the actor's worker through its node (the actor must be placed).
+  void KillOnNode(const ActorEntry& a, const std::string& reason);
+  void Died(ActorEntry& a, const std::string& kind, const std::string& cause, bool allow_restart,
+            double now);
+  void FreeName(const ActorEntry& a);
+  void Notify(const ActorEntry& a) const;
+  proto::ActorUpdateMsg UpdateOf(const ActorEntry& a) const;
+  void Persist(const ActorEntry& a);
+  // Takes a record read back from the store into the directory.
+  void Adopt(ActorEntry a, double now);
+
+  HeadContext ctx_;
+  NodeManager& nodes_;
+  ResourceBook& book_;
+  SchedulingQueue& queue_;
+  const JobManager& jobs_;
+  std::map<std::string, ActorEntry> actors_;                          // by binary id
+  std::map<std::pair<std::string, std::string>, std::string> named_;  // (ns, name) -> id
+};
+
+}  // namespace orrery::scheduler

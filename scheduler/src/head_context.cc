@@ -1,0 +1,41 @@
+#include "scheduler/src/head_context.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/src/log.h"
+#include "core/src/transport.h"
+#include "scheduler/src/records.h"
+
+namespace orrery::scheduler {
+
+void TransportOutbox::SendFrame(const std::string& to, std::string frame0,
+                                const std::string* payload) {
+  transport::SendFrames(to, frame0, payload);
+}
+
+void HeadContext::Publish(const std::string& table, const std::string& id,
+                          const std::string& state) const {
+  store->Publish(records::Dump(nlohmann::json{{"table", table}, {"id", id}, {"state", state}}));
+}
+
+void HeadContext::Ack(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
+                      const std::string& message) const {
+  if (to.empty()) return;
+  outbox->Send(to, proto::MsgType::kAck, proto::AckMsg{request_id, ok, kind, message});
+}
+
+bool RecordUsable(const Status& parsed, const char* table, const std::string& key) {
+  if (parsed.ok()) return true;
+  LOG_WARN(std::string("skipping an unreadable ") + table + " record " + records::EscapeUtf8(key) +
+           ": " + parsed.message());
+  return false;
+}
+
+bool FiledUnderItsId(const std::string& id_hex, const char* table, const std::string& key) {
+  if (id_hex == key) return true;
+  LOG_WARN(std::string("skipping ") + table +
+           " record filed under another id: " + records::EscapeUtf8(key) + " holds " + id_hex);
+  return false;
+}
+
+}  // namespace orrery::scheduler

@@ -1,0 +1,68 @@
+// What the head's managers share: the state store, the outbox their messages leave by, and
+// small helpers. The head's structure (HeadService and its managers): docs/architecture.md
+// "The head". Every manager runs on the head's inbox thread only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/src/clock.h"
+#include "core/src/protocol.h"
+#include "core/src/state_store.h"
+#include "orrery/ids.h"
+#include "orrery/status.h"
+
+namespace orrery::scheduler {
+
+// Drivers heartbeat every second; a driver silent this long is gone.
+inline constexpr double kJobTimeoutS = 5.0;
+// ActorOptionsMsg::lifetime of a detached actor.
+inline constexpr int kDetachedLifetime = 1;
+
+inline double Now() { return MonotonicSeconds(); }
+inline std::string Hex(const std::string& binary_id) {
+  return UniqueId::FromBinary(binary_id).Hex();
+}
+
+// The records of one table of the state store, by key (what a manager restores itself from).
+using TableRecords = std::map<std::string, std::string>;
+
+// Where the managers' messages go: the transport in the head, a recorder in unit tests.
+// SendFrame may be called from any thread (an acknowledgement sent from the store's writer).
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void SendFrame(const std::string& to, std::string frame0, const std::string* payload) = 0;
+  template <typename Meta>
+  void Send(const std::string& to, proto::MsgType type, const Meta& meta,
+            const std::string* payload = nullptr) {
+    SendFrame(to, proto::EncodeFrame(type, meta), payload);
+  }
+};
+
+// The Outbox of a running head: transport::SendFrames from the calling thread.
+class TransportOutbox final : public Outbox {
+ public:
+  void SendFrame(const std::string& to, std::string frame0, const std::string* payload) override;
+};
+
+struct HeadContext {
+  std::shared_ptr<StateStore> store;
+  std::shared_ptr<Outbox> outbox;
+
+  // Announces a state change on the events channel: {"table", "id", "state"}.
+  void Publish(const std::string& table, const std::string& id, const std::string& state) const;
+  // Answers a request with an AckMsg (nothing when `to` is empty).
+  void Ack(const std::string& to, uint64_t request_id, bool ok = true, const std::string& kind = "",
+           const std::string& message = "") const;
+};
+
+// Recovery helpers: whether a record read back from the store can be used, logging why not.
+bool RecordUsable(const Status& parsed, const char* table, const std::string& key);
+// A record is filed under its own id (docs/redis-schema.md). One under another key was not
+// written by a head: restored, it would shadow or duplicate the record of that id.
+bool FiledUnderItsId(const std::string& id_hex, const char* table, const std::string& key);
+
+}  // namespace orrery::scheduler

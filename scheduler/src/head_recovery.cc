@@ -1,0 +1,62 @@
+// The head's rebuild from the state store when it starts (docs/redis-schema.md "Head
+// restart"). Every table is read first: a store that cannot be read fails the start (after
+// a bounded retry) rather than passing for an empty one. Each manager then restores its own
+// table, in this order: nodes (every other record names nodes), placement groups (they hold
+// nodes' resources), jobs (they say which executable each actor and lease may run), actors,
+// and leases. Every record read back is untrusted: one that does not decode is skipped with
+// a warning.
+#include <chrono>
+#include <thread>
+
+#include "core/src/log.h"
+#include "scheduler/src/head_service.h"
+
+namespace orrery::scheduler {
+
+namespace {
+constexpr const char* kTables[] = {"pending", "nodes",  "placement_groups",
+                                   "jobs",    "actors", "leases"};
+// How long a starting head keeps trying to read a store that does not answer.
+constexpr double kStoreReadTimeoutS = 10;
+
+Result<std::map<std::string, TableRecords>> ReadTables(StateStore& store) {
+  std::map<std::string, TableRecords> tables;
+  for (const char* table : kTables) {
+    auto records = store.GetAll(table);
+    if (!records.ok()) return records.status();
+    tables[table] = std::move(records.value());
+  }
+  return tables;
+}
+}  // namespace
+
+Status HeadService::Recover() {
+  double deadline = Now() + kStoreReadTimeoutS;
+  auto tables = ReadTables(*options_.store);
+  while (!tables.ok() && Now() < deadline) {
+    LOG_WARN("the head cannot read its state yet: " + tables.status().message());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the store's reconnect
+    tables = ReadTables(*options_.store);
+  }
+  if (!tables.ok()) {
+    return Status::Unavailable("the head cannot start without its state: " +
+                               tables.status().message());
+  }
+  auto& t = tables.value();
+  double now = Now();
+  queue_.DropStoredRecords(t["pending"]);  // the previous head's queue; it writes its own
+  nodes_.Restore(t["nodes"], now);
+  pgs_.Restore(t["placement_groups"], now);
+  jobs_.Restore(t["jobs"], now);
+  actors_.Restore(t["actors"], now);
+  leases_.Restore(t["leases"], now);
+  if (nodes_.size() || actors_.size() || pgs_.size() || leases_.size()) {
+    LOG_INFO("recovered " + std::to_string(nodes_.size()) + " nodes, " +
+             std::to_string(actors_.size()) + " actors, " + std::to_string(pgs_.size()) +
+             " placement groups and " + std::to_string(leases_.size()) +
+             " leases from the state store");
+  }
+  return Status::Ok();
+}
+
+}  // namespace orrery::scheduler

@@ -1,0 +1,214 @@
+#include "scheduler/src/job_manager.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "core/src/file_hash.h"
+#include "core/src/log.h"
+#include "scheduler/src/records.h"
+
+namespace orrery::scheduler {
+
+using proto::MsgType;
+
+namespace {
+// At most this many jobs may be waiting to upload their executable at once (each entry is a
+// job that answered NeedBinary and has not uploaded yet).
+constexpr size_t kMaxAwaitingUploads = 1024;
+
+double WallSeconds() {
+  return double(std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count()) /
+         1000.0;
+}
+}  // namespace
+
+Status JobManager::Admit(proto::JobMsg& m) const {
+  // Free text from the driver (its path may be any bytes) is kept with invalid UTF-8
+  // escaped; the namespace is a name and must be UTF-8.
+  if (Status s = records::CheckUtf8("the job's namespace", m.namespace_); !s.ok()) return s;
+  m.entrypoint = records::EscapeUtf8(m.entrypoint);
+  m.driver_address = records::EscapeUtf8(m.driver_address);
+  if (!m.binary_hash.empty() && !IsContentHash(m.binary_hash)) {
+    return Status::InvalidArgument(
+        "a job's executable is named by its SHA-256 (64 lowercase hex characters)");
+  }
+  return Status::Ok();
+}
+
+void JobManager::OnRegister(const proto::JobMsg& msg, double now) {
+  auto it = jobs_.find(msg.job_id);
+  if (!msg.alive) {  // the driver's goodbye: acknowledged once the job's resources are free
+    if (it != jobs_.end() && it->second.alive) End(msg.job_id, "the driver shut down");
+    return ctx_.Ack(msg.reply_to, msg.request_id);
+  }
+  if (it != jobs_.end()) {  // a heartbeat, or a resent registration
+    if (it->second.alive) it->second.last_seen = now;
+    return ctx_.Ack(msg.reply_to, msg.request_id);
+  }
+  proto::JobMsg m = msg;
+  if (Status s = Admit(m); !s.ok())
+    return ctx_.Ack(m.reply_to, m.request_id, false, "ConfigError", s.message());
+  if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
+    // Nodes may need this executable: ask the driver for it before the job starts.
+    if (awaiting_upload_.size() >= kMaxAwaitingUploads && !awaiting_upload_.count(m.job_id)) {
+      awaiting_upload_.erase(awaiting_upload_.begin());
+    }
+    awaiting_upload_[m.job_id] = m.binary_hash;
+    return ctx_.Ack(m.reply_to, m.request_id, false, "NeedBinary", "upload " + m.binary_hash);
+  }
+  awaiting_upload_.erase(m.job_id);
+  JobEntry& j = jobs_[m.job_id];
+  j.info = m;
+  j.last_seen = now;
+  j.start_time = WallSeconds();
+  LOG_INFO("job " + Hex(m.job_id) + " started by pid " + std::to_string(m.pid) + " (" +
+           m.entrypoint + ")");
+  Persist(m.job_id);
+  ctx_.Ack(m.reply_to, m.request_id);
+}
+
+std::string JobManager::BinaryPath(const std::string& hash) const {
+  if (!IsContentHash(hash)) return "/nonexistent";
+  return binary_dir_ + "/" + hash;
+}
+
+Status JobManager::StoreBinary(const std::string& hash, const std::string& bytes) const {
+  std::error_code ec;
+  std::filesystem::create_directories(binary_dir_, ec);
+  std::string path = BinaryPath(hash), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) return Status::Internal("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Internal(ec.message());
+  LOG_INFO("stored a driver executable (" + std::to_string(bytes.size()) + " bytes) as " + path);
+  return Status::Ok();
+}
+
+void JobManager::OnPutBinary(const proto::BinaryMsg& m, const std::string& bytes) {
+  auto awaited = awaiting_upload_.find(m.job_id);
+  if (!IsContentHash(m.hash) || awaited == awaiting_upload_.end() || awaited->second != m.hash) {
+    LOG_WARN("refused an executable upload (hash " + records::EscapeUtf8(m.hash.substr(0, 80)) +
+             ") that no registering job asked for");
+    return ctx_.Ack(
+        m.reply_to, m.request_id, false, "ConfigError",
+        "the head stores only the executable a registering job named (register the job first)");
+  }
+  std::string got = HashBytes(bytes);
+  if (got != m.hash) {
+    return ctx_.Ack(m.reply_to, m.request_id, false, "Error",
+                    "the uploaded binary's hash is " + got + ", not " + m.hash);
+  }
+  Status stored = StoreBinary(m.hash, bytes);
+  ctx_.Ack(m.reply_to, m.request_id, stored.ok(), stored.ok() ? "" : "Error", stored.message());
+}
+
+void JobManager::OnFetchBinary(const proto::BinaryMsg& m) const {
+  proto::BinaryMsg reply{m.request_id, "", m.hash, "", true, ""};
+  if (!VouchesFor(m.hash)) {
+    reply.ok = false;
+    reply.message =
+        "no job registered an executable with hash " + records::EscapeUtf8(m.hash.substr(0, 80));
+    return ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply);
+  }
+  if (!m.want_bytes) return ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply);
+  std::ifstream in(BinaryPath(m.hash), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  reply.ok = bool(in) || !bytes.empty();
+  if (!reply.ok) reply.message = "the head has no executable with hash " + m.hash;
+  ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
+}
+
+void JobManager::Tick(double now, double limit) {
+  std::vector<std::string> silent;
+  for (const auto& [id, j] : jobs_)
+    if (j.alive && now - j.last_seen > limit) silent.push_back(id);
+  for (const auto& id : silent) End(id, "the driver stopped sending heartbeats (it died)");
+}
+
+void JobManager::End(const std::string& job_id, const std::string& cause) {
+  JobEntry& j = jobs_[job_id];
+  j.alive = false;
+  j.end_cause = cause;
+  LOG_INFO("job " + Hex(job_id) + " ended: " + cause);
+  if (on_ended_) on_ended_(job_id, cause);
+  Persist(job_id);
+}
+
+Status JobManager::CheckExecutable(const std::string& job_id, const std::vector<std::string>& argv,
+                                   const std::string& hash) const {
+  if (job_id.find_first_not_of('\0') == std::string::npos) {
+    // Work submitted from inside a worker (it has no job of its own): the node's own worker
+    // program (no hash), or an executable some job registered.
+    if (hash.empty() || VouchesFor(hash)) return Status::Ok();
+    return Status::PermissionDenied("no job registered the executable " +
+                                    records::EscapeUtf8(hash.substr(0, 80)));
+  }
+  auto job = jobs_.find(job_id);
+  if (job == jobs_.end()) {
+    return Status::PermissionDenied("job " + Hex(job_id) +
+                                    " is not registered with this head; "
+                                    "only a registered job's executable is run");
+  }
+  const proto::JobMsg& info = job->second.info;
+  if (hash != info.binary_hash) {
+    return Status::PermissionDenied(
+        "the executable " + (hash.empty() ? std::string("(none)") : hash) + " is not the one job " +
+        Hex(job_id) + " registered (" +
+        (info.binary_hash.empty() ? std::string("none") : info.binary_hash) + ")");
+  }
+  if (!argv.empty() && records::EscapeUtf8(argv[0]) != info.entrypoint) {
+    return Status::PermissionDenied("the executable " + records::EscapeUtf8(argv[0]) +
+                                    " is not the one job " + Hex(job_id) + " registered (" +
+                                    info.entrypoint + ")");
+  }
+  return Status::Ok();
+}
+
+bool JobManager::VouchesFor(const std::string& hash) const {
+  if (!IsContentHash(hash)) return false;
+  for (const auto& [id, j] : jobs_)
+    if (j.info.binary_hash == hash) return true;
+  return false;
+}
+
+bool JobManager::IsAlive(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && it->second.alive;
+}
+
+void JobManager::Persist(const std::string& job_id) {
+  const JobEntry& j = jobs_[job_id];
+  records::JobRecord r{j.info, j.alive, j.start_time, j.end_cause};
+  r.info.job_id = job_id;
+  ctx_.store->Put("jobs", Hex(job_id), records::JobRecordJson(r));
+  ctx_.Publish("jobs", Hex(job_id), j.alive ? "RUNNING" : "FINISHED");
+}
+
+void JobManager::Restore(const TableRecords& records, double now) {
+  for (const auto& [key, text] : records) {
+    auto r = records::ParseJobRecord(text);
+    if (!RecordUsable(r.status(), "job", key)) continue;
+    if (!FiledUnderItsId(Hex(r->info.job_id), "a job", key)) continue;
+    if (!r->info.binary_hash.empty() && !IsContentHash(r->info.binary_hash)) {
+      LOG_WARN("skipping job record " + records::EscapeUtf8(key) +
+               ": its executable hash is not a SHA-256");
+      continue;
+    }
+    JobEntry& j = jobs_[r->info.job_id];
+    j.info = r->info;
+    j.alive = r->running;
+    j.start_time = r->start_time;
+    j.end_cause = r->end_cause;
+    j.last_seen = now;  // a grace period for its driver to reconnect
+  }
+}
+
+}  // namespace orrery::scheduler

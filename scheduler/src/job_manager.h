@@ -1,0 +1,74 @@
+// The head's jobs: drivers' registrations, heartbeats and goodbyes, the executable each job
+// registered (nodes run only those), and the executables kept for nodes that lack them.
+// docs/architecture.md "The head"; docs/design-decisions.md "Nodes run only registered
+// executables".
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scheduler/src/head_context.h"
+
+namespace orrery::scheduler {
+
+struct JobEntry {
+  proto::JobMsg info;
+  bool alive = true;
+  double last_seen = 0;
+  double start_time = 0;  // wall clock, seconds since the epoch
+  std::string end_cause;
+};
+
+class JobManager {
+ public:
+  // `binary_dir`: where drivers' executables are kept.
+  JobManager(HeadContext ctx, std::string binary_dir)
+      : ctx_(std::move(ctx)), binary_dir_(std::move(binary_dir)) {}
+  // Called when a job ends (its driver said goodbye or went silent), before the job's
+  // record says so: its actors and leases go with it.
+  void SetOnEnded(std::function<void(const std::string& job_id, const std::string& cause)> f) {
+    on_ended_ = std::move(f);
+  }
+
+  // A driver's registration, heartbeat or goodbye (acknowledged once the job's resources are
+  // free). A job whose executable the head lacks is answered NeedBinary.
+  void OnRegister(const proto::JobMsg& m, double now);
+  void OnPutBinary(const proto::BinaryMsg& m, const std::string& bytes);
+  void OnFetchBinary(const proto::BinaryMsg& m) const;
+  // Ends the jobs whose driver has been silent for more than `limit` seconds.
+  void Tick(double now, double limit);
+
+  // Ok when `hash` and `argv` name the executable job `job_id` registered; the error (for
+  // the requester) says what does not match. An executable that no job of this head
+  // registered is never started.
+  Status CheckExecutable(const std::string& job_id, const std::vector<std::string>& argv,
+                         const std::string& hash) const;
+  // Whether some job registered the executable with this hash (what a node asks before it
+  // runs one).
+  bool VouchesFor(const std::string& hash) const;
+  bool IsAlive(const std::string& job_id) const;
+  size_t size() const { return jobs_.size(); }
+
+  // Rebuilds the jobs from the "jobs" table; a running job's driver gets a grace period.
+  void Restore(const TableRecords& records, double now);
+
+ private:
+  // Checks a new job's registration; escapes its free text. The error is for the driver.
+  Status Admit(proto::JobMsg& m) const;
+  void End(const std::string& job_id, const std::string& cause);
+  void Persist(const std::string& job_id);
+  std::string BinaryPath(const std::string& hash) const;
+  Status StoreBinary(const std::string& hash, const std::string& bytes) const;
+
+  HeadContext ctx_;
+  std::string binary_dir_;
+  std::function<void(const std::string&, const std::string&)> on_ended_;
+  std::map<std::string, JobEntry> jobs_;  // by binary id
+  // Jobs told to upload their executable (NeedBinary): job id -> the hash it registered. A
+  // PutBinary is stored only for such a job and that hash.
+  std::map<std::string, std::string> awaiting_upload_;
+};
+
+}  // namespace orrery::scheduler

@@ -1,0 +1,185 @@
+#include "scheduler/src/node_manager.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/src/log.h"
+#include "core/src/rate_limit.h"
+#include "core/src/security.h"
+#include "orrery/resources.h"
+#include "scheduler/src/records.h"
+
+namespace orrery::scheduler {
+
+namespace {
+RateLimitedLog spoofed_log;
+}  // namespace
+
+bool NodeManager::UpdateMemory(NodeMemory& mem, const proto::NodeInfoMsg& info) const {
+  // As the peer says, clamped to what can be true; the record is rewritten when the reading
+  // moved by 1% of the total.
+  int64_t total = std::max<int64_t>(0, info.memory_total_bytes);
+  int64_t used = std::clamp<int64_t>(info.memory_used_bytes, 0, total);
+  double threshold = std::isfinite(info.memory_usage_threshold)
+                         ? std::clamp(info.memory_usage_threshold, 0.0, 1.0)
+                         : 0.0;
+  bool moved = mem.written_used < 0 || mem.total != total || mem.threshold != threshold ||
+               std::abs(double(used) - double(mem.written_used)) >= 0.01 * double(total);
+  mem.used = used;
+  mem.total = total;
+  mem.threshold = threshold;
+  return moved;
+}
+
+NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& m, double now,
+                                                  int* index) {
+  NodeId id(UniqueId::FromBinary(m.node.node_id));
+  if (!FromNode(id.Binary(), m.node_secret, m.node.alive ? "registration" : "goodbye",
+                m.node.alive))
+    return Registration::kIgnored;
+  int i = Index(id.Binary());
+  *index = i;
+  if (!m.node.alive) {  // a clean exit: dead at once
+    return i >= 0 && alive(i) ? Registration::kLeft : Registration::kIgnored;
+  }
+  if (i >= 0 && alive(i)) {  // a heartbeat
+    NodeEntry& e = entries_[size_t(i)];
+    e.last_seen = now;
+    if (UpdateMemory(e.memory, m.node)) Persist(i);
+    ctx_.Ack(m.reply_to, 0);
+    return Registration::kHeartbeat;
+  }
+  Status valid = records::CheckUtf8("the node's", m.node.labels);
+  if (valid.ok()) valid = records::CheckUtf8("the node's", m.node.total);
+  if (valid.ok()) valid = records::CheckUtf8("the node's address", m.node.address);
+  if (!valid.ok()) {
+    LOG_WARN("refused to register node " + id.Hex() + ": " + valid.message());
+    ctx_.Ack(m.reply_to, 0, false, "ConfigError", valid.message());
+    return Registration::kRefused;
+  }
+  NodeEntry entry{NodeView{id, true, m.node.total, m.node.total, m.node.labels}, m.node.address,
+                  now, i >= 0 ? entries_[size_t(i)].memory : NodeMemory{}};
+  UpdateMemory(entry.memory, m.node);
+  if (i >= 0) {
+    entries_[size_t(i)] = std::move(entry);
+  } else {
+    i = Add(std::move(entry));
+  }
+  *index = i;
+  LOG_INFO("node " + id.Hex() + " registered at " + m.node.address + " with " +
+           ToString(m.node.total));
+  Persist(i);
+  ctx_.Ack(m.reply_to, 0);
+  return Registration::kJoined;
+}
+
+bool NodeManager::FromNode(const std::string& node_id, const std::string& secret, const char* what,
+                           bool adopt) {
+  auto known = secrets_.find(node_id);
+  bool ok = false;
+  if (secret.empty() || secret.size() > 256) {
+    ok = false;
+  } else if (known != secrets_.end()) {
+    ok = security::SecretEquals(known->second, secret);
+  } else if (adopt) {
+    secrets_[node_id] = secret;
+    ok = true;
+  }
+  if (!ok) {
+    uint64_t suppressed = 0;
+    if (spoofed_log.ShouldLog(&suppressed)) {
+      LOG_WARN(std::string("dropped a ") + what + " for node " + Hex(node_id) +
+               " that did not come from that node (its node secret does not match)" +
+               RateLimitedLog::More(suppressed));
+    }
+  }
+  return ok;
+}
+
+int NodeManager::Index(const std::string& binary_id) const {
+  auto it = index_.find(binary_id);
+  return it == index_.end() ? -1 : it->second;
+}
+
+int NodeManager::IndexOfHex(const std::string& hex) const {
+  if (hex.size() != 2 * UniqueId::kSize) return -1;
+  UniqueId id = UniqueId::FromHex(hex);
+  return id.Hex() == hex ? Index(id.Binary()) : -1;
+}
+
+std::string NodeManager::HexId(int i) const {
+  return i >= 0 ? entries_[size_t(i)].view.id.Hex() : std::string();
+}
+
+int NodeManager::Add(NodeEntry entry) {
+  int i = int(entries_.size());
+  index_[entry.view.id.Binary()] = i;
+  entries_.push_back(std::move(entry));
+  return i;
+}
+
+std::vector<std::pair<int, std::string>> NodeManager::Silent(double now, double limit) const {
+  std::vector<std::pair<int, std::string>> silent;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const NodeEntry& e = entries_[i];
+    if (e.view.alive && now - e.last_seen > limit)
+      silent.emplace_back(int(i),
+                          "no heartbeat for " + std::to_string(int(now - e.last_seen)) + " s");
+  }
+  return silent;
+}
+
+void NodeManager::MarkDead(int i, const std::string& cause) {
+  NodeView& n = entries_[size_t(i)].view;
+  n.alive = false;
+  if (cause == kLeftCleanly) {
+    LOG_INFO("node " + n.id.Hex() + " left the cluster");
+  } else {
+    LOG_WARN("node " + n.id.Hex() + " is dead: " + cause);
+  }
+}
+
+void NodeManager::FreeAll(int i) {
+  NodeView& n = entries_[size_t(i)].view;
+  n.available = n.total;  // nothing runs there any more; it is skipped as dead
+  Persist(i);
+}
+
+proto::ClusterInfoMsg NodeManager::Info(uint64_t request_id) const {
+  proto::ClusterInfoMsg reply{request_id, "", {}};
+  reply.nodes.reserve(entries_.size());
+  for (const NodeEntry& e : entries_) {
+    const NodeView& n = e.view;
+    reply.nodes.push_back({n.id.Binary(), e.address, n.alive, n.total, n.available, n.labels,
+                           e.memory.used, e.memory.total, e.memory.threshold});
+  }
+  return reply;
+}
+
+void NodeManager::Persist(int i) {
+  NodeEntry& e = entries_[size_t(i)];
+  const NodeView& n = e.view;
+  e.memory.written_used = e.memory.used;
+  records::NodeRecord r{n.id,     e.address,     n.alive,        n.total,
+                        n.labels, e.memory.used, e.memory.total, e.memory.threshold};
+  ctx_.store->Put("nodes", n.id.Hex(), records::NodeRecordJson(r));
+  ctx_.Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
+}
+
+void NodeManager::Restore(const TableRecords& records, double now) {
+  for (const auto& [key, text] : records) {
+    auto r = records::ParseNodeRecord(text);
+    if (!RecordUsable(r.status(), "node", key)) continue;
+    if (r->id.Hex() != key || Index(r->id.Binary()) >= 0) {
+      LOG_WARN("skipping a node record filed under another id: " + records::EscapeUtf8(key));
+      continue;
+    }
+    NodeView n{r->id, r->alive, r->total, r->total, r->labels};
+    if (!n.alive) n.available.clear();
+    NodeMemory mem{r->memory_used_bytes, r->memory_total_bytes, r->memory_usage_threshold};
+    // A full grace period to send a heartbeat.
+    Add(NodeEntry{std::move(n), r->address, now, mem});
+  }
+}
+
+}  // namespace orrery::scheduler

@@ -1,0 +1,101 @@
+// The head's node registry: which nodes exist, where they listen, when each was last heard
+// from, their resources (the view the scheduling policies read) and memory, and each node's
+// secret (only a node itself may speak for its id). docs/architecture.md "The head".
+#pragma once
+
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "orrery/scheduler/policy.h"
+#include "scheduler/src/head_context.h"
+
+namespace orrery::scheduler {
+
+// The cause of death of a node that said goodbye.
+inline constexpr const char* kLeftCleanly = "the node left the cluster";
+
+// What a node's heartbeat last said of its memory, and what its stored record says.
+struct NodeMemory {
+  int64_t used = 0, total = 0;
+  double threshold = 0;
+  int64_t written_used = -1;  // -1: not written yet
+};
+
+struct NodeEntry {
+  NodeView view;  // id, liveness, resources: what the policies see
+  std::string address;
+  double last_seen = 0;
+  NodeMemory memory;
+};
+
+class NodeManager {
+ public:
+  explicit NodeManager(HeadContext ctx) : ctx_(std::move(ctx)), list_(entries_) {}
+
+  enum class Registration {
+    kIgnored,    // not from the node itself, or a goodbye of a node not alive
+    kRefused,    // bad registration (answered with a ConfigError)
+    kHeartbeat,  // a node already alive
+    kJoined,     // a new node, or one back from the dead
+    kLeft,       // a clean goodbye: the caller marks the node dead (MarkDead ...)
+  };
+  // A node's registration, heartbeat or goodbye; answers the node. *index is set to the
+  // node's index for every outcome but kIgnored and kRefused.
+  Registration OnRegister(const proto::RegisterNodeMsg& m, double now, int* index);
+  // Whether a node-scoped message (`what`) for node `node_id` carries that node's secret. A
+  // registration (`adopt`) of a node whose secret this head does not know yet (a new node, or
+  // one recovered from the store) sets it; anything else for such a node is dropped.
+  bool FromNode(const std::string& node_id, const std::string& secret, const char* what,
+                bool adopt);
+
+  // The index of the node with this binary id (or hex id), or -1.
+  int Index(const std::string& binary_id) const;
+  int IndexOfHex(const std::string& hex) const;
+  size_t size() const { return entries_.size(); }
+  const NodeEntry& at(int i) const { return entries_[size_t(i)]; }
+  bool alive(int i) const { return entries_[size_t(i)].view.alive; }
+  const std::string& address(int i) const { return entries_[size_t(i)].address; }
+  // The hex id of node `i`, or "" for -1 (how records name a node).
+  std::string HexId(int i) const;
+  Resources& available(int i) { return entries_[size_t(i)].view.available; }
+  // The nodes as the scheduling policies see them (indices are this manager's).
+  const NodeList& list() const { return list_; }
+
+  // Nodes alive but silent for more than `limit` seconds, with the cause of their death.
+  std::vector<std::pair<int, std::string>> Silent(double now, double limit) const;
+  // Node `i` is dead: no longer a candidate. FreeAll then frees its resources (once what ran
+  // there is accounted for) and records it.
+  void MarkDead(int i, const std::string& cause);
+  void FreeAll(int i);
+  proto::ClusterInfoMsg Info(uint64_t request_id) const;
+
+  // Rebuilds the registry from the "nodes" table; each node gets a full grace period.
+  void Restore(const TableRecords& records, double now);
+
+ private:
+  class EntryList final : public NodeList {
+   public:
+    explicit EntryList(const std::vector<NodeEntry>& entries) : entries_(entries) {}
+    size_t size() const override { return entries_.size(); }
+    const NodeView& operator[](size_t i) const override { return entries_[i].view; }
+
+   private:
+    const std::vector<NodeEntry>& entries_;
+  };
+
+  // Takes the memory reading of a registration; true when the record should be rewritten.
+  bool UpdateMemory(NodeMemory& mem, const proto::NodeInfoMsg& info) const;
+  int Add(NodeEntry entry);
+  void Persist(int i);
+
+  HeadContext ctx_;
+  std::vector<NodeEntry> entries_;  // dead nodes stay: indices never change
+  EntryList list_;
+  std::unordered_map<std::string, int> index_;  // binary id -> index in entries_
+  std::map<std::string, std::string> secrets_;  // binary id -> the node's secret
+};
+
+}  // namespace orrery::scheduler

@@ -1,0 +1,31 @@
+#include "scheduler/src/resource_book.h"
+
+#include "orrery/resources.h"
+
+namespace orrery::scheduler {
+
+Decision ResourceBook::Reserve(const DemandRef& d, int* bundle) {
+  *bundle = -1;
+  if (!d.placement_group.empty())
+    return pgs_.ReserveInBundle(d.placement_group, d.bundle_index, d.resources, bundle);
+  Demand demand{d.resources, d.selector, SchedulingStrategy(d.strategy),
+                NodeId(UniqueId::FromBinary(d.affinity_node)), d.affinity_soft};
+  Decision decision = Schedule(demand, nodes_.list(), round_robin_++);
+  if (decision.outcome == Outcome::kPlaced)
+    Subtract(nodes_.available(decision.node_index), d.resources);
+  return decision;
+}
+
+void ResourceBook::Release(int node, const std::string& pg_id, int bundle,
+                           const Resources& demand) {
+  if (!pg_id.empty()) return pgs_.ReleaseInBundle(pg_id, bundle, demand);
+  if (node >= 0 && node < int(nodes_.size())) Add(nodes_.available(node), demand);
+}
+
+void ResourceBook::Hold(int node, const std::string& pg_id, int* bundle, const Resources& demand) {
+  if (!pg_id.empty() && pgs_.HoldInBundle(pg_id, *bundle, demand)) return;
+  *bundle = -1;
+  Subtract(nodes_.available(node), demand);
+}
+
+}  // namespace orrery::scheduler

@@ -1,0 +1,196 @@
+// ActorManager: placement, names, node events, restarts, kills, job ends and restore.
+#include <gtest/gtest.h>
+
+#include "tests/unit/scheduler/head_harness.h"
+
+namespace orrery::scheduler {
+namespace {
+
+using proto::ActorState;
+using proto::MsgType;
+using testing::HeadHarness;
+
+proto::WorkerEventMsg Event(proto::WorkerEventKind kind, const std::string& actor,
+                            int incarnation) {
+  proto::WorkerEventMsg e;
+  e.kind = int(kind);
+  e.actor_id = actor;
+  e.incarnation = incarnation;
+  e.address = "tcp://worker";
+  e.pid = 4242;
+  return e;
+}
+
+TEST(ActorManagerTest, PlacesOnANodeReservesAndStartsIt) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 4}});
+  std::string job = h.AddJob();
+  auto req = h.ActorRequest(job, {{"CPU", 1}});
+  h.actors.OnCreate(req, 0);
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck, "tcp://driver");
+  ASSERT_TRUE(ack);
+  EXPECT_TRUE(ack->ok);
+  auto start = h.outbox->Take<proto::StartActorMsg>(MsgType::kStartActor,
+                                                    h.nodes.address(h.nodes.Index(node)));
+  ASSERT_TRUE(start);
+  EXPECT_EQ(start->spec.actor_id, req.spec.actor_id);
+  EXPECT_EQ(h.Available(node, "CPU"), 3);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->node, h.nodes.Index(node));
+  // A resent request changes nothing.
+  h.actors.OnCreate(req, 1);
+  EXPECT_EQ(h.Available(node, "CPU"), 3);
+  EXPECT_EQ(h.outbox->Count(MsgType::kStartActor), 0u);
+}
+
+TEST(ActorManagerTest, RefusesAnExecutableItsJobDidNotRegister) {
+  HeadHarness h;
+  h.AddNode({{"CPU", 4}});
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  req.spec.argv = {"/bin/other"};
+  h.actors.OnCreate(req, 0);
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
+  ASSERT_TRUE(ack);
+  EXPECT_FALSE(ack->ok);
+  EXPECT_EQ(ack->error_kind, "ConfigError");
+  EXPECT_EQ(h.actors.size(), 0u);
+}
+
+TEST(ActorManagerTest, NamesAreUniqueWhileTheActorLives) {
+  HeadHarness h;
+  h.AddNode({{"CPU", 4}});
+  std::string job = h.AddJob();
+  auto first = h.ActorRequest(job, {{"CPU", 1}}, "counter");
+  h.actors.OnCreate(first, 0);
+  h.outbox->Clear();
+  h.actors.OnCreate(h.ActorRequest(job, {{"CPU", 1}}, "counter"), 0);
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
+  ASSERT_TRUE(ack);
+  EXPECT_FALSE(ack->ok);
+  EXPECT_NE(ack->message.find("already exists"), std::string::npos);
+
+  proto::NamedActorMsg q;
+  q.name = "counter";
+  q.reply_to = "tcp://asker";
+  h.actors.OnGetNamed(q);
+  auto reply = h.outbox->Take<proto::NamedActorMsg>(MsgType::kGetNamedActorReply, "tcp://asker");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->actor_id, first.spec.actor_id);
+
+  h.actors.OnKill({first.spec.actor_id, true});  // placed: the node is told to kill it
+  EXPECT_TRUE(h.outbox->Take<proto::KillWorkerMsg>(MsgType::kKillWorker));
+}
+
+TEST(ActorManagerTest, OnlyTheActorsNodeReportsItAliveAndSubscribersHear) {
+  HeadHarness h;
+  std::string a = h.AddNode({{"CPU", 1}});
+  std::string b = h.AddNode({{"CPU", 0}});
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  h.actors.OnCreate(req, 0);
+  h.outbox->Clear();
+  auto alive = Event(proto::WorkerEventKind::kActorAlive, req.spec.actor_id, 0);
+  h.actors.OnWorkerEvent(alive, h.nodes.Index(b), 1);  // not its node
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kPending);
+  alive.incarnation = 5;  // a stale incarnation
+  h.actors.OnWorkerEvent(alive, h.nodes.Index(a), 1);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kPending);
+  alive.incarnation = 0;
+  h.actors.OnWorkerEvent(alive, h.nodes.Index(a), 1);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kAlive);
+  auto update = h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://driver");
+  ASSERT_TRUE(update);
+  EXPECT_EQ(update->address, "tcp://worker");
+  EXPECT_EQ(update->node_id, a);
+}
+
+TEST(ActorManagerTest, ANodeDeathRestartsTheActorElsewhereWithinItsBudget) {
+  HeadHarness h;
+  std::string a = h.AddNode({{"CPU", 1}});
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  req.spec.options.max_restarts = 1;
+  h.actors.OnCreate(req, 0);
+  std::string b = h.AddNode({{"CPU", 1}});
+  int ia = h.nodes.Index(a);
+  h.nodes.MarkDead(ia, "test");
+  h.actors.NodeDied(ia, "test", 1);
+  h.nodes.FreeAll(ia);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kRestarting);
+  h.queue.ScheduleAll(1);
+  const ActorEntry* e = h.actors.Find(req.spec.actor_id);
+  EXPECT_EQ(e->node, h.nodes.Index(b));
+  EXPECT_EQ(e->incarnation, 1);
+  EXPECT_EQ(h.Available(b, "CPU"), 0);
+  // Its second death is past the budget.
+  auto died = Event(proto::WorkerEventKind::kActorDied, req.spec.actor_id, 1);
+  died.error_kind = "OutOfMemoryError";
+  h.actors.OnWorkerEvent(died, h.nodes.Index(b), 2);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kDead);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->death_kind, "OutOfMemoryError");
+  EXPECT_EQ(h.Available(b, "CPU"), 1);
+}
+
+TEST(ActorManagerTest, AnInfeasibleActorDiesAfterItsTimeout) {
+  HeadHarness h;
+  h.AddNode({{"CPU", 1}});
+  auto req = h.ActorRequest(h.AddJob(), {{"GPU", 1}});
+  req.spec.infeasible_timeout_s = 2;
+  h.actors.OnCreate(req, 0);
+  EXPECT_EQ(h.queue.size(), 1u);
+  auto pending = h.Table("pending");
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_NE(pending.begin()->second.find("infeasible"), std::string::npos);
+  h.queue.ScheduleAll(3);
+  EXPECT_EQ(h.queue.size(), 0u);
+  EXPECT_TRUE(h.Table("pending").empty());
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->death_kind, "InfeasibleError");
+}
+
+TEST(ActorManagerTest, AJobsEndFreesItsNamesAndKillsAllButDetachedActors) {
+  HeadHarness h;
+  h.AddNode({{"CPU", 1}});
+  std::string job = h.AddJob();
+  auto placed = h.ActorRequest(job, {{"CPU", 1}}, "placed");
+  auto waiting = h.ActorRequest(job, {{"CPU", 1}}, "waiting");
+  auto detached = h.ActorRequest(job, {{"CPU", 0.0}}, "detached");
+  detached.spec.options.lifetime = kDetachedLifetime;
+  for (auto* r : {&placed, &waiting, &detached}) h.actors.OnCreate(*r, 0);
+  h.outbox->Clear();
+  h.actors.JobEnded(job);
+  EXPECT_TRUE(h.outbox->Take<proto::KillWorkerMsg>(MsgType::kKillWorker));
+  EXPECT_EQ(h.actors.Find(waiting.spec.actor_id)->state, ActorState::kDead);
+  EXPECT_TRUE(h.actors.Find(placed.spec.actor_id)->kill_requested);
+  EXPECT_FALSE(h.actors.Find(detached.spec.actor_id)->kill_requested);
+  // The name "placed" is free before its worker is reported gone.
+  h.actors.OnCreate(h.ActorRequest(h.AddJob(), {{"CPU", 0.0}}, "placed"), 0);
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
+  ASSERT_TRUE(ack);
+  EXPECT_TRUE(ack->ok) << ack->message;
+}
+
+TEST(ActorManagerTest, ARestartedHeadKnowsNamesPlacementsAndHeldResources) {
+  auto store = std::make_shared<InMemoryStateStore>();
+  std::string node, actor;
+  {
+    HeadHarness first(store);
+    node = first.AddNode({{"CPU", 4}});
+    auto req = first.ActorRequest(first.AddJob(), {{"CPU", 3}}, "svc");
+    first.actors.OnCreate(req, 0);
+    actor = req.spec.actor_id;
+  }
+  HeadHarness second(store);
+  second.Restore(0);
+  const ActorEntry* e = second.actors.Find(actor);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->node, second.nodes.Index(node));
+  EXPECT_EQ(second.Available(node, "CPU"), 1);  // still held by the placed actor
+  EXPECT_EQ(second.queue.size(), 0u);           // placed: not started twice
+  proto::NamedActorMsg q;
+  q.name = "svc";
+  q.reply_to = "tcp://asker";
+  second.actors.OnGetNamed(q);
+  auto reply = second.outbox->Take<proto::NamedActorMsg>(MsgType::kGetNamedActorReply);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->actor_id, actor);
+}
+
+}  // namespace
+}  // namespace orrery::scheduler

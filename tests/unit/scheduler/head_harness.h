@@ -1,0 +1,176 @@
+// The head's managers wired together as HeadService wires them, without sockets: messages
+// go to a RecordingOutbox, state to an InMemoryStateStore. For the managers' unit tests.
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/src/protocol.h"
+#include "core/src/state_store.h"
+#include "scheduler/src/actor_manager.h"
+#include "scheduler/src/driver_records.h"
+#include "scheduler/src/head_context.h"
+#include "scheduler/src/job_manager.h"
+#include "scheduler/src/lease_manager.h"
+#include "scheduler/src/node_manager.h"
+#include "scheduler/src/placement_group_manager.h"
+#include "scheduler/src/resource_book.h"
+#include "scheduler/src/scheduling_queue.h"
+
+namespace orrery::scheduler::testing {
+
+// An Outbox that keeps every message sent, for the test to take and decode.
+class RecordingOutbox final : public Outbox {
+ public:
+  struct Sent {
+    std::string to;
+    proto::MsgType type;
+    std::string frame0;
+    std::string payload;
+  };
+  void SendFrame(const std::string& to, std::string frame0, const std::string* payload) override {
+    auto header = proto::DecodeHeader(frame0.data(), frame0.size());
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_.push_back({to, header.ok() ? header->type : proto::MsgType::kError, std::move(frame0),
+                     payload ? *payload : std::string()});
+  }
+  // Takes (removes) the oldest message of `type` sent to `to` ("" = anyone), decoded.
+  template <typename Meta>
+  std::optional<Meta> Take(proto::MsgType type, const std::string& to = "") {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = sent_.begin(); it != sent_.end(); ++it) {
+      if (it->type != type || (!to.empty() && it->to != to)) continue;
+      Meta m;
+      std::string_view meta(it->frame0);
+      meta.remove_prefix(proto::kHeaderSize);
+      Status s = proto::DecodeMeta(meta, &m);
+      sent_.erase(it);
+      if (!s.ok()) return std::nullopt;
+      return m;
+    }
+    return std::nullopt;
+  }
+  size_t Count(proto::MsgType type) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const auto& s : sent_) n += s.type == type;
+    return n;
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    sent_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<Sent> sent_;
+};
+
+// The managers of one head, over `store` (a restarted head: a second harness on the same store).
+struct HeadHarness {
+  explicit HeadHarness(std::shared_ptr<InMemoryStateStore> s = nullptr,
+                       std::string binary_dir = "/nonexistent-binaries")
+      : store(s ? s : std::make_shared<InMemoryStateStore>()),
+        outbox(std::make_shared<RecordingOutbox>()),
+        ctx{store, outbox},
+        nodes(ctx),
+        queue(ctx),
+        pgs(ctx, nodes, queue),
+        jobs(ctx, std::move(binary_dir)),
+        records(ctx),
+        book(nodes, pgs),
+        actors(ctx, nodes, book, queue, jobs),
+        leases(ctx, nodes, book, queue, jobs, pgs) {
+    queue.SetSource(DemandKind::kActor, &actors);
+    queue.SetSource(DemandKind::kLease, &leases);
+    queue.SetSource(DemandKind::kPg, &pgs);
+    pgs.SetOnRemoved([this](const std::string& id) { actors.PlacementGroupRemoved(id); });
+    jobs.SetOnEnded([this](const std::string& id, const std::string&) {
+      actors.JobEnded(id);
+      leases.JobEnded(id);
+    });
+  }
+  // As HeadService::Recover.
+  void Restore(double now) {
+    queue.DropStoredRecords(Table("pending"));
+    nodes.Restore(Table("nodes"), now);
+    pgs.Restore(Table("placement_groups"), now);
+    jobs.Restore(Table("jobs"), now);
+    actors.Restore(Table("actors"), now);
+    leases.Restore(Table("leases"), now);
+  }
+  // The records of one table of the store.
+  TableRecords Table(const std::string& table) { return store->GetAll(table).value(); }
+
+  // Registers a node with `total` resources; returns its binary id.
+  std::string AddNode(Resources total, Labels labels = {}, const std::string& secret = "s3cret",
+                      double now = 0) {
+    proto::RegisterNodeMsg m;
+    NodeId id = NodeId::Random();
+    m.node.node_id = id.Binary();
+    m.node.address = "tcp://node-" + id.Hex().substr(0, 8);
+    m.node.total = total;
+    m.node.labels = std::move(labels);
+    m.node_secret = secret;
+    int index = -1;
+    nodes.OnRegister(m, now, &index);
+    queue.ScheduleAll(now);
+    return id.Binary();
+  }
+  // Registers a job (no executable hash) whose entrypoint is /bin/app; returns its id.
+  std::string AddJob(double now = 0) {
+    proto::JobMsg j;
+    j.job_id = JobId::Random().Binary();
+    j.entrypoint = "/bin/app";
+    j.reply_to = "tcp://driver";
+    jobs.OnRegister(j, now);
+    outbox->Take<proto::AckMsg>(proto::MsgType::kAck, "tcp://driver");
+    return j.job_id;
+  }
+  proto::CreateActorMsg ActorRequest(const std::string& job, Resources resources,
+                                     const std::string& name = "") {
+    proto::CreateActorMsg m;
+    m.request_id = 7;
+    m.reply_to = "tcp://driver";
+    m.spec.actor_id = ActorId::Random().Binary();
+    m.spec.job_id = job;
+    m.spec.factory = "Counter";
+    m.spec.owner = "tcp://driver";
+    m.spec.argv = {"/bin/app"};
+    m.spec.options.resources = std::move(resources);
+    m.spec.options.name = name;
+    return m;
+  }
+  proto::LeaseRequestMsg LeaseRequest(const std::string& job, Resources resources) {
+    proto::LeaseRequestMsg m;
+    m.request_id = 9;
+    m.lease_id = UniqueId::Random().Binary();
+    m.reply_to = "tcp://driver";
+    m.resources = std::move(resources);
+    m.job_id = job;
+    m.argv = {"/bin/app"};
+    return m;
+  }
+  double Available(const std::string& node_id, const std::string& resource) {
+    const Resources& a = nodes.at(nodes.Index(node_id)).view.available;
+    auto it = a.find(resource);
+    return it == a.end() ? 0 : it->second;
+  }
+
+  std::shared_ptr<InMemoryStateStore> store;
+  std::shared_ptr<RecordingOutbox> outbox;
+  HeadContext ctx;
+  NodeManager nodes;
+  SchedulingQueue queue;
+  PlacementGroupManager pgs;
+  JobManager jobs;
+  DriverRecords records;
+  ResourceBook book;
+  ActorManager actors;
+  LeaseManager leases;
+};
+
+}  // namespace orrery::scheduler::testing

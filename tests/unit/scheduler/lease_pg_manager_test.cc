@@ -1,0 +1,182 @@
+// LeaseManager and PlacementGroupManager: grants, returns, node deaths, bundles, removal,
+// waiters and restore.
+#include <gtest/gtest.h>
+
+#include "tests/unit/scheduler/head_harness.h"
+
+namespace orrery::scheduler {
+namespace {
+
+using proto::MsgType;
+using testing::HeadHarness;
+
+proto::PlacementGroupMsg Group(std::vector<Resources> bundles, const std::string& name = "") {
+  proto::PlacementGroupMsg m;
+  m.request_id = 3;
+  m.reply_to = "tcp://driver";
+  m.pg_id = PlacementGroupId::Random().Binary();
+  m.name = name;
+  m.bundles = std::move(bundles);
+  m.strategy = int(PlacementStrategy::PACK);
+  return m;
+}
+
+TEST(LeaseManagerTest, GrantsOnANodeAndReturnsWhatItHeld) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 2}});
+  auto req = h.LeaseRequest(h.AddJob(), {{"CPU", 2}});
+  h.leases.OnRequest(req, 0);
+  auto grant = h.outbox->Take<proto::GrantLeaseMsg>(MsgType::kGrantLease);
+  ASSERT_TRUE(grant);
+  EXPECT_EQ(h.Available(node, "CPU"), 0);
+  EXPECT_EQ(h.Table("leases").size(), 1u);
+  h.leases.OnReturn({req.lease_id, false}, 1);
+  EXPECT_TRUE(h.outbox->Take<proto::ReleaseLeaseMsg>(MsgType::kReleaseLease));
+  EXPECT_EQ(h.Available(node, "CPU"), 2);
+  EXPECT_TRUE(h.Table("leases").empty());
+}
+
+TEST(LeaseManagerTest, ALeaseOnADeadNodeFailsAndOneFromAnotherNodesEventStays) {
+  HeadHarness h;
+  std::string a = h.AddNode({{"CPU", 1}});
+  std::string b = h.AddNode({{"CPU", 0.5}});
+  auto req = h.LeaseRequest(h.AddJob(), {{"CPU", 1}});
+  h.leases.OnRequest(req, 0);
+  proto::WorkerEventMsg e;
+  e.kind = int(proto::WorkerEventKind::kLeaseWorkerDied);
+  e.lease_id = req.lease_id;
+  h.leases.OnWorkerEvent(e, h.nodes.Index(b), 1);  // not the lease's node
+  ASSERT_NE(h.leases.Find(req.lease_id), nullptr);
+  h.leases.NodeDied(h.nodes.Index(a), "gone");
+  auto reply = h.outbox->Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver");
+  ASSERT_TRUE(reply);
+  EXPECT_FALSE(reply->ok);
+  EXPECT_EQ(reply->error_kind, "WorkerDied");
+  EXPECT_EQ(h.leases.size(), 0u);
+}
+
+TEST(LeaseManagerTest, BadRequestsAreRefusedAndInfeasibleOnesTimeOut) {
+  HeadHarness h;
+  h.AddNode({{"CPU", 1}});
+  std::string job = h.AddJob();
+  auto bad = h.LeaseRequest(job, {{"CPU", 1}});
+  bad.lease_id = "short";
+  h.leases.OnRequest(bad, 0);
+  auto refused = h.outbox->Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->error_kind, "ConfigError");
+  auto big = h.LeaseRequest(job, {{"CPU", 8}});
+  big.infeasible_timeout_s = 1;
+  h.leases.OnRequest(big, 0);
+  EXPECT_EQ(h.leases.size(), 1u);
+  h.queue.ScheduleAll(2);
+  auto infeasible = h.outbox->Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply);
+  ASSERT_TRUE(infeasible);
+  EXPECT_EQ(infeasible->error_kind, "InfeasibleError");
+  EXPECT_EQ(h.leases.size(), 0u);
+}
+
+TEST(LeaseManagerTest, RestoreKeepsGrantedLeasesOfLiveJobsOnly) {
+  auto store = std::make_shared<InMemoryStateStore>();
+  std::string node, kept, dropped;
+  {
+    HeadHarness first(store);
+    node = first.AddNode({{"CPU", 4}});
+    std::string live = first.AddJob(), gone = first.AddJob();
+    auto a = first.LeaseRequest(live, {{"CPU", 1}});
+    auto b = first.LeaseRequest(gone, {{"CPU", 1}});
+    first.leases.OnRequest(a, 0);
+    first.leases.OnRequest(b, 0);
+    proto::JobMsg bye;
+    bye.job_id = gone;
+    bye.alive = false;
+    // The goodbye's record is written; the lease record of `gone` is kept by hand, as a head
+    // killed between the two writes would leave it.
+    std::string lease_record = store->GetAll("leases").value()[Hex(b.lease_id)];
+    first.jobs.OnRegister(bye, 1);
+    store->Put("leases", Hex(b.lease_id), lease_record);
+    kept = a.lease_id;
+    dropped = b.lease_id;
+  }
+  HeadHarness second(store);
+  second.Restore(2);
+  EXPECT_NE(second.leases.Find(kept), nullptr);
+  EXPECT_EQ(second.leases.Find(dropped), nullptr);
+  EXPECT_EQ(store->GetAll("leases").value().count(Hex(dropped)), 0u);
+  EXPECT_EQ(second.Available(node, "CPU"), 3);
+}
+
+TEST(PlacementGroupManagerTest, PlacesBundlesAtomicallyAndLeasesUseThem) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 4}});
+  auto pg = Group({{{"CPU", 2}}, {{"CPU", 1}}}, "pair");
+  h.pgs.OnCreate(pg, 0);
+  auto reply = h.outbox->Take<proto::PlacementGroupReplyMsg>(MsgType::kPlacementGroupReply);
+  ASSERT_TRUE(reply);
+  EXPECT_TRUE(reply->ready);
+  EXPECT_EQ(h.Available(node, "CPU"), 1);
+  EXPECT_EQ(h.pgs.CreatedBundles(pg.pg_id), 2);
+
+  auto lease = h.LeaseRequest(h.AddJob(), {{"CPU", 2}});
+  lease.placement_group = pg.pg_id;
+  h.leases.OnRequest(lease, 0);
+  ASSERT_TRUE(h.outbox->Take<proto::GrantLeaseMsg>(MsgType::kGrantLease));
+  EXPECT_EQ(h.leases.Find(lease.lease_id)->bundle, 0);
+  EXPECT_EQ(h.Available(node, "CPU"), 1);  // taken from the bundle, not the node
+
+  // A second group with the same name is refused while the first lives.
+  h.pgs.OnCreate(Group({{{"CPU", 1}}}, "pair"), 0);
+  auto dup = h.outbox->Take<proto::PlacementGroupReplyMsg>(MsgType::kPlacementGroupReply);
+  ASSERT_TRUE(dup);
+  EXPECT_FALSE(dup->ok);
+  EXPECT_EQ(dup->error_kind, "PlacementGroupError");
+
+  // Removal gives back what nobody holds now, and the lease's share when it ends.
+  h.pgs.OnRemove(pg, 1);
+  EXPECT_EQ(h.Available(node, "CPU"), 2);
+  h.leases.OnReturn({lease.lease_id, false}, 2);
+  EXPECT_EQ(h.Available(node, "CPU"), 4);
+}
+
+TEST(PlacementGroupManagerTest, WaitersAreAnsweredOnPlacementOrTimeout) {
+  HeadHarness h;
+  auto pg = Group({{{"CPU", 2}}});
+  h.pgs.OnCreate(pg, 0);
+  h.outbox->Clear();
+  auto wait = pg;
+  wait.timeout_s = 5;
+  wait.reply_to = "tcp://waiter";
+  h.pgs.OnWait(wait, 0);
+  h.pgs.Tick(1);
+  EXPECT_EQ(h.outbox->Count(MsgType::kPlacementGroupReply), 0u);
+  h.pgs.Tick(6);  // timed out: answered, not ready
+  auto late = h.outbox->Take<proto::PlacementGroupReplyMsg>(MsgType::kPlacementGroupReply);
+  ASSERT_TRUE(late);
+  EXPECT_FALSE(late->ready);
+  h.pgs.OnWait(wait, 6);
+  h.AddNode({{"CPU", 2}}, {}, "s", 7);  // the queue places it
+  auto ready =
+      h.outbox->Take<proto::PlacementGroupReplyMsg>(MsgType::kPlacementGroupReply, "tcp://waiter");
+  ASSERT_TRUE(ready);
+  EXPECT_TRUE(ready->ready);
+}
+
+TEST(PlacementGroupManagerTest, RemovingAGroupKillsItsActors) {
+  HeadHarness h;
+  h.AddNode({{"CPU", 2}});
+  auto pg = Group({{{"CPU", 1}}});
+  h.pgs.OnCreate(pg, 0);
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  req.spec.options.placement_group = pg.pg_id;
+  h.actors.OnCreate(req, 0);
+  ASSERT_GE(h.actors.Find(req.spec.actor_id)->node, 0);
+  h.outbox->Clear();
+  h.pgs.OnRemove(pg, 1);
+  auto kill = h.outbox->Take<proto::KillWorkerMsg>(MsgType::kKillWorker);
+  ASSERT_TRUE(kill);
+  EXPECT_EQ(kill->actor_id, req.spec.actor_id);
+  EXPECT_TRUE(h.actors.Find(req.spec.actor_id)->kill_requested);
+}
+
+}  // namespace
+}  // namespace orrery::scheduler
