@@ -9,6 +9,14 @@ namespace orrery::scheduler {
 using proto::ActorState;
 using proto::MsgType;
 
+template <typename Key>
+std::vector<std::string> ActorManager::Members(const std::map<Key, std::set<std::string>>& index,
+                                               const Key& key) {
+  auto it = index.find(key);
+  return it == index.end() ? std::vector<std::string>()
+                           : std::vector<std::string>(it->second.begin(), it->second.end());
+}
+
 Status ActorManager::Validate(const proto::CreateActorMsg& m) const {
   if (m.spec.actor_id.size() != UniqueId::kSize)
     return Status::InvalidArgument("an actor id has 16 bytes");
@@ -42,10 +50,12 @@ void ActorManager::OnCreate(const proto::CreateActorMsg& m, double now) {
   ActorEntry& a = actors_[m.spec.actor_id];
   a.spec = m.spec;
   a.subscribers.insert(m.spec.owner);
+  Index(a);
   queue_.Push(DemandKind::kActor, m.spec.actor_id, now);
-  Persist(a);
-  ctx_.Ack(m.reply_to, m.request_id);
   queue_.ScheduleAll(now);
+  // Recorded before the ack: when placed (or failed) above, as such; otherwise as pending.
+  if (a.node < 0 && a.state == ActorState::kPending) Persist(a);
+  ctx_.Ack(m.reply_to, m.request_id);
 }
 
 proto::ActorUpdateMsg ActorManager::UpdateOf(const ActorEntry& a) const {
@@ -124,7 +134,7 @@ void ActorManager::Died(ActorEntry& a, const std::string& kind, const std::strin
                         bool allow_restart, double now) {
   if (a.node >= 0) {
     book_.Release(a.node, a.spec.options.placement_group, a.bundle, a.spec.options.resources);
-    a.node = -1;
+    SetNode(a, -1);
     a.bundle = -1;
   }
   a.address.clear();
@@ -143,6 +153,7 @@ void ActorManager::Died(ActorEntry& a, const std::string& kind, const std::strin
     a.state = ActorState::kDead;
     LOG_INFO("actor " + Hex(a.spec.actor_id) + " is dead: " + cause);
     FreeName(a);
+    Unindex(a);
   }
   Persist(a);
   Notify(a);
@@ -169,16 +180,17 @@ void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, doubl
 
 void ActorManager::NodeDied(int node, const std::string& cause, double now) {
   std::string why = "its node " + nodes_.HexId(node) + " died: " + cause;
-  for (auto& [id, a] : actors_) {
-    if (a.node == node && a.state != ActorState::kDead) Died(a, "ActorDiedError", why, true, now);
+  for (const std::string& id : Members(on_node_, node)) {
+    ActorEntry& a = actors_.at(id);
+    if (a.state != ActorState::kDead) Died(a, "ActorDiedError", why, true, now);
   }
 }
 
 void ActorManager::JobEnded(const std::string& job_id) {
   std::string why = "its owner (job " + Hex(job_id) + ") is gone";
-  for (auto& [id, a] : actors_) {
-    if (a.spec.job_id != job_id || a.spec.options.lifetime == kDetachedLifetime) continue;
-    if (a.state == ActorState::kDead) continue;
+  for (const std::string& id : Members(of_job_, job_id)) {
+    ActorEntry& a = actors_.at(id);
+    if (a.spec.options.lifetime == kDetachedLifetime || a.state == ActorState::kDead) continue;
     a.kill_requested = true;
     // The name is free at once: the next run of the same program may take it before the
     // node has reported this actor's worker gone.
@@ -193,8 +205,9 @@ void ActorManager::JobEnded(const std::string& job_id) {
 }
 
 void ActorManager::PlacementGroupRemoved(const std::string& pg_id) {
-  for (auto& [id, a] : actors_) {
-    if (a.spec.options.placement_group != pg_id || a.state == ActorState::kDead) continue;
+  for (const std::string& id : Members(in_group_, pg_id)) {
+    ActorEntry& a = actors_.at(id);
+    if (a.state == ActorState::kDead) continue;
     a.kill_requested = true;
     if (a.node >= 0) KillOnNode(a, "its placement group was removed");
   }
@@ -209,7 +222,7 @@ bool ActorManager::TryPlace(const std::string& id, double since, double now, std
                               o.affinity_soft, o.placement_group, o.bundle_index},
                              &a.bundle);
   if (d.outcome == Outcome::kPlaced) {
-    a.node = d.node_index;
+    SetNode(a, d.node_index);
     Persist(a);  // a head restarted from here on knows it is placed: no second start
     ctx_.outbox->Send(nodes_.address(a.node), MsgType::kStartActor,
                       proto::StartActorMsg{a.spec, a.incarnation});
@@ -270,7 +283,37 @@ void ActorManager::Adopt(ActorEntry a, double now) {
       named_[{a.spec.options.namespace_, a.spec.options.name}] = a.spec.actor_id;
   }
   std::string id = a.spec.actor_id;
-  actors_[id] = std::move(a);
+  ActorEntry& entry = actors_[id] = std::move(a);
+  if (entry.state != ActorState::kDead) {
+    Index(entry);
+    if (entry.node >= 0) on_node_[entry.node].insert(id);
+  }
+}
+
+void ActorManager::SetNode(ActorEntry& a, int node) {
+  if (a.node >= 0) {
+    auto it = on_node_.find(a.node);
+    if (it != on_node_.end() && it->second.erase(a.spec.actor_id) && it->second.empty())
+      on_node_.erase(it);
+  }
+  a.node = node;
+  if (node >= 0) on_node_[node].insert(a.spec.actor_id);
+}
+
+void ActorManager::Index(const ActorEntry& a) {
+  of_job_[a.spec.job_id].insert(a.spec.actor_id);
+  if (!a.spec.options.placement_group.empty())
+    in_group_[a.spec.options.placement_group].insert(a.spec.actor_id);
+}
+
+void ActorManager::Unindex(const ActorEntry& a) {
+  auto drop = [&](std::map<std::string, std::set<std::string>>& index, const std::string& key) {
+    auto it = index.find(key);
+    if (it != index.end() && it->second.erase(a.spec.actor_id) && it->second.empty())
+      index.erase(it);
+  };
+  drop(of_job_, a.spec.job_id);
+  drop(in_group_, a.spec.options.placement_group);
 }
 
 void ActorManager::Restore(const TableRecords& records, double now) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "scheduler/src/head_context.h"
 #include "scheduler/src/job_manager.h"
@@ -69,6 +70,14 @@ class ActorManager final : public DemandSource {
   void Persist(const ActorEntry& a);
   // Takes a record read back from the store into the directory.
   void Adopt(ActorEntry a, double now);
+  // Keeps the indexes by node, job and group as an actor is placed, unplaced or dies.
+  void SetNode(ActorEntry& a, int node);
+  void Index(const ActorEntry& a);
+  void Unindex(const ActorEntry& a);
+  // The ids of the live actors in index `index` under `key` (a copy: callers change them).
+  template <typename Key>
+  static std::vector<std::string> Members(const std::map<Key, std::set<std::string>>& index,
+                                          const Key& key);
 
   HeadContext ctx_;
   NodeManager& nodes_;
@@ -77,6 +86,10 @@ class ActorManager final : public DemandSource {
   const JobManager& jobs_;
   std::map<std::string, ActorEntry> actors_;                          // by binary id
   std::map<std::pair<std::string, std::string>, std::string> named_;  // (ns, name) -> id
+  // Live actors by node index, by job and by placement group: what a node's death, a job's
+  // end or a group's removal touches, without a walk over every actor.
+  std::map<int, std::set<std::string>> on_node_;
+  std::map<std::string, std::set<std::string>> of_job_, in_group_;
 };
 
 }  // namespace orrery::scheduler
