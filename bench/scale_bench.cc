@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -75,6 +77,36 @@ long long RedisCommands(orrery_cluster::Redis& redis) {
   return -1;
 }
 
+// The machine's load (other processes compete with the head for its cores).
+double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  in >> load;
+  return load;
+}
+
+// SIGINT and SIGTERM: the head and Redis of the running round are killed and its directory
+// removed before this process exits (they would die with it anyway: the fixture starts them
+// with PR_SET_PDEATHSIG, but the directory would stay).
+std::atomic<orrery_cluster::Cluster*> g_cluster{nullptr};
+struct SignalScope {  // the round whose processes a signal stops
+  explicit SignalScope(orrery_cluster::Cluster* cluster) { g_cluster = cluster; }
+  ~SignalScope() { g_cluster = nullptr; }
+};
+void StartSignalWatcher(sigset_t set) {
+  std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (orrery_cluster::Cluster* c = g_cluster.load()) {
+      if (c->head_pid() > 0) kill(c->head_pid(), SIGKILL);
+      if (c->redis_pid() > 0) kill(c->redis_pid(), SIGKILL);
+      std::error_code ec;
+      std::filesystem::remove_all(c->dir(), ec);
+    }
+    _exit(128 + sig);
+  }).detach();
+}
+
 struct RoundOptions {
   int nodes = 100;
   int actors = 1000;
@@ -83,6 +115,7 @@ struct RoundOptions {
   double idle_s = 5;
   double pg_s = 2;
   double recovery_timeout_s = 300;
+  int health_threshold = 5;      // heartbeats a node may miss before the head declares it dead
   bool placements_only = false;  // the baseline round
 };
 
@@ -114,7 +147,7 @@ void Idle(const RoundOptions& o, SimCluster& sim, int head_pid, Round& r) {
 }
 
 void Work(const RoundOptions& o, SimCluster& sim, int head_pid, Round& r) {
-  const double timeout = 60 + o.actors / 100.0;
+  const double timeout = 60 + o.actors / 250.0;
   auto p = HeadCpu(head_pid, r, "head_cpu_cores_placing",
                    [&] { return sim.PlaceActors(o.actors, 256, "keeper", timeout); });
   r.out["placements_per_s"] = p.placed / p.seconds;
@@ -136,7 +169,8 @@ void Recover(const RoundOptions& o, orrery_cluster::Cluster& cluster, SimCluster
   cluster.KillHead();
   double t0 = Now();
   try {
-    cluster.StartHead(1.0, 5);  // waits (20 s at most) for the head's "listening" line
+    cluster.StartHead(1.0,
+                      o.health_threshold);  // waits (20 s at most) for the head's "listening" line
   } catch (const std::exception&) {
     // A head slower than that to recover still runs (head_pid()): the lookups below wait.
   }
@@ -160,7 +194,8 @@ Round RunRound(const RoundOptions& o) {
   Round r;
   r.out["nodes"] = o.nodes;
   orrery_cluster::Cluster cluster;  // Redis and the head; killed when it goes out of scope
-  cluster.StartHead(1.0, 5);        // the daemon's defaults: period 1 s, 5 missed
+  SignalScope scope(&cluster);
+  cluster.StartHead(1.0, o.health_threshold);  // the daemon's period: 1 s
   SimOptions so;
   so.head_address = "tcp://" + cluster.head_address();
   so.nodes = o.nodes;
@@ -186,6 +221,7 @@ Round RunRound(const RoundOptions& o) {
   r.out["heartbeats_refused"] = sim.refused_acks();
   Recover(o, cluster, sim, r);
   sim.Stop();
+  r.out["load_avg_1m"] = LoadAverage();
   return r;
 }
 
@@ -219,8 +255,16 @@ int main(int argc, char** argv) {
   app.add_option("--recovery-timeout-s", o.recovery_timeout_s, "give up on the recovery after");
   app.add_option("--baseline", baseline, "also measure placements at this many nodes");
   app.add_flag("--json", json, "print JSON (an array, one object per value of --nodes)");
+  app.add_option("--health-threshold", o.health_threshold,
+                 "heartbeats a node may miss before the head declares it dead");
   CLI11_PARSE(app, argc, argv);
   signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals;  // blocked in every thread; the watcher takes them
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  StartSignalWatcher(stop_signals);
 
   nlohmann::json all = nlohmann::json::array();
   int rc = 0;
