@@ -274,7 +274,13 @@ SimCluster::Placement SimCluster::PlaceActors(int count, int window, const std::
   WaitUntil(lock, deadline, [&] { return int(placed_.size() - base) >= count; });
   out.placed = int(placed_.size() - base);
   out.seconds = Now() - start;
-  for (uint64_t id : requests) {  // the acks came before the placements they preceded
+  // Each ack left the head before its StartActor, but to another inbox: wait for them too.
+  size_t acked = 0;
+  WaitUntil(lock, deadline, [&] {
+    while (acked < requests.size() && replies_.count(requests[acked])) ++acked;
+    return acked == requests.size();
+  });
+  for (uint64_t id : requests) {
     auto it = replies_.find(id);
     if (it == replies_.end()) continue;
     proto::AckMsg ack;
