@@ -162,12 +162,17 @@ void Work(const RoundOptions& o, SimCluster& sim, int head_pid, Round& r) {
   r.out["actors_placed"] = p.placed;
   if (p.placed < o.actors || p.acked < o.actors) r.problems.push_back("actors not all placed");
   if (o.placements_only) return;
+  // Each later phase starts once the head has caught up with what is queued for it (at
+  // scale, heartbeats that waited behind the placements), and says how long that took.
+  r.out["head_lag_after_placing_s"] = sim.PingSeconds(timeout);
   int alive = sim.MakeAlive(256, timeout);
   r.out["actors_alive"] = alive;
   if (alive < o.actors) r.problems.push_back("actors not all alive");
+  r.out["head_lag_before_leases_s"] = sim.PingSeconds(timeout);
   auto l = sim.GrantLeases(o.leases, 64, 60 + o.leases / 100.0);
   r.out["leases_per_s"] = l.granted / l.seconds;
   if (l.granted < o.leases) r.problems.push_back("leases not all granted");
+  r.out["head_lag_before_pgs_s"] = sim.PingSeconds(timeout);
   auto pg = sim.CreateRemovePgs(o.pg_s, 30);
   r.out["pg_create_remove_per_s"] = pg.done / pg.seconds;
   if (pg.failed) r.problems.push_back("a placement group cycle failed");
@@ -182,14 +187,21 @@ void Recover(const RoundOptions& o, orrery_cluster::Cluster& cluster, SimCluster
   } catch (const std::exception&) {
     // A head slower than that to recover still runs (head_pid()): the lookups below wait.
   }
+  // Done when the lookup names the actor. A head that answers without it (the actor died
+  // with its node: heartbeats the head could not keep up with) gets 10 s more, then it ends.
   bool back = false;
-  while (!back && Now() - t0 < o.recovery_timeout_s) {
+  double first_answer = -1;
+  while (!back && Now() - t0 < o.recovery_timeout_s &&
+         (first_answer < 0 || Now() - t0 < first_answer + 10)) {
     auto id = sim.LookupNamed("keeper", 0.5);
+    if (id && first_answer < 0) first_answer = Now() - t0;
     back = id && !id->empty() && *id == sim.named_actor_id();
   }
   r.out["recovery_s"] = Now() - t0;
+  r.out["recovery_first_answer_s"] = first_answer;
   if (!back) {
-    r.problems.push_back("the head did not recover");
+    r.problems.push_back(first_answer < 0 ? "the head did not recover"
+                                          : "the recovered head does not know the named actor");
     return;
   }
   r.out["head_rss_mb_recovered"] = StatusMb(cluster.head_pid(), "VmRSS");

@@ -152,6 +152,12 @@ void SimCluster::OnDriverMessage(transport::Envelope& env) {
       request_id = m.request_id;
       break;
     }
+    case MsgType::kPong: {
+      proto::PingMsg m;
+      ok = env.Decode(&m).ok();
+      request_id = m.request_id;
+      break;
+    }
     case MsgType::kClusterInfoReply: {
       proto::ClusterInfoMsg m;
       ok = env.Decode(&m).ok();
@@ -376,6 +382,14 @@ SimCluster::LeaseCycles SimCluster::GrantLeases(int count, int window, double ti
   }
   out.seconds = Now() - start;
   return out;
+}
+
+double SimCluster::PingSeconds(double timeout_s) {
+  uint64_t id = NextRequest();
+  double start = Now();
+  transport::Send(options_.head_address, MsgType::kPing,
+                  proto::PingMsg{id, driver_inbox_.address()});
+  return TakeReply(id, timeout_s) ? Now() - start : -1;
 }
 
 std::optional<std::string> SimCluster::LookupNamed(const std::string& name, double timeout_s) {

@@ -87,6 +87,10 @@ class SimCluster {
   // soon as a node is granted it.
   LeaseCycles GrantLeases(int count, int window, double timeout_s);
 
+  // One Ping round trip: the seconds until the head answered (what is queued before it
+  // included), or -1 when it did not within `timeout_s`.
+  double PingSeconds(double timeout_s);
+
   // One GetNamedActor round trip: the actor id the head answered ("" for none), or nullopt
   // when no answer came within `timeout_s`.
   std::optional<std::string> LookupNamed(const std::string& name, double timeout_s);
