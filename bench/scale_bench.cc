@@ -266,12 +266,16 @@ int main(int argc, char** argv) {
   RoundOptions o;
   int baseline = 0;
   bool json = false;
-  app.add_option("--nodes", nodes, "simulated nodes (one round per value)")->expected(1, 16);
-  app.add_option("--actors", o.actors, "actors created (and recorded for the recovery)");
+  app.add_option("--nodes", nodes, "simulated nodes (one round per value)")
+      ->expected(1, 16)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--actors", o.actors, "actors created (and recorded for the recovery)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--leases", o.leases, "leases requested, granted and returned");
   app.add_option("--idle-s", o.idle_s, "seconds of heartbeats only (the CPU window)");
   app.add_option("--pg-s", o.pg_s, "seconds of placement group create/remove cycles");
-  app.add_option("--inboxes", o.inboxes, "inboxes the simulated nodes share");
+  app.add_option("--inboxes", o.inboxes, "inboxes the simulated nodes share")
+      ->check(CLI::PositiveNumber);
   app.add_option("--recovery-timeout-s", o.recovery_timeout_s, "give up on the recovery after");
   app.add_option("--baseline", baseline, "also measure placements at this many nodes");
   app.add_flag("--json", json, "print JSON (an array, one object per value of --nodes)");
