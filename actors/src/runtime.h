@@ -10,8 +10,10 @@
 //   JobRegistration  a driver's job: registration, executable upload, heartbeat, end
 //   ArgResolver      a call's ObjectRef arguments, fetched and packed before it is sent
 // Thread-safety: every public method may be called from any thread; inbox handlers run on
-// the inbox thread. Each piece owns its state and its locks; no lock is held across pieces
-// except where a piece documents a callback.
+// the inbox thread. Each piece owns its state and its locks. One path crosses pieces: a
+// submitter fails a call under its own lock, and completing that result in the store runs
+// the callbacks of calls waiting for it, which may take another submitter's lock (as in the
+// single-class runtime this replaced; see docs/architecture.md "Client runtime").
 #pragma once
 
 #include <functional>
