@@ -1,7 +1,12 @@
-// The node daemon (DESIGN.md section 2): registers the host's resources and labels with the
-// head, starts one worker process per actor (and task workers for leases) through the
-// zygote, hands them their assignment, supervises them and reports exits to the head.
+// The node daemon (docs/architecture.md "Node"): registers the host's resources and labels
+// with the head, starts one worker process per actor (and task workers for leases) through
+// the zygote, hands them their assignment, supervises them and reports exits to the head.
 // All state lives on the node's inbox thread.
+//
+// One class, in four files along its seams: node_service.cc (the head link: registration,
+// heartbeat, dispatch, the memory monitor's tick), node_spawn.cc (executables checked by
+// SHA-256 and fetched from the head, spawns through the zygotes), node_workers.cc (worker
+// registration, assignment, devices, kills, deaths and exits), node_leases.cc (task leases).
 #pragma once
 
 #include <map>

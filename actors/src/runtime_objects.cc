@@ -1,5 +1,5 @@
-// The runtime's objects (runtime.h): return values, Put/Get/Wait, fetching values from their
-// owners, and resolving a call's ObjectRef arguments before it is sent.
+// The runtime's objects (runtime.h): return values, Put/Get/Wait, and the values this
+// process owns, sent to the peers that ask for them.
 #include "actors/src/errors_util.h"
 #include "actors/src/runtime.h"
 #include "orrery/errors.h"
@@ -21,14 +21,6 @@ std::shared_ptr<internal::RefHolder> Runtime::Put(std::string bytes) {
   return ref;
 }
 
-void Runtime::EnsureFetch(const internal::RefHolder& ref) {
-  if (ref.owner() == address() || ref.owner().empty()) return;
-  if (store_.MarkPending(ref.id())) {
-    transport::Send(ref.owner(), MsgType::kGetObject,
-                    proto::GetObjectMsg{ref.id().Binary(), address()});
-  }
-}
-
 std::shared_ptr<const std::string> Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
   auto presence = store_.Lookup(ref.id());
   if (presence == ObjectStore::Presence::kAbsent ||
@@ -37,7 +29,7 @@ std::shared_ptr<const std::string> Runtime::Get(const internal::RefHolder& ref, 
       throw Error("object " + ref.id().Hex() +
                   " is not available: no value was produced or it was freed");
     }
-    EnsureFetch(ref);
+    resolver_.EnsureFetch(ref);
   }
   Result<ObjectValue> r = store_.Get(ref.id(), timeout_ms);
   if (!r.ok()) {
@@ -61,62 +53,50 @@ std::vector<bool> Runtime::Wait(const std::vector<const internal::RefHolder*>& r
     auto presence = store_.Lookup(r->id());
     if (presence == ObjectStore::Presence::kAbsent ||
         presence == ObjectStore::Presence::kReferenced)
-      EnsureFetch(*r);
+      resolver_.EnsureFetch(*r);
     ids.push_back(r->id());
   }
   return store_.Wait(ids, num_returns, timeout_ms);
 }
 
-std::string Runtime::PackArgs(const std::vector<internal::ArgSlot>& slots) {
-  std::string out;
-  size_t total = 8;
-  for (const auto& s : slots) total += s.bytes.size();
-  out.reserve(total);
-  internal::StringWriter w{out};
-  msgpack::packer<internal::StringWriter> pk(w);
-  pk.pack_array(uint32_t(slots.size()));
-  for (const auto& s : slots) out.append(s.bytes);
-  return out;
-}
-
-void Runtime::Resolve(const std::shared_ptr<PendingCall>& call, std::function<void()> ready) {
-  int refs = 0;
-  for (const auto& s : call->slots) refs += s.ref != nullptr;
-  if (refs == 0) {
-    call->args = PackArgs(call->slots);
-    call->slots.clear();
-    ready();
+void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
+  ObjectId id(UniqueId::FromBinary(m.object_id));
+  std::string reply_to = m.reply_to;
+  auto send = [&outbox = outbox_, reply_to, oid = m.object_id](const ObjectValue& v) {
+    proto::ReplyMsg r;
+    r.object_id = oid;
+    r.ok = v.bytes != nullptr;
+    if (v.error) {
+      r.error_kind = v.error->kind;
+      r.error_type = v.error->type;
+      r.message = v.error->message;
+      r.function = v.error->function;
+      r.where = v.error->where;
+    }
+    std::string empty;
+    outbox.Send(reply_to, MsgType::kObjectReply, r, v.bytes ? v.bytes.get() : &empty);
+  };
+  if (store_.Lookup(id) == ObjectStore::Presence::kAbsent) {
+    send(ObjectValue{nullptr,
+                     std::make_shared<const ObjectError>(ObjectError{
+                         "Error", "", "object " + id.Hex() + " is no longer held by its owner", "",
+                         self_.where})});
     return;
   }
-  auto remaining = std::make_shared<std::atomic<int>>(refs + 1);
-  // Serialises the callbacks' writes of dep_error (several arguments may fail at once); the
-  // read in `finish` needs no lock, the countdown orders it after every write.
-  auto error_mu = std::make_shared<Mutex>();
-  auto finish = [call, remaining, ready, error_mu]() {
-    if (remaining->fetch_sub(1) != 1) return;
-    if (!call->dep_error) call->args = PackArgs(call->slots);
-    call->slots.clear();
-    ready();
-  };
-  for (size_t i = 0; i < call->slots.size(); ++i) {
-    auto& slot = call->slots[i];
-    if (!slot.ref) continue;
-    EnsureFetch(*slot.ref);
-    store_.OnReady(slot.ref->id(), [call, i, finish, error_mu](const ObjectValue& v) {
-      if (v.bytes) {
-        call->slots[i].bytes = *v.bytes;
-      } else {
-        MutexLock lock(error_mu.get());
-        if (!call->dep_error) call->dep_error = v.error;
-      }
-      finish();
-    });
-  }
-  finish();
+  store_.Pin(id);
+  store_.OnReady(id, send);
 }
 
-void Runtime::FailCall(const PendingCall& call, const ObjectError& error) {
-  store_.PutError(call.return_id, error);
+void Runtime::OnObjectReply(transport::Envelope& env) {
+  proto::ReplyMsg r;
+  Status s = env.Decode(&r);
+  if (!s.ok()) throw std::runtime_error(s.message());
+  ObjectId id(UniqueId::FromBinary(r.object_id));
+  if (r.ok) {
+    store_.PutValue(id, std::make_shared<const std::string>(env.PayloadString()));
+  } else {
+    store_.PutError(id, ObjectError{r.error_kind, r.error_type, r.message, r.function, r.where});
+  }
 }
 
 }  // namespace orrery::runtime

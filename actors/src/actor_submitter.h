@@ -1,0 +1,89 @@
+// Actor calls (docs/architecture.md "Client runtime"): one queue per actor, sent straight to
+// the actor's worker in submission order with a per-incarnation sequence number; calls in
+// flight when an incarnation dies are resent to the next one (while they have retries left)
+// or failed; the head's actor updates drive each actor's state.
+//
+// Thread-safety: every method may be called from any thread; OnReply and OnUpdate run on
+// the inbox thread. Lock order: actors_mu_, then an ActorState's mu. Sends happen under an
+// ActorState's mu (that is what keeps an actor's calls in order).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/src/arg_resolver.h"
+#include "actors/src/head_client.h"
+#include "actors/src/object_store.h"
+#include "actors/src/submission.h"
+#include "core/src/protocol.h"
+#include "core/src/thread_annotations.h"
+
+namespace orrery::runtime {
+
+class ActorSubmitter {
+ public:
+  // All five outlive the submitter.
+  ActorSubmitter(const ProcessIdentity& self, Outbox& outbox, HeadClient& head, ObjectStore& store,
+                 ArgResolver& resolver)
+      : self_(self), outbox_(outbox), head_(head), store_(store), resolver_(resolver) {}
+
+  // An actor this process creates: its owner is subscribed to its updates by the head.
+  void AddOwned(const ActorId& id, bool detached, int max_task_retries) EXCLUDES(actors_mu_);
+  // Drops an actor whose creation the head refused.
+  void Forget(const ActorId& id) EXCLUDES(actors_mu_);
+  // Queues a call (its return_id set, its arguments in slots); it is sent once its
+  // arguments are resolved, the actor is alive and every earlier call has been sent.
+  void Submit(const ActorId& actor, std::shared_ptr<PendingCall> call) EXCLUDES(actors_mu_);
+  // Asks the head to kill the actor. no_restart: later calls fail; else they wait for the
+  // next incarnation.
+  void Kill(const ActorId& actor, bool no_restart) EXCLUDES(actors_mu_);
+  // Kills the non-detached actors this process created.
+  void KillOwned() EXCLUDES(actors_mu_);
+
+  // Inbox thread: the actor answered call `seq` (the result itself goes to the store).
+  void OnReply(const ActorId& actor, uint64_t seq) EXCLUDES(actors_mu_);
+  void OnUpdate(const proto::ActorUpdateMsg& update) EXCLUDES(actors_mu_);
+
+ private:
+  struct ActorState {
+    Mutex mu;
+    proto::ActorState state GUARDED_BY(mu) = proto::ActorState::kPending;
+    std::string address GUARDED_BY(mu);
+    int incarnation GUARDED_BY(mu) = -1;
+    // Kill(no_restart=false): ignore this one's updates.
+    int killed_incarnation GUARDED_BY(mu) = -1;
+    uint64_t next_seq GUARDED_BY(mu) = 0;
+    int max_task_retries GUARDED_BY(mu) = 0;
+    bool subscribed GUARDED_BY(mu) = false;
+    bool owned GUARDED_BY(mu) = false;
+    bool detached GUARDED_BY(mu) = false;
+    // Submission order, not yet sent.
+    std::deque<std::shared_ptr<PendingCall>> queue GUARDED_BY(mu);
+    std::map<uint64_t, std::shared_ptr<PendingCall>> inflight GUARDED_BY(mu);  // sent, by seq
+    ObjectError death GUARDED_BY(mu);
+  };
+
+  std::shared_ptr<ActorState> ActorFor(const ActorId& id, bool subscribe) EXCLUDES(actors_mu_);
+  // Null for an actor this process has no state for (messages from peers never add one).
+  std::shared_ptr<ActorState> FindActor(const ActorId& id) EXCLUDES(actors_mu_);
+  // Sends the queue's calls that can go now, in order; fails them once the actor is dead.
+  void Dispatch(const ActorId& id, ActorState& a) REQUIRES(a.mu);
+  // Calls sent to an incarnation that is gone: retried while they have retries left (in
+  // their order, before the queue), failed otherwise.
+  void RequeueInflight(ActorState& a, const proto::ActorUpdateMsg& u) REQUIRES(a.mu);
+  void MarkDead(const ActorId& id, ActorState& a, ObjectError death) REQUIRES(a.mu);
+
+  const ProcessIdentity& self_;
+  Outbox& outbox_;
+  HeadClient& head_;
+  ObjectStore& store_;
+  ArgResolver& resolver_;
+
+  Mutex actors_mu_;
+  std::unordered_map<ActorId, std::shared_ptr<ActorState>, IdHash> actors_ GUARDED_BY(actors_mu_);
+};
+
+}  // namespace orrery::runtime

@@ -1,0 +1,105 @@
+// The client runtime's link to the head (docs/architecture.md "Client runtime"): control
+// RPCs that wait for their answer, resending until it comes or the deadline passes, and the
+// fire-and-forget messages a driver or worker sends the head.
+//
+// Thread-safety: every method may be called from any thread; Complete runs on the inbox
+// thread. A caller blocks in an RPC without holding any other component's lock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/src/submission.h"
+#include "core/src/protocol.h"
+#include "core/src/thread_annotations.h"
+#include "core/src/transport.h"
+#include "orrery/errors.h"
+
+namespace orrery::runtime {
+
+class HeadClient {
+ public:
+  static constexpr int kDefaultResendMs = 1000;
+  static constexpr int kDefaultTimeoutMs = 30000;
+
+  // `outbox` outlives the client. `resend_ms`: how long an RPC waits for its answer before
+  // sending the request again.
+  HeadClient(Outbox& outbox, std::string head_address, int resend_ms = kDefaultResendMs);
+
+  // This process's inbox, where answers come back. Set before the first message (the
+  // Runtime does it before its inbox starts); read without a lock afterwards.
+  void SetReplyTo(std::string address) { reply_to_ = std::move(address); }
+  const std::string& head_address() const { return head_address_; }
+  // Request ids start at a random point per process, so that a reply meant for an earlier
+  // process on the same address never matches a request of this one.
+  uint64_t NextRequestId() { return next_request_++; }
+
+  // ---- RPCs: throw ConnectionError when the head does not answer within timeout_ms, Error
+  // when it answers with another message type or a malformed one.
+  proto::AckMsg CreateNamedActor(proto::CreateActorMsg m);
+  // An empty actor_id: no actor has that name.
+  proto::NamedActorMsg GetNamedActor(proto::NamedActorMsg m);
+  proto::PlacementGroupReplyMsg PlacementGroup(proto::MsgType type, proto::PlacementGroupMsg m,
+                                               int timeout_ms);
+  std::vector<proto::NodeInfoMsg> ClusterInfo(int timeout_ms = kDefaultTimeoutMs);
+  proto::AckMsg RegisterJob(proto::JobMsg m, int timeout_ms = kDefaultTimeoutMs);
+  proto::AckMsg PutBinary(proto::BinaryMsg m, const std::string& bytes);
+  // Unavailable (never throws) when the head did not answer within timeout_ms.
+  Status PutRecord(proto::RecordMsg record, int timeout_ms);
+
+  // ---- fire-and-forget
+  void CreateActor(proto::CreateActorMsg m);  // no acknowledgement wanted
+  void SubscribeActor(const ActorId& actor);
+  void KillActor(const ActorId& actor, bool no_restart);
+  void RemovePlacementGroup(const PlacementGroupId& id);
+  void RequestLease(const proto::LeaseRequestMsg& m);
+  void ReturnLease(const std::string& lease_id, bool failed);
+  void JobHeartbeat(const proto::JobMsg& m);
+
+  // Inbox thread: an answer (kAck, k...Reply). False when no caller waits for its request
+  // id (it gave up, or the answer was not meant for this process).
+  bool Complete(transport::Envelope& env) EXCLUDES(mu_);
+
+  // Sends `meta` (with a fresh request_id and this process's reply_to) until the head
+  // answers with reply_type or timeout_ms passes.
+  template <typename Reply, typename Meta>
+  Reply Call(proto::MsgType type, Meta meta, proto::MsgType reply_type,
+             int timeout_ms = kDefaultTimeoutMs, const std::string* payload = nullptr) {
+    meta.request_id = NextRequestId();
+    meta.reply_to = reply_to_;
+    auto env = Exchange(type, meta.request_id, proto::EncodeFrame(type, meta), payload, timeout_ms);
+    if (env->type != reply_type) {
+      throw Error(std::string("the head answered ") + proto::TypeName(type) + " with " +
+                  proto::TypeName(env->type));
+    }
+    Reply reply;
+    Status s = env->Decode(&reply);
+    if (!s.ok()) throw Error("bad reply from the head: " + s.message());
+    return reply;
+  }
+
+ private:
+  // Sends frame0 every resend_ms until the answer to request `id` comes (returned) or
+  // timeout_ms passes (ConnectionError).
+  std::shared_ptr<transport::Envelope> Exchange(proto::MsgType type, uint64_t id,
+                                                const std::string& frame0,
+                                                const std::string* payload, int timeout_ms)
+      EXCLUDES(mu_);
+
+  Outbox& outbox_;
+  const std::string head_address_;
+  const int resend_ms_;
+  std::string reply_to_;
+  std::atomic<uint64_t> next_request_{proto::RequestIdBase()};
+
+  Mutex mu_;
+  CondVar cv_;
+  // The RPCs waiting for an answer, by request id; null until it comes.
+  std::map<uint64_t, std::shared_ptr<transport::Envelope>> replies_ GUARDED_BY(mu_);
+};
+
+}  // namespace orrery::runtime

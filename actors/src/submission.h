@@ -1,0 +1,77 @@
+// What the client runtime's pieces share (docs/architecture.md "Client runtime"): a call
+// waiting to be sent, who this process is as its submissions name it, and the Outbox every
+// piece sends through (the transport in a process, a recording fake in unit tests).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/src/object_store.h"
+#include "core/src/protocol.h"
+#include "orrery/api/runtime_api.h"
+#include "orrery/ids.h"
+#include "orrery/status.h"
+
+namespace orrery::runtime {
+
+// A call waiting to be sent: its return object, function and arguments.
+struct PendingCall {
+  ObjectId return_id;
+  std::string function;
+  std::vector<internal::ArgSlot> slots;
+  std::string args;    // packed msgpack array, once every slot is resolved
+  int unresolved = 0;  // dependencies not yet ready
+  int retries_left = 0;
+  uint64_t seq = 0;
+  std::shared_ptr<const ObjectError> dep_error;
+};
+
+// Who this process is, as its submissions name it. The Runtime writes it before its inbox
+// starts (the address, a worker's executable hash) and a driver's JobRegistration before
+// Init returns (the executable's hash and arch), so before the first submission: read-only
+// afterwards, read without a lock.
+struct ProcessIdentity {
+  std::string address;  // this process's inbox: where replies come back
+  JobId job;
+  std::string where;              // names this process in error messages
+  std::vector<std::string> argv;  // what workers of this process's actors and tasks run
+  std::string binary_hash;        // cluster mode: content hash of argv[0]
+  std::string arch;
+};
+
+// Where the runtime's messages go. Thread-safety: every method may be called from any thread.
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  // Sends frame 0 (+ payload); Unavailable when the message was dropped (transport::TrySend).
+  [[nodiscard]] virtual Status TrySendFrame(const std::string& address, const std::string& frame0,
+                                            const std::string* payload) = 0;
+  // Fire-and-forget: a drop is logged (transport::Send).
+  virtual void SendFrame(const std::string& address, const std::string& frame0,
+                         const std::string* payload) = 0;
+  // The peer at `address` is gone: drop what is queued for it (transport::MarkPeerGone).
+  virtual void MarkPeerGone(const std::string& address) = 0;
+
+  template <typename Meta>
+  [[nodiscard]] Status TrySend(const std::string& address, proto::MsgType type, const Meta& meta,
+                               const std::string* payload = nullptr) {
+    return TrySendFrame(address, proto::EncodeFrame(type, meta), payload);
+  }
+  template <typename Meta>
+  void Send(const std::string& address, proto::MsgType type, const Meta& meta,
+            const std::string* payload = nullptr) {
+    SendFrame(address, proto::EncodeFrame(type, meta), payload);
+  }
+};
+
+// The Outbox of a real process: the transport's sockets.
+Outbox& TransportOutbox();
+
+// Stores `error` as the call's result.
+inline void FailCall(ObjectStore& store, const PendingCall& call, const ObjectError& error) {
+  store.PutError(call.return_id, error);
+}
+
+}  // namespace orrery::runtime

@@ -1,0 +1,109 @@
+// JobRegistration: a job the head cannot run yet (NeedBinary) uploads this program's
+// executable and registers again; a refusal throws the head's error kind; heartbeats go
+// once a second; the end of the job is sent once. The head is the fake outbox's hook.
+#include "actors/src/job_registration.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "core/src/file_hash.h"
+#include "orrery/errors.h"
+#include "tests/unit/actors/fake_outbox.h"
+
+namespace orrery::runtime {
+namespace {
+
+using proto::MsgType;
+using testing::SentMessage;
+
+class JobRegistrationTest : public ::testing::Test {
+ protected:
+  JobRegistrationTest() : head_(outbox_, "tcp://head", 2), job_(self_, config_, head_) {
+    self_.address = "tcp://me";
+    self_.job = JobId::Random();
+    self_.argv = {"/proc/self/exe"};
+    config_.address = "tcp://head";  // a cluster: the executable is named by its hash
+    head_.SetReplyTo(self_.address);
+  }
+
+  // The head answers kRegisterJob with `register_answers` in turn (then ok), and stores
+  // executables.
+  void HeadAnswers(std::vector<proto::AckMsg> register_answers) {
+    outbox_.on_send = [this, register_answers](const SentMessage& m) {
+      if (m.type != MsgType::kRegisterJob && m.type != MsgType::kPutBinary) return Status::Ok();
+      proto::AckMsg ack;
+      if (m.type == MsgType::kRegisterJob && registers_ < register_answers.size())
+        ack = register_answers[registers_];
+      if (m.type == MsgType::kRegisterJob) ++registers_;
+      ack.request_id = m.RequestId();
+      auto env = testing::MakeEnvelope(MsgType::kAck, ack);
+      head_.Complete(env);
+      return Status::Ok();
+    };
+  }
+
+  ProcessIdentity self_;
+  Config config_;
+  testing::FakeOutbox outbox_;
+  HeadClient head_;
+  JobRegistration job_;
+  size_t registers_ = 0;
+};
+
+TEST_F(JobRegistrationTest, UploadsTheExecutableWhenTheHeadNeedsIt) {
+  HeadAnswers({proto::AckMsg{0, false, "NeedBinary", "send it"}});
+  job_.Register();
+  EXPECT_TRUE(job_.registered());
+  std::string hash = HashFile("/proc/self/exe");
+  EXPECT_EQ(self_.binary_hash, hash);
+  auto registers = outbox_.Sent(MsgType::kRegisterJob);
+  ASSERT_EQ(registers.size(), 2u);
+  EXPECT_EQ(registers[1].As<proto::JobMsg>().binary_hash, hash);
+  EXPECT_TRUE(registers[1].As<proto::JobMsg>().alive);
+  auto puts = outbox_.Sent(MsgType::kPutBinary);
+  ASSERT_EQ(puts.size(), 1u);
+  EXPECT_EQ(puts[0].As<proto::BinaryMsg>().hash, hash);
+  EXPECT_EQ(puts[0].As<proto::BinaryMsg>().job_id, self_.job.Binary());
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(puts[0].payload.has_value());
+  EXPECT_EQ(puts[0].payload->size(), bytes.size());
+}
+
+TEST_F(JobRegistrationTest, ARefusalThrowsTheHeadsErrorKind) {
+  HeadAnswers({proto::AckMsg{0, false, "ConfigError", "bad namespace"}});
+  EXPECT_THROW(job_.Register(), ConfigError);
+  EXPECT_FALSE(job_.registered());
+}
+
+TEST_F(JobRegistrationTest, HeartbeatsOnceASecondOnlyWhileRegistered) {
+  job_.Heartbeat(100.0);
+  EXPECT_TRUE(outbox_.Sent(MsgType::kRegisterJob).empty());
+  HeadAnswers({});
+  job_.Register();
+  outbox_.Clear();
+  job_.Heartbeat(100.0);
+  job_.Heartbeat(100.5);
+  job_.Heartbeat(101.0);
+  auto beats = outbox_.Sent(MsgType::kRegisterJob);
+  ASSERT_EQ(beats.size(), 2u);
+  EXPECT_TRUE(beats[0].As<proto::JobMsg>().alive);
+  EXPECT_EQ(beats[0].As<proto::JobMsg>().binary_hash, self_.binary_hash);
+}
+
+TEST_F(JobRegistrationTest, TheEndIsSentOnce) {
+  HeadAnswers({});
+  job_.Register();
+  outbox_.Clear();
+  job_.End(1000);
+  job_.End(1000);
+  auto ends = outbox_.Sent(MsgType::kRegisterJob);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_FALSE(ends[0].As<proto::JobMsg>().alive);
+  EXPECT_FALSE(job_.registered());
+}
+
+}  // namespace
+}  // namespace orrery::runtime
