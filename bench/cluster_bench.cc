@@ -184,8 +184,8 @@ int main(int argc, char** argv) {
     std::string cmd = g_cli + " head --port " + port + " --redis-address " + redis +
                       " --redis-password-file " + redis_password_file +
                       // The cluster's token: every session of this cluster keeps a copy.
-                      " --token-file " + tmp + "/session_latest/token >> " + tmp +
-                      "/head2.log 2>&1 &";
+                      " --token-file " + tmp + "/session_latest/token --ready-file " + tmp +
+                      "/head2.ready >> " + tmp + "/head2.log 2>&1 &";
     Sh(cmd);
     bool back = false;
     while (!back && std::chrono::duration<double>(Clock::now() - start).count() < 30) {
@@ -206,10 +206,14 @@ int main(int argc, char** argv) {
   }
   orrery::Shutdown();
   Sh(g_cli + " stop > /dev/null 2>&1");
-  // The restarted head is not in a session: stop it by its exact command line.
-  std::string port = address.substr(address.rfind(':') + 1);
-  Sh("pkill -f '" + g_cli + " head --port " + port + " --redis-address " + redis +
-     "' > /dev/null 2>&1");
+  // The restarted head is not in a session: stop it by the pid its readiness file names
+  // (docs/cli.md "Readiness files").
+  std::ifstream ready(tmp + "/head2.ready");
+  auto restarted = nlohmann::json::parse(ready, nullptr, /*allow_exceptions=*/false);
+  if (restarted.is_object() && restarted.contains("pid") && restarted["pid"].is_number_integer() &&
+      restarted["pid"].get<int>() > 0) {
+    kill(restarted["pid"].get<int>(), SIGTERM);
+  }
   Sh("rm -rf " + tmp);
   if (json) std::cout << out.dump(2) << "\n";
   return rc;

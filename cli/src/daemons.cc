@@ -3,10 +3,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <thread>
 
 #include "actors/src/node_service.h"
+#include "cli/src/ready_file.h"
 #include "core/src/accelerators.h"
 #include "core/src/log.h"
 #include "core/src/redis_store.h"
@@ -24,6 +26,11 @@ sigset_t BlockStopSignals() {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
+}
+
+// The port of an address that ends in ":PORT" (an inbox's tcp://host:port).
+int PortOf(const std::string& address) {
+  return std::atoi(address.c_str() + address.rfind(':') + 1);
 }
 }  // namespace
 
@@ -83,6 +90,14 @@ int RunHead(const HeadFlags& flags) {
   }
   std::printf("head listening on %s\n", head.address().c_str());
   std::fflush(stdout);
+  if (!flags.ready_file.empty()) {
+    if (Status w = WriteReadyFile(flags.ready_file, head.address(), PortOf(head.address()));
+        !w.ok()) {
+      std::fprintf(stderr, "orrery head: %s\n", w.message().c_str());
+      head.Stop();
+      return 1;
+    }
+  }
   int sig = 0;
   sigwait(&set, &sig);
   head.Stop();
@@ -143,10 +158,64 @@ int RunNode(const NodeFlags& flags) {
   }
   std::printf("node %s up at %s\n", node.id().Hex().c_str(), node.address().c_str());
   std::fflush(stdout);
+  if (!flags.ready_file.empty()) {
+    if (Status w = WriteReadyFile(flags.ready_file, node.address(), PortOf(node.address()),
+                                  {{"node_id", node.id().Hex()}});
+        !w.ok()) {
+      std::fprintf(stderr, "orrery node: %s\n", w.message().c_str());
+      node.Stop();
+      return 1;
+    }
+  }
   int sig = 0;
   sigwait(&set, &sig);
   node.Stop();
   return 0;
+}
+
+void AddCredentialFlags(CLI::App* app, CredentialFlags* flags) {
+  app->add_option(
+      "--token-file", flags->token_file,
+      "the cluster token (default $ORRERY_TOKEN_FILE, else this host's session of that head)");
+  app->add_flag("--insecure", flags->insecure,
+                "no authentication or encryption (a cluster started with --insecure)");
+}
+
+void AddDaemonCommands(CLI::App& app, DaemonCommands* c) {
+  constexpr const char* kReadyHelp =
+      "once serving, write {\"pid\",\"address\",\"port\"} as JSON to this file (docs/cli.md)";
+  HeadFlags& hf = c->head_flags;
+  c->head = app.add_subcommand("head", "run a head daemon in the foreground");
+  c->head->add_option("--port", hf.port, "port (0: any free port)")->check(CLI::Range(0, 65535));
+  c->head->add_option("--bind", hf.bind);
+  c->head->add_option("--redis-address", hf.redis_address);
+  c->head->add_option("--redis-password-file", hf.redis_password_file,
+                      "default $ORRERY_REDIS_PASSWORD_FILE");
+  c->head->add_option("--health-check-period-s", hf.health_period_s)->check(CLI::PositiveNumber);
+  c->head->add_option("--health-check-failure-threshold", hf.health_threshold)
+      ->check(CLI::PositiveNumber);
+  c->head->add_option("--ready-file", hf.ready_file, kReadyHelp);
+  AddCredentialFlags(c->head, &hf.credentials);
+  NodeFlags& nf = c->node_flags;
+  c->node = app.add_subcommand("node", "run a node daemon in the foreground");
+  c->node->add_option("--address", nf.address, "the head (host:port)")->required();
+  c->node->add_option("--bind", nf.bind);
+  c->node->add_option("--heartbeat-s", nf.heartbeat_s)->check(CLI::PositiveNumber);
+  c->node->add_option("--ready-file", nf.ready_file, kReadyHelp);
+  AddCredentialFlags(c->node, &nf.credentials);
+  c->node_resources.Add(c->node);
+}
+
+int RunNodeCommand(DaemonCommands& c) {
+  Config parsed = c.node_resources.Parsed();
+  NodeFlags& nf = c.node_flags;
+  nf.num_cpus = c.node_resources.num_cpus;
+  nf.memory = c.node_resources.memory;
+  nf.memory_usage_threshold = parsed.memory_usage_threshold;
+  nf.memory_monitor_refresh_ms = parsed.memory_monitor_refresh_ms;
+  nf.resources = parsed.resources;
+  nf.labels = parsed.labels;
+  return RunNode(nf);
 }
 
 }  // namespace orrery::cli

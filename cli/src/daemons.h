@@ -1,11 +1,17 @@
 // The head and node daemons that `orrery start` launches (`orrery head ...`,
-// `orrery node ...`). Each runs until SIGTERM or SIGINT.
+// `orrery node ...`). Each runs until SIGTERM or SIGINT; given --ready-file, each writes it
+// once it serves (cli/src/ready_file.h, docs/cli.md "Readiness files").
 #pragma once
 
 #include <string>
 
+#include "cli/src/resource_flags.h"
 #include "orrery/config.h"
 #include "orrery/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace orrery::cli {
 
@@ -24,6 +30,7 @@ struct HeadFlags {
   std::string redis_password_file;  // "" -> $ORRERY_REDIS_PASSWORD_FILE, else no password
   double health_period_s = 1.0;
   int health_threshold = 5;
+  std::string ready_file;  // "" -> none
 };
 
 struct NodeFlags {
@@ -37,6 +44,7 @@ struct NodeFlags {
   double heartbeat_s = 1.0;
   double memory_usage_threshold = 0.95;
   int memory_monitor_refresh_ms = 250;
+  std::string ready_file;  // "" -> none; the file adds "node_id"
 };
 
 // Sets this process's credentials from `flags` (the head's address lets a node on the head's
@@ -47,5 +55,20 @@ Result<std::string> UseDaemonCredentials(const CredentialFlags& flags,
 
 int RunHead(const HeadFlags& flags);
 int RunNode(const NodeFlags& flags);
+
+// Adds --token-file and --insecure to a daemon or inspection subcommand.
+void AddCredentialFlags(CLI::App* app, CredentialFlags* flags);
+
+// The `orrery head` and `orrery node` subcommands and the flags they fill.
+struct DaemonCommands {
+  CLI::App* head = nullptr;
+  CLI::App* node = nullptr;
+  HeadFlags head_flags;
+  NodeFlags node_flags;
+  ResourceFlags node_resources;  // parsed into node_flags by RunNodeCommand
+};
+void AddDaemonCommands(CLI::App& app, DaemonCommands* commands);
+// Runs `orrery node` with the flags parsed; throws orrery::ConfigError on malformed ones.
+int RunNodeCommand(DaemonCommands& commands);
 
 }  // namespace orrery::cli

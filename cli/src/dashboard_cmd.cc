@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/src/ready_file.h"
 #include "core/src/redis_store.h"
 #include "core/src/security.h"
 #include "dashboard/src/auth.h"
@@ -58,17 +60,37 @@ std::string ReadFile(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-}  // namespace
+// The cluster token a dashboard requires when others can reach it (not loopback, not
+// --insecure): --token-file, else $ORRERY_TOKEN_FILE, else this host's session of its Redis.
+// Sets options->token; returns the exit code to fail with (0: go on) after saying why.
+int ResolveToken(const DashboardFlags& flags, dashboard::DashboardOptions* options,
+                 std::string* token_file) {
+  if (flags.insecure || dashboard::IsLoopbackHost(flags.host)) return 0;
+  // Only a dashboard that others can reach needs the token (loopback stays open).
+  *token_file = flags.token_file;
+  const char* env = std::getenv("ORRERY_TOKEN_FILE");
+  if (token_file->empty() && env) *token_file = env;
+  if (token_file->empty()) *token_file = SessionTokenFile(flags.redis_address);
+  if (token_file->empty()) {
+    std::cerr << "orrery dashboard: --host " << flags.host
+              << " serves other hosts, so the dashboard requires the cluster token, and none was "
+                 "found: pass "
+                 "--token-file F (or set ORRERY_TOKEN_FILE; `orrery start --head` writes "
+                 "<session dir>/token), "
+                 "bind --host 127.0.0.1, or add --insecure to serve it without authentication\n";
+    return 1;
+  }
+  auto token = security::ReadTokenFile(*token_file);
+  if (!token.ok()) {
+    std::cerr << "orrery dashboard: " << token.status().message() << "\n";
+    return 1;
+  }
+  options->token = token.value();
+  return 0;
+}
 
-int RunDashboard(DashboardFlags flags) {
-  // Block the stop signals before any thread starts, so only sigwait below sees them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  // A Redis or browser that hangs up mid-write must cost a request, not the process.
-  signal(SIGPIPE, SIG_IGN);
+// The Redis to read and its password, in `options`; the exit code to fail with (0: go on).
+int ResolveRedis(DashboardFlags& flags, dashboard::DashboardOptions* options) {
   if (flags.redis_address.empty()) flags.redis_address = SessionRedis();
   if (flags.redis_address.empty()) {
     std::cerr << "orrery dashboard: no cluster found on this host; pass --redis-address HOST:PORT "
@@ -88,41 +110,59 @@ int RunDashboard(DashboardFlags flags) {
     std::cerr << "orrery dashboard: " << probe.status().message() << "\n";
     return 1;
   }
+  options->redis_address = flags.redis_address;
+  options->redis_password = password.value();
+  return 0;
+}
+
+// Once serving: the banner, the URL to open (printed, or in --url-file), the readiness file.
+int AnnounceServing(dashboard::Dashboard& d, const DashboardFlags& flags,
+                    const std::string& token_file, bool token_required, int port) {
+  std::string open_url = d.login_url();
+  std::cout << kBanner << d.url() << " (Redis at " << flags.redis_address << ")" << std::endl;
+  if (!flags.url_file.empty()) {
+    // The ticket is a credential: it goes to a 0600 file, never to the (readable) log.
+    if (Status w = security::WriteSecretFile(flags.url_file, open_url); !w.ok()) {
+      std::cerr << "orrery dashboard: " << w.message() << "\n";
+      return 1;
+    }
+  } else if (token_required) {
+    std::cout << "  Log in once with this URL: " << open_url << "\n"
+              << "  (or with the cluster token " << token_file
+              << "; scripts send 'Authorization: Bearer <token>')" << std::endl;
+  }
+  if (!flags.ready_file.empty()) {
+    if (Status w = WriteReadyFile(flags.ready_file, d.url(), port); !w.ok()) {
+      std::cerr << "orrery dashboard: " << w.message() << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunDashboard(DashboardFlags flags) {
+  // Block the stop signals before any thread starts, so only sigwait below sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A Redis or browser that hangs up mid-write must cost a request, not the process.
+  signal(SIGPIPE, SIG_IGN);
   dashboard::DashboardOptions options;
-  options.redis_address = flags.redis_address;
-  options.redis_password = password.value();
+  if (int rc = ResolveRedis(flags, &options)) return rc;
   options.host = flags.host;
   options.port = flags.port;
   options.insecure = flags.insecure;
-  bool loopback = dashboard::IsLoopbackHost(flags.host);
   if (flags.insecure && !flags.token_file.empty()) {
     std::cerr << "orrery dashboard: --insecure and --token-file contradict each other\n";
     return 2;
   }
   std::string token_file;
-  if (!flags.insecure && !loopback) {
-    // Only a dashboard that others can reach needs the token (loopback stays open).
-    token_file = flags.token_file;
-    const char* env = std::getenv("ORRERY_TOKEN_FILE");
-    if (token_file.empty() && env) token_file = env;
-    if (token_file.empty()) token_file = SessionTokenFile(flags.redis_address);
-    if (token_file.empty()) {
-      std::cerr << "orrery dashboard: --host " << flags.host
-                << " serves other hosts, so the dashboard requires the cluster token, and none was "
-                   "found: pass "
-                   "--token-file F (or set ORRERY_TOKEN_FILE; `orrery start --head` writes "
-                   "<session dir>/token), "
-                   "bind --host 127.0.0.1, or add --insecure to serve it without authentication\n";
-      return 1;
-    }
-    auto token = security::ReadTokenFile(token_file);
-    if (!token.ok()) {
-      std::cerr << "orrery dashboard: " << token.status().message() << "\n";
-      return 1;
-    }
-    options.token = token.value();
-  }
-  if (flags.insecure && !loopback) {
+  if (int rc = ResolveToken(flags, &options, &token_file)) return rc;
+  if (flags.insecure && !dashboard::IsLoopbackHost(flags.host)) {
     std::cerr << "orrery dashboard: WARNING: --insecure with --host " << flags.host
               << ": the dashboard is served WITHOUT authentication; anyone who can reach this port "
                  "can read "
@@ -134,33 +174,51 @@ int RunDashboard(DashboardFlags flags) {
     std::cerr << "orrery dashboard: " << port.status().message() << "\n";
     return 1;
   }
-  std::string open_url = d.login_url();
-  std::cout << kBanner << d.url() << " (Redis at " << flags.redis_address << ")" << std::endl;
-  if (!flags.url_file.empty()) {
-    // The ticket is a credential: it goes to a 0600 file, never to the (readable) log.
-    if (Status w = security::WriteSecretFile(flags.url_file, open_url); !w.ok()) {
-      std::cerr << "orrery dashboard: " << w.message() << "\n";
-      return 1;
-    }
-  } else if (!options.token.empty()) {
-    std::cout << "  Log in once with this URL: " << open_url << "\n"
-              << "  (or with the cluster token " << token_file
-              << "; scripts send 'Authorization: Bearer <token>')" << std::endl;
+  int rc = AnnounceServing(d, flags, token_file, !options.token.empty(), port.value());
+  if (rc == 0) {
+    int sig = 0;
+    sigwait(&set, &sig);
   }
-  int sig = 0;
-  sigwait(&set, &sig);
   d.Stop();
-  return 0;
+  return rc;
+}
+
+CLI::App* AddDashboardCommand(CLI::App& app, DashboardFlags* df) {
+  auto* dash = app.add_subcommand(
+      "dashboard", "serve the web dashboard of a cluster (reads its Redis) until Ctrl-C");
+  dash->add_option("--redis-address", df->redis_address,
+                   "the cluster's Redis (host:port); default: this host's latest session");
+  dash->add_option(
+      "--redis-password-file", df->redis_password_file,
+      "its password (default $ORRERY_REDIS_PASSWORD_FILE, else this host's session of that Redis)");
+  dash->add_option("--host", df->host, "address to bind (default 127.0.0.1)");
+  dash->add_option("--port", df->port, "port to serve on (default 8265; 0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  dash->add_option("--token-file", df->token_file,
+                   "the cluster token, required with a --host other than loopback (default "
+                   "$ORRERY_TOKEN_FILE, else "
+                   "the token of this host's session of that Redis)");
+  dash->add_flag("--insecure", df->insecure,
+                 "serve a --host other than loopback without authentication");
+  dash->add_option("--url-file", df->url_file,
+                   "write the URL to open to this file (0600) instead of printing it")
+      ->group("");
+  dash->add_option("--ready-file", df->ready_file,
+                   "once serving, write {\"pid\",\"address\",\"port\"} as JSON to this file "
+                   "(docs/cli.md)");
+  return dash;
 }
 
 Result<std::string> StartDashboardDaemon(Session& session, const std::string& redis_address,
                                          const std::string& host, int port) {
   std::string log = session.dir + "/logs/dashboard.log";
   std::string url_file = session.dir + "/dashboard_url";
+  std::string ready_file = session.dir + "/dashboard.ready";
   unlink(url_file.c_str());
+  unlink(ready_file.c_str());
   std::vector<std::string> argv{SelfExe(),    "dashboard", "--redis-address", redis_address,
                                 "--host",     host,        "--port",          std::to_string(port),
-                                "--url-file", url_file};
+                                "--url-file", url_file,    "--ready-file",    ready_file};
   if (session.values["insecure"] == "1") {
     argv.push_back("--insecure");
   } else {
@@ -172,32 +230,20 @@ Result<std::string> StartDashboardDaemon(Session& session, const std::string& re
   }
   auto pid = SpawnDaemon(argv, log);
   if (!pid.ok()) return pid.status();
-  // Wait (with a deadline) for the URL file, written once the dashboard serves; it carries
-  // the port actually bound and, when the token is required, a one-time ticket.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  while (std::chrono::steady_clock::now() < deadline) {
-    // Written whole (renamed into place), so any content is the complete URL.
-    std::string written = ReadFile(url_file);
-    while (!written.empty() && std::isspace(static_cast<unsigned char>(written.back())))
-      written.pop_back();
-    if (!written.empty()) {
-      unlink(url_file.c_str());  // printed once; the ticket is not kept around
-      session.pids.push_back(pid.value());
-      session.Save();
-      return written;
-    }
-    std::string content = ReadFile(log);
-    // The daemon is our child: once it exits it stays a zombie (still "alive" to kill 0)
-    // until reaped here.
-    if (waitpid(pid.value(), nullptr, WNOHANG) == pid.value() || !Alive(pid.value())) {
-      std::string why = content.empty() ? "it exited" : content.substr(0, content.find('\n'));
-      return Status::Unavailable(why + " (see " + log + ")");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a file with a deadline
+  // The URL file is written before the readiness file; it carries, when the token is
+  // required, a one-time ticket.
+  auto ready = WaitForReadyFile(ready_file, pid.value(), log, "the dashboard");
+  std::string url = ready.ok() ? ReadFile(url_file) : "";
+  unlink(url_file.c_str());  // printed once; the ticket is not kept around
+  while (!url.empty() && std::isspace(static_cast<unsigned char>(url.back()))) url.pop_back();
+  if (!ready.ok() || url.empty()) {
+    StopProcesses({pid.value()});
+    return ready.ok() ? Status::Unavailable("the dashboard wrote no URL (see " + log + ")")
+                      : ready.status();
   }
-  kill(pid.value(), SIGKILL);
-  waitpid(pid.value(), nullptr, 0);
-  return Status::Timeout("the dashboard did not start within 15 s (see " + log + ")");
+  session.pids.push_back(pid.value());
+  session.Save();
+  return url;
 }
 
 }  // namespace orrery::cli

@@ -6,6 +6,10 @@
 
 #include "cli/src/session.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace orrery::cli {
 
 struct DashboardFlags {
@@ -20,7 +24,12 @@ struct DashboardFlags {
   // Where the daemon writes the URL to open (with its one-time ticket), mode 0600, once it
   // serves; "" prints it instead.
   std::string url_file;
+  // Written once the dashboard serves (after url_file): docs/cli.md "Readiness files".
+  std::string ready_file;
 };
+
+// Adds `orrery dashboard` and its flags (filling `flags`) to `app`.
+CLI::App* AddDashboardCommand(CLI::App& app, DashboardFlags* flags);
 
 // Serves until SIGINT or SIGTERM; prints "Dashboard at http://HOST:PORT" once listening
 // and, when the dashboard requires the token, a one-time login URL
@@ -30,9 +39,9 @@ int RunDashboard(DashboardFlags flags);
 
 // Starts `orrery dashboard` as a daemon of `session` (logs/dashboard.log) bound to `host`,
 // with the session's token file (or --insecure for an insecure session), and waits until it
-// serves. Returns the URL to open (a one-time login URL when the dashboard requires the
-// token) and records its pid in the session; on failure (port in use, ...) returns the
-// reason as a non-OK status and leaves nothing running.
+// serves (its readiness file, <session dir>/dashboard.ready). Returns the URL to open (a one-time
+// login URL when the dashboard requires the token) and records its pid in the session; on failure
+// (port in use, ...) returns the reason as a non-OK status and leaves nothing running.
 Result<std::string> StartDashboardDaemon(Session& session, const std::string& redis_address,
                                          const std::string& host, int port);
 

@@ -4,6 +4,12 @@
 
 #include <string>
 
+#include "cli/src/daemons.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace orrery::cli {
 
 struct InspectFlags {
@@ -16,5 +22,18 @@ struct InspectFlags {
 
 int Status(const InspectFlags& flags);
 int List(const std::string& what, const InspectFlags& flags);
+
+// The `orrery status` and `orrery list` subcommands and the flags they fill (inspect_cmd.cc).
+struct InspectCommands {
+  CLI::App* status = nullptr;
+  CLI::App* list = nullptr;
+  std::string what;  // list's argument
+  InspectFlags flags;
+  CredentialFlags credentials;
+};
+void AddInspectCommands(CLI::App& app, InspectCommands* commands);
+// Finds the cluster (the flags, else $ORRERY_ADDRESS, else this host's sessions), its Redis
+// password and credentials, and runs the subcommand parsed. Returns the exit code.
+int RunInspectCommand(InspectCommands& commands);
 
 }  // namespace orrery::cli

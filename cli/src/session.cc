@@ -1,12 +1,10 @@
 #include "cli/src/session.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/src/redis_store.h"
 
@@ -152,18 +151,21 @@ Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string&
   return int(pid);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+void StopProcesses(const std::vector<int>& pids) {
+  for (auto it = pids.rbegin(); it != pids.rend(); ++it)
+    if (Alive(*it)) kill(*it, SIGTERM);
+  // A child of this process that exited stays a zombie (Alive) until reaped here.
+  auto running = [](int pid) { return waitpid(pid, nullptr, WNOHANG) != pid && Alive(pid); };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (int pid : pids) {
+    while (running(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // waiting for exit, deadline
+    }
+    if (running(pid)) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, WNOHANG);
+    }
+  }
 }
 
 std::string SelfExe() {

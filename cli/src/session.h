@@ -44,8 +44,9 @@ int LiveNodeFor(const std::string& head_address);
 // Starts `argv` detached (own session, output to `log`), returns its pid.
 Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log);
 bool Alive(int pid);
-// A free TCP port on 127.0.0.1.
-int FreePort();
+// Stops `pids` (SIGTERM in reverse order, then SIGKILL for any still running after 5 s),
+// reaping those that are children of this process.
+void StopProcesses(const std::vector<int>& pids);
 // The absolute path of this executable.
 std::string SelfExe();
 

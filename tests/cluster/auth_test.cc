@@ -203,7 +203,8 @@ TEST_F(AuthTest, StrangersGetNothingThroughToTheHeadANodeOrAWorker) {
   ExpectStrangersRefused(worker, Garbage(), "a worker");
 
   // A well-formed node registration from a stranger registers nothing.
-  std::string fake = "tcp://127.0.0.1:" + std::to_string(orrery_cluster::FreePort());
+  orrery_cluster::DeadPort fake_port;
+  std::string fake = fake_port.address();
   for (Stranger kind : {Stranger::kPlain, Stranger::kOwnKey, Stranger::kOtherClusterKey}) {
     GetsAnyReply(ctx_, cluster_.head_address(), NodeRegistration(fake), &kind, 300);
   }

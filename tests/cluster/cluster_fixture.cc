@@ -1,6 +1,7 @@
 #include "tests/cluster/cluster_fixture.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -15,25 +16,126 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "core/src/security.h"
+#include "tests/cluster/redis_client.h"
 
 extern char** environ;
 
 namespace orrery_cluster {
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+DeadPort::DeadPort() {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw std::runtime_error(std::string("cannot bind a loopback port: ") + std::strerror(errno));
+  }
+  port_ = ntohs(addr.sin_port);
+}
+
+DeadPort::~DeadPort() {
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string LogTail(const std::string& log, int lines) {
+  std::ifstream in(log);
+  std::deque<std::string> tail;
+  std::string line;
+  while (std::getline(in, line)) {
+    tail.push_back(line);
+    if (int(tail.size()) > lines) tail.pop_front();
+  }
+  std::string out;
+  for (const auto& l : tail) out += "  " + l + "\n";
+  return out;
+}
+
+namespace {
+
+// Whether `pid` (a child of this process) has exited; reaps it.
+bool Exited(int pid) { return waitpid(pid, nullptr, WNOHANG) == pid || kill(pid, 0) != 0; }
+
+std::runtime_error StartError(const std::string& what, const std::string& log) {
+  return std::runtime_error(what + "; the last lines of " + log + ":\n" + LogTail(log));
+}
+
+Ready ParseReady(const std::string& path, int pid, const std::string& log) {
+  std::ifstream in(path);
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto integer = [&](const char* k) { return j.contains(k) && j[k].is_number_integer(); };
+  auto text = [&](const char* k) { return j.contains(k) && j[k].is_string(); };
+  if (!j.is_object() || !integer("pid") || !integer("port") || !text("address"))
+    throw StartError("a malformed readiness file " + path, log);
+  Ready r;
+  r.pid = j["pid"].get<int>();
+  r.port = j["port"].get<int>();
+  r.address = j["address"].get<std::string>();
+  if (text("node_id")) r.node_id = j["node_id"].get<std::string>();
+  if (r.pid != pid) throw StartError(path + " names pid " + std::to_string(r.pid), log);
+  return r;
+}
+
+// A loopback port free now: only a candidate (StartRedisServer retries when it is taken).
+int CandidatePort() {
+  DeadPort held;
+  return held.port();
+}
+
+// Redis on `port` answers PING as the process `pid` (not another one holding the port).
+bool RedisServes(int port, const std::string& password, int pid) {
+  Redis r(port, password);
+  if (!r.ok() || !r.auth_error().empty()) return false;
+  auto pong = r.Strings({"PING"});  // an error while it loads its append-only file
+  if (pong.empty() || pong[0] != "PONG") return false;
+  auto info = r.Strings({"INFO", "server"});
+  return !info.empty() &&
+         info[0].find("\nprocess_id:" + std::to_string(pid) + "\r") != std::string::npos;
+}
+
+}  // namespace
+
+Ready WaitReady(const std::string& path, int pid, const std::string& log, int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    // Renamed into place whole: a file that exists is complete.
+    if (access(path.c_str(), F_OK) == 0) return ParseReady(path, pid, log);
+    if (Exited(pid)) throw StartError("process " + std::to_string(pid) + " exited", log);
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw StartError("process " + std::to_string(pid) + " was not ready in time", log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::pair<int, int> StartRedisServer(
+    const std::function<int(const std::vector<std::string>&, const std::string&)>& spawn,
+    const std::string& conf_path, const std::string& conf_lines, const std::string& password,
+    const std::string& log, int port) {
+  const int attempts = port ? 1 : 5;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    int p = port ? port : CandidatePort();
+    orrery::Status written = orrery::security::WriteSecretFile(
+        conf_path, "port " + std::to_string(p) + "\n" + conf_lines);
+    if (!written.ok()) throw std::runtime_error(written.message());
+    int pid = spawn({"redis-server", conf_path}, log);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!Exited(pid)) {
+      // Ready only once the append-only file is loaded (PING answers PONG).
+      if (RedisServes(p, password, pid)) return {pid, p};
+      if (std::chrono::steady_clock::now() >= deadline) {
+        KillHard(pid);
+        throw StartError("redis-server was not ready in time", log);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // It exited: most likely the port was taken meanwhile; another one.
+  }
+  throw StartError("redis-server did not start", log);
 }
 
 // The environment of this process with `env` replacing or adding variables.
@@ -171,14 +273,6 @@ void KillHard(int pid) {
 
 std::string CliPath() { return ORRERY_CLI_PATH; }
 
-namespace {
-bool LogHas(const std::string& log, const std::string& needle) {
-  std::ifstream in(log);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return content.find(needle) != std::string::npos;
-}
-}  // namespace
-
 Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {
   char tmpl[] = "/tmp/orrery_cluster_test_XXXXXX";
   dir_ = mkdtemp(tmpl);
@@ -209,8 +303,6 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
   health_period_s_ = health_period_s;
   health_threshold_ = health_threshold;
   if (redis_pid_ < 0 && redis_address_.empty()) {
-    int rport = FreePort();
-    redis_address_ = "127.0.0.1:" + std::to_string(rport);
     redis_dir_ = dir_;
     // Redis has a password, as `orrery start --head` gives it one; the test process and the
     // programs it starts (drivers, `orrery status`) find it in ORRERY_REDIS_PASSWORD_FILE.
@@ -219,39 +311,42 @@ void Cluster::StartHead(double health_period_s, int health_threshold) {
         orrery::security::WriteSecretFile(redis_password_file_, orrery::security::NewToken());
     if (!written.ok()) throw std::runtime_error(written.message());
     setenv("ORRERY_REDIS_PASSWORD_FILE", redis_password_file_.c_str(), 1);
-    StartRedis(rport, redis_dir_);
+    StartRedis(0, redis_dir_);
   }
-  if (head_address_.empty()) head_address_ = "127.0.0.1:" + std::to_string(FreePort());
-  std::string port = head_address_.substr(head_address_.rfind(':') + 1);
+  // The first head binds any free port; a restarted one the same port, where the nodes and
+  // drivers look for it.
+  std::string port =
+      head_address_.empty() ? "0" : head_address_.substr(head_address_.rfind(':') + 1);
   // A restarted head writes a new log, so the previous one stays for the post-mortem.
-  std::string log =
-      heads_++ == 0 ? dir_ + "/head.log" : dir_ + "/head." + std::to_string(heads_ - 1) + ".log";
+  std::string name = heads_++ == 0 ? "head" : "head." + std::to_string(heads_ - 1);
+  std::string log = dir_ + "/" + name + ".log", ready = dir_ + "/" + name + ".ready";
   std::ofstream(log, std::ios::trunc).close();
   head_pid_ =
       spawner_->Spawn({CliPath(), "head", "--port", port, "--redis-address", redis_address_,
                        "--health-check-period-s", std::to_string(health_period_s_),
                        "--health-check-failure-threshold", std::to_string(health_threshold_),
-                       "--redis-password-file", redis_password_file_},
+                       "--redis-password-file", redis_password_file_, "--ready-file", ready},
                       log);
-  if (!WaitFor([&] { return LogHas(log, "head listening on"); }))
-    throw std::runtime_error("the head did not start");
+  Ready r = WaitReady(ready, head_pid_, log);
+  head_address_ = r.address;
 }
 
 void Cluster::StartRedis(int port, const std::string& dir) {
-  std::string log = dir_ + "/redis." + std::to_string(redis_restarts_++) + ".log";
+  std::string n = std::to_string(redis_restarts_++);
+  std::string log = dir_ + "/redis." + n + ".log", conf = dir_ + "/redis." + n + ".conf";
   // The password goes in a config file (0600), never on the command line.
   std::ifstream password_in(redis_password_file_);
   std::string password;
   std::getline(password_in, password);
-  std::string conf = dir_ + "/redis." + std::to_string(redis_restarts_ - 1) + ".conf";
-  orrery::Status written = orrery::security::WriteSecretFile(
-      conf, "port " + std::to_string(port) + "\nbind 127.0.0.1\ndir \"" + dir +
-                "\"\nappendonly yes\nsave \"\"\nrequirepass " + password);
-  if (!written.ok()) throw std::runtime_error(written.message());
-  redis_pid_ = spawner_->Spawn({"redis-server", conf}, log);
-  // Ready only once the append-only file is loaded.
-  if (!WaitFor([&] { return LogHas(log, "Ready to accept connections"); }))
-    throw std::runtime_error("redis did not start; see " + log);
+  auto [pid, bound] = StartRedisServer(
+      [this](const std::vector<std::string>& argv, const std::string& l) {
+        return spawner_->Spawn(argv, l);
+      },
+      conf,
+      "bind 127.0.0.1\ndir \"" + dir + "\"\nappendonly yes\nsave \"\"\nrequirepass " + password,
+      password, log, port);
+  redis_pid_ = pid;
+  redis_address_ = "127.0.0.1:" + std::to_string(bound);
 }
 
 void Cluster::RestartRedis(bool empty) {
@@ -268,11 +363,16 @@ int Cluster::AddNode(const std::string& resources_json, const std::string& label
 }
 
 int Cluster::StartNode(const NodeSpec& spec) {
-  std::string log = dir_ + "/node" + std::to_string(logs_++) + ".log";
-  int pid = spawner_->Spawn(spec.argv, log, spec.env);
-  if (!WaitFor([&] { return LogHas(log, " up at "); })) {
+  std::string name = dir_ + "/node" + std::to_string(logs_++);
+  std::string log = name + ".log", ready = name + ".ready";
+  std::vector<std::string> argv = spec.argv;
+  argv.insert(argv.end(), {"--ready-file", ready});
+  int pid = spawner_->Spawn(argv, log, spec.env);
+  try {
+    WaitReady(ready, pid, log);
+  } catch (const std::runtime_error&) {
     KillHard(pid);
-    throw std::runtime_error("a node did not start; see " + log);
+    throw;
   }
   return pid;
 }

@@ -1,6 +1,7 @@
 // A real cluster on loopback for tests: redis-server, an `orrery head` daemon and node
 // daemons, each its own process on an ephemeral port, stopped (SIGKILL) by the destructor,
-// and killed by the kernel if the test process dies first (crash, ctest timeout).
+// and killed by the kernel if the test process dies first (crash, ctest timeout). The
+// daemons bind port 0 and say which port they got in their readiness files.
 #pragma once
 
 #include <signal.h>
@@ -27,7 +28,48 @@ inline bool WaitFor(const std::function<bool()>& cond, int timeout_ms = 20000) {
   return cond();
 }
 
-int FreePort();
+// A loopback TCP port held bound but not listening for as long as this lives: connecting to
+// it is refused, and no other process can take it meanwhile (a peer that is surely dead).
+class DeadPort {
+ public:
+  DeadPort();
+  ~DeadPort();
+  DeadPort(const DeadPort&) = delete;
+  DeadPort& operator=(const DeadPort&) = delete;
+  int port() const { return port_; }
+  std::string address() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// What a daemon given --ready-file wrote once serving (docs/cli.md "Readiness files").
+struct Ready {
+  int pid = 0;
+  std::string address;  // host:port
+  int port = 0;
+  std::string node_id;  // a node's
+};
+// Waits for the readiness file `path` of the daemon `pid` (a child of this process). Throws
+// std::runtime_error, with the last lines of its `log`, when it exits first, writes another
+// pid, or is not ready by the deadline.
+Ready WaitReady(const std::string& path, int pid, const std::string& log, int timeout_ms = 20000);
+
+// Starts redis-server through `spawn` (argv, log -> pid) with the config file `conf_path`:
+// `conf_lines` (without a port line) and the port. On `port`, or when 0 on a loopback port
+// chosen here: Redis cannot report a port of its own choosing, so when another process takes
+// the chosen one first (redis-server exits), another is tried, a few times. Waits until it
+// answers PING (after AUTH `password`, "" for none) as the process started. Returns {pid, port};
+// throws std::runtime_error, with the last lines of `log`, when it does not start.
+std::pair<int, int> StartRedisServer(
+    const std::function<int(const std::vector<std::string>&, const std::string&)>& spawn,
+    const std::string& conf_path, const std::string& conf_lines, const std::string& password,
+    const std::string& log, int port = 0);
+
+// The last `lines` lines of the file `log`.
+std::string LogTail(const std::string& log, int lines = 20);
+
 // Starts argv (stdout/stderr appended to `log`) with this process's environment plus
 // `env`, returns the pid.
 int Spawn(const std::vector<std::string>& argv, const std::string& log,

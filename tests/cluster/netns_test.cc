@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/src/security.h"
 #include "orrery/orrery.h"
@@ -29,12 +29,6 @@ class Where {
 ORRERY_REMOTE(Where::Create, &Where::Ip, &Where::Twice);
 
 bool Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-bool LogHas(const std::string& log, const std::string& needle) {
-  std::ifstream in(log);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return content.find(needle) != std::string::npos;
-}
 
 class NetnsTest : public ::testing::Test {
  protected:
@@ -61,31 +55,31 @@ class NetnsTest : public ::testing::Test {
     ASSERT_TRUE(
         orrery::security::WriteSecretFile(dir_ + "/token", orrery::security::NewToken()).ok());
     setenv("ORRERY_TOKEN_FILE", (dir_ + "/token").c_str(), 1);
-    int rport = orrery_cluster::FreePort();
     // Redis with a password, as `orrery start --head` starts it: in a 0600 config file.
-    const std::string password_file = dir_ + "/redis_password", conf = dir_ + "/redis.conf";
+    const std::string password_file = dir_ + "/redis_password";
     const std::string password = orrery::security::NewToken();
     ASSERT_TRUE(orrery::security::WriteSecretFile(password_file, password).ok());
-    ASSERT_TRUE(orrery::security::WriteSecretFile(
-                    conf, "port " + std::to_string(rport) + "\nbind 127.0.0.1\nsave \"\"\n" +
-                              "dir \"" + dir_ + "\"\nrequirepass " + password)
-                    .ok());
-    redis_ = orrery_cluster::Spawn({"redis-server", conf}, dir_ + "/redis.log");
-    ASSERT_TRUE(
-        WaitFor([&] { return LogHas(dir_ + "/redis.log", "Ready to accept connections"); }));
-    head_address_ = host_ip_ + ":" + std::to_string(orrery_cluster::FreePort());
+    auto [redis_pid, rport] = orrery_cluster::StartRedisServer(
+        [](const std::vector<std::string>& argv, const std::string& log) {
+          return orrery_cluster::Spawn(argv, log);
+        },
+        dir_ + "/redis.conf",
+        "bind 127.0.0.1\nsave \"\"\ndir \"" + dir_ + "\"\nrequirepass " + password, password,
+        dir_ + "/redis.log");
+    redis_ = redis_pid;
     head_ = orrery_cluster::Spawn(
-        {orrery_cluster::CliPath(), "head", "--bind", host_ip_, "--port",
-         head_address_.substr(head_address_.rfind(':') + 1), "--redis-address",
-         "127.0.0.1:" + std::to_string(rport), "--redis-password-file", password_file},
+        {orrery_cluster::CliPath(), "head", "--bind", host_ip_, "--port", "0", "--redis-address",
+         "127.0.0.1:" + std::to_string(rport), "--redis-password-file", password_file,
+         "--ready-file", dir_ + "/head.ready"},
         dir_ + "/head.log");
-    ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/head.log", "head listening on"); }));
+    head_address_ =
+        orrery_cluster::WaitReady(dir_ + "/head.ready", head_, dir_ + "/head.log").address;
     // The node lives in the namespace: its only way to the head is the veth pair.
-    node_ = orrery_cluster::Spawn(
-        {"ip", "netns", "exec", ns_, orrery_cluster::CliPath(), "node", "--address", head_address_,
-         "--bind", ns_ip_, "--num-cpus", "2", "--labels", "place=netns"},
-        dir_ + "/node.log");
-    ASSERT_TRUE(WaitFor([&] { return LogHas(dir_ + "/node.log", " up at "); }));
+    node_ = orrery_cluster::Spawn({"ip", "netns", "exec", ns_, orrery_cluster::CliPath(), "node",
+                                   "--address", head_address_, "--bind", ns_ip_, "--num-cpus", "2",
+                                   "--labels", "place=netns", "--ready-file", dir_ + "/node.ready"},
+                                  dir_ + "/node.log");
+    orrery_cluster::WaitReady(dir_ + "/node.ready", node_, dir_ + "/node.log");
   }
 
   void TearDown() override {

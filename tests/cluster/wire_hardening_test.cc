@@ -239,7 +239,8 @@ TEST_F(WireHardeningTest, FetchBinaryFloodToADeadPortLeavesTheHeadSmall) {
   long before_kb = StatusKb(head_pid_, "VmRSS");
   // Enough requests that their replies, all queued, would take at least 1 GiB.
   int requests = int(std::max<long long>(150, (1ll << 30) / size + 1));
-  std::string dead = "tcp://127.0.0.1:" + std::to_string(orrery_cluster::FreePort());
+  orrery_cluster::DeadPort dead_port;  // bound, never listening: every connection refused
+  std::string dead = dead_port.address();
   zmq::socket_t dealer(ctx_, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 2000);
   orrery::security::ConfigureClient(dealer);

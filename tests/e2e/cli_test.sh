@@ -158,6 +158,8 @@ expect_error "bogus" list bogus
 step "orrery start --head again on the same port: it fails, and orrery status still finds the cluster"
 before=$(find "$sessions" -maxdepth 1 -name 'session_*' -type d | sort)
 expect_error "did not start" start --head --port "${head_address##*:}" --no-dashboard
+# The message says why, from the end of the head's log: its port is taken.
+grep -qF "Address already in use" "$tmp/bad.err" || fail "the failed start did not show the head's log: $(cat "$tmp/bad.err")"
 orrery status >"$tmp/status_after_failed_start.out" 2>&1 ||
   fail "orrery status failed after a failed start: $(cat "$tmp/status_after_failed_start.out")"
 grep -qF "Cluster at $head_address" "$tmp/status_after_failed_start.out" ||

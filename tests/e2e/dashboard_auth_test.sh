@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The dashboard's authentication as curl sees it (docs/dashboard.md, "Authentication"):
-#   1. redis-server on a free loopback port and a token file (0600)
+#   1. redis-server on a loopback port and a token file (0600)
 #   2. `orrery dashboard --host 0.0.0.0 --token-file F` (bound to every interface, reached
 #      here through 127.0.0.1: the bind address decides): prints a one-time login URL
 #   3. without credentials every page, asset and /api route answers 401 (HTML login page,
@@ -21,7 +21,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 e2e_args "$@"
 require_built "$orrery_bin"
-require_tools redis-server curl python3
+require_tools redis-server redis-cli curl python3
 
 start_daemon_test dashboard_auth
 unset ORRERY_TOKEN_FILE ORRERY_INSECURE
@@ -43,10 +43,8 @@ apis=(/api/cluster /api/nodes /api/actors /api/placement_groups /api/jobs /api/r
 
 # 1. Redis and a token.
 step "redis-server and a token file"
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
-pids+=($!)
-wait_for 15 log_has "$tmp/redis.log" "Ready to accept connections" || fail "redis-server did not start"
+start_redis "$tmp/redis.log" --save '' --appendonly no
+pids+=("$redis_pid")
 (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$tmp/token")
 token=$(cat "$tmp/token")
 # The token with its last character changed.
@@ -55,13 +53,14 @@ wrong_token=${token%?}$([[ ${token: -1} == 0 ]] && echo 1 || echo 0)
 # Starts `orrery dashboard ARGS...` with its output in $tmp/$1.log; sets dash_pid and base
 # (http://127.0.0.1:PORT).
 start_dashboard() {
-  local log="$tmp/$1.log"
+  local log="$tmp/$1.log" ready="$tmp/$1.ready"
   shift
-  orrery_bg dashboard --redis-address "127.0.0.1:$redis_port" --port 0 "$@" >"$log" 2>&1
+  orrery_bg dashboard --redis-address "127.0.0.1:$redis_port" --port 0 --ready-file "$ready" "$@" >"$log" 2>&1
   dash_pid=$!
   pids+=("$dash_pid")
-  wait_for 15 log_has "$log" "^Dashboard at http://[^ ]*:[0-9]*" || fail "the dashboard printed no URL"
-  base="http://127.0.0.1:$(sed -n 's|^Dashboard at http://[^ ]*:\([0-9]*\) .*|\1|p' "$log" | head -1)"
+  wait_ready "$ready" "$dash_pid" 15 "$log"
+  base="http://127.0.0.1:$(ready_field "$ready" port)"
+  grep -q "^Dashboard at http://[^ ]*:[0-9]*" "$log" || fail "the dashboard printed no URL"
 }
 
 # 2. Bound to every interface, with the token.

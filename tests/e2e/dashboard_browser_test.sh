@@ -201,13 +201,11 @@ fi
 # 5. Logging in with a browser, to a dashboard bound to every interface. It finds the
 # session's token itself (the session whose Redis it serves).
 step "orrery dashboard --host 0.0.0.0: the login page, then the one-time URL"
-orrery_bg dashboard --host 0.0.0.0 --port 0 >"$tmp/auth_dashboard.log" 2>&1
-deadline=$((SECONDS + 15))
-until grep -q 'login?ticket=' "$tmp/auth_dashboard.log"; do
-  ((SECONDS < deadline)) || fail "orrery dashboard --host 0.0.0.0 printed no one-time URL: $(cat "$tmp/auth_dashboard.log")"
-  sleep 0.1
-done
-auth_port=$(sed -n 's|^Dashboard at http://[^ ]*:\([0-9]*\) .*|\1|p' "$tmp/auth_dashboard.log")
+orrery_bg dashboard --host 0.0.0.0 --port 0 --ready-file "$tmp/auth_dashboard.ready" >"$tmp/auth_dashboard.log" 2>&1
+wait_ready "$tmp/auth_dashboard.ready" "$!" 15 "$tmp/auth_dashboard.log"
+grep -q 'login?ticket=' "$tmp/auth_dashboard.log" ||
+  fail "orrery dashboard --host 0.0.0.0 printed no one-time URL: $(cat "$tmp/auth_dashboard.log")"
+auth_port=$(ready_field "$tmp/auth_dashboard.ready" port)
 auth_ticket=$(grep -o 'login?ticket=[0-9a-f]*' "$tmp/auth_dashboard.log" | head -1)
 auth_base="http://127.0.0.1:$auth_port"
 mkdir -p "$tmp/chrome-login"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The dashboard's HTTP API as a browser (or curl) sees it, on one machine:
-#   1. redis-server on a free loopback port, `orrery head` and `orrery node --num-cpus 3`
+#   1. redis-server on a loopback port, `orrery head --port 0` and `orrery node --num-cpus 3`,
+#      each waited for by its readiness file
 #   2. `orrery dashboard --redis-address <redis> --port 0`: prints its URL
 #   3. /api/nodes lists the node (alive, CPU 3, used), /api/cluster has CPU total 3,
 #      the pages and assets answer with their content types, an unknown /api path and an
@@ -18,7 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 e2e_args "$@"
 require_built "$orrery_bin"
-require_tools redis-server curl python3
+require_tools redis-server redis-cli curl python3
 
 start_daemon_test dashboard
 
@@ -42,28 +43,26 @@ step "redis-server, orrery head, orrery node --num-cpus 3"
 # The cluster's token (docs/security.md), as `orrery start --head` would make one.
 (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/token")
 export ORRERY_TOKEN_FILE="$tmp/token"
-redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$tmp/redis.log" 2>&1 &
-redis_pid=$!
+start_redis "$tmp/redis.log" --save '' --appendonly no
 pids+=("$redis_pid")
-wait_for 15 log_has "$tmp/redis.log" "Ready to accept connections" || fail "redis-server did not start"
-head_port=$(free_port)
-orrery_bg head --port "$head_port" --redis-address "127.0.0.1:$redis_port" >"$tmp/head.log" 2>&1
+orrery_bg head --port 0 --redis-address "127.0.0.1:$redis_port" --ready-file "$tmp/head.ready" >"$tmp/head.log" 2>&1
 pids+=($!)
-wait_for 15 log_has "$tmp/head.log" "head listening on" || fail "the head did not start"
-orrery_bg node --address "127.0.0.1:$head_port" --num-cpus 3 >"$tmp/node.log" 2>&1
+wait_ready "$tmp/head.ready" "$!" 15 "$tmp/head.log"
+head_port=$(ready_field "$tmp/head.ready" port)
+orrery_bg node --address "127.0.0.1:$head_port" --num-cpus 3 --ready-file "$tmp/node.ready" >"$tmp/node.log" 2>&1
 pids+=($!)
-wait_for 15 log_has "$tmp/node.log" " up at " || fail "the node did not start"
-node_id=$(sed -n 's/^node \([0-9a-f]\{32\}\) up at .*/\1/p' "$tmp/node.log")
-[[ -n "$node_id" ]] || fail "no node id in the node's log"
+wait_ready "$tmp/node.ready" "$!" 15 "$tmp/node.log"
+node_id=$(ready_field "$tmp/node.ready" node_id)
+[[ -n "$node_id" ]] || fail "no node_id in the node's readiness file"
 
 # 2. The dashboard.
 step "orrery dashboard --redis-address 127.0.0.1:$redis_port --port 0"
-orrery_bg dashboard --redis-address "127.0.0.1:$redis_port" --port 0 >"$tmp/dashboard.log" 2>&1
+orrery_bg dashboard --redis-address "127.0.0.1:$redis_port" --port 0 --ready-file "$tmp/dashboard.ready" >"$tmp/dashboard.log" 2>&1
 dashboard_pid=$!
 pids+=("$dashboard_pid")
-wait_for 15 log_has "$tmp/dashboard.log" "^Dashboard at http://127.0.0.1:[0-9]*" || fail "the dashboard printed no URL"
-url=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/dashboard.log" | head -1)
+wait_ready "$tmp/dashboard.ready" "$dashboard_pid" 15 "$tmp/dashboard.log"
+url="http://127.0.0.1:$(ready_field "$tmp/dashboard.ready" port)"
+grep -qF "Dashboard at $url" "$tmp/dashboard.log" || fail "the dashboard did not print its URL $url"
 echo "dashboard at $url"
 
 # 3. The API and the pages. The head writes the node's record shortly after it registers.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A dead head restarted on a host whose node still runs:
-#   1. orrery start --head --port P --num-cpus 2 --no-dashboard   (Redis, head, node)
+#   1. orrery start --head --port 0 --num-cpus 2 --no-dashboard   (Redis, head, node; P: its port)
 #   2. orrery start --address <head> --num-cpus 3                  (a second node here)
 #   3. the head is killed (SIGKILL); Redis and both nodes run on
 #   4. orrery start --head --port P --redis-address <that Redis> --no-dashboard
@@ -26,11 +26,12 @@ pids_of() {
   done
 }
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-
-step "orrery start --head --port $port --num-cpus 2 --no-dashboard"
-orrery start --head --port "$port" --num-cpus 2 --no-dashboard | tee "$tmp/start1.out"
-head_address="127.0.0.1:$port"
+step "orrery start --head --port 0 --num-cpus 2 --no-dashboard"
+orrery start --head --port 0 --num-cpus 2 --no-dashboard | tee "$tmp/start1.out"
+head_address=$(sed -n 's/^Orrery head started at \([^ ]*\) (Redis at .*/\1/p' "$tmp/start1.out")
+[[ "$head_address" =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "no head address in the output of orrery start --head"
+# The port the head bound: it starts again on the same one.
+port=${head_address##*:}
 redis_address=$(sed -n 's/^Orrery head started at [^ ]* (Redis at \([^)]*\)).*/\1/p' "$tmp/start1.out")
 [[ -n "$redis_address" ]] || fail "no Redis address in the output of orrery start --head"
 

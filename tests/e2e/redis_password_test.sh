@@ -83,11 +83,10 @@ PY
 
 echo "$password" | tr 'a-f0-9' 'b-f0-9a' >"$tmp/wrong_password"
 chmod 600 "$tmp/wrong_password"
-head_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
 step "orrery head with a wrong password exits at start, naming Redis's answer"
 rc=0
-timeout 20 "$orrery_bin" head --port "$head_port" --redis-address "$redis_address" \
+timeout 20 "$orrery_bin" head --port 0 --redis-address "$redis_address" \
   --redis-password-file "$tmp/wrong_password" --insecure >"$tmp/head_wrong.out" 2>&1 || rc=$?
 cat "$tmp/head_wrong.out"
 [[ $rc -eq 1 ]] || check_failed "orrery head with a wrong password exited $rc, expected 1"
@@ -96,7 +95,7 @@ grep -qF "$(cat "$tmp/wrong_password")" "$tmp/head_wrong.out" && check_failed "o
 
 step "orrery head with no password exits at start: Redis requires one"
 rc=0
-timeout 20 "$orrery_bin" head --port "$head_port" --redis-address "$redis_address" --insecure \
+timeout 20 "$orrery_bin" head --port 0 --redis-address "$redis_address" --insecure \
   >"$tmp/head_none.out" 2>&1 || rc=$?
 cat "$tmp/head_none.out"
 [[ $rc -eq 1 ]] || check_failed "orrery head without a password exited $rc, expected 1"

@@ -183,10 +183,51 @@ wait_for() {
     sleep 0.1
   done
 }
-# Whether the file $1 has a line matching the pattern $2.
-log_has() { grep -q "$2" "$1" 2>/dev/null; }
-# A free TCP port on loopback.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Waits (at most $3 seconds) until the daemon $2 writes its readiness file $1 (docs/cli.md
+# "Readiness files": {"pid","address","port"} once it serves). Fails the test, with the last
+# lines of the daemon's log $4, when the daemon exits first or the deadline passes.
+wait_ready() {
+  local file=$1 pid=$2 deadline=$((SECONDS + $3)) log=$4
+  until [[ -f "$file" ]]; do
+    if ! alive "$pid"; then
+      echo "--- last lines of $log" >&2
+      tail -n 20 "$log" >&2
+      fail "process $pid exited before it was ready ($file)"
+    fi
+    ((SECONDS < deadline)) || fail "process $pid was not ready within $3 s ($file)"
+    sleep 0.1
+  done
+}
+# The field $2 of the readiness file (or any JSON object file) $1.
+ready_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+# Starts redis-server on a loopback port (extra arguments: "$@" after the log file $1) and
+# waits until it serves; sets redis_port and redis_pid. Redis cannot bind an ephemeral port
+# and report it, so a port is chosen here: when another process takes it first, redis-server
+# exits and another port is tried (5 times at most).
+start_redis() {
+  local log=$1 attempt deadline
+  shift
+  for attempt in 1 2 3 4 5; do
+    redis_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$redis_port" --bind 127.0.0.1 "$@" >>"$log" 2>&1 &
+    redis_pid=$!
+    deadline=$((SECONDS + 15))
+    while alive "$redis_pid"; do
+      # Ours when it answers PING and names our pid (not another process on that port).
+      if [[ "$(redis-cli -p "$redis_port" PING 2>/dev/null)" == PONG ]] &&
+        redis-cli -p "$redis_port" INFO server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$redis_pid"; then
+        return 0
+      fi
+      ((SECONDS < deadline)) || fail "redis-server was not ready within 15 s; see $log"
+      sleep 0.1
+    done
+    wait "$redis_pid" 2>/dev/null || true
+    echo "redis-server exited on port $redis_port (attempt $attempt); trying another port" >&2
+  done
+  tail -n 20 "$log" >&2
+  fail "redis-server did not start"
+}
 
 # For a test that starts daemons itself and keeps their pids in the array `pids` (their
 # logs in $tmp): makes $tmp and $sessions and installs a clean-up that, on any exit, shows

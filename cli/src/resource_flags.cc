@@ -1,0 +1,84 @@
+#include "cli/src/resource_flags.h"
+
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+
+#include "orrery/errors.h"
+#include "orrery/orrery.h"
+#include "orrery/resources.h"
+
+namespace orrery::cli {
+
+void ResourceFlags::Add(CLI::App* app) {
+  app->add_option("--num-cpus", num_cpus, "CPUs this node offers (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--memory", memory, "memory this node offers, in bytes")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"GPU\": 2}'");
+  app->add_option("--labels", labels, "node labels: k=v,k2=v2");
+  app->add_option("--memory-usage-threshold", memory_usage_threshold,
+                  "kill a worker when more than this fraction of memory is in use, 0 < t <= 1 "
+                  "(default $ORRERY_MEMORY_USAGE_THRESHOLD, else 0.95)");
+  app->add_option("--memory-monitor-refresh-ms", memory_monitor_refresh_ms,
+                  "how often the memory monitor reads memory; 0: it kills nothing "
+                  "(default $ORRERY_MEMORY_MONITOR_REFRESH_MS, else 250)");
+}
+
+orrery::Config ResourceFlags::Parsed() const {
+  std::vector<std::string> args{"orrery"};
+  if (!resources_json.empty()) args.push_back("--orrery-resources=" + resources_json);
+  if (!labels.empty()) args.push_back("--orrery-labels=" + labels);
+  // The memory monitor's settings: the flag, else the environment (as a driver's Config).
+  std::map<std::string, std::string> typed = {{"--orrery-resources", "--resources"},
+                                              {"--orrery-labels", "--labels"}};
+  for (auto [name, value] :
+       {std::pair{std::string("memory-usage-threshold"), memory_usage_threshold},
+        std::pair{std::string("memory-monitor-refresh-ms"), memory_monitor_refresh_ms}}) {
+    std::string from = "--" + name;
+    if (value.empty()) {
+      std::string env = "ORRERY_";
+      for (char ch : name) env.push_back(ch == '-' ? '_' : char(std::toupper(ch)));
+      const char* v = std::getenv(env.c_str());
+      if (!v || !*v) continue;
+      value = v;
+      from = env;
+    }
+    args.push_back("--orrery-" + name + "=" + value);
+    typed["--orrery-" + name] = from;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = int(args.size());
+  orrery::Config c;
+  try {
+    c = orrery::ApplyFlags(orrery::Config{}, &argc, argv.data());
+  } catch (const orrery::ConfigError& e) {
+    // Name the flag the user typed, not the --orrery-* form used to parse it.
+    std::string m = e.what();
+    for (const auto& [internal, shown] : typed) {
+      size_t at = m.find(internal);
+      if (at != std::string::npos) m.replace(at, internal.size(), shown);
+    }
+    throw orrery::ConfigError(m);
+  }
+  orrery::Status s = orrery::ValidateResources(c.resources);
+  if (!s.ok()) throw orrery::ConfigError("--resources: " + s.message());
+  return c;
+}
+
+void ResourceFlags::AppendTo(std::vector<std::string>& argv) const {
+  if (num_cpus >= 0) argv.insert(argv.end(), {"--num-cpus", std::to_string(num_cpus)});
+  if (memory >= 0) argv.insert(argv.end(), {"--memory", std::to_string((long long)memory)});
+  if (!resources_json.empty()) argv.insert(argv.end(), {"--resources", resources_json});
+  if (!labels.empty()) argv.insert(argv.end(), {"--labels", labels});
+  if (!memory_usage_threshold.empty())
+    argv.insert(argv.end(), {"--memory-usage-threshold", memory_usage_threshold});
+  if (!memory_monitor_refresh_ms.empty()) {
+    argv.insert(argv.end(), {"--memory-monitor-refresh-ms", memory_monitor_refresh_ms});
+  }
+}
+
+}  // namespace orrery::cli
