@@ -82,6 +82,125 @@ void Report(nlohmann::json& out, const std::string& name, double value, double l
   out[name] = {{"value", value}, {"unit", unit}, {"ratio", limit > 0 ? value / limit : 0.0}};
 }
 
+// The cluster under test: Redis, a head and two nodes started by `orrery start` in a private
+// ORRERY_TMPDIR.
+struct Cluster {
+  std::string tmp;
+  std::string address;
+  std::string redis;
+  std::string redis_password_file;
+  int head_pid = 0;
+};
+
+bool StartCluster(Cluster* c) {
+  char tmpl[] = "/tmp/orrery_cluster_bench_XXXXXX";
+  c->tmp = mkdtemp(tmpl);
+  setenv("ORRERY_TMPDIR", c->tmp.c_str(), 1);
+  if (Sh(g_cli + " start --head --port 0 --num-cpus 2 --no-dashboard > " + c->tmp +
+         "/start.log 2>&1") != 0) {
+    std::cerr << "cannot start a cluster; see " << c->tmp << "/start.log\n";
+    return false;
+  }
+  nlohmann::json head_session = Session(c->tmp);
+  c->address = head_session["values"]["head_address"];
+  c->redis = head_session["values"]["redis_address"];
+  c->redis_password_file = head_session["values"].value("redis_password_file", "");
+  c->head_pid = head_session["pids"][1];
+  Sh(g_cli + " start --address " + c->address + " --num-cpus 2 >> " + c->tmp + "/start.log 2>&1");
+  return true;
+}
+
+void StopCluster(const Cluster& c) {
+  Sh(g_cli + " stop > /dev/null 2>&1");
+  // The restarted head is not in a session: stop it by the pid its readiness file names
+  // (docs/cli.md "Readiness files").
+  std::ifstream ready(c.tmp + "/head2.ready");
+  auto restarted = nlohmann::json::parse(ready, nullptr, /*allow_exceptions=*/false);
+  if (restarted.is_object() && restarted.contains("pid") && restarted["pid"].is_number_integer() &&
+      restarted["pid"].get<int>() > 0) {
+    kill(restarted["pid"].get<int>(), SIGTERM);
+  }
+  Sh("rm -rf " + c.tmp);
+}
+
+// placement_group_create/removal and actor_creation_across_nodes.
+void BenchControlPlane(nlohmann::json& out, double limit, const orrery::bench::TimingOptions& opt) {
+  auto pg_rate = orrery::bench::TimeIt(
+      [] {
+        auto pg = orrery::CreatePlacementGroup({.name = "", .bundles = {{{"CPU", 0.01}}}});
+        pg.Wait(10);
+        orrery::RemovePlacementGroup(pg.Id());
+      },
+      1.0, opt);
+  Report(out, "placement_group_create/removal", pg_rate.mean, limit, "ops/s");
+
+  auto create_rate = orrery::bench::TimeIt(
+      [] {
+        std::vector<orrery::ActorHandle<Pong>> actors;
+        for (int i = 0; i < 10; ++i) {
+          actors.push_back(orrery::Actor(Pong::Create)
+                               .SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{})
+                               .Remote());
+        }
+        std::vector<orrery::ObjectRef<int>> refs;
+        for (auto& a : actors) refs.push_back(a.Task(&Pong::Ping).Remote(1));
+        orrery::Get(refs);
+        for (auto& a : actors) a.Kill();
+      },
+      10.0, opt);
+  Report(out, "actor_creation_across_nodes", create_rate.mean, limit, "ops/s");
+}
+
+// n_n_actor_calls_async: separate driver processes, the sum of their rates.
+void BenchDriverCalls(nlohmann::json& out, double limit, const std::string& address, int drivers,
+                      double duration) {
+  std::vector<FILE*> pipes;
+  for (int i = 0; i < drivers; ++i) {
+    std::string cmd = "/proc/" + std::to_string(getpid()) + "/exe --client " + address + " " +
+                      std::to_string(duration);
+    pipes.push_back(popen(cmd.c_str(), "r"));
+  }
+  double total = 0;
+  for (FILE* p : pipes) {
+    double r = 0;
+    if (p && std::fscanf(p, "%lf", &r) == 1) total += r;
+    if (p) pclose(p);
+  }
+  Report(out, "n_n_actor_calls_async", total, limit, "ops/s");
+}
+
+// head_recovery_s: the state the head reloads is what the runs before and this named actor
+// left. False when the named actor was not found again within 30 s.
+bool BenchHeadRecovery(nlohmann::json& out, const Cluster& c) {
+  auto keeper = orrery::Actor(Pong::Create)
+                    .SetName("keeper")
+                    .SetLifetime(orrery::ActorLifetime::kDetached)
+                    .Remote();
+  orrery::Get(keeper.Task(&Pong::Ping).Remote(1));
+  kill(c.head_pid, SIGKILL);
+  auto start = Clock::now();
+  std::string port = c.address.substr(c.address.rfind(':') + 1);
+  std::string cmd = g_cli + " head --port " + port + " --redis-address " + c.redis +
+                    " --redis-password-file " + c.redis_password_file +
+                    // The cluster's token: every session of this cluster keeps a copy.
+                    " --token-file " + c.tmp + "/session_latest/token --ready-file " + c.tmp +
+                    "/head2.ready >> " + c.tmp + "/head2.log 2>&1 &";
+  Sh(cmd);
+  bool back = false;
+  while (!back && std::chrono::duration<double>(Clock::now() - start).count() < 30) {
+    try {
+      back = orrery::GetActor<Pong>("keeper").has_value();
+    } catch (const orrery::Error&) {
+    }
+  }
+  double recovery = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("%-34s %12.3f s      (kill -9, restart, named lookup answered; %s)\n",
+              "head_recovery_s", recovery, back ? "recovered" : "NOT recovered");
+  out["head_recovery_s"] = {{"value", recovery}, {"unit", "s"}, {"recovered", back}};
+  keeper.Kill();
+  return back;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,111 +229,22 @@ int main(int argc, char** argv) {
   double limit = orrery::bench::MeasureZmqRoundTrip(opt).mean;
   std::printf("%-34s %12.1f ops/s  (the limit)\n", "zmq_roundtrip_limit", limit);
 
-  char tmpl[] = "/tmp/orrery_cluster_bench_XXXXXX";
-  std::string tmp = mkdtemp(tmpl);
-  setenv("ORRERY_TMPDIR", tmp.c_str(), 1);
-  if (Sh(g_cli + " start --head --port 0 --num-cpus 2 --no-dashboard > " + tmp +
-         "/start.log 2>&1") != 0) {
-    std::cerr << "cannot start a cluster; see " << tmp << "/start.log\n";
-    return 1;
-  }
-  nlohmann::json head_session = Session(tmp);
-  std::string address = head_session["values"]["head_address"];
-  std::string redis = head_session["values"]["redis_address"];
-  std::string redis_password_file = head_session["values"].value("redis_password_file", "");
-  int head_pid = head_session["pids"][1];
-  Sh(g_cli + " start --address " + address + " --num-cpus 2 >> " + tmp + "/start.log 2>&1");
-
+  Cluster cluster;
+  if (!StartCluster(&cluster)) return 1;
   orrery::Config c;
-  c.address = address;
+  c.address = cluster.address;
   orrery::Init(c);
   int rc = 0;
   try {
-    // placement_group_create/removal
-    auto pg_rate = orrery::bench::TimeIt(
-        [] {
-          auto pg = orrery::CreatePlacementGroup({.name = "", .bundles = {{{"CPU", 0.01}}}});
-          pg.Wait(10);
-          orrery::RemovePlacementGroup(pg.Id());
-        },
-        1.0, opt);
-    Report(out, "placement_group_create/removal", pg_rate.mean, limit, "ops/s");
-
-    // actor_creation across the two nodes
-    auto create_rate = orrery::bench::TimeIt(
-        [] {
-          std::vector<orrery::ActorHandle<Pong>> actors;
-          for (int i = 0; i < 10; ++i) {
-            actors.push_back(orrery::Actor(Pong::Create)
-                                 .SetSchedulingStrategy(orrery::SpreadSchedulingStrategy{})
-                                 .Remote());
-          }
-          std::vector<orrery::ObjectRef<int>> refs;
-          for (auto& a : actors) refs.push_back(a.Task(&Pong::Ping).Remote(1));
-          orrery::Get(refs);
-          for (auto& a : actors) a.Kill();
-        },
-        10.0, opt);
-    Report(out, "actor_creation_across_nodes", create_rate.mean, limit, "ops/s");
-
-    // n_n_actor_calls_async: separate driver processes
-    std::vector<FILE*> pipes;
-    for (int i = 0; i < drivers; ++i) {
-      std::string cmd = "/proc/" + std::to_string(getpid()) + "/exe --client " + address + " " +
-                        std::to_string(duration);
-      pipes.push_back(popen(cmd.c_str(), "r"));
-    }
-    double total = 0;
-    for (FILE* p : pipes) {
-      double r = 0;
-      if (p && std::fscanf(p, "%lf", &r) == 1) total += r;
-      if (p) pclose(p);
-    }
-    Report(out, "n_n_actor_calls_async", total, limit, "ops/s");
-
-    // head_recovery_s: the state it reloads is what the runs above and this named actor left.
-    auto keeper = orrery::Actor(Pong::Create)
-                      .SetName("keeper")
-                      .SetLifetime(orrery::ActorLifetime::kDetached)
-                      .Remote();
-    orrery::Get(keeper.Task(&Pong::Ping).Remote(1));
-    kill(head_pid, SIGKILL);
-    auto start = Clock::now();
-    std::string port = address.substr(address.rfind(':') + 1);
-    std::string cmd = g_cli + " head --port " + port + " --redis-address " + redis +
-                      " --redis-password-file " + redis_password_file +
-                      // The cluster's token: every session of this cluster keeps a copy.
-                      " --token-file " + tmp + "/session_latest/token --ready-file " + tmp +
-                      "/head2.ready >> " + tmp + "/head2.log 2>&1 &";
-    Sh(cmd);
-    bool back = false;
-    while (!back && std::chrono::duration<double>(Clock::now() - start).count() < 30) {
-      try {
-        back = orrery::GetActor<Pong>("keeper").has_value();
-      } catch (const orrery::Error&) {
-      }
-    }
-    double recovery = std::chrono::duration<double>(Clock::now() - start).count();
-    std::printf("%-34s %12.3f s      (kill -9, restart, named lookup answered; %s)\n",
-                "head_recovery_s", recovery, back ? "recovered" : "NOT recovered");
-    out["head_recovery_s"] = {{"value", recovery}, {"unit", "s"}, {"recovered", back}};
-    keeper.Kill();
-    if (!back) rc = 1;
+    BenchControlPlane(out, limit, opt);
+    BenchDriverCalls(out, limit, cluster.address, drivers, duration);
+    if (!BenchHeadRecovery(out, cluster)) rc = 1;
   } catch (const std::exception& e) {
     std::cerr << "cluster bench failed: " << e.what() << "\n";
     rc = 1;
   }
   orrery::Shutdown();
-  Sh(g_cli + " stop > /dev/null 2>&1");
-  // The restarted head is not in a session: stop it by the pid its readiness file names
-  // (docs/cli.md "Readiness files").
-  std::ifstream ready(tmp + "/head2.ready");
-  auto restarted = nlohmann::json::parse(ready, nullptr, /*allow_exceptions=*/false);
-  if (restarted.is_object() && restarted.contains("pid") && restarted["pid"].is_number_integer() &&
-      restarted["pid"].get<int>() > 0) {
-    kill(restarted["pid"].get<int>(), SIGTERM);
-  }
-  Sh("rm -rf " + tmp);
+  StopCluster(cluster);
   if (json) std::cout << out.dump(2) << "\n";
   return rc;
 }

@@ -97,44 +97,40 @@ Outcome Measure(const std::string& name, F&& run) {
   return o;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // The echo server of the ZeroMQ limit is this executable re-run; it never starts Orrery.
-  if (argc >= 2 && std::string(argv[1]) == orrery::bench::kEchoServerFlag) {
-    return orrery::bench::RunZmqEchoServer(argc >= 3 ? std::atoi(argv[2]) : 0);
-  }
-  // Orrery's workers are this executable re-run too: in a worker this serves and exits.
-  orrery::RunWorkerIfRequested(argc, argv);
-
+struct Flags {
   orrery::bench::MetricOptions opt;
   std::vector<std::string> only_args;
   bool json = false;
   bool list = false;
+  bool compare_insecure = false;
+};
+
+// Parses the command line into `f`; an exit code when the program must end now (a bad flag,
+// --help), else -1.
+int ParseFlags(int argc, char** argv, Flags* f) {
   CLI::App app{
       "Orrery microbenchmarks (Ray's metric names), each with its ratio to the raw "
       "ZeroMQ round-trip rate between two processes measured in the same run."};
-  app.add_option("--duration-s", opt.timing.duration_s, "measured seconds per metric")
+  app.add_option("--duration-s", f->opt.timing.duration_s, "measured seconds per metric")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--warmup-s", opt.timing.warmup_s, "warm-up seconds per metric")
+  app.add_option("--warmup-s", f->opt.timing.warmup_s, "warm-up seconds per metric")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--rounds", opt.timing.rounds, "rounds the measured time is split into")
+  app.add_option("--rounds", f->opt.timing.rounds, "rounds the measured time is split into")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--batch", opt.batch, "calls per batch in the async and concurrent metrics")
+  app.add_option("--batch", f->opt.batch, "calls per batch in the async and concurrent metrics")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--actors", opt.actors, "actors created per step of actor_creation")
+  app.add_option("--actors", f->opt.actors, "actors created per step of actor_creation")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--only", only_args, "run only these metrics (comma-separated or repeated)");
-  app.add_flag("--json", json, "write the results to stdout as JSON (the table goes to stderr)");
-  app.add_flag("--list", list, "list the metrics and exit");
-  bool compare_insecure = false;
+  app.add_option("--only", f->only_args, "run only these metrics (comma-separated or repeated)");
+  app.add_flag("--json", f->json, "write the results to stdout as JSON (the table goes to stderr)");
+  app.add_flag("--list", f->list, "list the metrics and exit");
   app.add_flag(
-      "--compare-insecure", compare_insecure,
+      "--compare-insecure", f->compare_insecure,
       "also measure the actor-call metrics without CURVE (as NAME_insecure) and print the ratio");
   app.allow_extras();  // --orrery-* flags are Orrery's (orrery::Init consumes them)
   try {
@@ -151,30 +147,124 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  return -1;
+}
 
+void ListMetrics() {
+  for (const auto& m : orrery::bench::Metrics())
+    std::cout << m.name << "\t" << m.definition << "\n";
+  std::cout << kLimitName
+            << "\tsynchronous ZeroMQ DEALER->ROUTER round trips between two processes over "
+               "loopback TCP\n";
+}
+
+// The metrics --only names; false (after saying which) when one is unknown.
+bool ResolveOnly(const std::vector<std::string>& only_args, std::set<std::string>* only) {
   std::vector<std::string> all = {kLimitName};
   for (const auto& m : orrery::bench::Metrics()) all.push_back(m.name);
-  if (list) {
-    for (const auto& m : orrery::bench::Metrics())
-      std::cout << m.name << "\t" << m.definition << "\n";
-    std::cout << kLimitName
-              << "\tsynchronous ZeroMQ DEALER->ROUTER round trips between two processes over "
-                 "loopback TCP\n";
-    return 0;
-  }
-  std::set<std::string> only;
   for (const auto& name : SplitCsv(only_args)) {
     if (std::find(all.begin(), all.end(), name) == all.end()) {
       std::cerr << "unknown metric '" << name << "'; known: ";
       for (const auto& n : all) std::cerr << n << " ";
       std::cerr << "\n";
-      return 2;
+      return false;
     }
-    only.insert(name);
+    only->insert(name);
   }
-  auto wanted = [&](const std::string& name) { return only.empty() || only.count(name) > 0; };
-  std::ostream& table = json ? std::cerr : std::cout;
+  return true;
+}
 
+// The embedded cluster the metrics run on; `insecure`: without CURVE.
+bool InitCluster(bool insecure, int argc, char** argv) {
+  orrery::Config config;
+  config.resources[orrery::bench::kActorResource] = orrery::bench::kActorResourceCapacity;
+  config.insecure = insecure;
+  try {
+    orrery::Init(config, argc, argv);
+    return true;
+  } catch (const orrery::Error& e) {
+    std::cerr << "orrery::Init" << (insecure ? " (insecure)" : "") << " failed: " << e.kind()
+              << ": " << e.what() << "\n";
+    return false;
+  }
+}
+
+// The cost of CURVE: the actor-call metrics again, on the insecure cluster that runs now.
+// Returns (metric, secure ops/s over insecure ops/s) for those measured both ways.
+std::vector<std::pair<std::string, double>> MeasureInsecure(const orrery::bench::MetricOptions& opt,
+                                                            const std::set<std::string>& only,
+                                                            double limit_rate, std::ostream& table,
+                                                            std::vector<Outcome>* outcomes) {
+  std::vector<std::pair<std::string, double>> curve_ratios;
+  for (const auto& m : orrery::bench::Metrics()) {
+    const std::string name = m.name;
+    if ((!only.empty() && !only.count(name)) ||
+        (name != "1_1_actor_calls_sync" && name != "1_1_actor_calls_async"))
+      continue;
+    Outcome o = Measure(name + "_insecure", [&] { return m.run(opt); });
+    PrintLine(table, o, limit_rate);
+    for (const auto& secure : *outcomes) {
+      if (secure.name == name && secure.ok && o.ok)
+        curve_ratios.emplace_back(name, secure.rate.mean / o.rate.mean);
+    }
+    outcomes->push_back(o);
+  }
+  return curve_ratios;
+}
+
+void PrintJson(const Flags& f, double limit_rate, const std::vector<Outcome>& outcomes,
+               const std::vector<std::pair<std::string, double>>& curve_ratios) {
+  nlohmann::json doc;
+  doc["machine"] = MachineLine();
+  doc["options"] = {{"duration_s", f.opt.timing.duration_s},
+                    {"warmup_s", f.opt.timing.warmup_s},
+                    {"rounds", f.opt.timing.rounds},
+                    {"batch", f.opt.batch},
+                    {"actors", f.opt.actors},
+                    {"concurrency", f.opt.concurrency}};
+  doc["limit"] = {{"name", kLimitName}, {"ops_per_s", limit_rate}};
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& o : outcomes) {
+    nlohmann::json r = {{"name", o.name}, {"ok", o.ok}};
+    if (o.ok) {
+      r["ops_per_s"] = o.rate.mean;
+      r["sd"] = o.rate.sd;
+      r["ratio"] = limit_rate > 0 ? nlohmann::json(o.rate.mean / limit_rate) : nlohmann::json();
+    } else {
+      r["error"] = o.error;
+    }
+    results.push_back(r);
+  }
+  doc["results"] = results;
+  if (f.compare_insecure) {
+    nlohmann::json ratios = nlohmann::json::object();
+    for (const auto& [name, ratio] : curve_ratios) ratios[name] = ratio;
+    doc["curve_ratio"] = ratios;  // secure ops/s over insecure ops/s, per metric
+  }
+  std::cout << doc.dump(2) << std::endl;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The echo server of the ZeroMQ limit is this executable re-run; it never starts Orrery.
+  if (argc >= 2 && std::string(argv[1]) == orrery::bench::kEchoServerFlag) {
+    return orrery::bench::RunZmqEchoServer(argc >= 3 ? std::atoi(argv[2]) : 0);
+  }
+  // Orrery's workers are this executable re-run too: in a worker this serves and exits.
+  orrery::RunWorkerIfRequested(argc, argv);
+
+  Flags f;
+  if (int rc = ParseFlags(argc, argv, &f); rc >= 0) return rc;
+  if (f.list) {
+    ListMetrics();
+    return 0;
+  }
+  std::set<std::string> only;
+  if (!ResolveOnly(f.only_args, &only)) return 2;
+  auto wanted = [&](const std::string& name) { return only.empty() || only.count(name) > 0; };
+  std::ostream& table = f.json ? std::cerr : std::cout;
+  const auto& opt = f.opt;
   table << "orrery_microbench: " << MachineLine() << "; " << opt.timing.duration_s
         << " s measured in " << opt.timing.rounds << " rounds after " << opt.timing.warmup_s
         << " s warm-up per metric\n";
@@ -189,22 +279,8 @@ int main(int argc, char** argv) {
 
   bool any_orrery = false;
   for (const auto& m : orrery::bench::Metrics()) any_orrery = any_orrery || wanted(m.name);
-  // The embedded cluster the metrics run on; `insecure`: without CURVE.
-  auto init = [&](bool insecure) {
-    orrery::Config config;
-    config.resources[orrery::bench::kActorResource] = orrery::bench::kActorResourceCapacity;
-    config.insecure = insecure;
-    try {
-      orrery::Init(config, argc, argv);
-      return true;
-    } catch (const orrery::Error& e) {
-      std::cerr << "orrery::Init" << (insecure ? " (insecure)" : "") << " failed: " << e.kind()
-                << ": " << e.what() << "\n";
-      return false;
-    }
-  };
   if (any_orrery) {
-    if (!init(false)) return 1;
+    if (!InitCluster(false, argc, argv)) return 1;
     for (const auto& m : orrery::bench::Metrics()) {
       if (!wanted(m.name)) continue;
       Outcome o = Measure(m.name, [&] { return m.run(opt); });
@@ -213,23 +289,10 @@ int main(int argc, char** argv) {
     }
     orrery::Shutdown();
   }
-
-  // The cost of CURVE: the same calls on a cluster with authentication and encryption off.
   std::vector<std::pair<std::string, double>> curve_ratios;
-  if (compare_insecure && any_orrery) {
-    if (!init(true)) return 1;
-    for (const auto& m : orrery::bench::Metrics()) {
-      const std::string name = m.name;
-      if (!wanted(name) || (name != "1_1_actor_calls_sync" && name != "1_1_actor_calls_async"))
-        continue;
-      Outcome o = Measure(name + "_insecure", [&] { return m.run(opt); });
-      PrintLine(table, o, limit_rate);
-      for (const auto& secure : outcomes) {
-        if (secure.name == name && secure.ok && o.ok)
-          curve_ratios.emplace_back(name, secure.rate.mean / o.rate.mean);
-      }
-      outcomes.push_back(o);
-    }
+  if (f.compare_insecure && any_orrery) {
+    if (!InitCluster(true, argc, argv)) return 1;
+    curve_ratios = MeasureInsecure(opt, only, limit_rate, table, &outcomes);
     orrery::Shutdown();
     for (const auto& [name, ratio] : curve_ratios) {
       char buf[160];
@@ -240,35 +303,6 @@ int main(int argc, char** argv) {
 
   bool failed = !limit.ok;
   for (const auto& o : outcomes) failed = failed || !o.ok;
-  if (json) {
-    nlohmann::json doc;
-    doc["machine"] = MachineLine();
-    doc["options"] = {{"duration_s", opt.timing.duration_s},
-                      {"warmup_s", opt.timing.warmup_s},
-                      {"rounds", opt.timing.rounds},
-                      {"batch", opt.batch},
-                      {"actors", opt.actors},
-                      {"concurrency", opt.concurrency}};
-    doc["limit"] = {{"name", kLimitName}, {"ops_per_s", limit_rate}};
-    nlohmann::json results = nlohmann::json::array();
-    for (const auto& o : outcomes) {
-      nlohmann::json r = {{"name", o.name}, {"ok", o.ok}};
-      if (o.ok) {
-        r["ops_per_s"] = o.rate.mean;
-        r["sd"] = o.rate.sd;
-        r["ratio"] = limit_rate > 0 ? nlohmann::json(o.rate.mean / limit_rate) : nlohmann::json();
-      } else {
-        r["error"] = o.error;
-      }
-      results.push_back(r);
-    }
-    doc["results"] = results;
-    if (compare_insecure) {
-      nlohmann::json ratios = nlohmann::json::object();
-      for (const auto& [name, ratio] : curve_ratios) ratios[name] = ratio;
-      doc["curve_ratio"] = ratios;  // secure ops/s over insecure ops/s, per metric
-    }
-    std::cout << doc.dump(2) << std::endl;
-  }
+  if (f.json) PrintJson(f, limit_rate, outcomes, curve_ratios);
   return failed ? 1 : 0;
 }

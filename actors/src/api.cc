@@ -111,11 +111,8 @@ std::string WithScheme(const std::string& address) {
   return address.find("://") == std::string::npos ? "tcp://" + address : address;
 }
 
-void DoInit(Config config, int argc, char** argv) {
-  RunWorkerIfRequested(argc, argv);
-  MutexLock lock(&g_mu);
-  if (g_state)
-    throw ConfigError("orrery::Init() was already called; call orrery::Shutdown() first");
+// Init's configuration: flags, then the environment, validated (ConfigError otherwise).
+Config ResolveInitConfig(Config config, int argc, char** argv) {
   if (argc > 0 && argv) {
     std::vector<char*> copy(argv, argv + argc);
     copy.push_back(nullptr);
@@ -133,6 +130,81 @@ void DoInit(Config config, int argc, char** argv) {
   }
   Status rs = ValidateResources(config.resources);
   if (!rs.ok()) throw ConfigError("Config::resources: " + rs.message());
+  return config;
+}
+
+// The embedded head (docs/getting-started.md, "the embedded default"), on Redis when
+// Config::redis_address names one.
+std::unique_ptr<scheduler::HeadService> StartEmbeddedHead(const Config& config,
+                                                          const std::string& host) {
+  scheduler::HeadOptions ho;
+  ho.bind_host = host;
+  ho.max_message_bytes = config.max_message_bytes;
+  if (!config.redis_address.empty()) {
+    // The password of an external Redis comes from ORRERY_REDIS_PASSWORD_FILE.
+    auto password = ReadRedisPassword("");
+    if (!password.ok())
+      throw ConfigError("ORRERY_REDIS_PASSWORD_FILE: " + password.status().message());
+    auto store = RedisStateStore::Connect(config.redis_address, "default", password.value());
+    if (!store.ok()) throw ConnectionError("state store: " + store.status().message());
+    ho.store = store.value();
+  }
+  auto head = std::make_unique<scheduler::HeadService>(ho);
+  Status s = head->Start();
+  if (!s.ok()) throw ConnectionError("cannot start the embedded head: " + s.message());
+  return head;
+}
+
+// The embedded node: this host's CPUs, memory and accelerators (plus Config::resources),
+// running this executable as its workers.
+std::unique_ptr<runtime::NodeService> StartEmbeddedNode(
+    const Config& config, const std::string& host, const std::string& head_address,
+    const std::map<std::string, std::string>& credential_env) {
+  runtime::NodeOptions no;
+  no.head_address = head_address;
+  no.bind_host = host;
+  int cpus = config.num_cpus >= 0 ? config.num_cpus
+                                  : int(std::max(1u, std::thread::hardware_concurrency()));
+  no.resources["CPU"] = cpus;
+  if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
+  for (const auto& [k, v] : config.resources) no.resources[k] = v;
+  no.labels = config.labels;
+  if (Status st = accel::AddDetected(&no.resources, &no.labels, &no.accelerator_ids); !st.ok()) {
+    throw ConfigError("accelerator detection: " + st.message());
+  }
+  no.memory_usage_threshold = config.memory_usage_threshold;
+  no.memory_monitor_refresh_ms = config.memory_monitor_refresh_ms;
+  no.worker_argv = runtime::SelfCommandLine();
+  if (!config.log_level.empty()) no.worker_env["ORRERY_LOG_LEVEL"] = config.log_level;
+  if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;
+  no.worker_env["ORRERY_INFEASIBLE_TIMEOUT_S"] = std::to_string(config.infeasible_timeout_s);
+  no.worker_env["ORRERY_ADDRESS"] = "";
+  for (const auto& [k, v] : credential_env) no.worker_env[k] = v;
+  auto node = std::make_unique<runtime::NodeService>(no);
+  Status s = node->Start();
+  if (!s.ok()) throw ConnectionError("cannot start the embedded node: " + s.message());
+  return node;
+}
+
+// The head at Config::address; a wrong or missing credential fails here at once, saying so,
+// rather than as a timeout.
+std::string CheckRemoteHead(const Config& config) {
+  std::string head_address = WithScheme(config.address);
+  Status probe = security::ProbeHandshake(head_address, 2000);
+  if (probe.code() == StatusCode::kPermissionDenied) {
+    throw ConnectionError(
+        security::AuthFailedMessage(head_address, security::ProcessCredentials()) + " (" +
+        probe.message() + ")");
+  }
+  return head_address;
+}
+
+void DoInit(Config config, int argc, char** argv) {
+  RunWorkerIfRequested(argc, argv);
+  MutexLock lock(&g_mu);
+  if (g_state)
+    throw ConfigError("orrery::Init() was already called; call orrery::Shutdown() first");
+  config = ResolveInitConfig(std::move(config), argc, argv);
   RaiseFileLimit();
 
   auto state = std::make_unique<Embedded>();
@@ -142,55 +214,11 @@ void DoInit(Config config, int argc, char** argv) {
   UseDriverCredentials(config, config.address.empty() ? "" : WithScheme(config.address),
                        &credential_env);
   if (config.address.empty()) {
-    scheduler::HeadOptions ho;
-    ho.bind_host = host;
-    ho.max_message_bytes = config.max_message_bytes;
-    if (!config.redis_address.empty()) {
-      // The password of an external Redis comes from ORRERY_REDIS_PASSWORD_FILE.
-      auto password = ReadRedisPassword("");
-      if (!password.ok())
-        throw ConfigError("ORRERY_REDIS_PASSWORD_FILE: " + password.status().message());
-      auto store = RedisStateStore::Connect(config.redis_address, "default", password.value());
-      if (!store.ok()) throw ConnectionError("state store: " + store.status().message());
-      ho.store = store.value();
-    }
-    state->head = std::make_unique<scheduler::HeadService>(ho);
-    Status s = state->head->Start();
-    if (!s.ok()) throw ConnectionError("cannot start the embedded head: " + s.message());
+    state->head = StartEmbeddedHead(config, host);
     head_address = state->head->address();
-
-    runtime::NodeOptions no;
-    no.head_address = head_address;
-    no.bind_host = host;
-    int cpus = config.num_cpus >= 0 ? config.num_cpus
-                                    : int(std::max(1u, std::thread::hardware_concurrency()));
-    no.resources["CPU"] = cpus;
-    if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
-    for (const auto& [k, v] : config.resources) no.resources[k] = v;
-    no.labels = config.labels;
-    if (Status st = accel::AddDetected(&no.resources, &no.labels, &no.accelerator_ids); !st.ok()) {
-      throw ConfigError("accelerator detection: " + st.message());
-    }
-    no.memory_usage_threshold = config.memory_usage_threshold;
-    no.memory_monitor_refresh_ms = config.memory_monitor_refresh_ms;
-    no.worker_argv = runtime::SelfCommandLine();
-    if (!config.log_level.empty()) no.worker_env["ORRERY_LOG_LEVEL"] = config.log_level;
-    if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;
-    no.worker_env["ORRERY_INFEASIBLE_TIMEOUT_S"] = std::to_string(config.infeasible_timeout_s);
-    no.worker_env["ORRERY_ADDRESS"] = "";
-    for (const auto& [k, v] : credential_env) no.worker_env[k] = v;
-    state->node = std::make_unique<runtime::NodeService>(no);
-    s = state->node->Start();
-    if (!s.ok()) throw ConnectionError("cannot start the embedded node: " + s.message());
+    state->node = StartEmbeddedNode(config, host, head_address, credential_env);
   } else {
-    head_address = WithScheme(config.address);
-    // A wrong or missing credential fails here at once, saying so, rather than as a timeout.
-    Status probe = security::ProbeHandshake(head_address, 2000);
-    if (probe.code() == StatusCode::kPermissionDenied) {
-      throw ConnectionError(
-          security::AuthFailedMessage(head_address, security::ProcessCredentials()) + " (" +
-          probe.message() + ")");
-    }
+    head_address = CheckRemoteHead(config);
   }
   state->runtime = std::make_unique<runtime::Runtime>(config, head_address, JobId::Random(),
                                                       "driver pid " + std::to_string(getpid()));

@@ -1,4 +1,4 @@
-// Accelerator detection (DESIGN.md section 4, ../shared/TPU.md): one detector per device
+// Accelerator detection (docs/accelerators.md "Detection"): one detector per device
 // kind, priority TPU > CUDA > XPU > CPU for the node's primary device type.
 //
 // Every path is read under a sysroot (ORRERY_SYSROOT, default "/"), so tests simulate any
@@ -45,8 +45,8 @@ struct Detected {
 // Detects everything under `sysroot` ("" or "/" for the real host).
 Result<Detected> Detect(const std::string& sysroot, const Env& env);
 
-// What a node with this hardware advertises (DESIGN.md section 4): `TPU: chips`,
-// `TPU-<pod type>-head: 1` on worker 0 of a slice, `GPU: n`, `XPU: n`, and the labels
+// What a node with this hardware advertises (docs/accelerators.md "What a node advertises"):
+// `TPU: chips`, `TPU-<pod type>-head: 1` on worker 0 of a slice, `GPU: n`, `XPU: n`, the labels
 // orrery.io/accelerator-type, tpu-slice-name, tpu-worker-id, tpu-topology, tpu-pod-type.
 // InvalidArgument when the TPU variables are malformed (e.g. an unknown pod type).
 struct Advertised {

@@ -15,8 +15,8 @@ namespace {
 constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr int64_t kGB = 1000 * 1000 * 1000;
 
-// TPU.md's arithmetic table. `max_dims` bounds the generated topologies (componentwise, in
-// canonical order); v5litepod and v6e have a fixed list instead.
+// The arithmetic table of docs/accelerators.md "The TPU model". `max_dims` bounds the generated
+// topologies (componentwise, in canonical order); v5litepod and v6e have a fixed list instead.
 struct Row {
   const char* prefix;
   const char* accelerator_type;

@@ -1,5 +1,5 @@
 // The dashboard's JSON API (docs/dashboard.md) as pure functions: table contents in
-// (the records of DESIGN.md section 6 as stored, id -> JSON text), response bodies out.
+// (the records of docs/redis-schema.md as stored, id -> JSON text), response bodies out.
 // No I/O, so every response is unit-testable without Redis.
 //
 // Records that are not a JSON object are skipped (one bad record never hides the rest).

@@ -84,6 +84,12 @@ HttpReply Json(int status, const std::string& error) {
   return {status, kJsonType, "{\"error\": \"" + error + "\"}", {{"Cache-Control", "no-store"}}};
 }
 
+HttpReply TooManyFailures() {
+  HttpReply r = Page(429, "Too many failed attempts; wait a second and try again.");
+  r.headers["Retry-After"] = "1";
+  return r;
+}
+
 bool IsApi(const std::string& path) { return path == "/api" || path.rfind("/api/", 0) == 0; }
 
 }  // namespace
@@ -219,6 +225,64 @@ HttpReply Auth::LoggedIn(Clock::time_point now) {
   return r;
 }
 
+HttpReply Auth::Logout(const AuthRequest& req) {
+  if (req.method != "POST")
+    return HttpReply{
+        405, "text/plain; charset=utf-8", "405 method not allowed\n", {{"Allow", "POST"}}};
+  std::string cookie = CookieValue(req.cookie, kCookieName);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+      if (security::SecretEquals(it->value, cookie)) {
+        sessions_.erase(it);
+        break;
+      }
+    }
+  }
+  HttpReply r{303, "text/plain; charset=utf-8", "", {}};
+  r.headers["Location"] = "/login";
+  r.headers["Set-Cookie"] =
+      std::string(kCookieName) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
+  return r;
+}
+
+HttpReply Auth::LoginWithToken(const AuthRequest& req, Clock::time_point now) {
+  if (OverLimit(now)) return TooManyFailures();
+  // Surrounding white space is dropped, as ReadTokenFile does (a pasted line, a file).
+  std::string token = FormValue(req.body, "token");
+  size_t first = token.find_first_not_of(" \t\r\n");
+  token = first == std::string::npos
+              ? ""
+              : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+  if (!token.empty() && security::SecretEquals(token, token_)) return LoggedIn(now);
+  Fail(now);
+  return Page(401, "Wrong token.");
+}
+
+HttpReply Auth::Login(const AuthRequest& req, Clock::time_point now) {
+  if (req.method == "POST") return LoginWithToken(req, now);
+  if (req.method != "GET" && req.method != "HEAD") {
+    return HttpReply{405,
+                     "text/plain; charset=utf-8",
+                     "405 method not allowed\n",
+                     {{"Allow", "GET, HEAD, POST"}}};
+  }
+  if (!req.ticket.empty() && req.method == "HEAD") {
+    // A link preview or prefetch must not use up the one-time ticket.
+    return Page(200, "");
+  }
+  if (!req.ticket.empty()) {
+    if (OverLimit(now)) return TooManyFailures();
+    if (req.ticket.size() <= kMaxCredentialBytes && TakeTicket(req.ticket)) return LoggedIn(now);
+    Fail(now);
+    return Page(401, "This link was already used or is not valid; log in with the token.");
+  }
+  if (ValidSession(CookieValue(req.cookie, kCookieName), now)) {
+    return HttpReply{303, "text/plain; charset=utf-8", "", {{"Location", "/"}}};
+  }
+  return Page(200, "");
+}
+
 std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point now) {
   if (req.path == "/login" || req.path == "/logout") {
     if (!required()) {
@@ -226,66 +290,8 @@ std::optional<HttpReply> Auth::Check(const AuthRequest& req, Clock::time_point n
       HttpReply r{303, "text/plain; charset=utf-8", "", {{"Location", "/"}}};
       return r;
     }
-    if (req.path == "/logout") {
-      if (req.method != "POST")
-        return HttpReply{
-            405, "text/plain; charset=utf-8", "405 method not allowed\n", {{"Allow", "POST"}}};
-      std::string cookie = CookieValue(req.cookie, kCookieName);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
-          if (security::SecretEquals(it->value, cookie)) {
-            sessions_.erase(it);
-            break;
-          }
-        }
-      }
-      HttpReply r{303, "text/plain; charset=utf-8", "", {}};
-      r.headers["Location"] = "/login";
-      r.headers["Set-Cookie"] =
-          std::string(kCookieName) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0";
-      return r;
-    }
-    if (req.method == "POST") {
-      if (OverLimit(now)) {
-        HttpReply r = Page(429, "Too many failed attempts; wait a second and try again.");
-        r.headers["Retry-After"] = "1";
-        return r;
-      }
-      // Surrounding white space is dropped, as ReadTokenFile does (a pasted line, a file).
-      std::string token = FormValue(req.body, "token");
-      size_t first = token.find_first_not_of(" \t\r\n");
-      token = first == std::string::npos
-                  ? ""
-                  : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
-      if (!token.empty() && security::SecretEquals(token, token_)) return LoggedIn(now);
-      Fail(now);
-      return Page(401, "Wrong token.");
-    }
-    if (req.method != "GET" && req.method != "HEAD") {
-      return HttpReply{405,
-                       "text/plain; charset=utf-8",
-                       "405 method not allowed\n",
-                       {{"Allow", "GET, HEAD, POST"}}};
-    }
-    if (!req.ticket.empty() && req.method == "HEAD") {
-      // A link preview or prefetch must not use up the one-time ticket.
-      return Page(200, "");
-    }
-    if (!req.ticket.empty()) {
-      if (OverLimit(now)) {
-        HttpReply r = Page(429, "Too many failed attempts; wait a second and try again.");
-        r.headers["Retry-After"] = "1";
-        return r;
-      }
-      if (req.ticket.size() <= kMaxCredentialBytes && TakeTicket(req.ticket)) return LoggedIn(now);
-      Fail(now);
-      return Page(401, "This link was already used or is not valid; log in with the token.");
-    }
-    if (ValidSession(CookieValue(req.cookie, kCookieName), now)) {
-      return HttpReply{303, "text/plain; charset=utf-8", "", {{"Location", "/"}}};
-    }
-    return Page(200, "");
+    if (req.path == "/logout") return Logout(req);
+    return Login(req, now);
   }
   if (!required()) return std::nullopt;
   if (ValidSession(CookieValue(req.cookie, kCookieName), now)) return std::nullopt;

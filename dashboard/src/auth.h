@@ -89,6 +89,10 @@ class Auth {
   bool OverLimit(Clock::time_point now);
   void Fail(Clock::time_point now);
   HttpReply LoggedIn(Clock::time_point now);
+  // The answers of /logout and /login (when a token is required).
+  HttpReply Logout(const AuthRequest& req);
+  HttpReply Login(const AuthRequest& req, Clock::time_point now);
+  HttpReply LoginWithToken(const AuthRequest& req, Clock::time_point now);  // POST /login
 
   const std::string token_;
   std::mutex mu_;

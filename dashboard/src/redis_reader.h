@@ -1,4 +1,4 @@
-// A read-only Redis client for the dashboard (DESIGN.md section 6): it reads the head's
+// A read-only Redis client for the dashboard (docs/redis-schema.md): it reads the head's
 // tables (hashes `orrery:<cluster>:<table>`) and a training run's metrics stream, and
 // never writes. Every call has a connect and a command timeout, so a Redis that is down or
 // stuck costs a request at most about a second. After a failed call the connection is

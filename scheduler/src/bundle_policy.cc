@@ -1,4 +1,4 @@
-// Placement-group bundle placement: all bundles at once or none (DESIGN.md section 5).
+// Placement-group bundle placement: all bundles at once or none (docs/architecture.md "The head").
 #include <map>
 #include <optional>
 

@@ -39,8 +39,8 @@ if [[ ! -f "$tmp/prefix/include/orrery/orrery.h" ]]; then
 fi
 
 step "Checking the installed public headers"
-# DESIGN.md section 1: no ZeroMQ, hiredis, spdlog or boost type in a public header, and
-# public headers never include private ones (<module>/src/...).
+# docs/architecture.md "Layout": no ZeroMQ, hiredis, spdlog or boost type in a public
+# header, and public headers never include private ones (<module>/src/...).
 if grep -rnE '#[[:space:]]*include[[:space:]]*[<"](zmq|hiredis/|spdlog/|boost/|[a-z_]+/src/)' \
     "$tmp/prefix/include/orrery"; then
   echo "FAIL: an installed public header includes an internal or third-party transport header" >&2

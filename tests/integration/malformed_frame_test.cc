@@ -1,5 +1,5 @@
-// Bad input on the wire (DESIGN.md section 9): a raw ZeroMQ DEALER sends malformed frames to
-// a worker's socket and to the embedded head's; each gets a kError reply and the process
+// Bad input on the wire (docs/protocol.md "Frames"): a raw ZeroMQ DEALER sends malformed frames
+// to a worker's socket and to the embedded head's; each gets a kError reply and the process
 // keeps serving.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

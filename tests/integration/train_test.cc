@@ -1,4 +1,4 @@
-// Orrery Train on the embedded default cluster (DESIGN.md section 7): TorchTrainer::Fit()
+// Orrery Train on the embedded default cluster (docs/train.md): TorchTrainer::Fit()
 // with real worker processes (each re-runs this binary and finds the loops below by their
 // ORRERY_REMOTE names). Ranks and the backend's environment, the loop's config and the
 // report history, checkpoint retention on disk, restarts after a worker is killed (SIGKILL),

@@ -79,13 +79,12 @@ DeviceMesh TpuMesh(const ResolvedConfig& config, int rank) {
   return m;
 }
 
-orrery::Result<std::vector<WorkerAssignment>> AssignRanks(
-    const ResolvedConfig& config, const std::vector<WorkerPlacement>& placements) {
-  const bool tpu = config.backend == "xla_tpu";
-  const int world = int(placements.size());
-  if (world == 0) return Status::InvalidArgument("no workers to assign ranks to");
+namespace {
 
-  // Order: TPU by (slice, worker id); otherwise by node of first appearance, then index.
+// The placements' indices in rank order: TPU by (slice, worker id); otherwise by node of
+// first appearance, then index.
+orrery::Result<std::vector<int>> RankOrder(bool tpu,
+                                           const std::vector<WorkerPlacement>& placements) {
   std::vector<int> order(placements.size());
   std::iota(order.begin(), order.end(), 0);
   std::map<std::string, int> node_first;
@@ -114,6 +113,72 @@ orrery::Result<std::vector<WorkerAssignment>> AssignRanks(
       return node_first[placements[size_t(a)].node_id] < node_first[placements[size_t(b)].node_id];
     });
   }
+  return order;
+}
+
+// nccl, as Ray Train does it: every worker of a node sees all of the group's GPUs on that
+// node (so NCCL can use peer-to-peer), and picks its own by local rank.
+void SetNcclDevice(const std::vector<WorkerPlacement>& placements, const std::vector<int>& order,
+                   const std::vector<int>& on_node, const WorkerPlacement& p, WorkerAssignment& a) {
+  std::vector<int> gpus;
+  for (int r : on_node) {
+    const auto& q = placements[size_t(order[size_t(r)])];
+    auto g = q.accelerator_ids.find("GPU");
+    if (g != q.accelerator_ids.end()) gpus.insert(gpus.end(), g->second.begin(), g->second.end());
+  }
+  std::sort(gpus.begin(), gpus.end());
+  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  int device = 0;
+  auto own = p.accelerator_ids.find("GPU");
+  if (own != p.accelerator_ids.end() && !own->second.empty()) {
+    device = int(std::find(gpus.begin(), gpus.end(), own->second.front()) - gpus.begin());
+  }
+  a.env["CUDA_VISIBLE_DEVICES"] = JoinInts(gpus, ",");
+  a.device = "cuda:" + std::to_string(device);
+  a.mesh = FlatMesh(a.world_size, a.rank);
+}
+
+// xla_tpu (docs/train.md "What Fit() does"): one process per host; the values are
+// recomputed from the live group at every (re)start.
+void SetTpuDevice(const ResolvedConfig& config, const std::vector<WorkerPlacement>& placements,
+                  const std::vector<int>& order, const WorkerPlacement& master,
+                  const WorkerPlacement& p, WorkerAssignment& a) {
+  const int world = a.world_size, rank = a.rank;
+  int hosts = config.hosts_per_slice > 0 ? config.hosts_per_slice : world;
+  std::vector<std::string> slice_hosts;
+  for (int r = (rank / hosts) * hosts; r < (rank / hosts + 1) * hosts && r < world; ++r) {
+    slice_hosts.push_back(placements[size_t(order[size_t(r)])].node_ip);
+  }
+  std::string hostnames;
+  for (const auto& h : slice_hosts) hostnames += (hostnames.empty() ? "" : ",") + h;
+  auto& env = a.env;
+  env["PJRT_DEVICE"] = "TPU";
+  env["XLA_USE_SPMD"] = "1";
+  env["TPU_WORKER_ID"] = std::to_string(TpuWorkerId(p));
+  env["TPU_WORKER_HOSTNAMES"] = hostnames;
+  env["XLA_MESH_SHAPE"] = JoinInts(config.mesh_shape, ",");
+  env["XLA_DATA_PARALLEL_SIZE"] = std::to_string(config.data_parallel_size);
+  env["XLA_MODEL_PARALLEL_SIZE"] = std::to_string(config.model_parallel_size);
+  if (config.num_slices > 1) {
+    env["MEGASCALE_COORDINATOR_ADDRESS"] = master.node_ip;
+    env["MEGASCALE_PORT"] = std::to_string(kMegascalePort);
+    env["MEGASCALE_NUM_SLICES"] = std::to_string(config.num_slices);
+    env["MEGASCALE_SLICE_ID"] = std::to_string(p.slice);
+  }
+  a.device = "xla:0";
+  a.mesh = TpuMesh(config, rank);
+}
+
+}  // namespace
+
+orrery::Result<std::vector<WorkerAssignment>> AssignRanks(
+    const ResolvedConfig& config, const std::vector<WorkerPlacement>& placements) {
+  const bool tpu = config.backend == "xla_tpu";
+  const int world = int(placements.size());
+  if (world == 0) return Status::InvalidArgument("no workers to assign ranks to");
+  auto ordered = RankOrder(tpu, placements);
+  if (!ordered.ok()) return ordered.status();
+  const std::vector<int>& order = ordered.value();
 
   // Node ranks in rank order, and each node's workers.
   std::map<std::string, int> node_rank;
@@ -145,52 +210,10 @@ orrery::Result<std::vector<WorkerAssignment>> AssignRanks(
     env["LOCAL_WORLD_SIZE"] = std::to_string(a.local_world_size);
     env["NODE_RANK"] = std::to_string(a.node_rank);
     env["ORRERY_TRAIN_BACKEND"] = config.backend;
-
     if (config.backend == "nccl") {
-      // As Ray Train does: every worker of a node sees all of the group's GPUs on that node
-      // (so NCCL can use peer-to-peer), and picks its own by local rank.
-      std::vector<int> gpus;
-      for (int r : on_node) {
-        const auto& q = placements[size_t(order[size_t(r)])];
-        auto g = q.accelerator_ids.find("GPU");
-        if (g != q.accelerator_ids.end())
-          gpus.insert(gpus.end(), g->second.begin(), g->second.end());
-      }
-      std::sort(gpus.begin(), gpus.end());
-      gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
-      int device = 0;
-      auto own = p.accelerator_ids.find("GPU");
-      if (own != p.accelerator_ids.end() && !own->second.empty()) {
-        device = int(std::find(gpus.begin(), gpus.end(), own->second.front()) - gpus.begin());
-      }
-      env["CUDA_VISIBLE_DEVICES"] = JoinInts(gpus, ",");
-      a.device = "cuda:" + std::to_string(device);
-      a.mesh = FlatMesh(world, rank);
+      SetNcclDevice(placements, order, on_node, p, a);
     } else if (tpu) {
-      // TPU.md "SPMD training on a slice": one process per host; values recomputed from
-      // the live group at every (re)start.
-      int hosts = config.hosts_per_slice > 0 ? config.hosts_per_slice : world;
-      std::vector<std::string> slice_hosts;
-      for (int r = (rank / hosts) * hosts; r < (rank / hosts + 1) * hosts && r < world; ++r) {
-        slice_hosts.push_back(placements[size_t(order[size_t(r)])].node_ip);
-      }
-      std::string hostnames;
-      for (const auto& h : slice_hosts) hostnames += (hostnames.empty() ? "" : ",") + h;
-      env["PJRT_DEVICE"] = "TPU";
-      env["XLA_USE_SPMD"] = "1";
-      env["TPU_WORKER_ID"] = std::to_string(TpuWorkerId(p));
-      env["TPU_WORKER_HOSTNAMES"] = hostnames;
-      env["XLA_MESH_SHAPE"] = JoinInts(config.mesh_shape, ",");
-      env["XLA_DATA_PARALLEL_SIZE"] = std::to_string(config.data_parallel_size);
-      env["XLA_MODEL_PARALLEL_SIZE"] = std::to_string(config.model_parallel_size);
-      if (config.num_slices > 1) {
-        env["MEGASCALE_COORDINATOR_ADDRESS"] = master.node_ip;
-        env["MEGASCALE_PORT"] = std::to_string(kMegascalePort);
-        env["MEGASCALE_NUM_SLICES"] = std::to_string(config.num_slices);
-        env["MEGASCALE_SLICE_ID"] = std::to_string(p.slice);
-      }
-      a.device = "xla:0";
-      a.mesh = TpuMesh(config, rank);
+      SetTpuDevice(config, placements, order, master, p, a);
     } else {
       a.device = "cpu";
       a.mesh = FlatMesh(world, rank);

@@ -25,45 +25,34 @@ std::string Join(const std::vector<int>& v) {
   return out;
 }
 
-void ResolveTpu(const ScalingConfig& s, const TorchConfig& t, ResolvedConfig& r) {
-  if (!s.label_selector.empty()) {
-    Fail(
-        "label_selector cannot be combined with use_tpu: TPU workers are placed on the hosts of "
-        "one slice "
-        "(by its slice-name label); remove label_selector");
+// The slice the topology and accelerator type describe: its pod type, hosts and chips per
+// host, how many slices the workers fill, and the default mesh.
+void ResolveSlice(const ScalingConfig& s, ResolvedConfig& r) {
+  if (s.accelerator_type.empty())
+    Fail("topology \"" + s.topology + "\" needs accelerator_type (e.g. \"TPU-V4\")");
+  auto gen = tpu::ParseAcceleratorType(s.accelerator_type);
+  if (!gen.ok()) Fail("accelerator_type: " + gen.status().message());
+  if (s.topology.empty())
+    Fail("accelerator_type \"" + s.accelerator_type + "\" needs a topology (e.g. \"2x2x2\")");
+  auto topo = tpu::ParseTopology(s.topology, gen.value());
+  if (!topo.ok()) Fail("topology: " + topo.status().message());
+  if (!topo->warning.empty()) r.warnings.push_back(topo->warning);
+  auto slice = tpu::SliceFromTopology(gen.value(), s.topology);
+  if (!slice.ok()) Fail("topology: " + slice.status().message());
+  r.pod_type = slice->pod_type;
+  r.hosts_per_slice = slice->hosts;
+  r.chips_per_host = slice->chips_per_host;
+  if (s.num_workers % slice->hosts != 0) {
+    Fail("num_workers=" + std::to_string(s.num_workers) + " is not a multiple of the " +
+         std::to_string(slice->hosts) + " hosts of a " + slice->pod_type + " slice (" + s.topology +
+         "); use " + std::to_string(slice->hosts) + " for one slice or a multiple for several");
   }
-  bool needs_shape = s.num_workers > 1;
-  if (needs_shape && (s.topology.empty() || s.accelerator_type.empty())) {
-    Fail("use_tpu with " + std::to_string(s.num_workers) +
-         " workers needs topology and accelerator_type, e.g. topology=\"2x2x2\", "
-         "accelerator_type=\"TPU-V4\"");
-  }
-  int chips_per_host = 0;
-  if (!s.accelerator_type.empty() || !s.topology.empty()) {
-    if (s.accelerator_type.empty())
-      Fail("topology \"" + s.topology + "\" needs accelerator_type (e.g. \"TPU-V4\")");
-    auto gen = tpu::ParseAcceleratorType(s.accelerator_type);
-    if (!gen.ok()) Fail("accelerator_type: " + gen.status().message());
-    if (s.topology.empty())
-      Fail("accelerator_type \"" + s.accelerator_type + "\" needs a topology (e.g. \"2x2x2\")");
-    auto topo = tpu::ParseTopology(s.topology, gen.value());
-    if (!topo.ok()) Fail("topology: " + topo.status().message());
-    if (!topo->warning.empty()) r.warnings.push_back(topo->warning);
-    auto slice = tpu::SliceFromTopology(gen.value(), s.topology);
-    if (!slice.ok()) Fail("topology: " + slice.status().message());
-    r.pod_type = slice->pod_type;
-    r.hosts_per_slice = slice->hosts;
-    chips_per_host = slice->chips_per_host;
-    r.chips_per_host = chips_per_host;
-    if (s.num_workers % slice->hosts != 0) {
-      Fail("num_workers=" + std::to_string(s.num_workers) + " is not a multiple of the " +
-           std::to_string(slice->hosts) + " hosts of a " + slice->pod_type + " slice (" +
-           s.topology + "); use " + std::to_string(slice->hosts) +
-           " for one slice or a multiple for several");
-    }
-    r.num_slices = s.num_workers / slice->hosts;
-    r.mesh_shape = tpu::DefaultMeshShape(slice.value(), r.num_slices);
-  }
+  r.num_slices = s.num_workers / slice->hosts;
+  r.mesh_shape = tpu::DefaultMeshShape(slice.value(), r.num_slices);
+}
+
+// resources_per_worker's TPU amount: the host's chips when not given, else a valid amount.
+void ResolveTpuAmount(const ScalingConfig& s, int chips_per_host, ResolvedConfig& r) {
   auto tpu_it = s.resources_per_worker.find("TPU");
   if (tpu_it == s.resources_per_worker.end()) {
     if (chips_per_host == 0)
@@ -85,7 +74,11 @@ void ResolveTpu(const ScalingConfig& s, const TorchConfig& t, ResolvedConfig& r)
            "} is not a TPU amount one worker can hold: use 1, 2, 4 or 8");
     }
   }
-  // The SPMD mesh: its product must be the device count (chips of all slices).
+}
+
+// The SPMD mesh and the data and model parallel sizes.
+void ResolveMesh(const ScalingConfig& s, const TorchConfig& t, ResolvedConfig& r) {
+  // Its product must be the device count (chips of all slices).
   int devices = r.mesh_shape.empty() ? int(r.resources_per_worker["TPU"]) * s.num_workers
                                      : Product(r.mesh_shape);
   const auto& x = t.xla_spmd_config;
@@ -106,6 +99,28 @@ void ResolveTpu(const ScalingConfig& s, const TorchConfig& t, ResolvedConfig& r)
          " x model_parallel_size " + std::to_string(r.model_parallel_size) + " must equal the " +
          std::to_string(devices) + " chips");
   }
+}
+
+void ResolveTpu(const ScalingConfig& s, const TorchConfig& t, ResolvedConfig& r) {
+  if (!s.label_selector.empty()) {
+    Fail(
+        "label_selector cannot be combined with use_tpu: TPU workers are placed on the hosts of "
+        "one slice "
+        "(by its slice-name label); remove label_selector");
+  }
+  bool needs_shape = s.num_workers > 1;
+  if (needs_shape && (s.topology.empty() || s.accelerator_type.empty())) {
+    Fail("use_tpu with " + std::to_string(s.num_workers) +
+         " workers needs topology and accelerator_type, e.g. topology=\"2x2x2\", "
+         "accelerator_type=\"TPU-V4\"");
+  }
+  int chips_per_host = 0;
+  if (!s.accelerator_type.empty() || !s.topology.empty()) {
+    ResolveSlice(s, r);
+    chips_per_host = r.chips_per_host;
+  }
+  ResolveTpuAmount(s, chips_per_host, r);
+  ResolveMesh(s, t, r);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Reserving a training group's workers as placement groups (TPU.md "Reserving a slice").
+// Reserving a training group's workers as placement groups (docs/train.md "What Fit() does",
+// step 2; docs/design-decisions.md "A TPU slice is reserved in one step").
 //
 // CPU and GPU groups: one placement group of num_workers bundles with the scaling config's
 // strategy and label selector. TPU groups: one placement group per slice, bundle 0 holding

@@ -1,4 +1,4 @@
-// A training run as the state store keeps it (DESIGN.md section 6, docs/redis-schema.md):
+// A training run as the state store keeps it (docs/redis-schema.md "train_runs"):
 // the record in `train_runs` and the entries of its metrics stream. The dashboard reads
 // these, so their fields are documented and checked by a test.
 #pragma once

@@ -13,6 +13,7 @@
 #include "orrery/orrery.h"
 #include "train/src/backend.h"
 #include "train/src/checkpoint_manager.h"
+#include "train/src/report_collector.h"
 #include "train/src/reservation.h"
 #include "train/src/run_record.h"
 #include "train/src/worker.h"
@@ -107,6 +108,19 @@ class Run {
   Outcome StartAndWatch(const std::vector<PlacementGroup>& pgs,
                         std::vector<ActorHandle<TrainWorker>>& actors,
                         std::set<int64_t>* incomplete);
+  // Starts one worker per bundle and asks each where it runs (kFinished when all answered).
+  Outcome StartWorkers(const std::vector<PlacementGroup>& pgs,
+                       std::vector<ActorHandle<TrainWorker>>& actors,
+                       std::vector<WorkerPlacement>* placements, std::vector<WorkerInfoMsg>* infos);
+  WorkerStartMsg StartMessage(const WorkerAssignment& a, const std::vector<std::string>& peers,
+                              const std::string& checkpoint_path) const;
+  // Starts every worker's loop with its rank; returns the workers by rank.
+  std::vector<ActorHandle<TrainWorker>> StartRanks(
+      const std::vector<WorkerAssignment>& ranks,
+      const std::vector<ActorHandle<TrainWorker>>& actors, const std::vector<WorkerInfoMsg>& infos);
+  Outcome Watch(const std::vector<ActorHandle<TrainWorker>>& by_rank,
+                std::set<int64_t>* incomplete);
+  std::string Who(size_t rank) const;  // a worker as error messages name it
   void Finalize(const ReportMsg& rank0, const std::string& checkpoint);
   // Sends the run's record (and metrics entry `index`, if given) to the head. Entries the
   // head has not acknowledged (it acknowledges once Redis has them) are kept, in order, and
@@ -251,8 +265,22 @@ Outcome Run::Attempt(double reservation_timeout) {
 Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs,
                            std::vector<ActorHandle<TrainWorker>>& actors,
                            std::set<int64_t>* incomplete) {
-  // Start one worker per bundle, and learn where each runs.
   std::vector<WorkerPlacement> placements;
+  std::vector<WorkerInfoMsg> infos;
+  Outcome started = StartWorkers(pgs, actors, &placements, &infos);
+  if (started.kind != Outcome::kFinished) return started;
+  auto assigned = AssignRanks(rc_, placements);
+  if (!assigned.ok()) return {Outcome::kFatal, assigned.status().message(), "TrainingFailedError"};
+  auto by_rank = StartRanks(assigned.value(), actors, infos);
+  Write("RUNNING");
+  return Watch(by_rank, incomplete);
+}
+
+Outcome Run::StartWorkers(const std::vector<PlacementGroup>& pgs,
+                          std::vector<ActorHandle<TrainWorker>>& actors,
+                          std::vector<WorkerPlacement>* placements,
+                          std::vector<WorkerInfoMsg>* infos) {
+  // Start one worker per bundle, and learn where each runs.
   for (size_t g = 0; g < pgs.size(); ++g) {
     for (size_t b = 0; b < pgs[g].Bundles().size(); ++b) {
       actors.push_back(orrery::Actor(&TrainWorker::Create)
@@ -260,35 +288,62 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs,
                            .SetResources(rc_.resources_per_worker)
                            .Remote());
       WorkerPlacement p;
-      p.index = int(placements.size());
+      p.index = int(placements->size());
       p.slice = int(g);
-      placements.push_back(p);
+      placements->push_back(p);
     }
   }
   std::vector<ObjectRef<WorkerInfoMsg>> info_refs;
   for (auto& a : actors) info_refs.push_back(a.Task(&TrainWorker::Info).Remote());
   std::map<std::string, NodeInfo> nodes;
   for (auto& n : Nodes()) nodes[n.node_id.Hex()] = n;
-  std::vector<WorkerInfoMsg> infos;
   for (size_t i = 0; i < actors.size(); ++i) {
     try {
-      infos.push_back(*Get(info_refs[i], kSetupTimeoutMs));
+      infos->push_back(*Get(info_refs[i], kSetupTimeoutMs));
     } catch (const ActorDiedError& e) {
       return {Outcome::kWorkerFailed,
               "worker " + std::to_string(i) + " died while starting: " + e.what(), ""};
     }
-    auto& p = placements[i];
-    p.node_id = infos[i].node_id;
-    p.node_ip = infos[i].node_ip;
-    p.hostname = infos[i].hostname;
-    p.accelerator_ids = infos[i].accelerator_ids;
-    p.free_port = infos[i].free_port;
+    auto& p = (*placements)[i];
+    const auto& info = (*infos)[i];
+    p.node_id = info.node_id;
+    p.node_ip = info.node_ip;
+    p.hostname = info.hostname;
+    p.accelerator_ids = info.accelerator_ids;
+    p.free_port = info.free_port;
     if (auto it = nodes.find(p.node_id); it != nodes.end()) p.node_labels = it->second.labels;
   }
-  auto assigned = AssignRanks(rc_, placements);
-  if (!assigned.ok()) return {Outcome::kFatal, assigned.status().message(), "TrainingFailedError"};
-  const auto& ranks = assigned.value();
+  return {Outcome::kFinished, "", ""};
+}
 
+WorkerStartMsg Run::StartMessage(const WorkerAssignment& a, const std::vector<std::string>& peers,
+                                 const std::string& checkpoint_path) const {
+  WorkerStartMsg m;
+  m.loop_name = loop_;
+  m.rank = a.rank;
+  m.world_size = a.world_size;
+  m.local_rank = a.local_rank;
+  m.local_world_size = a.local_world_size;
+  m.node_rank = a.node_rank;
+  m.device = a.device;
+  m.env = a.env;
+  m.peers = peers;
+  m.timeout_s = torch_.timeout_s;
+  m.config_json = loop_config_.is_null() ? "" : loop_config_.dump();
+  m.checkpoint_path = checkpoint_path;
+  m.run_name = run_.name;
+  m.run_path = record_.path;
+  m.report_offset = reports_;
+  m.mesh_shape = a.mesh.shape;
+  m.mesh_axis_names = a.mesh.axis_names;
+  m.mesh_local_device_ids = a.mesh.local_device_ids;
+  m.mesh_local_coordinates = a.mesh.local_coordinates;
+  return m;
+}
+
+std::vector<ActorHandle<TrainWorker>> Run::StartRanks(
+    const std::vector<WorkerAssignment>& ranks, const std::vector<ActorHandle<TrainWorker>>& actors,
+    const std::vector<WorkerInfoMsg>& infos) {
   // Start every worker with its rank, environment and peers.
   std::vector<std::string> peers;
   for (const auto& a : ranks) peers.push_back(infos[size_t(a.index)].collective_address);
@@ -296,113 +351,39 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs,
   std::vector<ActorHandle<TrainWorker>> by_rank;
   record_.workers.clear();
   for (const auto& a : ranks) {
-    WorkerStartMsg m;
-    m.loop_name = loop_;
-    m.rank = a.rank;
-    m.world_size = a.world_size;
-    m.local_rank = a.local_rank;
-    m.local_world_size = a.local_world_size;
-    m.node_rank = a.node_rank;
-    m.device = a.device;
-    m.env = a.env;
-    m.peers = peers;
-    m.timeout_s = torch_.timeout_s;
-    m.config_json = loop_config_.is_null() ? "" : loop_config_.dump();
-    m.checkpoint_path = latest ? latest->path : "";
-    m.run_name = run_.name;
-    m.run_path = record_.path;
-    m.report_offset = reports_;
-    m.mesh_shape = a.mesh.shape;
-    m.mesh_axis_names = a.mesh.axis_names;
-    m.mesh_local_device_ids = a.mesh.local_device_ids;
-    m.mesh_local_coordinates = a.mesh.local_coordinates;
+    WorkerStartMsg m = StartMessage(a, peers, latest ? latest->path : "");
     by_rank.push_back(actors[size_t(a.index)]);
     const auto& info = infos[size_t(a.index)];
     record_.workers.push_back(RunWorkerRecord{a.rank, a.local_rank, a.node_rank, info.node_id,
                                               info.node_ip, info.hostname, info.pid, a.device});
     (void)Get(by_rank.back().Task(&TrainWorker::Start).Remote(m), kSetupTimeoutMs);
   }
-  Write("RUNNING");
-  auto who = [&](size_t rank) {
-    const auto& w = record_.workers[rank];
-    return "worker rank " + std::to_string(rank) + " (pid " + std::to_string(w.pid) + " on node " +
-           w.node_id.substr(0, 12) + " at " + w.node_ip + ")";
-  };
+  return by_rank;
+}
 
-  // Collect reports until every loop ends. A report is complete when every worker sent it
-  // (or ended); rank 0's metrics stand for it.
-  const size_t world = by_rank.size();
-  std::vector<int64_t> seen(world, reports_ - 1);  // highest report index each worker sent
-  std::vector<bool> done(world, false);
-  std::map<int64_t, ReportMsg> rank0;
-  std::map<int64_t, std::string> checkpoint_of;
-  std::vector<ObjectRef<PollReplyMsg>> polls(world);
-  std::vector<bool> polling(world, false);
-  int64_t next_final = reports_;
-  // Reports some worker made that will never complete (the attempt is ending).
-  auto mark_incomplete = [&] {
-    for (int64_t i = next_final; i <= *std::max_element(seen.begin(), seen.end()); ++i)
-      incomplete->insert(i);
-  };
+std::string Run::Who(size_t rank) const {
+  const auto& w = record_.workers[rank];
+  return "worker rank " + std::to_string(rank) + " (pid " + std::to_string(w.pid) + " on node " +
+         w.node_id.substr(0, 12) + " at " + w.node_ip + ")";
+}
+
+Outcome Run::Watch(const std::vector<ActorHandle<TrainWorker>>& by_rank,
+                   std::set<int64_t>* incomplete) {
+  // Collect reports until every loop ends, finalizing each once it is complete.
+  ReportCollector reports(by_rank, reports_);
   while (true) {
-    std::vector<ObjectRef<PollReplyMsg>> open;
-    std::vector<size_t> open_rank;
-    for (size_t r = 0; r < world; ++r) {
-      if (done[r]) continue;
-      if (!polling[r]) {
-        polls[r] = by_rank[r].Task(&TrainWorker::Poll).Remote(seen[r], kPollMs);
-        polling[r] = true;
-      }
-      open.push_back(polls[r]);
-      open_rank.push_back(r);
+    if (auto failure = reports.PollOnce(kPollMs)) {
+      incomplete->merge(reports.Unfinished());
+      if (failure->died)
+        return {Outcome::kWorkerFailed, Who(failure->rank) + " died: " + failure->message, ""};
+      return {Outcome::kFatal,
+              "the train loop failed on " + Who(failure->rank) + ": " + failure->message,
+              "TrainingFailedError"};
     }
-    if (!open.empty()) {
-      auto ready = Wait(open, 1, 2 * kPollMs + 1000).ready;
-      std::set<std::string> ready_ids;
-      for (const auto& ref : ready) ready_ids.insert(ref.ID().Binary());
-      for (size_t k = 0; k < open.size(); ++k) {
-        if (!ready_ids.count(open[k].ID().Binary())) continue;
-        size_t r = open_rank[k];
-        polling[r] = false;
-        PollReplyMsg reply;
-        try {
-          reply = *Get(open[k]);
-        } catch (const ActorDiedError& e) {
-          mark_incomplete();
-          return {Outcome::kWorkerFailed, who(r) + " died: " + e.what(), ""};
-        }
-        for (auto& rep : reply.reports) {
-          if (rep.index <= seen[r]) continue;
-          seen[r] = rep.index;
-          if (!rep.checkpoint_path.empty()) checkpoint_of[rep.index] = rep.checkpoint_path;
-          if (r == 0) rank0[rep.index] = rep;
-        }
-        if (reply.done) {
-          done[r] = true;
-          if (reply.failed) {
-            mark_incomplete();
-            return {Outcome::kFatal,
-                    "the train loop failed on " + who(r) + ": " + reply.error_type + ": " +
-                        reply.error_message,
-                    "TrainingFailedError"};
-          }
-        }
-      }
-    }
-    // Finalize the reports every worker has sent (or ended without).
-    while (rank0.count(next_final)) {
-      bool complete = true;
-      for (size_t r = 0; r < world; ++r) complete = complete && (seen[r] >= next_final || done[r]);
-      if (!complete) break;
-      Finalize(rank0[next_final], checkpoint_of.count(next_final) ? checkpoint_of[next_final] : "");
-      rank0.erase(next_final);
-      checkpoint_of.erase(next_final);
-      ++next_final;
-    }
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    while (auto complete = reports.TakeComplete()) Finalize(complete->first, complete->second);
+    if (reports.AllDone()) break;
   }
-  for (const auto& [index, path] : checkpoint_of)
-    incomplete->insert(index);  // reported, never by rank 0
+  incomplete->merge(reports.OrphanCheckpoints());  // reported, never by rank 0
   return {Outcome::kFinished, "", ""};
 }
 

@@ -1,4 +1,4 @@
-// Orrery's public API (DESIGN.md section 3). Modelled on Ray's C++ API.
+// Orrery's public API (docs/api.md). Modelled on Ray's C++ API.
 //
 //   int Add(int a, int b);
 //   ORRERY_REMOTE(Add, Counter::Create, &Counter::Inc);

@@ -1,4 +1,4 @@
-// The exception family that the public API throws (DESIGN.md section 3).
+// The exception family that the public API throws (docs/api.md "Errors").
 //
 // Internally Orrery returns Status/Result; exceptions appear only at the public edge.
 // Every error a user can catch derives from orrery::Error.

@@ -1,4 +1,4 @@
-// Placement strategies for placement groups (DESIGN.md section 5).
+// Placement strategies for placement groups (docs/api.md "Placement groups").
 #pragma once
 
 namespace orrery {

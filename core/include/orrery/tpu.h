@@ -1,4 +1,4 @@
-// The TPU model (../shared/TPU.md, DESIGN.md section 4): generations, pod types, topologies
+// The TPU model (docs/accelerators.md "The TPU model"): generations, pod types, topologies
 // and the arithmetic between them, plus what a worker process owning some chips is told.
 //
 // A pure library: no I/O, no environment reads, no clock. Detection (core/src/accelerators.h)
@@ -25,7 +25,7 @@ inline constexpr std::array<Generation, 7> kAllGenerations = {
     Generation::kV2,  Generation::kV3,  Generation::kV4, Generation::kV5p,
     Generation::kV5e, Generation::kV6e, Generation::kV7x};
 
-// One row of TPU.md's arithmetic table.
+// One row of the arithmetic table (docs/accelerators.md "The TPU model").
 struct GenerationInfo {
   int cores_per_chip = 0;  // 2, or 1 for v5litepod and v6e
   int chips_per_host = 0;  // of a multi-host slice (4); see ChipsPerHost for one host
@@ -74,8 +74,8 @@ struct Topology {
   bool operator==(const Topology&) const = default;
 };
 
-// The topologies TPU.md allows, in the canonical spelling (which is what hosts advertise in
-// orrery.io/tpu-topology, so the spelling matters for label matching):
+// The topologies a generation allows (docs/accelerators.md), in the canonical spelling
+// (what hosts advertise in orrery.io/tpu-topology, so the spelling matters for matching):
 //   v2, v3:          AxB, A <= B, both powers of two from 4 up to 16 (v2) / 32 (v3)
 //   v4, v5p, v7x:    2x2x1, 2x2x2, 2x2x4, 2x4x4, and AxBxC with A <= B <= C multiples of 4,
 //                    componentwise at most 12x12x16 (v4), 16x16x24 (v5p), 8x16x16 (v7x)
@@ -105,9 +105,9 @@ struct SliceShape {
 };
 
 // The slice a (generation, topology) pair describes: 2x2x2 + v4 -> v4-16, 8 chips, 2 hosts.
-// `chips_per_host` overrides the default host size when the caller knows better (TPU.md: a
-// v6e 2x4 is one 8-chip host "unless told otherwise"); 0 means the default. An override must
-// be positive and divide the slice's chips.
+// `chips_per_host` overrides the default host size when the caller knows better (a v6e 2x4
+// is one 8-chip host unless told otherwise: docs/accelerators.md); 0 means the default. An
+// override must be positive and divide the slice's chips.
 Result<SliceShape> SliceFromTopology(Generation gen, const std::string& topology,
                                      int chips_per_host = 0);
 
@@ -118,8 +118,8 @@ Result<SliceShape> SliceFromTopology(Generation gen, const std::string& topology
 // InvalidArgument listing valid pod types.
 Result<SliceShape> SliceFromPodType(const std::string& pod_type);
 
-// TPU.md "Giving chips to a worker process": a process may own 1, 2, 4 or 8 chips when that
-// divides the host's chips, or all of the host's chips.
+// A process may own 1, 2, 4 or 8 chips when that divides the host's chips, or all of the
+// host's chips (docs/accelerators.md "Devices per worker process").
 Status ValidateChipsPerProcess(int chips, int chips_per_host);
 
 // Environment for a process owning `chips` (indices on its host) of a `chips_per_host` host:

@@ -1,4 +1,4 @@
-// The web dashboard (DESIGN.md section 8, docs/dashboard.md): an HTTP server that shows a
+// The web dashboard (docs/dashboard.md): an HTTP server that shows a
 // cluster from its Redis alone (nodes, actors, placement groups, jobs, training runs), so
 // it works while the head is down. It only reads Redis.
 //

@@ -1,5 +1,5 @@
-// The TPU model (orrery/tpu.h, ../shared/TPU.md): the generation table, pod type and topology
-// parsing, slice arithmetic both ways, chips per process and the mesh helper.
+// The TPU model (orrery/tpu.h, docs/accelerators.md "The TPU model"): the generation table, pod
+// type and topology parsing, slice arithmetic both ways, chips per process and the mesh helper.
 #include "orrery/tpu.h"
 
 #include <gmock/gmock.h>
@@ -266,7 +266,8 @@ TEST(TpuTopologyTest, RejectsTopologiesTheGenerationLacks) {
   }
   EXPECT_FALSE(ParseTopology("16x16x16", Generation::kV7x).ok());
   EXPECT_FALSE(ParseTopology("32x32", Generation::kV2).ok());
-  EXPECT_FALSE(ParseTopology("2x2", Generation::kV2).ok());  // TPU.md: v2 starts at 4x4
+  // docs/accelerators.md: v2 starts at 4x4.
+  EXPECT_FALSE(ParseTopology("2x2", Generation::kV2).ok());
   EXPECT_FALSE(ParseTopology("8x4", Generation::kV3).ok());
   EXPECT_FALSE(ParseTopology("4x2", Generation::kV6e).ok());
 }
@@ -370,7 +371,7 @@ TEST(TpuSliceTest, ChipsPerHostSingleHostRule) {
 }
 
 TEST(TpuSliceTest, ChipsPerHostOverride) {
-  // TPU.md: a v6e 2x4 is one 8-chip host "unless told otherwise".
+  // docs/accelerators.md: a v6e 2x4 is one 8-chip host unless told otherwise.
   Result<SliceShape> s = SliceFromTopology(Generation::kV6e, "2x4", 4);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->hosts, 2);
@@ -498,7 +499,7 @@ TEST(TpuChipsPerProcessTest, RejectsOthersNamingTheValidCounts) {
   }
   EXPECT_THAT(ValidateChipsPerProcess(6, 8).message(), HasSubstr("use 1, 2, 4, 8"));
   EXPECT_FALSE(ValidateChipsPerProcess(2, 1).ok());
-  // TPU.md Validation: the amount must also divide the host's chips (a 6-chip host is not a
+  // docs/train.md "Configs": the amount must also divide the host's chips (a 6-chip host is not a
   // real TPU host, but a node told to expose 6 chips must still refuse 4 per process).
   EXPECT_THAT(ValidateChipsPerProcess(4, 6).message(), HasSubstr("use 1, 2, 6"));
   EXPECT_TRUE(ValidateChipsPerProcess(6, 6).ok());

@@ -1,5 +1,5 @@
-// Every validation rule of TPU.md ("Validation") and the derived defaults of DESIGN.md
-// section 7, checked on ResolveConfig (no processes).
+// Every validation rule and derived default of docs/train.md "Configs", checked on
+// ResolveConfig (no processes).
 #include "orrery/train/config.h"
 
 #include <gmock/gmock.h>

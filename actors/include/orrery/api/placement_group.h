@@ -1,4 +1,4 @@
-// Placement groups: sets of resource bundles reserved together (DESIGN.md section 3, 5).
+// Placement groups: sets of resource bundles reserved together (docs/api.md "Placement groups").
 #pragma once
 
 #include <optional>

@@ -14,7 +14,7 @@ namespace orrery {
 
 enum class ActorLifetime { kOwned = 0, kDetached = 1 };
 
-// Where a task or actor goes (DESIGN.md section 5), as in Ray:
+// Where a task or actor goes (docs/api.md "Resources and labels"), as in Ray:
 //  - DefaultSchedulingStrategy: pack onto the first nodes until they are half used, then spread;
 //  - SpreadSchedulingStrategy: the least used node that fits;
 //  - NodeAffinitySchedulingStrategy: that node; with soft = true, elsewhere when it cannot.

@@ -1,5 +1,5 @@
 // Scheduling policies: pure functions of (demand, cluster view) -> decision. No I/O, no
-// clocks; the head calls them and acts on the result (docs/architecture.md "Scheduling").
+// clocks; the head calls them and acts on the result (docs/architecture.md "The head").
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// Train configuration (DESIGN.md section 7, ../shared/TPU.md "Validation"). Aggregates whose
+// Train configuration (docs/train.md "Configs"). Aggregates whose
 // fields have defaults, so both `ScalingConfig s; s.use_tpu = true;` and designated
 // initializers work:
 //   ScalingConfig{.num_workers = 2, .use_tpu = true, .resources_per_worker = {{"TPU", 4}},
@@ -76,7 +76,7 @@ struct ResolvedConfig {
   std::vector<std::string> warnings;  // e.g. a 2-D topology read as AxBx1
 };
 
-// Checks every rule of TPU.md's Validation section (and the basic ones: worker count,
+// Checks every rule of docs/train.md "Configs" (and the basic ones: worker count,
 // backend names, strategy names) and derives the defaults. Throws orrery::ConfigError with a
 // message that says what to change; nothing is reserved before this passes.
 ResolvedConfig ResolveConfig(const ScalingConfig& scaling, const TorchConfig& torch);

@@ -1,5 +1,6 @@
-// What a training loop sees (DESIGN.md section 7): its rank, device and mesh, its config,
-// Report() for metrics and checkpoints, and collectives between the workers of its group.
+// What a training loop sees (docs/train.md "The Context"): its rank, device and mesh, its
+// config, Report() for metrics and checkpoints, and collectives between the workers of its
+// group.
 //
 //   void TrainLoop(orrery::train::Context& ctx) {
 //     std::vector<double> grad = ...;

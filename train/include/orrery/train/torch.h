@@ -1,5 +1,5 @@
-// libtorch integration of Orrery Train (DESIGN.md section 7): a ready c10d process group for
-// the training loop, the worker's tensor device, and data-parallel helpers.
+// libtorch integration of Orrery Train (docs/train.md "libtorch"): a ready c10d process group
+// for the training loop, the worker's tensor device, and data-parallel helpers.
 //
 //   #include <torch/torch.h>
 //   #include "orrery/train/torch.h"

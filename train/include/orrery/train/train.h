@@ -1,4 +1,4 @@
-// Orrery Train's public header (DESIGN.md section 7): the configs, the loop's Context and
+// Orrery Train's public header (docs/train.md): the configs, the loop's Context and
 // TorchTrainer. The libtorch integration is apart, in orrery/train/torch.h.
 #pragma once
 

@@ -1,5 +1,5 @@
 // TorchTrainer: runs a training loop on a gang-scheduled group of SPMD workers
-// (DESIGN.md section 7).
+// (docs/train.md "What Fit() does").
 #pragma once
 
 #include <exception>
