@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "core/src/log.h"
-#include "core/src/security.h"
+#include "core/src/redis_connection.h"
 
 namespace orrery {
 
@@ -16,83 +16,7 @@ constexpr size_t kMaxBatch = 512;
 constexpr size_t kMaxQueuedEvents = 10000;
 constexpr size_t kMaxQueuedStreamEntries = 100000;
 
-// Connects and authenticates (AuthenticateRedis); null with `why` set when either fails.
-redisContext* ConnectTo(const std::string& host, int port, const std::string& password,
-                        Status* why) {
-  std::string address = host + ":" + std::to_string(port);
-  timeval tv{2, 0};
-  redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
-  if (!c || c->err) {
-    *why = Status::Unavailable("cannot connect to Redis at " + address +
-                               (c ? std::string(": ") + c->errstr : ""));
-    if (c) redisFree(c);
-    return nullptr;
-  }
-  // A Redis that hangs (stopped, or swapping) must not block the writer for ever: a reply
-  // slower than this counts as a lost connection, and the writer reconnects and resyncs.
-  timeval reply_timeout{10, 0};
-  redisSetTimeout(c, reply_timeout);
-  if (Status s = AuthenticateRedis(c, password, address); !s.ok()) {
-    *why = s;
-    redisFree(c);
-    return nullptr;
-  }
-  return c;
-}
-
-// Runs one command; returns the reply (caller frees) or null on a connection error.
-redisReply* Command(redisContext* c, const std::vector<std::string>& argv) {
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  for (const auto& a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  return static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), ptrs.data(), lens.data()));
-}
 }  // namespace
-
-Result<std::string> ReadRedisPassword(const std::string& file) {
-  std::string path = file;
-  if (path.empty()) {
-    const char* env = std::getenv("ORRERY_REDIS_PASSWORD_FILE");
-    if (env && *env) path = env;
-  }
-  if (path.empty()) return std::string();
-  return security::ReadSecretFile(path);
-}
-
-Status AuthenticateRedis(redisContext* c, const std::string& password, const std::string& address) {
-  // With a password: AUTH. Without one: PING, which a Redis that wants a password refuses
-  // with NOAUTH, so the caller learns it now rather than at its first write.
-  redisReply* r = password.empty() ? Command(c, {"PING"}) : Command(c, {"AUTH", password});
-  if (!r) {
-    return Status::Unavailable("lost the connection to Redis at " + address + ": " +
-                               (c->err ? c->errstr : "no reply"));
-  }
-  std::string error = r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "";
-  freeReplyObject(r);
-  if (error.empty()) return Status::Ok();
-  // Redis's answers never contain the password; it stays out of every message.
-  if (error.rfind("NOAUTH", 0) == 0) {
-    return Status::PermissionDenied(
-        "Redis at " + address + " requires a password (" + error +
-        "): pass --redis-password-file F or set ORRERY_REDIS_PASSWORD_FILE");
-  }
-  if (error.rfind("WRONGPASS", 0) == 0 || error.find("invalid password") != std::string::npos) {
-    return Status::PermissionDenied("Redis at " + address + " refused the password (" + error +
-                                    ")");
-  }
-  if (!password.empty() && error.find("without any password configured") != std::string::npos) {
-    return Status::PermissionDenied(
-        "Redis at " + address +
-        " has no password set, but one was given: set requirepass on that Redis "
-        "or give no --redis-password-file (" +
-        error + ")");
-  }
-  return Status::Unavailable("Redis at " + address + " refused " +
-                             (password.empty() ? "PING" : "AUTH") + " (" + error + ")");
-}
 
 Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::string& address,
                                                                   const std::string& cluster,
@@ -108,7 +32,7 @@ Result<std::shared_ptr<RedisStateStore>> RedisStateStore::Connect(const std::str
     // Nothing else sees the store yet; the lock costs nothing and keeps the analysis exact.
     MutexLock lock(&store->read_mu_);
     Status why;
-    store->read_ctx_ = ConnectTo(host, port, password, &why);
+    store->read_ctx_ = ConnectToRedis(host, port, password, &why);
     if (!store->read_ctx_) return why;
   }
   store->writer_ = std::thread([s = store.get()] { s->WriterLoop(); });
@@ -242,9 +166,9 @@ Result<std::map<std::string, std::string>> RedisStateStore::GetAll(const std::st
   std::string address = host_ + ":" + std::to_string(port_);
   Status why = Status::Unavailable("no answer from Redis at " + address);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (!read_ctx_) read_ctx_ = ConnectTo(host_, port_, password_, &why);
+    if (!read_ctx_) read_ctx_ = ConnectToRedis(host_, port_, password_, &why);
     if (!read_ctx_) break;
-    redisReply* r = Command(read_ctx_, {"HGETALL", KeyFor(table)});
+    redisReply* r = RedisCommand(read_ctx_, {"HGETALL", KeyFor(table)});
     if (!r) {
       why = Status::Unavailable("lost the connection to Redis at " + address + ": " +
                                 read_ctx_->errstr);
@@ -411,7 +335,7 @@ bool RedisStateStore::Resync(redisContext* ctx) {
     if (!ok) break;
     // Fields this store no longer has (deleted while Redis was away, or older than a
     // snapshot Redis restarted from) go.
-    redisReply* r = Command(ctx, {"HKEYS", KeyFor(table)});
+    redisReply* r = RedisCommand(ctx, {"HKEYS", KeyFor(table)});
     if (!r || r->type != REDIS_REPLY_ARRAY) {
       if (r) freeReplyObject(r);
       ok = false;
@@ -473,7 +397,7 @@ void RedisStateStore::WriterLoop() {
       stopping = stop_;
       if (stopping && !HasWorkLocked()) break;
     }
-    if (!ctx) ctx = ConnectTo(host_, port_, password_, &why);
+    if (!ctx) ctx = ConnectToRedis(host_, port_, password_, &why);
     bool ok = ctx != nullptr;
     if (ok) {
       bool resync;

@@ -1,4 +1,4 @@
-// StateStore on Redis (DESIGN.md section 6): table T of cluster C is the hash
+// StateStore on Redis (docs/redis-schema.md): table T of cluster C is the hash
 // `orrery:<C>:<T>` (field = id, value = JSON); events are published on
 // `orrery:<C>:events`. Writes are sent pipelined by a background thread, so no caller waits
 // on Redis; reads (GetAll, used when the head starts) are synchronous.
