@@ -34,6 +34,27 @@ bool ObjectStore::MarkPending(const ObjectId& id) {
   return true;
 }
 
+namespace {
+// The callbacks deferred on this thread (ObjectStore::DeferCallbacks) and how many scopes
+// defer them.
+thread_local int t_defer_depth = 0;
+thread_local std::vector<std::pair<ObjectStore::Callback, ObjectValue>> t_deferred;
+}  // namespace
+
+ObjectStore::DeferCallbacks::DeferCallbacks() { ++t_defer_depth; }
+
+ObjectStore::DeferCallbacks::~DeferCallbacks() {
+  if (--t_defer_depth > 0) return;
+  // A callback may complete more objects: they join the list and run in this loop.
+  ++t_defer_depth;
+  while (!t_deferred.empty()) {
+    auto batch = std::move(t_deferred);
+    t_deferred.clear();
+    for (auto& [cb, value] : batch) cb(value);
+  }
+  --t_defer_depth;
+}
+
 void ObjectStore::Complete(const ObjectId& id, ObjectValue value) {
   std::vector<Callback> callbacks;
   {
@@ -48,6 +69,10 @@ void ObjectStore::Complete(const ObjectId& id, ObjectValue value) {
     if (e.refs == 0 && !e.pinned) entries_.erase(it);
   }
   cv_.NotifyAll();
+  if (t_defer_depth > 0) {
+    for (auto& cb : callbacks) t_deferred.emplace_back(std::move(cb), value);
+    return;
+  }
   for (auto& cb : callbacks) cb(value);
 }
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/src/error_kind.h"
 #include "core/src/thread_annotations.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
@@ -18,8 +19,8 @@
 namespace orrery::runtime {
 
 struct ObjectError {
-  std::string kind;  // orrery::Error subclass name: RemoteError, ActorDiedError, ...
-  std::string type;  // RemoteError: the user's exception type
+  proto::ErrorKind kind = proto::ErrorKind::kError;  // kRemoteError, kActorDiedError, ...
+  std::string type;                                  // RemoteError: the user's exception type
   std::string message;
   std::string function;
   std::string where;
@@ -33,6 +34,18 @@ struct ObjectValue {
 class ObjectStore {
  public:
   using Callback = std::function<void(const ObjectValue&)>;
+
+  // While one is alive on a thread, the ready callbacks of the objects that thread completes
+  // run when the last one ends instead of at once. A submitter declares one before it takes
+  // its own lock to fail calls: a dependent call's callback takes that same lock, so it must
+  // run after the lock is released (docs/architecture.md "Locks and their order").
+  class DeferCallbacks {
+   public:
+    DeferCallbacks();
+    ~DeferCallbacks();
+    DeferCallbacks(const DeferCallbacks&) = delete;
+    DeferCallbacks& operator=(const DeferCallbacks&) = delete;
+  };
 
   // Marks `id` as expected (a call's return value, a fetch in flight). Returns false when the
   // object already had a state other than "referenced only".

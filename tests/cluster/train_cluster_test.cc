@@ -172,6 +172,17 @@ void NodeDeathLoop(train::Context& ctx) {
     std::vector<int64_t> one{1};
     ctx.AllReduce(one);
     if (first_attempt && step == 3 && ctx.WorldRank() == 1) {
+      // The node dies only once the trainer has kept a checkpoint of this attempt: a node
+      // killed before that would restart the group from nothing, as a first attempt again.
+      auto kept = [&] {
+        for (const auto& e : fs::directory_iterator(ctx.RunPath()))
+          if (e.path().filename().string().rfind("checkpoint_", 0) == 0) return true;
+        return false;
+      };
+      auto wait_until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!kept() && std::chrono::steady_clock::now() < wait_until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (!kept()) Fail(ctx, "the trainer kept no checkpoint of steps 1 and 2");
       std::ofstream(ctx.RunPath() + "/doomed_node.tmp") << Env("ORRERY_NODE_ID");
       fs::rename(ctx.RunPath() + "/doomed_node.tmp", ctx.RunPath() + "/doomed_node");
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
