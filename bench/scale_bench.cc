@@ -183,7 +183,7 @@ void Recover(const RoundOptions& o, orrery_cluster::Cluster& cluster, SimCluster
   double t0 = Now();
   try {
     cluster.StartHead(1.0,
-                      o.health_threshold);  // waits (20 s at most) for the head's "listening" line
+                      o.health_threshold);  // waits (20 s at most) for the head's readiness file
   } catch (const std::exception&) {
     // A head slower than that to recover still runs (head_pid()): the lookups below wait.
   }

@@ -41,7 +41,9 @@ const std::string kId(16, '\x11');
 void MessageDecoder() {
   const char* t = "message_decoder";
   Write(t, "error", EncodeFrame(MsgType::kError, ErrorMsg{7, "malformed message body"}));
-  Write(t, "ack", EncodeFrame(MsgType::kAck, AckMsg{7, false, "ActorDiedError", "gone"}));
+  Write(t, "ack",
+        EncodeFrame(MsgType::kAck,
+                    AckMsg{7, false, orrery::proto::ErrorKind::kActorDiedError, "gone"}));
   CallMsg call;
   call.request_id = 1;
   call.object_id = kId;
@@ -53,7 +55,7 @@ void MessageDecoder() {
   ReplyMsg reply;
   reply.object_id = kId;
   reply.ok = false;
-  reply.error_kind = "RemoteError";
+  reply.error_kind = orrery::proto::ErrorKind::kRemoteError;
   reply.message = "boom";
   Write(t, "call_reply", EncodeFrame(MsgType::kCallReply, reply));
   Write(t, "get_object", EncodeFrame(MsgType::kGetObject, GetObjectMsg{}));

@@ -45,6 +45,7 @@ void ActorSubmitter::Forget(const ActorId& id) {
 }
 
 void ActorSubmitter::Submit(const ActorId& actor, std::shared_ptr<PendingCall> call) {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   auto a = ActorFor(actor, true);
   {
     MutexLock lock(&a->mu);
@@ -57,6 +58,7 @@ void ActorSubmitter::Submit(const ActorId& actor, std::shared_ptr<PendingCall> c
     a->queue.push_back(call);
   }
   resolver_.Resolve(call, [this, actor, a, call] {
+    ObjectStore::DeferCallbacks defer;
     MutexLock lock(&a->mu);
     call->unresolved = 0;
     Dispatch(actor, *a);
@@ -89,7 +91,7 @@ void ActorSubmitter::Dispatch(const ActorId& id, ActorState& a) {
     Status sent = outbox_.TrySend(a.address, MsgType::kCall, m, &call->args);
     if (!sent.ok()) {
       FailCall(store_, *call,
-               ObjectError{"Error", "",
+               ObjectError{proto::ErrorKind::kError, "",
                            "the call to " + call->function + " was not sent: " + sent.message(),
                            call->function, ""});
       continue;
@@ -108,7 +110,7 @@ void ActorSubmitter::OnReply(const ActorId& actor, uint64_t seq) {
 
 void ActorSubmitter::RequeueInflight(ActorState& a, const proto::ActorUpdateMsg& u) {
   // A node's memory monitor kills with OutOfMemoryError, whose cause says why.
-  bool oom = u.death_kind == "OutOfMemoryError";
+  bool oom = u.death_kind == proto::ErrorKind::kOutOfMemoryError;
   for (auto it = a.inflight.rbegin(); it != a.inflight.rend(); ++it) {
     auto& call = it->second;
     if (call->retries_left != 0) {
@@ -116,7 +118,7 @@ void ActorSubmitter::RequeueInflight(ActorState& a, const proto::ActorUpdateMsg&
       a.queue.push_front(call);
     } else {
       FailCall(store_, *call,
-               ObjectError{oom ? u.death_kind : "ActorDiedError", "",
+               ObjectError{oom ? u.death_kind : proto::ErrorKind::kActorDiedError, "",
                            (oom ? "actor method " + call->function + " failed: "
                                 : "the actor died while running " + call->function + ": ") +
                                u.death_cause,
@@ -135,6 +137,7 @@ void ActorSubmitter::MarkDead(const ActorId& id, ActorState& a, ObjectError deat
 }
 
 void ActorSubmitter::OnUpdate(const proto::ActorUpdateMsg& u) {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   ActorId id(UniqueId::FromBinary(u.actor_id));
   auto a = FindActor(id);
   if (!a) return;  // not an actor this process created or called: nothing to update
@@ -159,16 +162,19 @@ void ActorSubmitter::OnUpdate(const proto::ActorUpdateMsg& u) {
     a->address.clear();
   } else if (state == proto::ActorState::kDead) {
     outbox_.MarkPeerGone(a->address);
-    std::string kind = u.death_kind.empty() ? "ActorDiedError" : u.death_kind;
+    proto::ErrorKind kind =
+        u.death_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kActorDiedError : u.death_kind;
     MarkDead(id, *a,
              ObjectError{kind, "",
-                         kind == "ActorDiedError" ? "actor " + id.Hex() + " died: " + u.death_cause
-                                                  : u.death_cause,
+                         kind == proto::ErrorKind::kActorDiedError
+                             ? "actor " + id.Hex() + " died: " + u.death_cause
+                             : u.death_cause,
                          "", ""});
   }
 }
 
 void ActorSubmitter::Kill(const ActorId& actor, bool no_restart) {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   head_.KillActor(actor, no_restart);
   auto a = ActorFor(actor, false);
   MutexLock lock(&a->mu);
@@ -183,11 +189,12 @@ void ActorSubmitter::Kill(const ActorId& actor, bool no_restart) {
     return;
   }
   MarkDead(actor, *a,
-           ObjectError{"ActorDiedError", "", "actor " + actor.Hex() + " was killed by orrery::Kill",
-                       "", ""});
+           ObjectError{proto::ErrorKind::kActorDiedError, "",
+                       "actor " + actor.Hex() + " was killed by orrery::Kill", "", ""});
 }
 
 void ActorSubmitter::KillOwned() {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   std::vector<ActorId> owned;
   {
     MutexLock lock(&actors_mu_);

@@ -9,23 +9,13 @@
 
 namespace orrery::runtime {
 
-void ThrowKind(const std::string& kind, const std::string& message) {
-  if (kind == "ActorDiedError") throw ActorDiedError(message);
-  if (kind == "GetTimeoutError") throw GetTimeoutError(message);
-  if (kind == "InfeasibleError") throw InfeasibleError(message);
-  if (kind == "PlacementGroupError") throw PlacementGroupError(message);
-  if (kind == "FunctionNotFoundError") throw FunctionNotFoundError(message);
-  if (kind == "ConfigError") throw ConfigError(message);
-  if (kind == "ConnectionError") throw ConnectionError(message);
-  if (kind == "AcceleratorNotAvailableError") throw AcceleratorNotAvailableError(message);
-  if (kind == "TrainingFailedError") throw TrainingFailedError(message);
-  if (kind == "OutOfMemoryError") throw OutOfMemoryError(message);
-  if (kind == "WorkerCrashedError") throw WorkerCrashedError(message);
-  throw Error(message);
+void ThrowKind(proto::ErrorKind kind, const std::string& message) {
+  proto::ThrowErrorOfKind(kind, message);
 }
 
 void ThrowError(const ObjectError& e) {
-  if (e.kind == "RemoteError") throw RemoteError(e.type, e.message, e.function, e.where);
+  if (e.kind == proto::ErrorKind::kRemoteError)
+    throw RemoteError(e.type, e.message, e.function, e.where);
   ThrowKind(e.kind, e.message);
 }
 

@@ -8,7 +8,7 @@
 namespace orrery::runtime {
 
 [[noreturn]] void ThrowError(const ObjectError& error);
-[[noreturn]] void ThrowKind(const std::string& kind, const std::string& message);
+[[noreturn]] void ThrowKind(proto::ErrorKind kind, const std::string& message);
 // The demangled type name of the exception being handled (inside a catch block).
 std::string CurrentExceptionType(const std::exception* e);
 

@@ -44,7 +44,7 @@ void JobRegistration::Register() {
   m.binary_hash = self_.binary_hash;
   m.arch = self_.arch;
   auto ack = head_.RegisterJob(m);
-  if (!ack.ok && ack.error_kind == "NeedBinary") {
+  if (!ack.ok && ack.error_kind == proto::ErrorKind::kNeedBinary) {
     UploadExecutable();
     ack = head_.RegisterJob(m);
   }

@@ -46,7 +46,7 @@ void NodeService::GrantTo(Worker& w) {
   transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
 }
 
-void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind,
+void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
                               const std::string& message) {
   proto::LeaseReplyMsg reply;
   reply.request_id = r.request_id;

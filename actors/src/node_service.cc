@@ -24,16 +24,6 @@ double Now() { return MonotonicSeconds(); }
 // next kill.
 constexpr double kOomVictimGraceS = 10;
 
-// Decodes a message's meta; a malformed one is thrown, and the inbox answers the sender
-// with an error (transport.h).
-template <typename T>
-T DecodeOrThrow(const transport::Envelope& env) {
-  T m;
-  Status s = env.Decode(&m);
-  if (!s.ok()) throw std::runtime_error(s.message());
-  return m;
-}
-
 std::string SysrootOf(const std::string& given) {
   if (!given.empty()) return given;
   const char* env = std::getenv("ORRERY_SYSROOT");
@@ -154,24 +144,24 @@ void NodeService::Handle(transport::Envelope& env) {
       return;
     }
     case MsgType::kStartActor:
-      return OnStartActor(DecodeOrThrow<proto::StartActorMsg>(env));
+      return OnStartActor(env.DecodeOrThrow<proto::StartActorMsg>());
     case MsgType::kGrantLease:
-      return OnGrantLease(DecodeOrThrow<proto::GrantLeaseMsg>(env).request);
+      return OnGrantLease(env.DecodeOrThrow<proto::GrantLeaseMsg>().request);
     case MsgType::kReleaseLease:
-      return OnReleaseLease(DecodeOrThrow<proto::ReleaseLeaseMsg>(env).lease_id);
+      return OnReleaseLease(env.DecodeOrThrow<proto::ReleaseLeaseMsg>().lease_id);
     case MsgType::kKillWorker:
-      return OnKillWorker(DecodeOrThrow<proto::KillWorkerMsg>(env));
+      return OnKillWorker(env.DecodeOrThrow<proto::KillWorkerMsg>());
     case MsgType::kWorkerRegister:
-      return OnWorkerRegister(DecodeOrThrow<proto::WorkerRegisterMsg>(env));
+      return OnWorkerRegister(env.DecodeOrThrow<proto::WorkerRegisterMsg>());
     case MsgType::kAssignReply:
-      return OnAssignReply(DecodeOrThrow<proto::AssignReplyMsg>(env));
+      return OnAssignReply(env.DecodeOrThrow<proto::AssignReplyMsg>());
     case MsgType::kPing: {
-      auto m = DecodeOrThrow<proto::PingMsg>(env);
+      auto m = env.DecodeOrThrow<proto::PingMsg>();
       if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
       return;
     }
     case MsgType::kBinaryReply:
-      return OnBinaryReply(DecodeOrThrow<proto::BinaryMsg>(env), env.PayloadString());
+      return OnBinaryReply(env.DecodeOrThrow<proto::BinaryMsg>(), env.PayloadString());
     case MsgType::kError: {
       proto::ErrorMsg m;
       (void)env.Decode(&m);
@@ -232,7 +222,7 @@ void NodeService::CheckMemory() {
                                    : "running a task");
   std::string message = OutOfMemoryMessage(id_.Hex(), memory_.last(), memory_.threshold(), victim);
   LOG_WARN(message);
-  w.kill_kind = "OutOfMemoryError";
+  w.kill_kind = proto::ErrorKind::kOutOfMemoryError;
   oom_victim_ = w.id;
   oom_victim_since_ = now;
   Kill(w, message);

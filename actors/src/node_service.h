@@ -77,8 +77,9 @@ class NodeService {
     bool reported = false;  // death already reported to the head
     bool kill_requested = false;
     std::string kill_reason;
-    std::string kill_kind;  // error kind its death reports when not the default
-    double started = 0;     // when it took its current actor or lease (for the memory monitor)
+    // The error kind its death reports when not the default.
+    proto::ErrorKind kill_kind = proto::ErrorKind::kNone;
+    double started = 0;  // when it took its current actor or lease (for the memory monitor)
     double idle_since = 0;
     std::vector<std::string> argv;  // while waiting for the executable
     std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
@@ -123,9 +124,9 @@ class NodeService {
   void OnSpawnFailed(uint64_t request, const std::string& cause);
   void Kill(Worker& w, const std::string& reason);
   void GrantTo(Worker& w);
-  void LeaseFailed(const proto::LeaseRequestMsg& r, const std::string& kind,
+  void LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
                    const std::string& message);
-  void ActorDied(Worker& w, const std::string& kind, const std::string& cause);
+  void ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause);
   Worker* ByActor(const std::string& actor_id);
   Worker* ByLease(const std::string& lease_id);
 

@@ -231,8 +231,8 @@ void NodeService::OnSpawned(uint64_t request, int pid) {
   }
   if (pid <= 0) {
     std::string cause = "the worker process could not be forked";
-    if (w->second.is_actor) ActorDied(w->second, "ActorDiedError", cause);
-    if (w->second.has_lease) LeaseFailed(w->second.lease, "Error", cause);
+    if (w->second.is_actor) ActorDied(w->second, proto::ErrorKind::kActorDiedError, cause);
+    if (w->second.has_lease) LeaseFailed(w->second.lease, proto::ErrorKind::kError, cause);
     Erase(id);
     return;
   }

@@ -19,8 +19,8 @@ double Now() { return MonotonicSeconds(); }
 }  // namespace
 
 void NodeService::FailWorker(Worker& w, const std::string& reason) {
-  if (w.is_actor) ActorDied(w, "ActorDiedError", reason);
-  if (w.has_lease) LeaseFailed(w.lease, "Error", reason);
+  if (w.is_actor) ActorDied(w, proto::ErrorKind::kActorDiedError, reason);
+  if (w.has_lease) LeaseFailed(w.lease, proto::ErrorKind::kError, reason);
   Erase(w.id);
 }
 
@@ -145,9 +145,9 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
         "the creation of the actor failed: " + (m.error_type.empty() ? "" : m.error_type + ": ") +
         m.message;
     if (w.is_actor) {
-      ActorDied(w, "CreationFailed", cause);
+      ActorDied(w, proto::ErrorKind::kCreationFailed, cause);
     } else if (w.has_lease) {
-      LeaseFailed(w.lease, "Error", cause);
+      LeaseFailed(w.lease, proto::ErrorKind::kError, cause);
       w.has_lease = false;
     }
     Kill(w, cause);
@@ -171,7 +171,7 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
   }
 }
 
-void NodeService::ActorDied(Worker& w, const std::string& kind, const std::string& cause) {
+void NodeService::ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause) {
   if (w.reported || !w.is_actor) return;
   w.reported = true;
   proto::WorkerEventMsg ev;
@@ -197,8 +197,15 @@ void NodeService::OnExited(int pid, const std::string& how) {
   std::string cause = w.kill_requested
                           ? w.kill_reason
                           : "its worker process (pid " + std::to_string(pid) + ") " + how;
-  if (w.is_actor) ActorDied(w, w.kill_kind.empty() ? "ActorDiedError" : w.kill_kind, cause);
-  if (w.has_lease) LeaseFailed(w.lease, w.kill_kind.empty() ? "WorkerDied" : w.kill_kind, cause);
+  if (w.is_actor)
+    ActorDied(
+        w, w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kActorDiedError : w.kill_kind,
+        cause);
+  if (w.has_lease)
+    LeaseFailed(
+        w.lease,
+        w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kWorkerDied : w.kill_kind,
+        cause);
   Erase(id);
 }
 

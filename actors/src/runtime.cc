@@ -18,15 +18,6 @@ using proto::MsgType;
 namespace {
 std::atomic<Runtime*> g_current{nullptr};
 
-// Decodes a message's meta; a malformed one is thrown, and the inbox answers the sender
-// with an error (transport.h).
-template <typename T>
-T DecodeOrThrow(const transport::Envelope& env) {
-  T m;
-  Status s = env.Decode(&m);
-  if (!s.ok()) throw std::runtime_error(s.message());
-  return m;
-}
 }  // namespace
 
 std::vector<std::string> SelfCommandLine() {
@@ -82,11 +73,11 @@ void Runtime::Handle(transport::Envelope& env) {
     case MsgType::kCallReply:
       return OnCallReply(env);
     case MsgType::kActorUpdate:
-      return actors_.OnUpdate(DecodeOrThrow<proto::ActorUpdateMsg>(env));
+      return actors_.OnUpdate(env.DecodeOrThrow<proto::ActorUpdateMsg>());
     case MsgType::kLeaseReply:
-      return tasks_.OnLeaseReply(DecodeOrThrow<proto::LeaseReplyMsg>(env));
+      return tasks_.OnLeaseReply(env.DecodeOrThrow<proto::LeaseReplyMsg>());
     case MsgType::kGetObject:
-      return OnGetObject(DecodeOrThrow<proto::GetObjectMsg>(env));
+      return OnGetObject(env.DecodeOrThrow<proto::GetObjectMsg>());
     case MsgType::kObjectReply:
       return OnObjectReply(env);
     case MsgType::kAck:
@@ -102,7 +93,7 @@ void Runtime::Handle(transport::Envelope& env) {
       return;
     }
     case MsgType::kPing: {
-      auto m = DecodeOrThrow<proto::PingMsg>(env);
+      auto m = env.DecodeOrThrow<proto::PingMsg>();
       if (!m.reply_to.empty()) outbox_.Send(m.reply_to, MsgType::kPong, m);
       return;
     }
@@ -113,7 +104,7 @@ void Runtime::Handle(transport::Envelope& env) {
 }
 
 void Runtime::OnCallReply(transport::Envelope& env) {
-  auto r = DecodeOrThrow<proto::ReplyMsg>(env);
+  auto r = env.DecodeOrThrow<proto::ReplyMsg>();
   ObjectId id(UniqueId::FromBinary(r.object_id));
   LOG_DEBUG("reply " + r.function + " " + id.Hex().substr(0, 8) + (r.ok ? " ok" : " error"));
   if (!r.actor_id.empty()) {

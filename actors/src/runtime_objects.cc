@@ -77,10 +77,10 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
     outbox.Send(reply_to, MsgType::kObjectReply, r, v.bytes ? v.bytes.get() : &empty);
   };
   if (store_.Lookup(id) == ObjectStore::Presence::kAbsent) {
-    send(ObjectValue{nullptr,
-                     std::make_shared<const ObjectError>(ObjectError{
-                         "Error", "", "object " + id.Hex() + " is no longer held by its owner", "",
-                         self_.where})});
+    send(ObjectValue{
+        nullptr, std::make_shared<const ObjectError>(ObjectError{
+                     proto::ErrorKind::kError, "",
+                     "object " + id.Hex() + " is no longer held by its owner", "", self_.where})});
     return;
   }
   store_.Pin(id);
@@ -88,9 +88,7 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
 }
 
 void Runtime::OnObjectReply(transport::Envelope& env) {
-  proto::ReplyMsg r;
-  Status s = env.Decode(&r);
-  if (!s.ok()) throw std::runtime_error(s.message());
+  auto r = env.DecodeOrThrow<proto::ReplyMsg>();
   ObjectId id(UniqueId::FromBinary(r.object_id));
   if (r.ok) {
     store_.PutValue(id, std::make_shared<const std::string>(env.PayloadString()));

@@ -16,7 +16,7 @@ constexpr int kMaxLeaseRequestsPerKey = 4;
 // A lease whose node or worker died before it was granted is asked for again, this many
 // times in a row at most (a worker that dies as it starts would otherwise loop forever).
 constexpr int kMaxLostLeasesInARow = 16;
-constexpr const char* kWorkerDiedKind = "WorkerDied";
+constexpr proto::ErrorKind kWorkerDiedKind = proto::ErrorKind::kWorkerDied;
 }  // namespace
 
 TaskSubmitter::TaskSubmitter(const ProcessIdentity& self, const Config& config, Outbox& outbox,
@@ -49,6 +49,7 @@ void TaskSubmitter::Submit(const internal::CallOptions& options,
 }
 
 void TaskSubmitter::Enqueue(const std::string& key, std::shared_ptr<PendingCall> call) {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   if (call->dep_error) {
     FailCall(store_, *call, *call->dep_error);
     return;
@@ -85,7 +86,7 @@ void TaskSubmitter::SendToLease(TaskKey& k, Lease& l) {
     Status sent = outbox_.TrySend(l.worker_address, MsgType::kCall, m, &call->args);
     if (!sent.ok()) {
       FailCall(store_, *call,
-               ObjectError{"Error", "",
+               ObjectError{proto::ErrorKind::kError, "",
                            "the task " + call->function + " was not sent: " + sent.message(),
                            call->function, ""});
       continue;
@@ -132,6 +133,7 @@ void TaskSubmitter::OnReply(const std::string& lease_id, const ObjectId& object)
 }
 
 void TaskSubmitter::OnLeaseReply(const proto::LeaseReplyMsg& r) {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   MutexLock lock(&mu_);
   auto it = leases_.find(r.lease_id);
   if (it == leases_.end()) {
@@ -172,7 +174,8 @@ void TaskSubmitter::OnRefused(std::map<std::string, Lease>::iterator it,
   }
   // The request failed (infeasible): nothing of this shape can run.
   if (k.requested == 0 && k.leases.empty()) {
-    std::string kind = r.error_kind == kWorkerDiedKind ? "WorkerCrashedError" : r.error_kind;
+    proto::ErrorKind kind =
+        r.error_kind == kWorkerDiedKind ? proto::ErrorKind::kWorkerCrashedError : r.error_kind;
     for (auto& call : k.queue)
       FailCall(store_, *call, ObjectError{kind, "", r.message, call->function, ""});
     k.queue.clear();
@@ -185,7 +188,7 @@ void TaskSubmitter::OnWorkerDied(std::map<std::string, Lease>::iterator it,
   // with OutOfMemoryError, whose message says why.
   std::string key = it->second.key;
   TaskKey& k = keys_[key];
-  bool oom = r.error_kind == "OutOfMemoryError";
+  bool oom = r.error_kind == proto::ErrorKind::kOutOfMemoryError;
   for (auto& [id, call] : it->second.inflight) {
     if (call->retries_left != 0) {
       if (call->retries_left > 0) --call->retries_left;
@@ -193,7 +196,7 @@ void TaskSubmitter::OnWorkerDied(std::map<std::string, Lease>::iterator it,
     } else {
       FailCall(
           store_, *call,
-          ObjectError{oom ? r.error_kind : "WorkerCrashedError", "",
+          ObjectError{oom ? r.error_kind : proto::ErrorKind::kWorkerCrashedError, "",
                       oom ? "task " + call->function + " failed: " + r.message
                           : "the worker running task " + call->function + " died: " + r.message,
                       call->function, ""});
@@ -205,6 +208,7 @@ void TaskSubmitter::OnWorkerDied(std::map<std::string, Lease>::iterator it,
 }
 
 void TaskSubmitter::ReturnIdleLeases(double now) {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   MutexLock lock(&mu_);
   double idle = config_.task_lease_idle_ms / 1000.0;
   std::vector<std::string> expired;
@@ -218,6 +222,7 @@ void TaskSubmitter::ReturnIdleLeases(double now) {
 }
 
 void TaskSubmitter::ReturnAllLeases() {
+  ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   // Leases (granted or still requested) go back to the head, so their resources do not
   // stay reserved for a driver that is gone.
   MutexLock lock(&mu_);

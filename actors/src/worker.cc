@@ -52,10 +52,7 @@ class WorkerServer {
   bool Handle(transport::Envelope& env) {
     switch (env.type) {
       case MsgType::kAssign: {
-        proto::AssignMsg m;
-        Status s = env.Decode(&m);
-        if (!s.ok()) throw std::runtime_error(s.message());
-        OnAssign(m);
+        OnAssign(env.DecodeOrThrow<proto::AssignMsg>());
         return true;
       }
       case MsgType::kCall:
@@ -108,7 +105,7 @@ class WorkerServer {
     if (!m.is_actor) {
       ready_ = true;
       transport::Send(node_address_, MsgType::kAssignReply,
-                      proto::AssignReplyMsg{worker_id_, "", true, "", "", ""});
+                      proto::AssignReplyMsg{worker_id_, "", true, proto::ErrorKind::kNone, "", ""});
       return;
     }
     const auto& spec = m.actor.spec;
@@ -124,11 +121,11 @@ class WorkerServer {
   }
 
   void CreateActor(const proto::ActorSpecMsg& spec) {
-    proto::AssignReplyMsg reply{worker_id_, spec.actor_id, true, "", "", ""};
+    proto::AssignReplyMsg reply{worker_id_, spec.actor_id, true, proto::ErrorKind::kNone, "", ""};
     const internal::FunctionEntry* e = internal::FindByName(spec.factory);
     if (!e || e->kind != internal::FunctionKind::kFactory) {
       reply.ok = false;
-      reply.error_kind = "FunctionNotFoundError";
+      reply.error_kind = proto::ErrorKind::kFunctionNotFoundError;
       reply.message = "actor factory '" + spec.factory + "' is not registered in this executable";
     } else {
       try {
@@ -139,12 +136,12 @@ class WorkerServer {
         instance_ = instance;
       } catch (const std::exception& ex) {
         reply.ok = false;
-        reply.error_kind = "RemoteError";
+        reply.error_kind = proto::ErrorKind::kRemoteError;
         reply.error_type = CurrentExceptionType(&ex);
         reply.message = ex.what();
       } catch (...) {
         reply.ok = false;
-        reply.error_kind = "RemoteError";
+        reply.error_kind = proto::ErrorKind::kRemoteError;
         reply.error_type = CurrentExceptionType(nullptr);
         reply.message = "a non-standard exception";
       }
@@ -157,7 +154,8 @@ class WorkerServer {
     LOG_DEBUG("call " + call->function + " " +
               UniqueId::FromBinary(call->object_id).Hex().substr(0, 8));
     if (!ready_) {
-      Reply(*call, false, "Error", "", "this worker has no assignment yet", nullptr);
+      Reply(*call, false, proto::ErrorKind::kError, "", "this worker has no assignment yet",
+            nullptr);
       return;
     }
     if (call->actor_id.empty()) {
@@ -166,13 +164,14 @@ class WorkerServer {
       return;
     }
     if (call->actor_id != actor_id_) {
-      Reply(*call, false, "ActorDiedError", "", "this worker does not host that actor", nullptr);
+      Reply(*call, false, proto::ErrorKind::kActorDiedError, "",
+            "this worker does not host that actor", nullptr);
       return;
     }
     // Start calls of one caller in sequence order.
     auto& order = order_[call->reply_to];
     if (call->seq < order.next) {
-      Reply(*call, false, "Error", "", "duplicate call sequence number", nullptr);
+      Reply(*call, false, proto::ErrorKind::kError, "", "duplicate call sequence number", nullptr);
       return;
     }
     order.waiting.emplace(call->seq, std::make_pair(call, payload));
@@ -247,7 +246,7 @@ class WorkerServer {
     t_holds_slot = true;
   }
 
-  void Reply(const proto::CallMsg& call, bool ok, const std::string& kind, const std::string& type,
+  void Reply(const proto::CallMsg& call, bool ok, proto::ErrorKind kind, const std::string& type,
              const std::string& message, const std::string* result) {
     proto::ReplyMsg r;
     r.object_id = call.object_id;
@@ -268,14 +267,14 @@ class WorkerServer {
     const internal::FunctionEntry* e = internal::FindByName(call.function);
     bool is_actor = !call.actor_id.empty();
     if (!e) {
-      Reply(call, false, "FunctionNotFoundError", "",
+      Reply(call, false, proto::ErrorKind::kFunctionNotFoundError, "",
             "'" + call.function + "' is not registered in the worker's executable", nullptr);
       return;
     }
     if (is_actor ? e->kind != internal::FunctionKind::kMethod
                  : e->kind != internal::FunctionKind::kFunction) {
       Reply(
-          call, false, "FunctionNotFoundError", "",
+          call, false, proto::ErrorKind::kFunctionNotFoundError, "",
           "'" + call.function + "' is not " + (is_actor ? "an actor method" : "a remote function"),
           nullptr);
       return;
@@ -284,14 +283,16 @@ class WorkerServer {
       msgpack::object_handle oh =
           internal::UnpackUntrusted(args.data(), args.size(), internal::kValueUnpackLimits);
       std::string result = e->invoke(instance_, oh.get(), nullptr);
-      Reply(call, true, "", "", "", &result);
+      Reply(call, true, proto::ErrorKind::kNone, "", "", &result);
     } catch (const internal::ConvertError& ex) {
-      Reply(call, false, "RemoteError", "orrery::ArgumentError", ex.what(), nullptr);
-    } catch (const std::exception& ex) {
-      Reply(call, false, "RemoteError", CurrentExceptionType(&ex), ex.what(), nullptr);
-    } catch (...) {
-      Reply(call, false, "RemoteError", CurrentExceptionType(nullptr), "a non-standard exception",
+      Reply(call, false, proto::ErrorKind::kRemoteError, "orrery::ArgumentError", ex.what(),
             nullptr);
+    } catch (const std::exception& ex) {
+      Reply(call, false, proto::ErrorKind::kRemoteError, CurrentExceptionType(&ex), ex.what(),
+            nullptr);
+    } catch (...) {
+      Reply(call, false, proto::ErrorKind::kRemoteError, CurrentExceptionType(nullptr),
+            "a non-standard exception", nullptr);
     }
   }
 

@@ -23,8 +23,8 @@ struct CallMsg {
 struct ReplyMsg {
   std::string object_id;
   bool ok = true;
-  std::string error_kind;  // "RemoteError", "FunctionNotFoundError", "ActorDiedError", ...
-  std::string error_type;  // RemoteError: the C++ type of the user's exception
+  ErrorKind error_kind = ErrorKind::kNone;  // kRemoteError, kFunctionNotFoundError, ...
+  std::string error_type;                   // RemoteError: the C++ type of the user's exception
   std::string message;
   std::string function;
   std::string where;     // node and pid

@@ -60,7 +60,7 @@ struct ActorUpdateMsg {
   int state = 0;  // ActorState
   std::string address;
   int incarnation = 0;
-  std::string death_kind;  // orrery::Error subclass for callers: ActorDiedError, InfeasibleError
+  ErrorKind death_kind = ErrorKind::kNone;  // for callers: kActorDiedError, kInfeasibleError, ...
   std::string death_cause;
   std::string node_id;
   int pid = 0;
@@ -116,7 +116,7 @@ struct LeaseReplyMsg {
   uint64_t request_id = 0;
   std::string lease_id;
   bool ok = true;
-  std::string error_kind;
+  ErrorKind error_kind = ErrorKind::kNone;
   std::string message;
   std::string worker_address;
   std::string worker_id;
@@ -147,7 +147,7 @@ struct PlacementGroupMsg {
 struct PlacementGroupReplyMsg {
   uint64_t request_id = 0;
   bool ok = true;
-  std::string error_kind;
+  ErrorKind error_kind = ErrorKind::kNone;
   std::string message;
   bool ready = false;
   std::string pg_id;

@@ -51,7 +51,7 @@ struct WorkerEventMsg {
   int incarnation = 0;
   std::string address;
   int pid = 0;
-  std::string error_kind;
+  ErrorKind error_kind = ErrorKind::kNone;
   std::string cause;
   std::string node_secret;  // the sending node's (RegisterNodeMsg::node_secret)
   MSGPACK_DEFINE(kind, node_id, actor_id, lease_id, incarnation, address, pid, error_kind, cause,

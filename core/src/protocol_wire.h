@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/src/error_kind.h"
 #include "orrery/api/serialize.h"
 #include "orrery/status.h"
 
@@ -24,7 +25,8 @@ namespace orrery::proto {
 
 inline constexpr uint8_t kMagic0 = 'O';
 inline constexpr uint8_t kMagic1 = 'R';
-inline constexpr uint8_t kProtocolVersion = 1;
+// 2: error kinds travel as ErrorKind (one byte) instead of their names.
+inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 4;
 
 // The one table of message types: ORRERY_MESSAGE_TYPES(X) calls X(Name, value) for each,
@@ -137,7 +139,7 @@ struct ErrorMsg {
 struct AckMsg {
   uint64_t request_id = 0;
   bool ok = true;
-  std::string error_kind;  // orrery::Error subclass name when !ok
+  ErrorKind error_kind = ErrorKind::kNone;  // when !ok
   std::string message;
   MSGPACK_DEFINE(request_id, ok, error_kind, message);
 };

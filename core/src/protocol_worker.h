@@ -29,7 +29,7 @@ struct AssignReplyMsg {
   std::string worker_id;
   std::string actor_id;
   bool ok = true;
-  std::string error_kind;
+  ErrorKind error_kind = ErrorKind::kNone;
   std::string error_type;
   std::string message;
   MSGPACK_DEFINE(worker_id, actor_id, ok, error_kind, error_type, message);

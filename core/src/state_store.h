@@ -1,4 +1,4 @@
-// The cluster state store (docs/architecture.md "State"): tables of id -> JSON value. The head
+// The cluster state store (docs/architecture.md "The head"): tables of id -> JSON value. The head
 // writes every state change here and rebuilds itself from it on restart. The embedded default uses
 // the in-memory store; a Redis-backed one implements the same interface.
 #pragma once

@@ -32,7 +32,7 @@ void ActorManager::OnCreate(const proto::CreateActorMsg& m, double now) {
   if (actors_.count(m.spec.actor_id))  // a resent request: it was taken already
     return ctx_.Ack(m.reply_to, m.request_id);
   if (Status s = Validate(m); !s.ok())
-    return ctx_.Ack(m.reply_to, m.request_id, false, "ConfigError", s.message());
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kConfigError, s.message());
   const auto& opts = m.spec.options;
   if (!opts.name.empty()) {
     auto key = std::make_pair(opts.namespace_, opts.name);
@@ -40,7 +40,7 @@ void ActorManager::OnCreate(const proto::CreateActorMsg& m, double now) {
     if (it != named_.end()) {
       auto a = actors_.find(it->second);
       if (a != actors_.end() && a->second.state != ActorState::kDead) {
-        return ctx_.Ack(m.reply_to, m.request_id, false, "Error",
+        return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
                         "an actor named '" + opts.name + "' already exists in namespace '" +
                             opts.namespace_ + "'");
       }
@@ -85,7 +85,7 @@ void ActorManager::OnSubscribe(const proto::SubscribeActorMsg& m) {
     proto::ActorUpdateMsg u;
     u.actor_id = m.actor_id;
     u.state = int(ActorState::kDead);
-    u.death_kind = "ActorDiedError";
+    u.death_kind = proto::ErrorKind::kActorDiedError;
     u.death_cause = "no actor with id " + Hex(m.actor_id) + " is known to the head";
     return ctx_.outbox->Send(m.reply_to, MsgType::kActorUpdate, u);
   }
@@ -121,7 +121,8 @@ void ActorManager::OnKill(const proto::KillActorMsg& m) {
   }
   // Not placed: nothing runs; it dies here.
   queue_.Erase(DemandKind::kActor, m.actor_id);
-  Died(a, "ActorDiedError", "the actor was killed by orrery::Kill before it started", false, Now());
+  Died(a, proto::ErrorKind::kActorDiedError,
+       "the actor was killed by orrery::Kill before it started", false, Now());
 }
 
 void ActorManager::FreeName(const ActorEntry& a) {
@@ -130,7 +131,7 @@ void ActorManager::FreeName(const ActorEntry& a) {
   if (it != named_.end() && it->second == a.spec.actor_id) named_.erase(it);
 }
 
-void ActorManager::Died(ActorEntry& a, const std::string& kind, const std::string& cause,
+void ActorManager::Died(ActorEntry& a, proto::ErrorKind kind, const std::string& cause,
                         bool allow_restart, double now) {
   if (a.node >= 0) {
     book_.Release(a.node, a.spec.options.placement_group, a.bundle, a.spec.options.resources);
@@ -172,9 +173,11 @@ void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, doubl
     return Notify(a);
   }
   if (a.state == ActorState::kDead) return;
-  bool creation_failed = m.error_kind == "CreationFailed";
+  bool creation_failed = m.error_kind == proto::ErrorKind::kCreationFailed;
   // The kinds a node reports that callers see as such; anything else is ActorDiedError.
-  std::string kind = m.error_kind == "OutOfMemoryError" ? m.error_kind : "ActorDiedError";
+  proto::ErrorKind kind = m.error_kind == proto::ErrorKind::kOutOfMemoryError
+                              ? m.error_kind
+                              : proto::ErrorKind::kActorDiedError;
   Died(a, kind, m.cause, !creation_failed, now);
 }
 
@@ -182,7 +185,7 @@ void ActorManager::NodeDied(int node, const std::string& cause, double now) {
   std::string why = "its node " + nodes_.HexId(node) + " died: " + cause;
   for (const std::string& id : Members(on_node_, node)) {
     ActorEntry& a = actors_.at(id);
-    if (a.state != ActorState::kDead) Died(a, "ActorDiedError", why, true, now);
+    if (a.state != ActorState::kDead) Died(a, proto::ErrorKind::kActorDiedError, why, true, now);
   }
 }
 
@@ -199,7 +202,7 @@ void ActorManager::JobEnded(const std::string& job_id) {
       KillOnNode(a, why);
     } else {
       queue_.Erase(DemandKind::kActor, id);
-      Died(a, "ActorDiedError", why, false, Now());
+      Died(a, proto::ErrorKind::kActorDiedError, why, false, Now());
     }
   }
 }
@@ -230,8 +233,8 @@ bool ActorManager::TryPlace(const std::string& id, double since, double now, std
   }
   double limit = a.spec.infeasible_timeout_s;
   if (d.outcome == Outcome::kInfeasible && limit >= 0 && now - since >= limit) {
-    Died(a, "InfeasibleError", "actor " + a.spec.factory + " cannot be scheduled: " + d.reason,
-         false, now);
+    Died(a, proto::ErrorKind::kInfeasibleError,
+         "actor " + a.spec.factory + " cannot be scheduled: " + d.reason, false, now);
     return true;
   }
   *reason = (d.outcome == Outcome::kInfeasible ? "infeasible: " : "") + d.reason;
@@ -260,7 +263,7 @@ void ActorManager::Persist(const ActorEntry& a) {
   r.bundle = a.bundle;
   r.address = a.address;
   r.pid = a.pid;
-  r.death_kind = a.death_kind;
+  r.death_kind = proto::ErrorKindName(a.death_kind);
   r.death_cause = a.death_cause;
   r.subscribers.assign(a.subscribers.begin(), a.subscribers.end());
   ctx_.store->Put("actors", Hex(a.spec.actor_id), records::ActorRecordJson(r));
@@ -269,7 +272,7 @@ void ActorManager::Persist(const ActorEntry& a) {
 
 void ActorManager::Adopt(ActorEntry a, double now) {
   if (a.state == ActorState::kDead) {
-    if (a.death_kind.empty()) a.death_kind = "ActorDiedError";
+    if (a.death_kind == proto::ErrorKind::kNone) a.death_kind = proto::ErrorKind::kActorDiedError;
     a.node = -1;
   } else {
     if (a.node >= 0) {
@@ -337,7 +340,7 @@ void ActorManager::Restore(const TableRecords& records, double now) {
     a.restarts_used = r->restarts_used;
     a.kill_requested = r->kill_requested;
     a.death_cause = r->death_cause;
-    a.death_kind = r->death_kind;
+    a.death_kind = proto::ErrorKindFromName(r->death_kind);
     a.subscribers.insert(r->subscribers.begin(), r->subscribers.end());
     a.node = r->node_id.empty() ? -1 : nodes_.IndexOfHex(r->node_id);
     a.bundle = r->bundle;

@@ -27,7 +27,8 @@ struct ActorEntry {
   int bundle = -1;
   std::string address;
   int pid = 0;
-  std::string death_kind, death_cause;
+  proto::ErrorKind death_kind = proto::ErrorKind::kNone;
+  std::string death_cause;
   std::set<std::string> subscribers;
 };
 
@@ -62,7 +63,7 @@ class ActorManager final : public DemandSource {
   Status Validate(const proto::CreateActorMsg& m) const;
   // Kills the actor's worker through its node (the actor must be placed).
   void KillOnNode(const ActorEntry& a, const std::string& reason);
-  void Died(ActorEntry& a, const std::string& kind, const std::string& cause, bool allow_restart,
+  void Died(ActorEntry& a, proto::ErrorKind kind, const std::string& cause, bool allow_restart,
             double now);
   void FreeName(const ActorEntry& a);
   void Notify(const ActorEntry& a) const;

@@ -21,17 +21,17 @@ Status CheckTarget(const proto::RecordMsg& m) {
 
 void DriverRecords::OnPutRecord(const proto::RecordMsg& m) {
   if (Status s = CheckTarget(m); !s.ok())
-    return ctx_.Ack(m.reply_to, m.request_id, false, "Error", s.message());
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError, s.message());
   nlohmann::json record, entry;
   try {
     if (!m.json.empty()) record = nlohmann::json::parse(m.json);
     if (m.stream_index >= 0) entry = nlohmann::json::parse(m.stream_json);
   } catch (const std::exception& e) {
-    return ctx_.Ack(m.reply_to, m.request_id, false, "Error",
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
                     std::string("a record must be JSON: ") + e.what());
   }
   if ((!m.json.empty() && !record.is_object()) || (m.stream_index >= 0 && !entry.is_object())) {
-    return ctx_.Ack(m.reply_to, m.request_id, false, "Error",
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
                     "a record and a stream entry must be JSON objects");
   }
   if (m.stream_index >= 0) {
@@ -55,7 +55,7 @@ void DriverRecords::OnPutRecord(const proto::RecordMsg& m) {
   // whichever thread learns it (the store's writer), holding only the outbox.
   if (m.reply_to.empty()) return;
   ctx_.store->WhenWritten([outbox = ctx_.outbox, to = m.reply_to, id = m.request_id] {
-    outbox->Send(to, proto::MsgType::kAck, proto::AckMsg{id, true, "", ""});
+    outbox->Send(to, proto::MsgType::kAck, proto::AckMsg{id, true, proto::ErrorKind::kNone, ""});
   });
 }
 

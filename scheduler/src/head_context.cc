@@ -18,7 +18,7 @@ void HeadContext::Publish(const std::string& table, const std::string& id,
   store->Publish(records::Dump(nlohmann::json{{"table", table}, {"id", id}, {"state", state}}));
 }
 
-void HeadContext::Ack(const std::string& to, uint64_t request_id, bool ok, const std::string& kind,
+void HeadContext::Ack(const std::string& to, uint64_t request_id, bool ok, proto::ErrorKind kind,
                       const std::string& message) const {
   if (to.empty()) return;
   outbox->Send(to, proto::MsgType::kAck, proto::AckMsg{request_id, ok, kind, message});

@@ -55,8 +55,8 @@ struct HeadContext {
   // Announces a state change on the events channel: {"table", "id", "state"}.
   void Publish(const std::string& table, const std::string& id, const std::string& state) const;
   // Answers a request with an AckMsg (nothing when `to` is empty).
-  void Ack(const std::string& to, uint64_t request_id, bool ok = true, const std::string& kind = "",
-           const std::string& message = "") const;
+  void Ack(const std::string& to, uint64_t request_id, bool ok = true,
+           proto::ErrorKind kind = proto::ErrorKind::kNone, const std::string& message = "") const;
 };
 
 // Recovery helpers: whether a record read back from the store can be used, logging why not.

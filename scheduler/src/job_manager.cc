@@ -52,14 +52,15 @@ void JobManager::OnRegister(const proto::JobMsg& msg, double now) {
   }
   proto::JobMsg m = msg;
   if (Status s = Admit(m); !s.ok())
-    return ctx_.Ack(m.reply_to, m.request_id, false, "ConfigError", s.message());
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kConfigError, s.message());
   if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
     // Nodes may need this executable: ask the driver for it before the job starts.
     if (awaiting_upload_.size() >= kMaxAwaitingUploads && !awaiting_upload_.count(m.job_id)) {
       awaiting_upload_.erase(awaiting_upload_.begin());
     }
     awaiting_upload_[m.job_id] = m.binary_hash;
-    return ctx_.Ack(m.reply_to, m.request_id, false, "NeedBinary", "upload " + m.binary_hash);
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kNeedBinary,
+                    "upload " + m.binary_hash);
   }
   awaiting_upload_.erase(m.job_id);
   JobEntry& j = jobs_[m.job_id];
@@ -98,16 +99,17 @@ void JobManager::OnPutBinary(const proto::BinaryMsg& m, const std::string& bytes
     LOG_WARN("refused an executable upload (hash " + records::EscapeUtf8(m.hash.substr(0, 80)) +
              ") that no registering job asked for");
     return ctx_.Ack(
-        m.reply_to, m.request_id, false, "ConfigError",
+        m.reply_to, m.request_id, false, proto::ErrorKind::kConfigError,
         "the head stores only the executable a registering job named (register the job first)");
   }
   std::string got = HashBytes(bytes);
   if (got != m.hash) {
-    return ctx_.Ack(m.reply_to, m.request_id, false, "Error",
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
                     "the uploaded binary's hash is " + got + ", not " + m.hash);
   }
   Status stored = StoreBinary(m.hash, bytes);
-  ctx_.Ack(m.reply_to, m.request_id, stored.ok(), stored.ok() ? "" : "Error", stored.message());
+  ctx_.Ack(m.reply_to, m.request_id, stored.ok(),
+           stored.ok() ? proto::ErrorKind::kNone : proto::ErrorKind::kError, stored.message());
 }
 
 void JobManager::OnFetchBinary(const proto::BinaryMsg& m) const {

@@ -16,7 +16,7 @@ Status LeaseManager::Validate(const proto::LeaseRequestMsg& m) const {
   return jobs_.CheckExecutable(m.job_id, m.argv, m.binary_hash);
 }
 
-void LeaseManager::Refuse(const proto::LeaseRequestMsg& r, const std::string& kind,
+void LeaseManager::Refuse(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
                           const std::string& message) const {
   proto::LeaseReplyMsg reply;
   reply.request_id = r.request_id;
@@ -32,7 +32,7 @@ void LeaseManager::OnRequest(const proto::LeaseRequestMsg& m, double now) {
   if (Status valid = Validate(m); !valid.ok()) {
     if (valid.code() == StatusCode::kPermissionDenied)
       LOG_WARN("refused a lease: " + valid.message());
-    return Refuse(m, "ConfigError", valid.message());
+    return Refuse(m, proto::ErrorKind::kConfigError, valid.message());
   }
   LeaseEntry& l = leases_[m.lease_id];
   l.request = m;
@@ -80,7 +80,7 @@ void LeaseManager::NodeDied(int node, const std::string& cause) {
     proto::LeaseReplyMsg r;
     r.lease_id = it->first;
     r.ok = false;
-    r.error_kind = "WorkerDied";
+    r.error_kind = proto::ErrorKind::kWorkerDied;
     r.message = "its node " + nodes_.HexId(node) + " died: " + cause;
     ctx_.outbox->Send(it->second.request.reply_to, MsgType::kLeaseReply, r);
     Forget(it->first);
@@ -112,7 +112,7 @@ bool LeaseManager::TryPlace(const std::string& id, double since, double now, std
   }
   if (d.outcome == Outcome::kInfeasible && r.infeasible_timeout_s >= 0 &&
       now - since >= r.infeasible_timeout_s) {
-    Refuse(r, "InfeasibleError", "task cannot be scheduled: " + d.reason);
+    Refuse(r, proto::ErrorKind::kInfeasibleError, "task cannot be scheduled: " + d.reason);
     Forget(id);
     leases_.erase(it);
     return true;

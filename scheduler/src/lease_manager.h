@@ -48,7 +48,7 @@ class LeaseManager final : public DemandSource {
 
  private:
   Status Validate(const proto::LeaseRequestMsg& m) const;
-  void Refuse(const proto::LeaseRequestMsg& r, const std::string& kind,
+  void Refuse(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
               const std::string& message) const;
   // Ends a lease: gives back what it holds (telling its node), or withdraws it from the queue.
   void Finish(std::map<std::string, LeaseEntry>::iterator it);

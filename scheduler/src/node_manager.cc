@@ -54,7 +54,7 @@ NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& 
   if (valid.ok()) valid = records::CheckUtf8("the node's address", m.node.address);
   if (!valid.ok()) {
     LOG_WARN("refused to register node " + id.Hex() + ": " + valid.message());
-    ctx_.Ack(m.reply_to, 0, false, "ConfigError", valid.message());
+    ctx_.Ack(m.reply_to, 0, false, proto::ErrorKind::kConfigError, valid.message());
     return Registration::kRefused;
   }
   NodeEntry entry{NodeView{id, true, m.node.total, m.node.total, m.node.labels}, m.node.address,

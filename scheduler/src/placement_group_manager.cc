@@ -9,7 +9,7 @@ namespace orrery::scheduler {
 using proto::MsgType;
 
 void PlacementGroupManager::Reply(const std::string& to, uint64_t request_id, const PgEntry* pg,
-                                  bool ok, const std::string& kind,
+                                  bool ok, proto::ErrorKind kind,
                                   const std::string& message) const {
   proto::PlacementGroupReplyMsg r;
   r.request_id = request_id;
@@ -51,19 +51,21 @@ Status PlacementGroupManager::Validate(const proto::PlacementGroupMsg& m) const 
 
 void PlacementGroupManager::OnCreate(const proto::PlacementGroupMsg& m, double now) {
   if (m.bundles.empty())
-    return Reply(m.reply_to, m.request_id, nullptr, false, "ConfigError",
+    return Reply(m.reply_to, m.request_id, nullptr, false, proto::ErrorKind::kConfigError,
                  "a placement group needs at least one bundle");
   if (auto known = pgs_.find(m.pg_id); known != pgs_.end()) {  // a resent request
-    return Reply(m.reply_to, m.request_id, &known->second, true, "", "");
+    return Reply(m.reply_to, m.request_id, &known->second, true, proto::ErrorKind::kNone, "");
   }
   if (Status valid = Validate(m); !valid.ok())
-    return Reply(m.reply_to, m.request_id, nullptr, false, "ConfigError", valid.message());
+    return Reply(m.reply_to, m.request_id, nullptr, false, proto::ErrorKind::kConfigError,
+                 valid.message());
   if (!m.name.empty()) {
     auto it = pg_names_.find(m.name);
     if (it != pg_names_.end()) {
       auto named = pgs_.find(it->second);
       if (named != pgs_.end() && named->second.state != PgEntry::kRemoved) {
-        return Reply(m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
+        return Reply(m.reply_to, m.request_id, nullptr, false,
+                     proto::ErrorKind::kPlacementGroupError,
                      "a placement group named '" + m.name + "' already exists");
       }
     }
@@ -74,7 +76,7 @@ void PlacementGroupManager::OnCreate(const proto::PlacementGroupMsg& m, double n
   queue_.Push(DemandKind::kPg, m.pg_id, now);
   queue_.ScheduleAll(now);
   if (pg.state == PgEntry::kPending) Persist(pg);
-  Reply(m.reply_to, m.request_id, &pg, true, "", "");
+  Reply(m.reply_to, m.request_id, &pg, true, proto::ErrorKind::kNone, "");
 }
 
 void PlacementGroupManager::OnWait(const proto::PlacementGroupMsg& m, double now) {
@@ -86,12 +88,12 @@ void PlacementGroupManager::OnWait(const proto::PlacementGroupMsg& m, double now
   auto it = pgs_.find(id);
   if (it == pgs_.end() || it->second.state == PgEntry::kRemoved) {
     return Reply(
-        m.reply_to, m.request_id, nullptr, false, "PlacementGroupError",
+        m.reply_to, m.request_id, nullptr, false, proto::ErrorKind::kPlacementGroupError,
         "no placement group " + (m.name.empty() ? Hex(m.pg_id) : "named '" + m.name + "'"));
   }
   PgEntry& pg = it->second;
   if (pg.state == PgEntry::kCreated || m.timeout_s == 0)
-    return Reply(m.reply_to, m.request_id, &pg, true, "", "");
+    return Reply(m.reply_to, m.request_id, &pg, true, proto::ErrorKind::kNone, "");
   pg.waiters.push_back({m.request_id, m.reply_to, m.timeout_s < 0 ? -1.0 : now + m.timeout_s});
 }
 
@@ -110,7 +112,7 @@ void PlacementGroupManager::OnRemove(const proto::PlacementGroupMsg& m, double n
   }
   pg.state = PgEntry::kRemoved;
   for (const auto& w : pg.waiters)
-    Reply(w.reply_to, w.request_id, &pg, false, "PlacementGroupError",
+    Reply(w.reply_to, w.request_id, &pg, false, proto::ErrorKind::kPlacementGroupError,
           "the placement group was removed");
   pg.waiters.clear();
   if (on_removed_) on_removed_(m.pg_id);  // its actors die with it
@@ -123,7 +125,7 @@ void PlacementGroupManager::Tick(double now) {
   for (auto& [id, pg] : pgs_) {
     for (auto w = pg.waiters.begin(); w != pg.waiters.end();) {
       if (w->deadline >= 0 && now >= w->deadline) {
-        Reply(w->reply_to, w->request_id, &pg, true, "", "");
+        Reply(w->reply_to, w->request_id, &pg, true, proto::ErrorKind::kNone, "");
         w = pg.waiters.erase(w);
       } else {
         ++w;
@@ -210,7 +212,8 @@ bool PlacementGroupManager::TryPlace(const std::string& id, double, double, std:
   for (size_t b = 0; b < pg.spec.bundles.size(); ++b)
     Subtract(nodes_.available(d.node_of_bundle[b]), pg.spec.bundles[b]);
   pg.reason.clear();
-  for (const auto& w : pg.waiters) Reply(w.reply_to, w.request_id, &pg, true, "", "");
+  for (const auto& w : pg.waiters)
+    Reply(w.reply_to, w.request_id, &pg, true, proto::ErrorKind::kNone, "");
   pg.waiters.clear();
   Persist(pg);
   return true;

@@ -66,7 +66,7 @@ class PlacementGroupManager final : public DemandSource {
  private:
   Status Validate(const proto::PlacementGroupMsg& m) const;
   void Reply(const std::string& to, uint64_t request_id, const PgEntry* pg, bool ok,
-             const std::string& kind, const std::string& message) const;
+             proto::ErrorKind kind, const std::string& message) const;
   void Persist(const PgEntry& pg);
 
   HeadContext ctx_;

@@ -9,6 +9,7 @@
 
 #include "actors/src/runtime.h"
 #include "core/src/clock.h"
+#include "core/src/error_kind.h"
 #include "core/src/log.h"
 #include "orrery/orrery.h"
 #include "train/src/backend.h"
@@ -68,12 +69,13 @@ struct Outcome {
 };
 
 void SetError(Result& r, const std::string& kind, const std::string& message) {
-  if (kind == "PlacementGroupError") return r.SetError(PlacementGroupError(message));
-  if (kind == "AcceleratorNotAvailableError")
-    return r.SetError(AcceleratorNotAvailableError(message));
-  if (kind == "InfeasibleError") return r.SetError(InfeasibleError(message));
-  if (kind == "ConnectionError") return r.SetError(ConnectionError(message));
-  r.SetError(TrainingFailedError(message));
+  // A run fails with one of these kinds as such, and with TrainingFailedError otherwise.
+  proto::ErrorKind k = proto::ErrorKindFromName(kind);
+  if (k != proto::ErrorKind::kPlacementGroupError &&
+      k != proto::ErrorKind::kAcceleratorNotAvailableError &&
+      k != proto::ErrorKind::kInfeasibleError && k != proto::ErrorKind::kConnectionError)
+    k = proto::ErrorKind::kTrainingFailedError;
+  proto::VisitError(k, message, [&r](const auto& e) { r.SetError(e); });
 }
 
 // The state of one Fit(): the configs, the run's record and what was reported so far.

@@ -5,6 +5,10 @@
 // head's updates are delivered by hand; no sockets, no threads.
 #include "actors/src/actor_submitter.h"
 
+#include <chrono>
+#include <future>
+#include <thread>
+
 #include "tests/unit/actors/submitter_fixture.h"
 
 namespace orrery::runtime {
@@ -24,7 +28,7 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     u.state = int(state);
     u.incarnation = incarnation;
     u.address = address;
-    u.death_kind = kind;
+    u.death_kind = proto::ErrorKindFromName(kind);
     u.death_cause = cause;
     actors_.OnUpdate(u);
   }
@@ -79,7 +83,8 @@ TEST_F(ActorSubmitterTest, AFailedArgumentFailsItsCallOnly) {
   actors_.Submit(actor_, first);
   auto second = NewCall("second", "x");
   actors_.Submit(actor_, second);
-  store_.PutError(dep, ObjectError{"RemoteError", "", "upstream failed", "up", ""});
+  store_.PutError(dep,
+                  ObjectError{proto::ErrorKind::kRemoteError, "", "upstream failed", "up", ""});
   EXPECT_EQ(ErrorKind(*first), "RemoteError");
   EXPECT_EQ(Calls(), (std::vector<Call>{{"tcp://a0", "second", 0}}));
 }
@@ -123,6 +128,29 @@ TEST_F(ActorSubmitterTest, ADeadActorFailsQueuedAndLaterCalls) {
   EXPECT_EQ(ErrorKind(*later), "ActorDiedError");
   Update(ActorState::kAlive, 1, "tcp://a1");  // a dead actor stays dead
   EXPECT_TRUE(Calls().empty());
+}
+
+// A call that takes an earlier call's result to the same actor: when the actor dies, the
+// first call fails under the actor's lock and the second one's argument callback takes that
+// lock. It runs once the lock is released (a deadlock before). The work runs on a thread so
+// that a deadlock fails the test at its deadline instead of hanging it.
+TEST_F(ActorSubmitterTest, ACallOnAFailedResultOfTheSameActorFailsWithoutDeadlock) {
+  Update(ActorState::kAlive, 0, "tcp://a0");
+  auto first = NewCall("first", "x");
+  actors_.Submit(actor_, first);
+  auto second = NewCall("second");
+  second->slots.push_back(internal::ArgSlot{
+      "", std::make_shared<internal::RefHolder>(first->return_id, self_.address)});
+  actors_.Submit(actor_, second);
+  auto done = std::make_shared<std::promise<void>>();
+  std::thread([this, done] {
+    Update(ActorState::kDead, 0, "", "", "killed");
+    done->set_value();
+  }).detach();
+  ASSERT_EQ(done->get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "failing the calls deadlocked";
+  EXPECT_EQ(ErrorKind(*first), "ActorDiedError");
+  EXPECT_EQ(ErrorKind(*second), "ActorDiedError");
 }
 
 TEST_F(ActorSubmitterTest, UpdatesOfAnOlderIncarnationAreIgnored) {

@@ -53,7 +53,7 @@ class JobRegistrationTest : public ::testing::Test {
 };
 
 TEST_F(JobRegistrationTest, UploadsTheExecutableWhenTheHeadNeedsIt) {
-  HeadAnswers({proto::AckMsg{0, false, "NeedBinary", "send it"}});
+  HeadAnswers({proto::AckMsg{0, false, proto::ErrorKind::kNeedBinary, "send it"}});
   job_.Register();
   EXPECT_TRUE(job_.registered());
   std::string hash = HashFile("/proc/self/exe");
@@ -73,7 +73,7 @@ TEST_F(JobRegistrationTest, UploadsTheExecutableWhenTheHeadNeedsIt) {
 }
 
 TEST_F(JobRegistrationTest, ARefusalThrowsTheHeadsErrorKind) {
-  HeadAnswers({proto::AckMsg{0, false, "ConfigError", "bad namespace"}});
+  HeadAnswers({proto::AckMsg{0, false, proto::ErrorKind::kConfigError, "bad namespace"}});
   EXPECT_THROW(job_.Register(), ConfigError);
   EXPECT_FALSE(job_.registered());
 }

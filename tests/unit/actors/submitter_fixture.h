@@ -47,7 +47,7 @@ class SubmitterFixture : public ::testing::Test {
   std::string ErrorKind(const PendingCall& call) {
     auto r = store_.Get(call.return_id, 0);
     if (!r.ok() || !r->error) return "";
-    return r->error->kind;
+    return proto::ErrorKindName(r->error->kind);
   }
   std::string ErrorMessage(const PendingCall& call) {
     auto r = store_.Get(call.return_id, 0);

@@ -4,6 +4,10 @@
 // leases go back. Lease replies and task replies are delivered by hand; no sockets.
 #include "actors/src/task_submitter.h"
 
+#include <chrono>
+#include <future>
+#include <thread>
+
 #include "core/src/clock.h"
 #include "tests/unit/actors/submitter_fixture.h"
 
@@ -41,7 +45,7 @@ class TaskSubmitterTest : public testing::SubmitterFixture {
     r.lease_id = lease_id;
     r.ok = ok;
     r.worker_address = worker;
-    r.error_kind = kind;
+    r.error_kind = proto::ErrorKindFromName(kind);
     r.message = message;
     tasks_.OnLeaseReply(r);
   }
@@ -126,6 +130,28 @@ TEST_F(TaskSubmitterTest, ARefusedLeaseFailsTheWaitingTasks) {
   Reply(LeaseRequests()[0].lease_id, false, "", "InfeasibleError", "no node has a GPU");
   EXPECT_EQ(ErrorKind(*calls[0]), "InfeasibleError");
   EXPECT_EQ(ErrorMessage(*calls[1]), "no node has a GPU");
+}
+
+// A task that takes an earlier task's result fails with it: the refusal fails the first
+// under the submitter's lock, and the second's argument callback runs once that lock is
+// released. On a thread, so that a deadlock fails the test at its deadline.
+TEST_F(TaskSubmitterTest, ATaskOnAFailedTasksResultFailsWithoutDeadlock) {
+  auto first = NewCall("first", "x");
+  tasks_.Submit(options_, first);
+  auto second = NewCall("second");
+  second->slots.push_back(internal::ArgSlot{
+      "", std::make_shared<internal::RefHolder>(first->return_id, self_.address)});
+  tasks_.Submit(options_, second);
+  std::string lease = LeaseRequests()[0].lease_id;
+  auto done = std::make_shared<std::promise<void>>();
+  std::thread([this, done, lease] {
+    Reply(lease, false, "", "InfeasibleError", "no node has a GPU");
+    done->set_value();
+  }).detach();
+  ASSERT_EQ(done->get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "failing the tasks deadlocked";
+  EXPECT_EQ(ErrorKind(*first), "InfeasibleError");
+  EXPECT_EQ(ErrorKind(*second), "InfeasibleError");
 }
 
 TEST_F(TaskSubmitterTest, ALeaseLostBeforeItsGrantIsAskedForAgainABoundedNumberOfTimes) {

@@ -51,7 +51,7 @@ TEST(ActorManagerTest, RefusesAnExecutableItsJobDidNotRegister) {
   auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
   ASSERT_TRUE(ack);
   EXPECT_FALSE(ack->ok);
-  EXPECT_EQ(ack->error_kind, "ConfigError");
+  EXPECT_EQ(ack->error_kind, proto::ErrorKind::kConfigError);
   EXPECT_EQ(h.actors.size(), 0u);
 }
 
@@ -121,10 +121,10 @@ TEST(ActorManagerTest, ANodeDeathRestartsTheActorElsewhereWithinItsBudget) {
   EXPECT_EQ(h.Available(b, "CPU"), 0);
   // Its second death is past the budget.
   auto died = Event(proto::WorkerEventKind::kActorDied, req.spec.actor_id, 1);
-  died.error_kind = "OutOfMemoryError";
+  died.error_kind = proto::ErrorKind::kOutOfMemoryError;
   h.actors.OnWorkerEvent(died, h.nodes.Index(b), 2);
   EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kDead);
-  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->death_kind, "OutOfMemoryError");
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->death_kind, proto::ErrorKind::kOutOfMemoryError);
   EXPECT_EQ(h.Available(b, "CPU"), 1);
 }
 
@@ -141,7 +141,7 @@ TEST(ActorManagerTest, AnInfeasibleActorDiesAfterItsTimeout) {
   h.queue.ScheduleAll(3);
   EXPECT_EQ(h.queue.size(), 0u);
   EXPECT_TRUE(h.Table("pending").empty());
-  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->death_kind, "InfeasibleError");
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->death_kind, proto::ErrorKind::kInfeasibleError);
 }
 
 TEST(ActorManagerTest, AJobsEndFreesItsNamesAndKillsAllButDetachedActors) {

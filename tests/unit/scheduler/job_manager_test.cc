@@ -33,7 +33,7 @@ TEST_F(JobManagerTest, AJobWhoseExecutableTheHeadLacksUploadsItFirst) {
   h.jobs.OnRegister(j, 0);
   auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
   ASSERT_TRUE(ack);
-  EXPECT_EQ(ack->error_kind, "NeedBinary");
+  EXPECT_EQ(ack->error_kind, proto::ErrorKind::kNeedBinary);
   EXPECT_FALSE(h.jobs.IsAlive(j.job_id));
 
   proto::BinaryMsg put{1, "tcp://driver", j.binary_hash, "", true, "", j.job_id, true};
@@ -71,7 +71,7 @@ TEST_F(JobManagerTest, AnUploadNoJobAskedForIsRefused) {
   h.jobs.OnPutBinary(put, bytes);
   auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
   ASSERT_TRUE(ack);
-  EXPECT_EQ(ack->error_kind, "ConfigError");
+  EXPECT_EQ(ack->error_kind, proto::ErrorKind::kConfigError);
   EXPECT_FALSE(std::filesystem::exists(dir_ / put.hash));
 }
 

@@ -51,7 +51,7 @@ TEST(LeaseManagerTest, ALeaseOnADeadNodeFailsAndOneFromAnotherNodesEventStays) {
   auto reply = h.outbox->Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver");
   ASSERT_TRUE(reply);
   EXPECT_FALSE(reply->ok);
-  EXPECT_EQ(reply->error_kind, "WorkerDied");
+  EXPECT_EQ(reply->error_kind, proto::ErrorKind::kWorkerDied);
   EXPECT_EQ(h.leases.size(), 0u);
 }
 
@@ -64,7 +64,7 @@ TEST(LeaseManagerTest, BadRequestsAreRefusedAndInfeasibleOnesTimeOut) {
   h.leases.OnRequest(bad, 0);
   auto refused = h.outbox->Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply);
   ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->error_kind, "ConfigError");
+  EXPECT_EQ(refused->error_kind, proto::ErrorKind::kConfigError);
   auto big = h.LeaseRequest(job, {{"CPU", 8}});
   big.infeasible_timeout_s = 1;
   h.leases.OnRequest(big, 0);
@@ -72,7 +72,7 @@ TEST(LeaseManagerTest, BadRequestsAreRefusedAndInfeasibleOnesTimeOut) {
   h.queue.ScheduleAll(2);
   auto infeasible = h.outbox->Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply);
   ASSERT_TRUE(infeasible);
-  EXPECT_EQ(infeasible->error_kind, "InfeasibleError");
+  EXPECT_EQ(infeasible->error_kind, proto::ErrorKind::kInfeasibleError);
   EXPECT_EQ(h.leases.size(), 0u);
 }
 
@@ -129,7 +129,7 @@ TEST(PlacementGroupManagerTest, PlacesBundlesAtomicallyAndLeasesUseThem) {
   auto dup = h.outbox->Take<proto::PlacementGroupReplyMsg>(MsgType::kPlacementGroupReply);
   ASSERT_TRUE(dup);
   EXPECT_FALSE(dup->ok);
-  EXPECT_EQ(dup->error_kind, "PlacementGroupError");
+  EXPECT_EQ(dup->error_kind, proto::ErrorKind::kPlacementGroupError);
 
   // Removal gives back what nobody holds now, and the lease's share when it ends.
   h.pgs.OnRemove(pg, 1);

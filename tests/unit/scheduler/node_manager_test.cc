@@ -65,7 +65,7 @@ TEST(NodeManagerTest, RefusesLabelsThatAreNotUtf8) {
   auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
   ASSERT_TRUE(ack);
   EXPECT_FALSE(ack->ok);
-  EXPECT_EQ(ack->error_kind, "ConfigError");
+  EXPECT_EQ(ack->error_kind, proto::ErrorKind::kConfigError);
 }
 
 TEST(NodeManagerTest, SilentListsOnlyNodesPastTheLimitAndFreeAllResetsResources) {
@@ -85,6 +85,19 @@ TEST(NodeManagerTest, SilentListsOnlyNodesPastTheLimitAndFreeAllResetsResources)
   EXPECT_NE(h.Table("nodes")[NodeId(UniqueId::FromBinary(a)).Hex()].find("false"),
             std::string::npos);
   EXPECT_TRUE(h.nodes.Silent(10, 5).empty());  // dead nodes are not silent
+}
+
+TEST(NodeManagerTest, ANodeDeclaredDeadRejoinsWithItsNextHeartbeat) {
+  HeadHarness h;
+  NodeId id = NodeId::Random();
+  auto m = Registration(id, "secret-a");
+  int i = -1;
+  ASSERT_EQ(h.nodes.OnRegister(m, 0, &i), NodeManager::Registration::kJoined);
+  h.nodes.MarkDead(i, "no heartbeat for 1 s");
+  h.nodes.FreeAll(i);
+  EXPECT_EQ(h.nodes.OnRegister(m, 2, &i), NodeManager::Registration::kJoined);
+  EXPECT_TRUE(h.nodes.alive(i));
+  EXPECT_EQ(h.nodes.at(i).last_seen, 2);
 }
 
 TEST(NodeManagerTest, RestoreRebuildsTheRegistryAndSkipsMisfiledRecords) {
