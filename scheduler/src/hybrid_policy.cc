@@ -28,6 +28,18 @@ Decision ScheduleHybrid(const Demand& demand, const NodeList& view, double sprea
           "waiting for " + ToString(demand.resources) + " to be free on a node"};
 }
 
+Decision ScheduleHybridFrom(const Demand& demand, const NodeList& view, size_t first_candidate,
+                            double spread_threshold) {
+  for (size_t i = first_candidate; i < view.size(); ++i) {
+    const NodeView& n = view[i];
+    if (!Eligible(n, demand.label_selector) || !Fits(demand.resources, n.total) ||
+        !Fits(demand.resources, n.available))
+      continue;
+    if (Utilisation(n, demand.resources) < spread_threshold) return {Outcome::kPlaced, int(i), ""};
+  }
+  return ScheduleHybrid(demand, view, spread_threshold);  // none below: the full decision
+}
+
 Decision Schedule(const Demand& demand, const NodeList& view, size_t hint) {
   switch (demand.strategy) {
     case SchedulingStrategy::kSpread:

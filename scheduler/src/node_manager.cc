@@ -66,6 +66,7 @@ NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& 
     i = Add(std::move(entry));
   }
   *index = i;
+  ++epoch_;
   LOG_INFO("node " + id.Hex() + " registered at " + m.node.address + " with " +
            ToString(m.node.total));
   Persist(i);
@@ -111,6 +112,11 @@ std::string NodeManager::HexId(int i) const {
   return i >= 0 ? entries_[size_t(i)].view.id.Hex() : std::string();
 }
 
+void NodeManager::Give(int i, const Resources& r) {
+  orrery::Add(entries_[size_t(i)].view.available, r);
+  ++epoch_;
+}
+
 int NodeManager::Add(NodeEntry entry) {
   int i = int(entries_.size());
   index_[entry.view.id.Binary()] = i;
@@ -132,6 +138,7 @@ std::vector<std::pair<int, std::string>> NodeManager::Silent(double now, double 
 void NodeManager::MarkDead(int i, const std::string& cause) {
   NodeView& n = entries_[size_t(i)].view;
   n.alive = false;
+  ++epoch_;
   if (cause == kLeftCleanly) {
     LOG_INFO("node " + n.id.Hex() + " left the cluster");
   } else {
@@ -142,6 +149,7 @@ void NodeManager::MarkDead(int i, const std::string& cause) {
 void NodeManager::FreeAll(int i) {
   NodeView& n = entries_[size_t(i)].view;
   n.available = n.total;  // nothing runs there any more; it is skipped as dead
+  ++epoch_;
   Persist(i);
 }
 

@@ -60,7 +60,13 @@ class NodeManager {
   const std::string& address(int i) const { return entries_[size_t(i)].address; }
   // The hex id of node `i`, or "" for -1 (how records name a node).
   std::string HexId(int i) const;
+  // What node `i` has free, to reserve from (Subtract). Giving back goes through Give.
   Resources& available(int i) { return entries_[size_t(i)].view.available; }
+  // Gives `r` back to node `i`'s free resources.
+  void Give(int i, const Resources& r);
+  // Changes whenever a node's free resources grew or a node joined, left or died: until it
+  // changes, what a policy found full stays full (ResourceBook's packing cursors).
+  uint64_t epoch() const { return epoch_; }
   // The nodes as the scheduling policies see them (indices are this manager's).
   const NodeList& list() const { return list_; }
 
@@ -92,6 +98,7 @@ class NodeManager {
   void Persist(int i);
 
   HeadContext ctx_;
+  uint64_t epoch_ = 0;
   std::vector<NodeEntry> entries_;  // dead nodes stay: indices never change
   EntryList list_;
   std::unordered_map<std::string, int> index_;  // binary id -> index in entries_

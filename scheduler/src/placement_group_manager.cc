@@ -108,7 +108,7 @@ void PlacementGroupManager::OnRemove(const proto::PlacementGroupMsg& m, double n
     // each of them ends (ReleaseInBundle): a dying worker keeps its devices until its process
     // exits, and nothing new may be placed on them before.
     for (size_t b = 0; b < pg.spec.bundles.size(); ++b)
-      Add(nodes_.available(pg.node_of_bundle[b]), pg.bundle_available[b]);
+      nodes_.Give(pg.node_of_bundle[b], pg.bundle_available[b]);
   }
   pg.state = PgEntry::kRemoved;
   for (const auto& w : pg.waiters)
@@ -177,7 +177,7 @@ void PlacementGroupManager::ReleaseInBundle(const std::string& pg_id, int bundle
   } else if (pg.state == PgEntry::kRemoved && bundle < int(pg.node_of_bundle.size())) {
     // The group is gone: what this actor or lease held goes back to the node now.
     int n = pg.node_of_bundle[size_t(bundle)];
-    if (n >= 0 && n < int(nodes_.size())) Add(nodes_.available(n), demand);
+    if (n >= 0 && n < int(nodes_.size())) nodes_.Give(n, demand);
   }
 }
 

@@ -10,7 +10,25 @@ Decision ResourceBook::Reserve(const DemandRef& d, int* bundle) {
     return pgs_.ReserveInBundle(d.placement_group, d.bundle_index, d.resources, bundle);
   Demand demand{d.resources, d.selector, SchedulingStrategy(d.strategy),
                 NodeId(UniqueId::FromBinary(d.affinity_node)), d.affinity_soft};
-  Decision decision = Schedule(demand, nodes_.list(), round_robin_++);
+  Decision decision;
+  if (demand.strategy == SchedulingStrategy::kDefault) {
+    // Packing: start where the last demand of this shape was placed, as long as nothing was
+    // given back since (the nodes before it are still above the threshold).
+    if (cursor_epoch_ != nodes_.epoch()) {
+      cursors_.clear();
+      cursor_epoch_ = nodes_.epoch();
+    }
+    std::string shape = ToString(d.resources) + ToString(d.selector);
+    auto cursor = cursors_.find(shape);
+    decision =
+        ScheduleHybridFrom(demand, nodes_.list(), cursor == cursors_.end() ? 0 : cursor->second);
+    if (decision.outcome == Outcome::kPlaced && cursors_.size() < kMaxCursors)
+      cursors_[shape] = size_t(decision.node_index);
+    else if (decision.outcome == Outcome::kPlaced && cursor != cursors_.end())
+      cursor->second = size_t(decision.node_index);
+  } else {
+    decision = Schedule(demand, nodes_.list(), round_robin_++);
+  }
   if (decision.outcome == Outcome::kPlaced)
     Subtract(nodes_.available(decision.node_index), d.resources);
   return decision;
@@ -19,7 +37,7 @@ Decision ResourceBook::Reserve(const DemandRef& d, int* bundle) {
 void ResourceBook::Release(int node, const std::string& pg_id, int bundle,
                            const Resources& demand) {
   if (!pg_id.empty()) return pgs_.ReleaseInBundle(pg_id, bundle, demand);
-  if (node >= 0 && node < int(nodes_.size())) Add(nodes_.available(node), demand);
+  if (node >= 0 && node < int(nodes_.size())) nodes_.Give(node, demand);
 }
 
 void ResourceBook::Hold(int node, const std::string& pg_id, int* bundle, const Resources& demand) {

@@ -3,6 +3,7 @@
 // and lease managers; docs/architecture.md "The head".
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "orrery/scheduler/policy.h"
@@ -35,9 +36,16 @@ class ResourceBook {
   void Hold(int node, const std::string& pg_id, int* bundle, const Resources& demand);
 
  private:
+  // At most this many demand shapes keep a packing cursor.
+  static constexpr size_t kMaxCursors = 1024;
+
   NodeManager& nodes_;
   PlacementGroupManager& pgs_;
   size_t round_robin_ = 0;
+  // Per demand shape (resources and selector): the node the last such demand was packed on,
+  // valid while nodes_.epoch() is cursor_epoch_ (ScheduleHybridFrom).
+  std::map<std::string, size_t> cursors_;
+  uint64_t cursor_epoch_ = 0;
 };
 
 }  // namespace orrery::scheduler

@@ -36,6 +36,28 @@ TEST(LeaseManagerTest, GrantsOnANodeAndReturnsWhatItHeld) {
   EXPECT_TRUE(h.Table("leases").empty());
 }
 
+// Packing resumes where the last demand of the same shape went, until something is given
+// back: then the first node below the threshold is found again.
+TEST(LeaseManagerTest, PackingGoesBackToAnEarlierNodeOnceItHasRoomAgain) {
+  HeadHarness h;
+  std::string a = h.AddNode({{"CPU", 4}});
+  std::string b = h.AddNode({{"CPU", 4}});
+  std::string job = h.AddJob();
+  std::vector<proto::LeaseRequestMsg> leases;
+  for (int i = 0; i < 3; ++i) {
+    leases.push_back(h.LeaseRequest(job, {{"CPU", 1}}));
+    h.leases.OnRequest(leases.back(), 0);
+  }
+  // Two on a (below half full before each), the third on b (a is half full).
+  EXPECT_EQ(h.leases.Find(leases[0].lease_id)->node, h.nodes.Index(a));
+  EXPECT_EQ(h.leases.Find(leases[1].lease_id)->node, h.nodes.Index(a));
+  EXPECT_EQ(h.leases.Find(leases[2].lease_id)->node, h.nodes.Index(b));
+  h.leases.OnReturn({leases[0].lease_id, false}, 1);  // a is below half full again
+  auto next = h.LeaseRequest(job, {{"CPU", 1}});
+  h.leases.OnRequest(next, 1);
+  EXPECT_EQ(h.leases.Find(next.lease_id)->node, h.nodes.Index(a));
+}
+
 TEST(LeaseManagerTest, ALeaseOnADeadNodeFailsAndOneFromAnotherNodesEventStays) {
   HeadHarness h;
   std::string a = h.AddNode({{"CPU", 1}});

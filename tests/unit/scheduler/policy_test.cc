@@ -272,5 +272,22 @@ TEST(PolicyContractTest, RandomClusters) {
   }
 }
 
+TEST(HybridPolicyTest, FromACandidateDecidesAsTheFullScanWhenTheNodesBeforeItAreFull) {
+  ClusterView view{Node({{"CPU", 4}}, {{"CPU", 1}}), Node({{"CPU", 4}}, {{"CPU", 2}}),
+                   Node({{"CPU", 4}}, {{"CPU", 4}}), Idle({{"CPU", 4}})};
+  Demand d{{{"CPU", 1}}};
+  ClusterViewList nodes(view);
+  Decision full = ScheduleHybrid(d, view);
+  ASSERT_EQ(full.node_index, 2);
+  for (size_t from = 0; from <= 2; ++from)
+    EXPECT_EQ(ScheduleHybridFrom(d, nodes, from).node_index, 2) << "from " << from;
+  // Past every node below the threshold: the full decision (the least utilised), not a miss.
+  EXPECT_EQ(ScheduleHybridFrom(d, nodes, 4).node_index, full.node_index);
+  view[2].available = {{"CPU", 1}};
+  view[3].available = {{"CPU", 1}};
+  EXPECT_EQ(ScheduleHybridFrom(d, nodes, 3).node_index, ScheduleHybrid(d, view).node_index);
+  EXPECT_EQ(ScheduleHybrid(d, view).node_index, 1);  // none below half: the least utilised
+}
+
 }  // namespace
 }  // namespace orrery::scheduler

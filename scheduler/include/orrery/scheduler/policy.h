@@ -72,6 +72,11 @@ bool MatchesSelector(const Labels& labels, const Labels& selector);
 // Hybrid default: pack onto the first nodes (in view order) while their utilisation stays
 // below `spread_threshold`, then choose the least utilised node.
 Decision ScheduleHybrid(const Demand& demand, const NodeList& nodes, double spread_threshold = 0.5);
+// ScheduleHybrid for a caller that knows that no node before `first_candidate` is below the
+// threshold for this demand (nothing was given back since it last looked: availability only
+// fell): the same decision, without scanning those nodes again.
+Decision ScheduleHybridFrom(const Demand& demand, const NodeList& nodes, size_t first_candidate,
+                            double spread_threshold = 0.5);
 // Least utilised feasible node, ties broken by `round_robin_hint`.
 Decision ScheduleSpread(const Demand& demand, const NodeList& nodes, size_t round_robin_hint = 0);
 Decision ScheduleNodeAffinity(const Demand& demand, const NodeList& nodes);
