@@ -1,10 +1,8 @@
 // The head's rebuild from the state store when it starts (docs/redis-schema.md "Head
 // restart"). Every table is read first: a store that cannot be read fails the start (after
 // a bounded retry) rather than passing for an empty one. Each manager then restores its own
-// table, in this order: nodes (every other record names nodes), placement groups (they hold
-// nodes' resources), jobs (they say which executable each actor and lease may run), actors,
-// and leases. Every record read back is untrusted: one that does not decode is skipped with
-// a warning.
+// table (HeadManagers::Restore has the order). Every record read back is untrusted: one that
+// does not decode is skipped with a warning.
 #include <chrono>
 #include <thread>
 
@@ -42,18 +40,11 @@ Status HeadService::Recover() {
     return Status::Unavailable("the head cannot start without its state: " +
                                tables.status().message());
   }
-  auto& t = tables.value();
-  double now = Now();
-  queue_.DropStoredRecords(t["pending"]);  // the previous head's queue; it writes its own
-  nodes_.Restore(t["nodes"], now);
-  pgs_.Restore(t["placement_groups"], now);
-  jobs_.Restore(t["jobs"], now);
-  actors_.Restore(t["actors"], now);
-  leases_.Restore(t["leases"], now);
-  if (nodes_.size() || actors_.size() || pgs_.size() || leases_.size()) {
-    LOG_INFO("recovered " + std::to_string(nodes_.size()) + " nodes, " +
-             std::to_string(actors_.size()) + " actors, " + std::to_string(pgs_.size()) +
-             " placement groups and " + std::to_string(leases_.size()) +
+  m_.Restore(tables.value(), Now());
+  if (m_.nodes.size() || m_.actors.size() || m_.pgs.size() || m_.leases.size()) {
+    LOG_INFO("recovered " + std::to_string(m_.nodes.size()) + " nodes, " +
+             std::to_string(m_.actors.size()) + " actors, " + std::to_string(m_.pgs.size()) +
+             " placement groups and " + std::to_string(m_.leases.size()) +
              " leases from the state store");
   }
   return Status::Ok();

@@ -25,20 +25,7 @@ HeadOptions WithDefaults(HeadOptions o) {
 
 HeadService::HeadService(HeadOptions options)
     : options_(WithDefaults(std::move(options))),
-      ctx_{options_.store, std::make_shared<TransportOutbox>()},
-      nodes_(ctx_),
-      queue_(ctx_),
-      pgs_(ctx_, nodes_, queue_),
-      jobs_(ctx_, options_.binary_dir),
-      records_(ctx_),
-      book_(nodes_, pgs_),
-      actors_(ctx_, nodes_, book_, queue_, jobs_),
-      leases_(ctx_, nodes_, book_, queue_, jobs_, pgs_) {
-  queue_.SetSource(DemandKind::kActor, &actors_);
-  queue_.SetSource(DemandKind::kLease, &leases_);
-  queue_.SetSource(DemandKind::kPg, &pgs_);
-  pgs_.SetOnRemoved([this](const std::string& pg_id) { actors_.PlacementGroupRemoved(pg_id); });
-  jobs_.SetOnEnded([this](const std::string& job_id, const std::string&) { JobEnded(job_id); });
+      m_(HeadContext{options_.store, std::make_shared<TransportOutbox>()}, options_.binary_dir) {
   RegisterHandlers();
 }
 
@@ -70,36 +57,37 @@ void HeadService::RegisterHandlers() {
                              [this](const auto& m, E&) { OnRegisterNode(m); });
   On<proto::WorkerEventMsg>(MsgType::kWorkerEvent, [this](const auto& m, E&) { OnWorkerEvent(m); });
   On<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, [this](const auto& m, E&) {
-    ctx_.outbox->Send(m.reply_to, MsgType::kClusterInfoReply, nodes_.Info(m.request_id));
+    m_.ctx.outbox->Send(m.reply_to, MsgType::kClusterInfoReply, m_.nodes.Info(m.request_id));
   });
   On<proto::PingMsg>(MsgType::kPing, [this](const auto& m, E&) {
-    if (!m.reply_to.empty()) ctx_.outbox->Send(m.reply_to, MsgType::kPong, m);
+    if (!m.reply_to.empty()) m_.ctx.outbox->Send(m.reply_to, MsgType::kPong, m);
   });
   On<proto::CreateActorMsg>(MsgType::kCreateActor,
-                            [this](const auto& m, E&) { actors_.OnCreate(m, Now()); });
+                            [this](const auto& m, E&) { m_.actors.OnCreate(m, Now()); });
   On<proto::SubscribeActorMsg>(MsgType::kSubscribeActor,
-                               [this](const auto& m, E&) { actors_.OnSubscribe(m); });
+                               [this](const auto& m, E&) { m_.actors.OnSubscribe(m); });
   On<proto::NamedActorMsg>(MsgType::kGetNamedActor,
-                           [this](const auto& m, E&) { actors_.OnGetNamed(m); });
-  On<proto::KillActorMsg>(MsgType::kKillActor, [this](const auto& m, E&) { actors_.OnKill(m); });
+                           [this](const auto& m, E&) { m_.actors.OnGetNamed(m); });
+  On<proto::KillActorMsg>(MsgType::kKillActor, [this](const auto& m, E&) { m_.actors.OnKill(m); });
   On<proto::LeaseRequestMsg>(MsgType::kRequestLease,
-                             [this](const auto& m, E&) { leases_.OnRequest(m, Now()); });
+                             [this](const auto& m, E&) { m_.leases.OnRequest(m, Now()); });
   On<proto::ReturnLeaseMsg>(MsgType::kReturnLease,
-                            [this](const auto& m, E&) { leases_.OnReturn(m, Now()); });
+                            [this](const auto& m, E&) { m_.leases.OnReturn(m, Now()); });
   On<proto::PlacementGroupMsg>(MsgType::kCreatePlacementGroup,
-                               [this](const auto& m, E&) { pgs_.OnCreate(m, Now()); });
+                               [this](const auto& m, E&) { m_.pgs.OnCreate(m, Now()); });
   On<proto::PlacementGroupMsg>(MsgType::kWaitPlacementGroup,
-                               [this](const auto& m, E&) { pgs_.OnWait(m, Now()); });
+                               [this](const auto& m, E&) { m_.pgs.OnWait(m, Now()); });
   On<proto::PlacementGroupMsg>(MsgType::kRemovePlacementGroup,
-                               [this](const auto& m, E&) { pgs_.OnRemove(m, Now()); });
+                               [this](const auto& m, E&) { m_.pgs.OnRemove(m, Now()); });
   On<proto::JobMsg>(MsgType::kRegisterJob,
-                    [this](const auto& m, E&) { jobs_.OnRegister(m, Now()); });
+                    [this](const auto& m, E&) { m_.jobs.OnRegister(m, Now()); });
   On<proto::BinaryMsg>(MsgType::kPutBinary, [this](const auto& m, E& env) {
-    jobs_.OnPutBinary(m, env.PayloadString());
+    m_.jobs.OnPutBinary(m, env.PayloadString());
   });
   On<proto::BinaryMsg>(MsgType::kFetchBinary,
-                       [this](const auto& m, E&) { jobs_.OnFetchBinary(m); });
-  On<proto::RecordMsg>(MsgType::kPutRecord, [this](const auto& m, E&) { records_.OnPutRecord(m); });
+                       [this](const auto& m, E&) { m_.jobs.OnFetchBinary(m); });
+  On<proto::RecordMsg>(MsgType::kPutRecord,
+                       [this](const auto& m, E&) { m_.records.OnPutRecord(m); });
 }
 
 void HeadService::Handle(transport::Envelope& env) {
@@ -112,11 +100,11 @@ void HeadService::Handle(transport::Envelope& env) {
 
 void HeadService::OnRegisterNode(const proto::RegisterNodeMsg& m) {
   int i = -1;
-  switch (nodes_.OnRegister(m, Now(), &i)) {
+  switch (m_.nodes.OnRegister(m, Now(), &i)) {
     case NodeManager::Registration::kLeft:
-      return NodeDied(i, kLeftCleanly);
+      return m_.NodeDied(i, kLeftCleanly, Now());
     case NodeManager::Registration::kJoined:
-      return queue_.ScheduleAll(Now());
+      return m_.queue.ScheduleAll(Now());
     case NodeManager::Registration::kIgnored:
     case NodeManager::Registration::kRefused:
     case NodeManager::Registration::kHeartbeat:
@@ -126,45 +114,30 @@ void HeadService::OnRegisterNode(const proto::RegisterNodeMsg& m) {
 
 void HeadService::OnWorkerEvent(proto::WorkerEventMsg m) {
   // Only a node's own events count, and only for the actors and leases placed on it.
-  int node = nodes_.Index(m.node_id);
-  if (node < 0 || !nodes_.FromNode(m.node_id, m.node_secret, "worker event", false)) return;
+  int node = m_.nodes.Index(m.node_id);
+  if (node < 0 || !m_.nodes.FromNode(m.node_id, m.node_secret, "worker event", false)) return;
   m.cause = records::EscapeUtf8(m.cause);  // error text: any bytes, kept escaped
   m.address = records::EscapeUtf8(m.address);
   double now = Now();
   switch (proto::WorkerEventKind(m.kind)) {
     case proto::WorkerEventKind::kActorAlive:
-      return actors_.OnWorkerEvent(m, node, now);
+      return m_.actors.OnWorkerEvent(m, node, now);
     case proto::WorkerEventKind::kActorDied:
-      actors_.OnWorkerEvent(m, node, now);
-      return queue_.ScheduleAll(now);
+      m_.actors.OnWorkerEvent(m, node, now);
+      return m_.queue.ScheduleAll(now);
     case proto::WorkerEventKind::kLeaseWorkerDied:
     case proto::WorkerEventKind::kLeaseFailed:
-      return leases_.OnWorkerEvent(m, node, now);
+      return m_.leases.OnWorkerEvent(m, node, now);
   }
-}
-
-void HeadService::NodeDied(int i, const std::string& cause) {
-  double now = Now();
-  nodes_.MarkDead(i, cause);
-  actors_.NodeDied(i, cause, now);
-  leases_.NodeDied(i, cause);
-  nodes_.FreeAll(i);
-  queue_.ScheduleAll(now);
-}
-
-void HeadService::JobEnded(const std::string& job_id) {
-  actors_.JobEnded(job_id);
-  leases_.JobEnded(job_id);
-  queue_.ScheduleAll(Now());
 }
 
 void HeadService::Tick() {
   double now = Now();
-  queue_.ScheduleAll(now);
+  m_.queue.ScheduleAll(now);
   double limit = options_.health_check_period_s * options_.health_check_failure_threshold;
-  for (const auto& [i, cause] : nodes_.Silent(now, limit)) NodeDied(i, cause);
-  jobs_.Tick(now, std::max(limit, kJobTimeoutS));
-  pgs_.Tick(now);
+  for (const auto& [i, cause] : m_.nodes.Silent(now, limit)) m_.NodeDied(i, cause, now);
+  m_.jobs.Tick(now, std::max(limit, kJobTimeoutS));
+  m_.pgs.Tick(now);
 }
 
 }  // namespace orrery::scheduler

@@ -14,15 +14,8 @@
 #include "core/src/protocol.h"
 #include "core/src/state_store.h"
 #include "core/src/transport.h"
-#include "scheduler/src/actor_manager.h"
-#include "scheduler/src/driver_records.h"
 #include "scheduler/src/head_context.h"
-#include "scheduler/src/job_manager.h"
-#include "scheduler/src/lease_manager.h"
-#include "scheduler/src/node_manager.h"
-#include "scheduler/src/placement_group_manager.h"
-#include "scheduler/src/resource_book.h"
-#include "scheduler/src/scheduling_queue.h"
+#include "scheduler/src/head_managers.h"
 
 namespace orrery::scheduler {
 
@@ -60,23 +53,11 @@ class HeadService {
   Status Recover();
   void OnRegisterNode(const proto::RegisterNodeMsg& m);
   void OnWorkerEvent(proto::WorkerEventMsg m);
-  // Node `i` died: what ran there dies or restarts elsewhere.
-  void NodeDied(int i, const std::string& cause);
-  // A job ended: its non-detached actors and its leases go with it.
-  void JobEnded(const std::string& job_id);
   void Tick();
 
   HeadOptions options_;
-  HeadContext ctx_;
   transport::Inbox inbox_;
-  NodeManager nodes_;
-  SchedulingQueue queue_;
-  PlacementGroupManager pgs_;
-  JobManager jobs_;
-  DriverRecords records_;
-  ResourceBook book_;
-  ActorManager actors_;
-  LeaseManager leases_;
+  HeadManagers m_;
   std::unordered_map<int, std::function<void(transport::Envelope&)>> handlers_;
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -10,15 +11,7 @@
 
 #include "core/src/protocol.h"
 #include "core/src/state_store.h"
-#include "scheduler/src/actor_manager.h"
-#include "scheduler/src/driver_records.h"
-#include "scheduler/src/head_context.h"
-#include "scheduler/src/job_manager.h"
-#include "scheduler/src/lease_manager.h"
-#include "scheduler/src/node_manager.h"
-#include "scheduler/src/placement_group_manager.h"
-#include "scheduler/src/resource_book.h"
-#include "scheduler/src/scheduling_queue.h"
+#include "scheduler/src/head_managers.h"
 
 namespace orrery::scheduler::testing {
 
@@ -69,38 +62,20 @@ class RecordingOutbox final : public Outbox {
   std::deque<Sent> sent_;
 };
 
-// The managers of one head, over `store` (a restarted head: a second harness on the same store).
+// The managers of one head, over `store` (a restarted head: a second harness on the same
+// store), wired as a HeadService wires them (HeadManagers), with a recording outbox.
 struct HeadHarness {
   explicit HeadHarness(std::shared_ptr<InMemoryStateStore> s = nullptr,
                        std::string binary_dir = "/nonexistent-binaries")
       : store(s ? s : std::make_shared<InMemoryStateStore>()),
         outbox(std::make_shared<RecordingOutbox>()),
-        ctx{store, outbox},
-        nodes(ctx),
-        queue(ctx),
-        pgs(ctx, nodes, queue),
-        jobs(ctx, std::move(binary_dir)),
-        records(ctx),
-        book(nodes, pgs),
-        actors(ctx, nodes, book, queue, jobs),
-        leases(ctx, nodes, book, queue, jobs, pgs) {
-    queue.SetSource(DemandKind::kActor, &actors);
-    queue.SetSource(DemandKind::kLease, &leases);
-    queue.SetSource(DemandKind::kPg, &pgs);
-    pgs.SetOnRemoved([this](const std::string& id) { actors.PlacementGroupRemoved(id); });
-    jobs.SetOnEnded([this](const std::string& id, const std::string&) {
-      actors.JobEnded(id);
-      leases.JobEnded(id);
-    });
-  }
+        m(HeadContext{store, outbox}, std::move(binary_dir)) {}
   // As HeadService::Recover.
   void Restore(double now) {
-    queue.DropStoredRecords(Table("pending"));
-    nodes.Restore(Table("nodes"), now);
-    pgs.Restore(Table("placement_groups"), now);
-    jobs.Restore(Table("jobs"), now);
-    actors.Restore(Table("actors"), now);
-    leases.Restore(Table("leases"), now);
+    std::map<std::string, TableRecords> tables;
+    for (const char* t : {"pending", "nodes", "placement_groups", "jobs", "actors", "leases"})
+      tables[t] = Table(t);
+    m.Restore(tables, now);
   }
   // The records of one table of the store.
   TableRecords Table(const std::string& table) { return store->GetAll(table).value(); }
@@ -162,15 +137,16 @@ struct HeadHarness {
 
   std::shared_ptr<InMemoryStateStore> store;
   std::shared_ptr<RecordingOutbox> outbox;
-  HeadContext ctx;
-  NodeManager nodes;
-  SchedulingQueue queue;
-  PlacementGroupManager pgs;
-  JobManager jobs;
-  DriverRecords records;
-  ResourceBook book;
-  ActorManager actors;
-  LeaseManager leases;
+  HeadManagers m;
+  HeadContext& ctx = m.ctx;
+  NodeManager& nodes = m.nodes;
+  SchedulingQueue& queue = m.queue;
+  PlacementGroupManager& pgs = m.pgs;
+  JobManager& jobs = m.jobs;
+  DriverRecords& records = m.records;
+  ResourceBook& book = m.book;
+  ActorManager& actors = m.actors;
+  LeaseManager& leases = m.leases;
 };
 
 }  // namespace orrery::scheduler::testing
