@@ -85,9 +85,9 @@ std::optional<std::vector<int>> Try(const std::vector<Resources>& bundles,
 
 }  // namespace
 
-BundleDecision PlaceBundles(const std::vector<Resources>& bundles, PlacementStrategy strategy,
-                            const NodeList& view, const std::string& same_label,
-                            const Labels& selector) {
+BundleDecision PlaceBundlesOn(const std::vector<Resources>& bundles, PlacementStrategy strategy,
+                              const NodeList& view, const std::string& same_label,
+                              const Labels& selector) {
   if (bundles.empty())
     return {Outcome::kInfeasible, {}, "a placement group needs at least one bundle"};
   // Candidate groups: all eligible nodes, or one group per value of same_label.

@@ -2,7 +2,7 @@
 
 namespace orrery::scheduler {
 
-Decision ScheduleHybrid(const Demand& demand, const NodeList& view, double spread_threshold) {
+Decision ScheduleHybridOn(const Demand& demand, const NodeList& view, double spread_threshold) {
   int least = -1;
   double least_u = 2;
   bool feasible = false;
@@ -37,19 +37,19 @@ Decision ScheduleHybridFrom(const Demand& demand, const NodeList& view, size_t f
       continue;
     if (Utilisation(n, demand.resources) < spread_threshold) return {Outcome::kPlaced, int(i), ""};
   }
-  return ScheduleHybrid(demand, view, spread_threshold);  // none below: the full decision
+  return ScheduleHybridOn(demand, view, spread_threshold);  // none below: the full decision
 }
 
-Decision Schedule(const Demand& demand, const NodeList& view, size_t hint) {
+Decision ScheduleOn(const Demand& demand, const NodeList& view, size_t hint) {
   switch (demand.strategy) {
     case SchedulingStrategy::kSpread:
-      return ScheduleSpread(demand, view, hint);
+      return ScheduleSpreadOn(demand, view, hint);
     case SchedulingStrategy::kNodeAffinity:
-      return ScheduleNodeAffinity(demand, view);
+      return ScheduleNodeAffinityOn(demand, view);
     case SchedulingStrategy::kDefault:
       break;
   }
-  return ScheduleHybrid(demand, view);
+  return ScheduleHybridOn(demand, view);
 }
 
 }  // namespace orrery::scheduler

@@ -2,7 +2,7 @@
 
 namespace orrery::scheduler {
 
-Decision ScheduleNodeAffinity(const Demand& demand, const NodeList& view) {
+Decision ScheduleNodeAffinityOn(const Demand& demand, const NodeList& view) {
   for (size_t i = 0; i < view.size(); ++i) {
     const NodeView& n = view[i];
     if (n.id != demand.affinity_node) continue;
@@ -19,7 +19,7 @@ Decision ScheduleNodeAffinity(const Demand& demand, const NodeList& view) {
   if (demand.affinity_soft) {
     Demand fallback = demand;
     fallback.strategy = SchedulingStrategy::kDefault;
-    return ScheduleHybrid(fallback, view);
+    return ScheduleHybridOn(fallback, view);
   }
   return {Outcome::kInfeasible, -1,
           "node " + demand.affinity_node.Hex() + " is not alive or can never hold " +

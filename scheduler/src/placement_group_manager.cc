@@ -199,8 +199,8 @@ bool PlacementGroupManager::TryPlace(const std::string& id, double, double, std:
   auto it = pgs_.find(id);
   if (it == pgs_.end() || it->second.state != PgEntry::kPending) return true;
   PgEntry& pg = it->second;
-  BundleDecision d = PlaceBundles(pg.spec.bundles, PlacementStrategy(pg.spec.strategy),
-                                  nodes_.list(), pg.spec.same_label, pg.spec.label_selector);
+  BundleDecision d = PlaceBundlesOn(pg.spec.bundles, PlacementStrategy(pg.spec.strategy),
+                                    nodes_.list(), pg.spec.same_label, pg.spec.label_selector);
   if (d.outcome != Outcome::kPlaced) {
     pg.reason = d.reason;
     *reason = d.reason;

@@ -27,7 +27,7 @@ Decision ResourceBook::Reserve(const DemandRef& d, int* bundle) {
     else if (decision.outcome == Outcome::kPlaced && cursor != cursors_.end())
       cursor->second = size_t(decision.node_index);
   } else {
-    decision = Schedule(demand, nodes_.list(), round_robin_++);
+    decision = ScheduleOn(demand, nodes_.list(), round_robin_++);
   }
   if (decision.outcome == Outcome::kPlaced)
     Subtract(nodes_.available(decision.node_index), d.resources);

@@ -2,7 +2,7 @@
 
 namespace orrery::scheduler {
 
-Decision ScheduleSpread(const Demand& demand, const NodeList& view, size_t hint) {
+Decision ScheduleSpreadOn(const Demand& demand, const NodeList& view, size_t hint) {
   int best = -1;
   double best_u = 2;
   bool feasible = false;

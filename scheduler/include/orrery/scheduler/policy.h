@@ -22,7 +22,9 @@ struct NodeView {
 using ClusterView = std::vector<NodeView>;
 
 // The nodes a policy chooses from, by index: a ClusterView, or the head's node table (whose
-// entries hold more than the view). A decision's node_index is an index of this list.
+// entries hold more than the view). A decision's node_index is an index of this list. Each
+// policy takes either (the NodeList forms are named ...On, so that a braced list still
+// means a ClusterView).
 class NodeList {
  public:
   virtual size_t size() const = 0;
@@ -71,32 +73,33 @@ bool MatchesSelector(const Labels& labels, const Labels& selector);
 
 // Hybrid default: pack onto the first nodes (in view order) while their utilisation stays
 // below `spread_threshold`, then choose the least utilised node.
-Decision ScheduleHybrid(const Demand& demand, const NodeList& nodes, double spread_threshold = 0.5);
+Decision ScheduleHybridOn(const Demand& demand, const NodeList& nodes,
+                          double spread_threshold = 0.5);
 // ScheduleHybrid for a caller that knows that no node before `first_candidate` is below the
 // threshold for this demand (nothing was given back since it last looked: availability only
 // fell): the same decision, without scanning those nodes again.
 Decision ScheduleHybridFrom(const Demand& demand, const NodeList& nodes, size_t first_candidate,
                             double spread_threshold = 0.5);
 // Least utilised feasible node, ties broken by `round_robin_hint`.
-Decision ScheduleSpread(const Demand& demand, const NodeList& nodes, size_t round_robin_hint = 0);
-Decision ScheduleNodeAffinity(const Demand& demand, const NodeList& nodes);
+Decision ScheduleSpreadOn(const Demand& demand, const NodeList& nodes, size_t round_robin_hint = 0);
+Decision ScheduleNodeAffinityOn(const Demand& demand, const NodeList& nodes);
 // Dispatches on demand.strategy.
-Decision Schedule(const Demand& demand, const NodeList& nodes, size_t round_robin_hint = 0);
+Decision ScheduleOn(const Demand& demand, const NodeList& nodes, size_t round_robin_hint = 0);
 
 inline Decision ScheduleHybrid(const Demand& demand, const ClusterView& view,
                                double spread_threshold = 0.5) {
-  return ScheduleHybrid(demand, ClusterViewList(view), spread_threshold);
+  return ScheduleHybridOn(demand, ClusterViewList(view), spread_threshold);
 }
 inline Decision ScheduleSpread(const Demand& demand, const ClusterView& view,
                                size_t round_robin_hint = 0) {
-  return ScheduleSpread(demand, ClusterViewList(view), round_robin_hint);
+  return ScheduleSpreadOn(demand, ClusterViewList(view), round_robin_hint);
 }
 inline Decision ScheduleNodeAffinity(const Demand& demand, const ClusterView& view) {
-  return ScheduleNodeAffinity(demand, ClusterViewList(view));
+  return ScheduleNodeAffinityOn(demand, ClusterViewList(view));
 }
 inline Decision Schedule(const Demand& demand, const ClusterView& view,
                          size_t round_robin_hint = 0) {
-  return Schedule(demand, ClusterViewList(view), round_robin_hint);
+  return ScheduleOn(demand, ClusterViewList(view), round_robin_hint);
 }
 
 struct BundleDecision {
@@ -107,14 +110,14 @@ struct BundleDecision {
 
 // Places all bundles atomically with `strategy`. With `same_label` set, every bundle lands
 // on nodes that share one value of that label. `selector` restricts the nodes used.
-BundleDecision PlaceBundles(const std::vector<Resources>& bundles, PlacementStrategy strategy,
-                            const NodeList& nodes, const std::string& same_label = "",
-                            const Labels& selector = {});
+BundleDecision PlaceBundlesOn(const std::vector<Resources>& bundles, PlacementStrategy strategy,
+                              const NodeList& nodes, const std::string& same_label = "",
+                              const Labels& selector = {});
 inline BundleDecision PlaceBundles(const std::vector<Resources>& bundles,
                                    PlacementStrategy strategy, const ClusterView& view,
                                    const std::string& same_label = "",
                                    const Labels& selector = {}) {
-  return PlaceBundles(bundles, strategy, ClusterViewList(view), same_label, selector);
+  return PlaceBundlesOn(bundles, strategy, ClusterViewList(view), same_label, selector);
 }
 
 }  // namespace orrery::scheduler
