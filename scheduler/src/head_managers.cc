@@ -34,6 +34,16 @@ void HeadManagers::JobEnded(const std::string& job_id, double now) {
   queue.ScheduleAll(now);
 }
 
+Result<std::map<std::string, TableRecords>> ReadTables(StateStore& store) {
+  std::map<std::string, TableRecords> tables;
+  for (const char* table : {"pending", "nodes", "placement_groups", "jobs", "actors", "leases"}) {
+    auto records = store.GetAll(table);
+    if (!records.ok()) return records.status();
+    tables[table] = std::move(records.value());
+  }
+  return tables;
+}
+
 void HeadManagers::Restore(std::map<std::string, TableRecords>& tables, double now) {
   queue.DropStoredRecords(tables["pending"]);  // the previous head's queue; this one writes its own
   nodes.Restore(tables["nodes"], now);

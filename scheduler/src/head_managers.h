@@ -18,6 +18,10 @@
 
 namespace orrery::scheduler {
 
+// Every table the managers restore themselves from, read from `store` (an error when any
+// cannot be read), for HeadManagers::Restore.
+Result<std::map<std::string, TableRecords>> ReadTables(StateStore& store);
+
 struct HeadManagers {
   // `binary_dir`: where drivers' executables are kept (JobManager).
   HeadManagers(HeadContext context, std::string binary_dir);

@@ -12,20 +12,8 @@
 namespace orrery::scheduler {
 
 namespace {
-constexpr const char* kTables[] = {"pending", "nodes",  "placement_groups",
-                                   "jobs",    "actors", "leases"};
 // How long a starting head keeps trying to read a store that does not answer.
 constexpr double kStoreReadTimeoutS = 10;
-
-Result<std::map<std::string, TableRecords>> ReadTables(StateStore& store) {
-  std::map<std::string, TableRecords> tables;
-  for (const char* table : kTables) {
-    auto records = store.GetAll(table);
-    if (!records.ok()) return records.status();
-    tables[table] = std::move(records.value());
-  }
-  return tables;
-}
 }  // namespace
 
 Status HeadService::Recover() {

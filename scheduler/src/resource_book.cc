@@ -22,10 +22,13 @@ Decision ResourceBook::Reserve(const DemandRef& d, int* bundle) {
     auto cursor = cursors_.find(shape);
     decision =
         ScheduleHybridFrom(demand, nodes_.list(), cursor == cursors_.end() ? 0 : cursor->second);
-    if (decision.outcome == Outcome::kPlaced && cursors_.size() < kMaxCursors)
-      cursors_[shape] = size_t(decision.node_index);
-    else if (decision.outcome == Outcome::kPlaced && cursor != cursors_.end())
-      cursor->second = size_t(decision.node_index);
+    if (decision.outcome == Outcome::kPlaced) {
+      if (cursor != cursors_.end()) {
+        cursor->second = size_t(decision.node_index);
+      } else if (cursors_.size() < kMaxCursors) {
+        cursors_.emplace(std::move(shape), size_t(decision.node_index));
+      }
+    }
   } else {
     decision = ScheduleOn(demand, nodes_.list(), round_robin_++);
   }

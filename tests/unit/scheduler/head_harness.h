@@ -72,10 +72,8 @@ struct HeadHarness {
         m(HeadContext{store, outbox}, std::move(binary_dir)) {}
   // As HeadService::Recover.
   void Restore(double now) {
-    std::map<std::string, TableRecords> tables;
-    for (const char* t : {"pending", "nodes", "placement_groups", "jobs", "actors", "leases"})
-      tables[t] = Table(t);
-    m.Restore(tables, now);
+    auto tables = ReadTables(*store);
+    m.Restore(tables.value(), now);
   }
   // The records of one table of the store.
   TableRecords Table(const std::string& table) { return store->GetAll(table).value(); }
