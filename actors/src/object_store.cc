@@ -55,19 +55,38 @@ ObjectStore::DeferCallbacks::~DeferCallbacks() {
   --t_defer_depth;
 }
 
-void ObjectStore::Complete(const ObjectId& id, ObjectValue value) {
+std::shared_ptr<const proto::ObjectLocationMsg> ObjectStore::EraseLocked(
+    std::unordered_map<ObjectId, Entry, IdHash>::iterator it) {
+  std::shared_ptr<const proto::ObjectLocationMsg> loc;
+  if (it->second.owned_location) loc = it->second.value.location;
+  entries_.erase(it);
+  return loc;
+}
+
+void ObjectStore::RunFreeHook(const ObjectId& id,
+                              const std::shared_ptr<const proto::ObjectLocationMsg>& loc) {
+  if (loc && free_hook_) free_hook_(id, *loc);
+}
+
+void ObjectStore::Complete(const ObjectId& id, ObjectValue value, bool owned) {
   std::vector<Callback> callbacks;
+  std::shared_ptr<const proto::ObjectLocationMsg> to_free;
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(id);
-    if (it == entries_.end()) return;  // nobody holds a ref any more
-    Entry& e = it->second;
-    if (e.state == Entry::kReady) return;
-    e.state = Entry::kReady;
-    e.value = value;
-    callbacks.swap(e.callbacks);
-    if (e.refs == 0 && !e.pinned) entries_.erase(it);
+    if (it == entries_.end()) {
+      // Nobody holds a ref any more: an owned store copy goes at once.
+      if (owned && value.location) to_free = value.location;
+    } else if (it->second.state != Entry::kReady) {
+      Entry& e = it->second;
+      e.state = Entry::kReady;
+      e.value = value;
+      e.owned_location = owned && value.location != nullptr;
+      callbacks.swap(e.callbacks);
+      if (e.refs == 0 && !e.pinned) to_free = EraseLocked(it);
+    }
   }
+  RunFreeHook(id, to_free);
   cv_.NotifyAll();
   if (t_defer_depth > 0) {
     for (auto& cb : callbacks) t_deferred.emplace_back(std::move(cb), value);
@@ -77,11 +96,28 @@ void ObjectStore::Complete(const ObjectId& id, ObjectValue value) {
 }
 
 void ObjectStore::PutValue(const ObjectId& id, std::shared_ptr<const std::string> bytes) {
-  Complete(id, ObjectValue{std::move(bytes), nullptr});
+  Complete(id, ObjectValue{std::move(bytes), nullptr, nullptr});
 }
 
 void ObjectStore::PutError(const ObjectId& id, ObjectError error) {
-  Complete(id, ObjectValue{nullptr, std::make_shared<const ObjectError>(std::move(error))});
+  Complete(id,
+           ObjectValue{nullptr, nullptr, std::make_shared<const ObjectError>(std::move(error))});
+}
+
+void ObjectStore::PutLocation(const ObjectId& id, proto::ObjectLocationMsg location, bool owned) {
+  Complete(id,
+           ObjectValue{nullptr,
+                       std::make_shared<const proto::ObjectLocationMsg>(std::move(location)),
+                       nullptr},
+           owned);
+}
+
+std::vector<std::pair<ObjectId, proto::ObjectLocationMsg>> ObjectStore::OwnedLocations() {
+  std::vector<std::pair<ObjectId, proto::ObjectLocationMsg>> out;
+  MutexLock lock(&mu_);
+  for (const auto& [id, e] : entries_)
+    if (e.owned_location && e.value.location) out.emplace_back(id, *e.value.location);
+  return out;
 }
 
 ObjectStore::Presence ObjectStore::Lookup(const ObjectId& id) {
@@ -198,11 +234,15 @@ void ObjectStore::AddRef(const ObjectId& id) {
 }
 
 void ObjectStore::RemoveRef(const ObjectId& id) {
-  MutexLock lock(&mu_);
-  auto it = entries_.find(id);
-  if (it == entries_.end()) return;
-  Entry& e = it->second;
-  if (--e.refs <= 0 && !e.pinned && e.callbacks.empty()) entries_.erase(it);
+  std::shared_ptr<const proto::ObjectLocationMsg> to_free;
+  {
+    MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    Entry& e = it->second;
+    if (--e.refs <= 0 && !e.pinned && e.callbacks.empty()) to_free = EraseLocked(it);
+  }
+  RunFreeHook(id, to_free);
 }
 
 void ObjectStore::Pin(const ObjectId& id) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/src/error_kind.h"
+#include "core/src/protocol_objects.h"
 #include "core/src/thread_annotations.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
@@ -26,9 +27,13 @@ struct ObjectError {
   std::string where;
 };
 
+// A ready object: its bytes (kept in this process), or where a node's store keeps them (a
+// value above kInlineObjectMaxBytes), or the error that its producer reported.
 struct ObjectValue {
-  std::shared_ptr<const std::string> bytes;  // set when ok
-  std::shared_ptr<const ObjectError> error;  // set on failure
+  std::shared_ptr<const std::string> bytes;                  // inline value
+  std::shared_ptr<const proto::ObjectLocationMsg> location;  // value in a node's store
+  std::shared_ptr<const ObjectError> error;                  // set on failure
+  bool ok() const { return bytes != nullptr || location != nullptr; }
 };
 
 class ObjectStore {
@@ -52,6 +57,16 @@ class ObjectStore {
   bool MarkPending(const ObjectId& id) EXCLUDES(mu_);
   void PutValue(const ObjectId& id, std::shared_ptr<const std::string> bytes) EXCLUDES(mu_);
   void PutError(const ObjectId& id, ObjectError error) EXCLUDES(mu_);
+  // The value is in a node's store at `location`. `owned`: this process owns it, so the
+  // store's copies are freed (the free hook) when the entry goes: its last ref dropped, or no
+  // ref was left when it arrived.
+  void PutLocation(const ObjectId& id, proto::ObjectLocationMsg location, bool owned)
+      EXCLUDES(mu_);
+  using FreeHook = std::function<void(const ObjectId&, const proto::ObjectLocationMsg&)>;
+  // Set before any object arrives; runs without the store's lock.
+  void SetFreeHook(FreeHook hook) { free_hook_ = std::move(hook); }
+  // The owned store-kept values still referenced (freed by the runtime when it stops).
+  std::vector<std::pair<ObjectId, proto::ObjectLocationMsg>> OwnedLocations() EXCLUDES(mu_);
 
   enum class Presence { kAbsent, kReferenced, kPending, kReady };
   Presence Lookup(const ObjectId& id) EXCLUDES(mu_);
@@ -83,9 +98,14 @@ class ObjectStore {
     ObjectValue value;
     int refs = 0;
     bool pinned = false;
+    bool owned_location = false;  // value.location is this process's to free
     std::vector<Callback> callbacks;
   };
-  void Complete(const ObjectId& id, ObjectValue value) EXCLUDES(mu_);
+  void Complete(const ObjectId& id, ObjectValue value, bool owned = false) EXCLUDES(mu_);
+  // Erases the entry; returns the location to free when it owned one.
+  std::shared_ptr<const proto::ObjectLocationMsg> EraseLocked(
+      std::unordered_map<ObjectId, Entry, IdHash>::iterator it) REQUIRES(mu_);
+  void RunFreeHook(const ObjectId& id, const std::shared_ptr<const proto::ObjectLocationMsg>& loc);
   // Whether a Get of `id` need not wait: it is ready, or nobody holds it (NotFound).
   bool DoneLocked(const ObjectId& id) REQUIRES(mu_);
   // What a Get of `id` returns once DoneLocked.
@@ -97,6 +117,7 @@ class ObjectStore {
   Mutex mu_;
   CondVar cv_;
   std::unordered_map<ObjectId, Entry, IdHash> entries_ GUARDED_BY(mu_);
+  FreeHook free_hook_;
 };
 
 }  // namespace orrery::runtime

@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "orrery/errors.h"
@@ -152,6 +154,12 @@ void SetField(Config& c, const std::string& key, const std::string& value,
     } else if (!(value == "0" || value == "false" || value == "no" || value == "off")) {
       throw ConfigError(what + ": expected 1/true/yes/on or 0/false/no/off, got '" + value + "'");
     }
+  } else if (key == "object-store-memory") {
+    long long v = ParseByteSize(what, value);
+    if (c.object_store_memory == 0) c.object_store_memory = v;
+  } else if (key == "object-spill-dir") {
+    if (value.empty()) throw ConfigError(what + ": expected a directory");
+    if (c.object_spill_dir.empty()) c.object_spill_dir = value;
   } else {
     throw ConfigError("unknown option " + what);
   }
@@ -170,7 +178,9 @@ const char* kKeys[] = {"address",
                        "memory-usage-threshold",
                        "memory-monitor-refresh-ms",
                        "token-file",
-                       "insecure"};
+                       "insecure",
+                       "object-store-memory",
+                       "object-spill-dir"};
 
 std::string EnvName(const std::string& key) {
   std::string out = "ORRERY_";
@@ -189,11 +199,33 @@ void ValidateConfig(const Config& c) {
   if (c.max_message_bytes <= 0) throw ConfigError("Config::max_message_bytes must be positive");
   CheckMemoryUsageThreshold("Config::memory_usage_threshold", c.memory_usage_threshold);
   CheckRefreshMs("Config::memory_monitor_refresh_ms", c.memory_monitor_refresh_ms);
+  if (c.object_store_memory < 0)
+    throw ConfigError("Config::object_store_memory must be >= 0 (0: 30% of memory)");
   if (c.insecure && !c.token_file.empty()) {
     throw ConfigError(
         "Config::insecure and Config::token_file contradict each other: an insecure process uses "
         "no token");
   }
+}
+
+long long ParseByteSize(const std::string& what, const std::string& value) {
+  size_t digits = 0;
+  while (digits < value.size() && std::isdigit(static_cast<unsigned char>(value[digits])))
+    ++digits;
+  std::string suffix = value.substr(digits);
+  int shift = -1;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") shift = 10;
+  if (suffix == "M" || suffix == "m" || suffix == "MiB") shift = 20;
+  if (suffix == "G" || suffix == "g" || suffix == "GiB") shift = 30;
+  if (suffix == "T" || suffix == "t" || suffix == "TiB") shift = 40;
+  if (digits == 0 || digits > 15 || shift < 0)
+    throw ConfigError(what + ": expected a size in bytes (digits, optionally with K, M, G or T), "
+                             "got '" + value + "'");
+  long long n = std::stoll(value.substr(0, digits));
+  if (n > (std::numeric_limits<long long>::max() >> shift))
+    throw ConfigError(what + ": '" + value + "' is too large");
+  return n << shift;
 }
 
 Config ApplyEnvironment(Config base) {

@@ -29,6 +29,8 @@ namespace orrery::proto {
   X(TrainingFailedError, 11)                                                       \
   X(OutOfMemoryError, 12)                                                          \
   X(WorkerCrashedError, 13)                                                        \
+  X(ObjectLostError, 14)                                                           \
+  X(ObjectStoreFullError, 15)                                                      \
   X(NeedBinary, 32)     /* head -> driver: upload the job's executable first */    \
   X(WorkerDied, 33)     /* a lease's worker or node died: the tasks are retried */ \
   X(CreationFailed, 34) /* node -> head: the actor's constructor failed: no restart */
@@ -63,6 +65,8 @@ void VisitError(ErrorKind kind, const std::string& message, Visit&& visit) {
     ORRERY_ERROR_VISIT(TrainingFailedError)
     ORRERY_ERROR_VISIT(OutOfMemoryError)
     ORRERY_ERROR_VISIT(WorkerCrashedError)
+    ORRERY_ERROR_VISIT(ObjectLostError)
+    ORRERY_ERROR_VISIT(ObjectStoreFullError)
 #undef ORRERY_ERROR_VISIT
     case ErrorKind::kRemoteError:
       return visit(RemoteError("", message, "", ""));

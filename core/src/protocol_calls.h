@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/src/protocol_objects.h"
 #include "core/src/protocol_wire.h"
 
 namespace orrery::proto {
@@ -31,8 +32,10 @@ struct ReplyMsg {
   std::string actor_id;  // echoed from the call
   uint64_t seq = 0;
   std::string lease_id;
+  // Set when the value was kept in a node's store (no payload then): where to read it.
+  ObjectLocationMsg location;
   MSGPACK_DEFINE(object_id, ok, error_kind, error_type, message, function, where, actor_id, seq,
-                 lease_id);
+                 lease_id, location);
 };
 
 struct GetObjectMsg {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/src/protocol_objects.h"
 #include "core/src/protocol_wire.h"
 
 namespace orrery::proto {
@@ -170,8 +171,14 @@ struct NodeInfoMsg {
   int64_t memory_used_bytes = 0;
   int64_t memory_total_bytes = 0;
   double memory_usage_threshold = 0;
+  // The node's shared-memory object store (docs/objects.md): its usage, and the arena a
+  // driver on the same host maps (the tag proves a file is that node's arena).
+  ObjectStoreUsageMsg object_store;
+  std::string object_store_path;
+  std::string object_store_tag;
   MSGPACK_DEFINE(node_id, address, alive, total, available, labels, memory_used_bytes,
-                 memory_total_bytes, memory_usage_threshold);
+                 memory_total_bytes, memory_usage_threshold, object_store, object_store_path,
+                 object_store_tag);
 };
 
 struct ClusterInfoMsg {

@@ -26,7 +26,8 @@ namespace orrery::proto {
 inline constexpr uint8_t kMagic0 = 'O';
 inline constexpr uint8_t kMagic1 = 'R';
 // 2: error kinds travel as ErrorKind (one byte) instead of their names.
-inline constexpr uint8_t kProtocolVersion = 2;
+// 3: the object plane (protocol_objects.h): values in node stores travel as locations.
+inline constexpr uint8_t kProtocolVersion = 3;
 inline constexpr size_t kHeaderSize = 4;
 
 // The one table of message types: ORRERY_MESSAGE_TYPES(X) calls X(Name, value) for each,
@@ -74,6 +75,16 @@ inline constexpr size_t kHeaderSize = 4;
   X(Assign, 51)      /* node -> worker: become this actor / serve leases */                \
   X(AssignReply, 52) /* worker -> node */                                                  \
   X(Exit, 53)        /* node -> worker: exit now */                                        \
+  /* Objects: a process <-> its node's store, node <-> node (protocol_objects.h). */        \
+  X(ObjectCreate, 70)      /* ObjectStoreMsg -> kObjectStoreReply */                       \
+  X(ObjectSeal, 71)        /* ObjectStoreMsg: the creator wrote the bytes */               \
+  X(ObjectOpen, 72)        /* ObjectStoreMsg -> kObjectStoreReply (pulls when absent) */   \
+  X(ObjectRelease, 73)     /* ObjectStoreMsg: a reader is done with it */                  \
+  X(ObjectFree, 74)        /* ObjectFreeMsg: the last reference is gone */                 \
+  X(ObjectStoreReply, 75)  /* ObjectStoreReplyMsg */                                       \
+  X(ObjectCopied, 76)      /* ObjectCopiedMsg: node -> the primary's node */               \
+  X(ListObjects, 77)       /* ListObjectsMsg -> kListObjectsReply */                       \
+  X(ListObjectsReply, 78)  /* ListObjectsReplyMsg */                                       \
   X(Ping, 60)                                                                              \
   X(Pong, 61)
 

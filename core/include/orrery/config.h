@@ -58,7 +58,21 @@ struct Config {
   // cluster started with `orrery start --insecure` expects). Env ORRERY_INSECURE=1, flag
   // --orrery-insecure.
   bool insecure = false;
+  // The embedded node's shared-memory object store (docs/objects.md): values whose packed
+  // size is above 100 KiB are written there once and read in place by every process of the
+  // node. Its capacity in bytes; 0: 30% of the host's (or its cgroup's) memory, as in Ray.
+  // Env ORRERY_OBJECT_STORE_MEMORY, flag --orrery-object-store-memory (bytes, or with a
+  // K, M or G suffix: 2G).
+  long long object_store_memory = 0;
+  // Where the embedded node spills objects not in use when its store is full; the node makes
+  // a directory of its own inside and removes it when it stops. Empty: <session dir>/spill.
+  // Env ORRERY_OBJECT_SPILL_DIR, flag --orrery-object-spill-dir.
+  std::string object_spill_dir;
 };
+
+// Parses a size in bytes: digits with an optional K, M, G or T suffix (powers of 1024).
+// Throws ConfigError naming `what` on anything else.
+long long ParseByteSize(const std::string& what, const std::string& value);
 
 // Throws ConfigError naming the first malformed field (an address that is not host:port, an
 // unknown log level, ...).

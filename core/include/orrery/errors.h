@@ -39,6 +39,12 @@ ORRERY_DECLARE_ERROR(OutOfMemoryError);
 // The worker process running a task died (it crashed, was killed, or its node died) and the
 // task had no retries left (SetMaxRetries). As Ray's WorkerCrashedError.
 ORRERY_DECLARE_ERROR(WorkerCrashedError);
+// Every copy of an object is gone (its node died, or died while the object was being pulled
+// from it) and no other copy could be read. The message names the object and why.
+ORRERY_DECLARE_ERROR(ObjectLostError);
+// A value could not be stored: the node's object store (object_store_memory) cannot hold it
+// even after spilling what is not in use. The message names the sizes.
+ORRERY_DECLARE_ERROR(ObjectStoreFullError);
 
 #undef ORRERY_DECLARE_ERROR
 
