@@ -174,6 +174,8 @@ std::unique_ptr<runtime::NodeService> StartEmbeddedNode(
   }
   no.memory_usage_threshold = config.memory_usage_threshold;
   no.memory_monitor_refresh_ms = config.memory_monitor_refresh_ms;
+  no.object_store_memory = uint64_t(config.object_store_memory);
+  no.object_spill_dir = config.object_spill_dir;
   no.worker_argv = runtime::SelfCommandLine();
   if (!config.log_level.empty()) no.worker_env["ORRERY_LOG_LEVEL"] = config.log_level;
   if (!config.namespace_.empty()) no.worker_env["ORRERY_NAMESPACE"] = config.namespace_;
@@ -197,6 +199,27 @@ std::string CheckRemoteHead(const Config& config) {
         probe.message() + ")");
   }
   return head_address;
+}
+
+// Large values go through the object store of a node on this host: the embedded node, or in a
+// cluster the node whose arena this process can map (docs/objects.md "Which store a process
+// uses"). With none, they stay in this process and readers pull them from it.
+void UseLocalObjectStore(Embedded& state) {
+  auto& objects = state.runtime->objects();
+  if (state.node) {
+    objects.SetNode(state.node->address());
+    return;
+  }
+  try {
+    for (const auto& n : state.runtime->ClusterInfo()) {
+      if (n.alive && !n.object_store_path.empty() &&
+          objects.TryAttach(n.address, n.object_store_path, n.object_store_tag))
+        return;
+    }
+  } catch (const Error& e) {
+    LOG_WARN(std::string("cannot list the cluster's nodes to find a local object store: ") +
+             e.what());
+  }
 }
 
 void DoInit(Config config, int argc, char** argv) {
@@ -231,6 +254,7 @@ void DoInit(Config config, int argc, char** argv) {
     runtime::SetCurrent(nullptr);
     throw;
   }
+  UseLocalObjectStore(*state);
   static bool atexit_registered = false;
   if (!atexit_registered) {
     atexit_registered = true;
@@ -432,8 +456,21 @@ std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::stri
 
 std::shared_ptr<RefHolder> PutBytes(std::string bytes) { return Rt().Put(std::move(bytes)); }
 
-std::shared_ptr<const std::string> GetBytes(const RefHolder& ref, int timeout_ms) {
-  return Rt().Get(ref, timeout_ms);
+BytesView GetBytes(const RefHolder& ref, int timeout_ms) { return Rt().Get(ref, timeout_ms); }
+
+std::shared_ptr<RefHolder> CreateObject(size_t size, char** data) {
+  return Rt().CreateObject(size, data);
+}
+
+void SealObject(const RefHolder& ref) { Rt().SealObject(ref); }
+
+bool BeginStoredResult(size_t size, char** data) {
+  runtime::Runtime* rt = runtime::Current();
+  return rt != nullptr && rt->BeginStoredResult(size, data);
+}
+
+void EndStoredResult() {
+  if (runtime::Runtime* rt = runtime::Current()) rt->EndStoredResult();
 }
 
 std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_returns,

@@ -28,9 +28,25 @@ std::string ArgResolver::PackArgs(const std::vector<internal::ArgSlot>& slots) {
   return out;
 }
 
+namespace {
+// A store-kept value passed by reference: an ObjectArgMsg in a msgpack ext.
+std::string PackObjectArg(const internal::RefHolder& ref, const proto::ObjectLocationMsg& loc) {
+  std::string body = internal::Pack(proto::ObjectArgMsg{ref.id().Binary(), ref.owner(), loc});
+  std::string out;
+  internal::StringWriter w{out};
+  msgpack::packer<internal::StringWriter> pk(w);
+  pk.pack_ext(body.size(), proto::kObjectArgExt);
+  pk.pack_ext_body(body.data(), body.size());
+  return out;
+}
+}  // namespace
+
 void ArgResolver::Resolve(const std::shared_ptr<PendingCall>& call, std::function<void()> ready) {
   int refs = 0;
-  for (const auto& s : call->slots) refs += s.ref != nullptr;
+  for (const auto& s : call->slots) {
+    refs += s.ref != nullptr;
+    if (s.ref) call->arg_refs.push_back(s.ref);
+  }
   if (refs == 0) {
     call->args = PackArgs(call->slots);
     call->slots.clear();
@@ -54,6 +70,8 @@ void ArgResolver::Resolve(const std::shared_ptr<PendingCall>& call, std::functio
     store_.OnReady(slot.ref->id(), [call, i, finish, error_mu](const ObjectValue& v) {
       if (v.bytes) {
         call->slots[i].bytes = *v.bytes;
+      } else if (v.location) {
+        call->slots[i].bytes = PackObjectArg(*call->slots[i].ref, *v.location);
       } else {
         MutexLock lock(error_mu.get());
         if (!call->dep_error) call->dep_error = v.error;

@@ -15,6 +15,14 @@
 
 namespace orrery::runtime {
 
+namespace {
+// Where a node keeps its files when told nothing else: $ORRERY_TMPDIR, else /tmp/orrery.
+std::string TmpRoot() {
+  const char* t = std::getenv("ORRERY_TMPDIR");
+  return t && *t ? t : "/tmp/orrery";
+}
+}  // namespace
+
 using proto::MsgType;
 
 namespace {
@@ -47,10 +55,7 @@ NodeService::NodeService(NodeOptions options)
       for (int i = 0; i < int(it->second); ++i) free_devices_[kind].push_back(i);
     }
   }
-  if (options_.binary_cache_dir.empty()) {
-    const char* t = std::getenv("ORRERY_TMPDIR");
-    options_.binary_cache_dir = std::string(t && *t ? t : "/tmp/orrery") + "/node_binaries";
-  }
+  if (options_.binary_cache_dir.empty()) options_.binary_cache_dir = TmpRoot() + "/node_binaries";
   options_.labels["orrery.io/node-id"] = id_.Hex();
   ZygoteEvents events;
   events.spawned = [this](uint64_t req, int pid) { OnSpawned(req, pid); };
@@ -64,6 +69,16 @@ NodeService::~NodeService() { Stop(); }
 Status NodeService::Start(int register_timeout_ms) {
   Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
   if (!s.ok()) return s;
+  ObjectPlaneOptions po;
+  po.node_id = id_;
+  po.bind_host = options_.bind_host;
+  po.advertise_host = options_.advertise_host;
+  po.capacity = options_.object_store_memory;
+  po.spill_root =
+      options_.object_spill_dir.empty() ? TmpRoot() + "/spill" : options_.object_spill_dir;
+  objects_ = std::make_unique<NodeObjectPlane>(po, inbox_);
+  s = objects_->Start();
+  if (!s.ok()) return Status(s.code(), "the node's object store: " + s.message());
   // The tick is the heartbeat's, or the memory monitor's when that is shorter.
   int tick_ms = int(options_.heartbeat_period_s * 1000);
   if (options_.memory_monitor_refresh_ms > 0)
@@ -114,6 +129,9 @@ void NodeService::SendRegistration(bool alive) {
     reg.node.memory_used_bytes = memory_.last().used_bytes;
     reg.node.memory_total_bytes = memory_.last().total_bytes;
     reg.node.memory_usage_threshold = memory_.threshold();
+    reg.node.object_store = objects_->Usage();
+    reg.node.object_store_path = objects_->arena_path();
+    reg.node.object_store_tag = objects_->tag();
   }
   reg.reply_to = inbox_.address();
   reg.node_secret = secret_;
@@ -130,12 +148,14 @@ void NodeService::Stop() {
   if (was_running) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
   zygotes_->StopAll();  // workers die with their zygote
+  if (objects_) objects_->Stop();
   for (auto& [id, w] : workers_)
     if (w.pid > 0) kill(w.pid, SIGKILL);
   workers_.clear();
 }
 
 void NodeService::Handle(transport::Envelope& env) {
+  if (objects_ && objects_->Handle(env)) return;
   switch (env.type) {
     case MsgType::kAck: {
       MutexLock lock(&mu_);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "actors/src/memory_monitor.h"
+#include "actors/src/node_object_plane.h"
 #include "actors/src/zygote_pool.h"
 #include "core/src/protocol.h"
 #include "core/src/thread_annotations.h"
@@ -51,6 +52,10 @@ struct NodeOptions {
   double memory_usage_threshold = 0.95;
   int memory_monitor_refresh_ms = 250;
   std::string sysroot;
+  // The shared-memory object store (node_object_plane.h): capacity in bytes (0: 30% of
+  // memory) and the directory it spills into (a directory of its own is made inside).
+  uint64_t object_store_memory = 0;
+  std::string object_spill_dir;
 };
 
 class NodeService {
@@ -150,6 +155,8 @@ class NodeService {
       hash_cache_;                                        // path -> (file, hash)
   std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
   MemoryMonitor memory_;
+  // Started with the inbox; its own lock guards what its server threads share.
+  std::unique_ptr<NodeObjectPlane> objects_;
   std::string oom_victim_;  // the worker killed for memory, until its process is gone
   double oom_victim_since_ = 0;
   double last_heartbeat_ = 0;

@@ -206,6 +206,7 @@ void NodeService::OnExited(int pid, const std::string& how) {
         w.lease,
         w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kWorkerDied : w.kill_kind,
         cause);
+  if (objects_) objects_->OnProcessExit(w.address);
   Erase(id);
 }
 

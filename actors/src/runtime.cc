@@ -40,12 +40,19 @@ Runtime::Runtime(Config config, std::string head_address, JobId job, std::string
     : config_(std::move(config)),
       self_{std::string(), job, std::move(where), SelfCommandLine(), std::string(), std::string()},
       outbox_(TransportOutbox()),
+      objects_(std::make_shared<ObjectClient>(outbox_)),
       head_(outbox_, std::move(head_address)),
       resolver_(store_, outbox_, self_),
       actors_(self_, outbox_, head_, store_, resolver_),
       tasks_(self_, config_, outbox_, head_, store_, resolver_,
              [this](int period_ms) { inbox_.SetTickPeriod(period_ms); }),
-      job_(self_, config_, head_) {}
+      job_(self_, config_, head_) {
+  // Runs on whichever thread drops an owned value's last ref: every copy in the stores goes.
+  store_.SetFreeHook([objects = objects_](const ObjectId& id,
+                                          const proto::ObjectLocationMsg& location) {
+    objects->Free(id, location);
+  });
+}
 
 Runtime::~Runtime() { Stop(); }
 
@@ -54,6 +61,7 @@ Status Runtime::Start(const std::string& bind_host) {
   Status s = inbox_.Bind(bind_host);
   if (!s.ok()) return s;
   self_.address = inbox_.address();
+  objects_->SetSelf(self_.address);
   head_.SetReplyTo(self_.address);
   // Ticks return idle task leases; they run often only while this process holds leases.
   inbox_.SetTick(TaskSubmitter::kIdleTickMs, [this] { Tick(); });
@@ -63,6 +71,8 @@ Status Runtime::Start(const std::string& bind_host) {
 
 void Runtime::Stop() {
   tasks_.ReturnAllLeases();
+  FreeOwnedObjects();
+  objects_->Close();
   inbox_.Stop();
 }
 
@@ -80,6 +90,8 @@ void Runtime::Handle(transport::Envelope& env) {
       return OnGetObject(env.DecodeOrThrow<proto::GetObjectMsg>());
     case MsgType::kObjectReply:
       return OnObjectReply(env);
+    case MsgType::kObjectStoreReply:
+      return objects_->OnReply(env.DecodeOrThrow<proto::ObjectStoreReplyMsg>());
     case MsgType::kAck:
     case MsgType::kGetNamedActorReply:
     case MsgType::kClusterInfoReply:
@@ -112,7 +124,9 @@ void Runtime::OnCallReply(transport::Envelope& env) {
   } else if (!r.lease_id.empty()) {
     tasks_.OnReply(r.lease_id, id);
   }
-  if (r.ok) {
+  if (r.ok && !r.location.empty()) {
+    store_.PutLocation(id, std::move(r.location), /*owned=*/true);  // the caller owns results
+  } else if (r.ok) {
     store_.PutValue(id, std::make_shared<const std::string>(env.PayloadString()));
   } else {
     store_.PutError(id, ObjectError{r.error_kind, r.error_type, r.message, r.function, r.where});

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "actors/src/arg_resolver.h"
 #include "actors/src/head_client.h"
 #include "actors/src/job_registration.h"
+#include "actors/src/object_client.h"
 #include "actors/src/object_store.h"
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
@@ -65,7 +67,20 @@ class Runtime {
                                                        const std::string& method,
                                                        std::vector<internal::ArgSlot> args);
   std::shared_ptr<internal::RefHolder> Put(std::string bytes);
-  std::shared_ptr<const std::string> Get(const internal::RefHolder& ref, int timeout_ms);
+  // A new object written in place into the node's store (internal::CreateObject).
+  std::shared_ptr<internal::RefHolder> CreateObject(size_t size, char** data);
+  void SealObject(const internal::RefHolder& ref);
+  // A call's result written in place into the node's store (internal::BeginStoredResult):
+  // only on a thread running a call (a ScopedCallResult is alive).
+  bool BeginStoredResult(size_t size, char** data);
+  void EndStoredResult();
+  internal::BytesView Get(const internal::RefHolder& ref, int timeout_ms);
+  // The bytes of a value kept in a node's store: read in place from this node's store (pulled
+  // here first when elsewhere), or, with no store on this host, pulled into this process.
+  // Throws ObjectLostError when no copy can be read, GetTimeoutError past timeout_ms.
+  internal::BytesView ReadStored(const ObjectId& id, const proto::ObjectLocationMsg& location,
+                                 int timeout_ms);
+  ObjectClient& objects() { return *objects_; }
   std::vector<bool> Wait(const std::vector<const internal::RefHolder*>& refs, int num_returns,
                          int timeout_ms);
   ActorId GetNamedActor(const std::string& name, const std::string& ns);
@@ -92,6 +107,8 @@ class Runtime {
   void OnGetObject(const proto::GetObjectMsg& msg);
   void OnObjectReply(transport::Envelope& env);
   void Tick();
+  // Frees the store-kept values this process still owns (it is stopping).
+  void FreeOwnedObjects();
 
   std::shared_ptr<internal::RefHolder> NewReturn(ObjectId* id);
   std::shared_ptr<PendingCall> NewCall(const std::string& function,
@@ -108,6 +125,10 @@ class Runtime {
   transport::Inbox inbox_;
   ObjectStore store_;
   Outbox& outbox_;
+  std::shared_ptr<ObjectClient> objects_;
+  Mutex creating_mu_;
+  // Objects created in place and not yet sealed: their locations.
+  std::map<ObjectId, proto::ObjectLocationMsg> creating_ GUARDED_BY(creating_mu_);
   HeadClient head_;
   ArgResolver resolver_;
   ActorSubmitter actors_;
@@ -115,6 +136,40 @@ class Runtime {
   JobRegistration job_;
   std::function<bool(transport::Envelope&)> extra_;
 };
+
+// The result of the call running on this thread, when written into the node's store: set by
+// the worker around each call (ScopedCallResult), read back to build its reply.
+struct CallResult {
+  ObjectId id;        // the call's return object
+  std::string owner;  // the caller: it owns the result
+  bool stored = false;
+  proto::ObjectLocationMsg location;
+};
+class ScopedCallResult {
+ public:
+  explicit ScopedCallResult(CallResult* result);
+  ~ScopedCallResult();
+  ScopedCallResult(const ScopedCallResult&) = delete;
+  ScopedCallResult& operator=(const ScopedCallResult&) = delete;
+
+ private:
+  CallResult* previous_;
+};
+
+// The store-kept values among a call's arguments (ObjectArgMsg exts), read in place: each
+// element is replaced by the value it names, which `out` keeps alive (mappings, unpacked
+// objects and the keepers that let a Buffer share them) while the call runs.
+struct ResolvedArgs {
+  std::vector<std::shared_ptr<const MappedObject>> mapped;
+  std::vector<internal::BytesView> views;
+  std::vector<msgpack::object_handle> handles;
+  std::vector<std::unique_ptr<internal::ScopedUnpackKeeper>> keepers;
+  ~ResolvedArgs() {
+    while (!keepers.empty()) keepers.pop_back();  // innermost first
+  }
+};
+// Throws ObjectLostError when an argument cannot be read.
+void ResolveObjectArgs(Runtime& rt, const msgpack::object& args, ResolvedArgs* out);
 
 // A worker process may hold 1, 2, 4 or 8 TPU chips (docs/accelerators.md "Devices per worker
 // process"): anything else is refused with ConfigError (naming `what`) before it is

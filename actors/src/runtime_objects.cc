@@ -1,12 +1,127 @@
 // The runtime's objects (runtime.h): return values, Put/Get/Wait, and the values this
 // process owns, sent to the peers that ask for them.
 #include "actors/src/errors_util.h"
+#include "actors/src/object_transfer.h"
 #include "actors/src/runtime.h"
+#include "core/src/log.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
 
 using proto::MsgType;
+
+namespace {
+thread_local CallResult* t_call_result = nullptr;
+}  // namespace
+
+ScopedCallResult::ScopedCallResult(CallResult* result) : previous_(t_call_result) {
+  t_call_result = result;
+}
+ScopedCallResult::~ScopedCallResult() { t_call_result = previous_; }
+
+std::shared_ptr<internal::RefHolder> Runtime::CreateObject(size_t size, char** data) {
+  if (size <= internal::kInlineValueMaxBytes || !objects_->available()) return nullptr;
+  ObjectId id = ObjectId::Random();
+  auto region = objects_->Create(id, size, address());
+  if (!region.ok()) {
+    if (region.status().code() == StatusCode::kUnavailable)
+      throw ObjectStoreFullError(region.status().message());
+    LOG_WARN("keeping a value of " + std::to_string(size) +
+             " bytes in this process: " + region.status().message());
+    return nullptr;
+  }
+  *data = region->data;
+  {
+    MutexLock lock(&creating_mu_);
+    creating_[id] = region->location;
+  }
+  return internal::MakeRef(id, address());
+}
+
+void Runtime::SealObject(const internal::RefHolder& ref) {
+  proto::ObjectLocationMsg location;
+  {
+    MutexLock lock(&creating_mu_);
+    auto it = creating_.find(ref.id());
+    if (it == creating_.end()) return;
+    location = std::move(it->second);
+    creating_.erase(it);
+  }
+  objects_->Seal(ref.id());
+  store_.PutLocation(ref.id(), std::move(location), /*owned=*/true);
+}
+
+bool Runtime::BeginStoredResult(size_t size, char** data) {
+  CallResult* r = t_call_result;
+  if (!r || r->stored || size <= internal::kInlineValueMaxBytes || !objects_->available())
+    return false;
+  auto region = objects_->Create(r->id, size, r->owner);
+  if (!region.ok()) {
+    if (region.status().code() == StatusCode::kUnavailable)
+      throw ObjectStoreFullError(region.status().message());
+    return false;
+  }
+  *data = region->data;
+  r->stored = true;
+  r->location = region->location;
+  return true;
+}
+
+void Runtime::EndStoredResult() {
+  if (t_call_result && t_call_result->stored) objects_->Seal(t_call_result->id);
+}
+
+internal::BytesView Runtime::ReadStored(const ObjectId& id, const proto::ObjectLocationMsg& location,
+                                        int timeout_ms) {
+  if (objects_->available()) {
+    auto mapped = objects_->Open(id, location, timeout_ms);
+    if (mapped.ok()) return {(*mapped)->data(), (*mapped)->size(), *mapped};
+    if (mapped.status().code() == StatusCode::kTimeout && timeout_ms >= 0)
+      throw GetTimeoutError("Get timed out reading object " + id.Hex() + ": " +
+                            mapped.status().message());
+    throw ObjectLostError("object " + id.Hex() + " is lost: " + mapped.status().message());
+  }
+  // No store on this host (a driver on a machine without a node): pulled into this process.
+  auto bytes = std::make_shared<std::string>(location.size, '\0');
+  PullOptions options;
+  Status s = PullObject(location.data_address, id, location.size, bytes->data(), options,
+                        ProcessTransferKey());
+  if (!s.ok()) {
+    throw ObjectLostError("object " + id.Hex() + " could not be pulled from " +
+                          location.data_address + ": " + s.message());
+  }
+  return {bytes->data(), bytes->size(), bytes};
+}
+
+void Runtime::FreeOwnedObjects() {
+  for (const auto& [id, location] : store_.OwnedLocations()) objects_->Free(id, location);
+}
+
+void ResolveObjectArgs(Runtime& rt, const msgpack::object& args, ResolvedArgs* out) {
+  if (args.type != msgpack::type::ARRAY) return;
+  for (uint32_t i = 0; i < args.via.array.size; ++i) {
+    msgpack::object& arg = args.via.array.ptr[i];
+    if (arg.type != msgpack::type::EXT || arg.via.ext.type() != proto::kObjectArgExt) continue;
+    proto::ObjectArgMsg m;
+    try {
+      auto oh = internal::UnpackUntrusted(arg.via.ext.data(), arg.via.ext.size,
+                                          internal::kControlUnpackLimits);
+      oh.get().convert(m);
+    } catch (const std::exception& e) {
+      throw Error(std::string("argument ") + std::to_string(i + 1) +
+                  ": a malformed object reference (" + e.what() + ")");
+    }
+    if (m.object_id.size() != UniqueId::kSize) throw Error("an object argument with a bad id");
+    ObjectId id(UniqueId::FromBinary(m.object_id));
+    internal::BytesView view = rt.ReadStored(id, m.location, -1);
+    out->views.push_back(view);
+    out->handles.push_back(
+        internal::UnpackUntrusted(view.data, view.size, internal::kValueUnpackLimits));
+    out->keepers.push_back(
+        std::make_unique<internal::ScopedUnpackKeeper>(view.data, view.size, view.keep));
+    arg = out->handles.back().get();
+  }
+}
 
 std::shared_ptr<internal::RefHolder> Runtime::NewReturn(ObjectId* id) {
   *id = ObjectId::Random();
@@ -21,7 +136,7 @@ std::shared_ptr<internal::RefHolder> Runtime::Put(std::string bytes) {
   return ref;
 }
 
-std::shared_ptr<const std::string> Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
+internal::BytesView Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
   auto presence = store_.Lookup(ref.id());
   if (presence == ObjectStore::Presence::kAbsent ||
       presence == ObjectStore::Presence::kReferenced) {
@@ -38,7 +153,8 @@ std::shared_ptr<const std::string> Runtime::Get(const internal::RefHolder& ref, 
     throw Error(r.status().message());
   }
   if (r->error) ThrowError(*r->error);
-  return r->bytes;
+  if (r->bytes) return {r->bytes->data(), r->bytes->size(), r->bytes};
+  return ReadStored(ref.id(), *r->location, timeout_ms);
 }
 
 std::vector<bool> Runtime::Wait(const std::vector<const internal::RefHolder*>& refs,
@@ -65,7 +181,8 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
   auto send = [&outbox = outbox_, reply_to, oid = m.object_id](const ObjectValue& v) {
     proto::ReplyMsg r;
     r.object_id = oid;
-    r.ok = v.bytes != nullptr;
+    r.ok = v.ok();
+    if (v.location) r.location = *v.location;
     if (v.error) {
       r.error_kind = v.error->kind;
       r.error_type = v.error->type;
@@ -78,7 +195,8 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
   };
   if (store_.Lookup(id) == ObjectStore::Presence::kAbsent) {
     send(ObjectValue{
-        nullptr, std::make_shared<const ObjectError>(ObjectError{
+        nullptr, nullptr,
+        std::make_shared<const ObjectError>(ObjectError{
                      proto::ErrorKind::kError, "",
                      "object " + id.Hex() + " is no longer held by its owner", "", self_.where})});
     return;
@@ -90,7 +208,9 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
 void Runtime::OnObjectReply(transport::Envelope& env) {
   auto r = env.DecodeOrThrow<proto::ReplyMsg>();
   ObjectId id(UniqueId::FromBinary(r.object_id));
-  if (r.ok) {
+  if (r.ok && !r.location.empty()) {
+    store_.PutLocation(id, std::move(r.location), /*owned=*/false);
+  } else if (r.ok) {
     store_.PutValue(id, std::make_shared<const std::string>(env.PayloadString()));
   } else {
     store_.PutError(id, ObjectError{r.error_kind, r.error_type, r.message, r.function, r.where});

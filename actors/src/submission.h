@@ -22,6 +22,9 @@ struct PendingCall {
   std::string function;
   std::vector<internal::ArgSlot> slots;
   std::string args;    // packed msgpack array, once every slot is resolved
+  // The refs among the arguments, held until the call is done: a store-kept value passed by
+  // reference must outlive the worker's read of it.
+  std::vector<std::shared_ptr<internal::RefHolder>> arg_refs;
   int unresolved = 0;  // dependencies not yet ready
   int retries_left = 0;
   uint64_t seq = 0;

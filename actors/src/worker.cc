@@ -191,14 +191,14 @@ class WorkerServer {
       auto [call, payload] = ready_calls_.front();
       if (executor_) {
         ready_calls_.pop_front();
-        executor_->Submit([this, call = call, payload = payload] { Execute(*call, *payload); });
+        executor_->Submit([this, call = call, payload = payload] { Execute(*call, payload); });
         continue;
       }
       bool slotted = !call->actor_id.empty();
       if (slotted && !slot_.TryTake()) return;
       ready_calls_.pop_front();
       t_holds_slot = slotted;
-      Execute(*call, *payload);
+      Execute(*call, payload);
       if (t_holds_slot) {
         t_holds_slot = false;
         ReleaseSlot();
@@ -247,8 +247,10 @@ class WorkerServer {
   }
 
   void Reply(const proto::CallMsg& call, bool ok, proto::ErrorKind kind, const std::string& type,
-             const std::string& message, const std::string* result) {
+             const std::string& message, const std::string* result,
+             const proto::ObjectLocationMsg* location = nullptr) {
     proto::ReplyMsg r;
+    if (location) r.location = *location;
     r.object_id = call.object_id;
     r.ok = ok;
     r.error_kind = kind;
@@ -263,7 +265,7 @@ class WorkerServer {
     transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
   }
 
-  void Execute(const proto::CallMsg& call, const std::string& args) {
+  void Execute(const proto::CallMsg& call, const std::shared_ptr<std::string>& args) {
     const internal::FunctionEntry* e = internal::FindByName(call.function);
     bool is_actor = !call.actor_id.empty();
     if (!e) {
@@ -279,11 +281,22 @@ class WorkerServer {
           nullptr);
       return;
     }
+    CallResult stored{ObjectId(UniqueId::FromBinary(call.object_id)), call.reply_to};
     try {
       msgpack::object_handle oh =
-          internal::UnpackUntrusted(args.data(), args.size(), internal::kValueUnpackLimits);
+          internal::UnpackUntrusted(args->data(), args->size(), internal::kValueUnpackLimits);
+      // Inline Buffer arguments share the call's payload; store-kept ones the store's memory.
+      internal::ScopedUnpackKeeper keeper(args->data(), args->size(), args);
+      ResolvedArgs resolved;
+      ResolveObjectArgs(*Current(), oh.get(), &resolved);
+      ScopedCallResult scope(&stored);
       std::string result = e->invoke(instance_, oh.get(), nullptr);
-      Reply(call, true, proto::ErrorKind::kNone, "", "", &result);
+      Reply(call, true, proto::ErrorKind::kNone, "", "", &result,
+            stored.stored ? &stored.location : nullptr);
+    } catch (const ObjectLostError& ex) {
+      Reply(call, false, proto::ErrorKind::kObjectLostError, "", ex.what(), nullptr);
+    } catch (const ObjectStoreFullError& ex) {
+      Reply(call, false, proto::ErrorKind::kObjectStoreFullError, "", ex.what(), nullptr);
     } catch (const internal::ConvertError& ex) {
       Reply(call, false, proto::ErrorKind::kRemoteError, "orrery::ArgumentError", ex.what(),
             nullptr);
@@ -380,6 +393,7 @@ void WorkerMain() {
     _exit(2);
   }
   SetCurrent(rt);
+  rt->objects().SetNode(node);  // values above 100 KiB go through the node's store
   transport::Send(
       node, MsgType::kWorkerRegister,
       proto::WorkerRegisterMsg{worker_id, rt->address(), int(getpid()), server->call_address()});

@@ -134,6 +134,8 @@ int RunNode(const NodeFlags& flags) {
   no.heartbeat_period_s = flags.heartbeat_s;
   no.memory_usage_threshold = flags.memory_usage_threshold;
   no.memory_monitor_refresh_ms = flags.memory_monitor_refresh_ms;
+  no.object_store_memory = flags.object_store_memory;
+  no.object_spill_dir = flags.object_spill_dir;
   int cpus =
       flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
   no.resources["CPU"] = cpus;
@@ -213,6 +215,8 @@ int RunNodeCommand(DaemonCommands& c) {
   nf.memory = c.node_resources.memory;
   nf.memory_usage_threshold = parsed.memory_usage_threshold;
   nf.memory_monitor_refresh_ms = parsed.memory_monitor_refresh_ms;
+  nf.object_store_memory = uint64_t(parsed.object_store_memory);
+  nf.object_spill_dir = parsed.object_spill_dir;
   nf.resources = parsed.resources;
   nf.labels = parsed.labels;
   return RunNode(nf);

@@ -44,6 +44,8 @@ struct NodeFlags {
   double heartbeat_s = 1.0;
   double memory_usage_threshold = 0.95;
   int memory_monitor_refresh_ms = 250;
+  uint64_t object_store_memory = 0;  // 0: 30% of memory
+  std::string object_spill_dir;
   std::string ready_file;  // "" -> none; the file adds "node_id"
 };
 

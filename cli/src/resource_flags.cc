@@ -24,6 +24,12 @@ void ResourceFlags::Add(CLI::App* app) {
   app->add_option("--memory-monitor-refresh-ms", memory_monitor_refresh_ms,
                   "how often the memory monitor reads memory; 0: it kills nothing "
                   "(default $ORRERY_MEMORY_MONITOR_REFRESH_MS, else 250)");
+  app->add_option("--object-store-memory", object_store_memory,
+                  "the shared-memory object store's capacity: bytes, or with a K, M or G suffix "
+                  "(default $ORRERY_OBJECT_STORE_MEMORY, else 30% of memory)");
+  app->add_option("--object-spill-dir", object_spill_dir,
+                  "where objects spill when the store is full (default $ORRERY_OBJECT_SPILL_DIR, "
+                  "else $ORRERY_TMPDIR/spill)");
 }
 
 orrery::Config ResourceFlags::Parsed() const {
@@ -35,7 +41,9 @@ orrery::Config ResourceFlags::Parsed() const {
                                               {"--orrery-labels", "--labels"}};
   for (auto [name, value] :
        {std::pair{std::string("memory-usage-threshold"), memory_usage_threshold},
-        std::pair{std::string("memory-monitor-refresh-ms"), memory_monitor_refresh_ms}}) {
+        std::pair{std::string("memory-monitor-refresh-ms"), memory_monitor_refresh_ms},
+        std::pair{std::string("object-store-memory"), object_store_memory},
+        std::pair{std::string("object-spill-dir"), object_spill_dir}}) {
     std::string from = "--" + name;
     if (value.empty()) {
       std::string env = "ORRERY_";
@@ -79,6 +87,9 @@ void ResourceFlags::AppendTo(std::vector<std::string>& argv) const {
   if (!memory_monitor_refresh_ms.empty()) {
     argv.insert(argv.end(), {"--memory-monitor-refresh-ms", memory_monitor_refresh_ms});
   }
+  if (!object_store_memory.empty())
+    argv.insert(argv.end(), {"--object-store-memory", object_store_memory});
+  if (!object_spill_dir.empty()) argv.insert(argv.end(), {"--object-spill-dir", object_spill_dir});
 }
 
 }  // namespace orrery::cli

@@ -20,6 +20,8 @@ struct ResourceFlags {
   std::string labels;
   std::string memory_usage_threshold;  // as typed; validated by Parsed()
   std::string memory_monitor_refresh_ms;
+  std::string object_store_memory;  // as typed: bytes or with a K/M/G suffix
+  std::string object_spill_dir;
 
   // Adds --num-cpus, --memory, --resources, --labels and the memory monitor's flags to `app`.
   void Add(CLI::App* app);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "orrery/api/calls.h"
+#include "orrery/buffer.h"
 #include "orrery/api/object_ref.h"
 #include "orrery/api/placement_group.h"
 #include "orrery/api/registry.h"
@@ -46,10 +47,27 @@ void Shutdown();
 // top of main(). In a worker process it serves and exits; elsewhere it returns at once.
 void RunWorkerIfRequested(int argc, char** argv);
 
+// The value of a ready object. A value kept in the node's store (above 100 KiB) is read in
+// place: one copy into T, none for orrery::Buffer, which shares the store's memory (and
+// keeps it alive) instead (docs/objects.md).
 template <typename T>
 std::shared_ptr<T> Get(const ObjectRef<T>& ref, int timeout_ms = -1) {
-  auto bytes = internal::GetBytes(*ref.Holder(), timeout_ms);
-  return std::make_shared<T>(internal::Unpack<T>(*bytes, "result"));
+  internal::BytesView bytes = internal::GetBytes(*ref.Holder(), timeout_ms);
+  internal::ScopedUnpackKeeper keeper(bytes.data, bytes.size, bytes.keep);
+  return std::make_shared<T>(internal::Unpack<T>(bytes.data, bytes.size, "result"));
+}
+
+// A read-only view of a ready object's bytes with no copy: for an object holding a Buffer, a
+// std::string, or a contiguous std::vector (of bytes, integers or floating point), the
+// payload; kept alive by the view (docs/objects.md "Zero-copy reads"). Throws ConfigError
+// for other types.
+template <typename T>
+Buffer GetBuffer(const ObjectRef<T>& ref, int timeout_ms = -1) {
+  internal::BytesView bytes = internal::GetBytes(*ref.Holder(), timeout_ms);
+  auto payload = internal::ContiguousPayload(bytes.data, bytes.size);
+  if (!payload)
+    throw ConfigError("GetBuffer: the object is not a contiguous value (Buffer, string, vector)");
+  return Buffer(reinterpret_cast<const uint8_t*>(payload->first), payload->second, bytes.keep);
 }
 
 inline void Get(const ObjectRef<void>& ref, int timeout_ms = -1) {
@@ -93,8 +111,17 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_returns, int t
   return result;
 }
 
+// Stores a value and returns its ref. A value above 100 KiB packed is written once into the
+// node's shared-memory store (ObjectStoreFullError when it cannot fit even after spilling).
 template <typename T>
 ObjectRef<T> Put(const T& value) {
+  size_t size = internal::PackedSize(value);
+  char* data = nullptr;
+  if (auto ref = internal::CreateObject(size, &data)) {
+    internal::PackInto(value, data, size);
+    internal::SealObject(*ref);
+    return ObjectRef<T>(std::move(ref));
+  }
   return ObjectRef<T>(internal::PutBytes(internal::Pack(value)));
 }
 

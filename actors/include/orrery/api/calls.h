@@ -29,6 +29,14 @@ ArgSlot MakeArg(A&& a) {
     return ArgSlot{std::string(), a.Holder()};
   } else {
     const std::decay_t<P>& value = std::forward<A>(a);
+    // A large value goes into the node's store once and travels by reference.
+    size_t size = PackedSize(value);
+    char* data = nullptr;
+    if (auto ref = CreateObject(size, &data)) {
+      PackInto(value, data, size);
+      SealObject(*ref);
+      return ArgSlot{std::string(), std::move(ref)};
+    }
     return ArgSlot{Pack(value), nullptr};
   }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "orrery/api/object_ref.h"
+#include "orrery/api/runtime_api.h"
 #include "orrery/api/serialize.h"
 #include "orrery/status.h"
 
@@ -102,8 +103,17 @@ std::tuple<std::decay_t<Args>...> ConvertArgs(const msgpack::object& args, const
       ConvertArg<std::decay_t<Args>>(args.via.array.ptr[I], I, fn)...);
 }
 
+// Packs a call's result: a large one in place into the node's store (BeginStoredResult),
+// the rest into the returned bytes.
 template <typename R>
-std::string PackResult(R&& r) {
+std::string PackResult(const R& r) {
+  size_t size = PackedSize(r);
+  char* data = nullptr;
+  if (size > kInlineValueMaxBytes && BeginStoredResult(size, &data)) {
+    PackInto(r, data, size);
+    EndStoredResult();
+    return std::string();
+  }
   return Pack(r);
 }
 
@@ -136,7 +146,7 @@ FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
         std::apply(f, std::move(tuple));
         return PackNil();
       } else {
-        return Pack(std::apply(f, std::move(tuple)));
+        return PackResult(std::apply(f, std::move(tuple)));
       }
     };
   }
@@ -154,7 +164,7 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...)) {
                  std::move(tuple));
       return PackNil();
     } else {
-      return Pack(
+      return PackResult(
           std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
                      std::move(tuple)));
     }
@@ -174,7 +184,7 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...) const)
                  std::move(tuple));
       return PackNil();
     } else {
-      return Pack(
+      return PackResult(
           std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
                      std::move(tuple)));
     }

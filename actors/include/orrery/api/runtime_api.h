@@ -59,8 +59,34 @@ ActorId CreateActor(const std::string& factory, std::vector<ArgSlot> args,
 std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method,
                                            std::vector<ArgSlot> args);
 std::shared_ptr<RefHolder> PutBytes(std::string bytes);
-// The msgpack bytes of a ready object; throws the producer's error, GetTimeoutError, ...
-std::shared_ptr<const std::string> GetBytes(const RefHolder& ref, int timeout_ms);
+
+// Values whose packed size is above this are kept in the node's shared-memory object store
+// (written once, read in place on the node, pulled between nodes); smaller ones travel inline
+// in messages (docs/objects.md).
+inline constexpr size_t kInlineValueMaxBytes = 100 * 1024;
+
+// A new object of `size` packed bytes written in place (one copy): when `size` is above
+// kInlineValueMaxBytes and this process has a node store, its ref, with *data where the
+// bytes go (SealObject once written); else nullptr (pack and PutBytes instead). Throws
+// ObjectStoreFullError.
+std::shared_ptr<RefHolder> CreateObject(size_t size, char** data);
+void SealObject(const RefHolder& ref);
+
+// Inside a worker running a call: when `size` is above kInlineValueMaxBytes, the call's
+// result is written in place into the node's store (*data; EndStoredResult once written) and
+// the reply carries its location; false: pack it inline.
+bool BeginStoredResult(size_t size, char** data);
+void EndStoredResult();
+
+// The packed bytes of a ready object, valid while `keep` lives (a shared-memory object's
+// mapping, or the process's copy).
+struct BytesView {
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> keep;
+};
+// Throws the producer's error, GetTimeoutError, ObjectLostError, ...
+BytesView GetBytes(const RefHolder& ref, int timeout_ms);
 // Indices of the first `num_returns` ready refs (or fewer at the timeout).
 std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_returns,
                            int timeout_ms);

@@ -1,0 +1,215 @@
+// Large values through the node's shared-memory object store (docs/objects.md): arguments and
+// results of 1 KiB to 1 GiB between the driver, tasks and actors; zero-copy Buffer views; a
+// store too small (ObjectStoreFullError naming the sizes); spilling to disk and restoring;
+// and lifetime: usage back to zero when refs go, no arena or spill file left after Shutdown.
+// Each test starts its own embedded cluster (its store's size differs).
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "orrery/orrery.h"
+#include "test_support.h"
+
+namespace {
+
+using orrery_test::kGetTimeoutMs;
+using orrery_test::WaitFor;
+using ::testing::HasSubstr;
+
+using Bytes = std::vector<uint8_t>;
+
+Bytes Pattern(size_t size, uint32_t seed) {
+  Bytes b(size);
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < size; ++i) {
+    x = x * 1664525u + 1013904223u;
+    b[i] = uint8_t(x >> 24);
+  }
+  return b;
+}
+
+uint64_t Checksum(const uint8_t* data, size_t size) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < size; i += 61) h = (h ^ data[i]) * 1099511628211ull;
+  return h ^ size;
+}
+uint64_t ChecksumOf(const Bytes& b) { return Checksum(b.data(), b.size()); }
+
+// Remote functions: sizes and checksums travel small, the bytes large.
+uint64_t SumBytes(Bytes b) { return ChecksumOf(b); }
+uint64_t SumBuffer(orrery::Buffer b) { return Checksum(b.data(), b.size()); }
+Bytes MakeBytes(uint64_t size, uint32_t seed) { return Pattern(size, seed); }
+Bytes EchoBytes(Bytes b) { return b; }
+
+class Holder {
+ public:
+  static Holder* Create() { return new Holder(); }
+  uint64_t Keep(Bytes b) {
+    kept_ = std::move(b);
+    return ChecksumOf(kept_);
+  }
+  Bytes Give() { return kept_; }
+
+ private:
+  Bytes kept_;
+};
+
+ORRERY_REMOTE(SumBytes, SumBuffer, MakeBytes, EchoBytes, Holder::Create, &Holder::Keep,
+              &Holder::Give);
+
+std::string TempDir(const char* name) {
+  std::string dir = "/tmp/orrery-large-objects-" + std::to_string(getpid()) + "-" + name;
+  std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  return dir;
+}
+
+// Names in `dir` that start with `prefix` (recursively for directories one level down).
+std::vector<std::string> Entries(const std::string& dir, const std::string& prefix = "") {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (name.rfind(prefix, 0) != 0) continue;
+    out.push_back(name);
+    for (const auto& inner : Entries(dir + "/" + name)) out.push_back(name + "/" + inner);
+  }
+  closedir(d);
+  return out;
+}
+
+orrery::Config StoreConfig(long long store_bytes, const std::string& spill_dir) {
+  orrery::Config c = orrery_test::TestClusterConfig();
+  c.object_store_memory = store_bytes;
+  c.object_spill_dir = spill_dir;
+  return c;
+}
+
+uint64_t StoreUsed() {
+  uint64_t used = 0;
+  for (const auto& n : orrery::Nodes()) used += n.object_store_used_bytes;
+  return used;
+}
+
+class LargeObjectsTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (orrery::IsInitialized()) orrery::Shutdown();
+  }
+};
+
+TEST_F(LargeObjectsTest, ArgumentsAndResultsOfEverySizeBetweenDriverTasksAndActors) {
+  orrery::Init(StoreConfig(2ll << 30, TempDir("sizes")));
+  for (size_t size : {size_t(1) << 10, size_t(1) << 20, size_t(256) << 20}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    Bytes value = Pattern(size, 7);
+    uint64_t sum = ChecksumOf(value);
+    // Driver -> task (inline or by reference), task -> driver.
+    EXPECT_EQ(*orrery::Get(orrery::Task(SumBytes).Remote(value), kGetTimeoutMs), sum);
+    EXPECT_EQ(*orrery::Get(orrery::Task(SumBuffer).Remote(orrery::Buffer(value)), kGetTimeoutMs),
+              Checksum(value.data(), value.size()));
+    auto made = orrery::Get(orrery::Task(MakeBytes).Remote(uint64_t(size), 7u), kGetTimeoutMs);
+    EXPECT_EQ(ChecksumOf(*made), sum);
+    // Put, then the ref to a task and to an actor, and the actor's result back.
+    auto ref = orrery::Put(value);
+    EXPECT_EQ(*orrery::Get(orrery::Task(SumBytes).Remote(ref), kGetTimeoutMs), sum);
+    auto holder = orrery::Actor(Holder::Create).Remote();
+    EXPECT_EQ(*orrery::Get(holder.Task(&Holder::Keep).Remote(ref), kGetTimeoutMs), sum);
+    EXPECT_EQ(ChecksumOf(*orrery::Get(holder.Task(&Holder::Give).Remote(), kGetTimeoutMs)), sum);
+    // A task's large result passed on to another task without coming back to the driver.
+    auto echoed = orrery::Task(EchoBytes).Remote(orrery::Task(MakeBytes).Remote(uint64_t(size), 7u));
+    EXPECT_EQ(*orrery::Get(orrery::Task(SumBytes).Remote(echoed), kGetTimeoutMs), sum);
+    holder.Kill();
+  }
+}
+
+TEST_F(LargeObjectsTest, OneGibibyteArgumentAndResult) {
+  orrery::Init(StoreConfig(4ll << 30, TempDir("gib")));
+  const size_t size = size_t(1) << 30;
+  Bytes value = Pattern(size, 3);
+  uint64_t sum = ChecksumOf(value);
+  EXPECT_EQ(*orrery::Get(orrery::Task(SumBytes).Remote(value), kGetTimeoutMs), sum);
+  value = Bytes();
+  auto made = orrery::Get(orrery::Task(MakeBytes).Remote(uint64_t(size), 3u), kGetTimeoutMs);
+  EXPECT_EQ(ChecksumOf(*made), sum);
+}
+
+TEST_F(LargeObjectsTest, BufferViewsShareTheStoresMemory) {
+  orrery::Init(StoreConfig(256ll << 20, TempDir("buffer")));
+  Bytes value = Pattern(4 << 20, 11);
+  auto ref = orrery::Put(orrery::Buffer(value));
+  auto a = orrery::Get(ref, kGetTimeoutMs);
+  auto b = orrery::Get(ref, kGetTimeoutMs);
+  ASSERT_EQ(a->size(), value.size());
+  EXPECT_EQ(a->data(), b->data()) << "two Gets of a stored Buffer read the same memory";
+  EXPECT_TRUE(std::equal(value.begin(), value.end(), a->data()));
+  // A vector's bytes as a view, without a copy: the same memory again.
+  auto vref = orrery::Put(value);
+  orrery::Buffer v1 = orrery::GetBuffer(vref, kGetTimeoutMs);
+  orrery::Buffer v2 = orrery::GetBuffer(vref, kGetTimeoutMs);
+  EXPECT_EQ(v1.data(), v2.data());
+  EXPECT_TRUE(std::equal(value.begin(), value.end(), v1.data()));
+  // The view outlives the ref.
+  vref = orrery::ObjectRef<Bytes>();
+  EXPECT_EQ(Checksum(v1.data(), v1.size()), ChecksumOf(value));
+}
+
+TEST_F(LargeObjectsTest, PutTooLargeForTheStoreFailsNamingTheSizes) {
+  orrery::Init(StoreConfig(32ll << 20, TempDir("full")));
+  try {
+    orrery::Put(Pattern(64 << 20, 1));
+    ADD_FAILURE() << "expected ObjectStoreFullError";
+  } catch (const orrery::ObjectStoreFullError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("MiB"));
+  }
+  // Nothing was lost: the store still takes what fits.
+  Bytes small = Pattern(8 << 20, 2);
+  EXPECT_EQ(ChecksumOf(*orrery::Get(orrery::Put(small), kGetTimeoutMs)), ChecksumOf(small));
+}
+
+TEST_F(LargeObjectsTest, SpillsWhenFullRestoresOnGetAndFreesEverything) {
+  std::string spill = TempDir("spill");
+  orrery::Init(StoreConfig(128ll << 20, spill));
+  std::vector<orrery::ObjectRef<Bytes>> refs;
+  for (uint32_t i = 0; i < 8; ++i) refs.push_back(orrery::Put(Pattern(32 << 20, i)));
+  auto spill_files = [&] {
+    size_t n = 0;
+    for (const auto& e : Entries(spill)) n += e.find('/') != std::string::npos;
+    return n;  // files in the node's own spill directory
+  };
+  EXPECT_GT(spill_files(), 0u) << "256 MiB through a 128 MiB store spills";
+  for (uint32_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(ChecksumOf(*orrery::Get(refs[i], kGetTimeoutMs)), ChecksumOf(Pattern(32 << 20, i)))
+        << "object " << i;
+  }
+  refs.clear();
+  EXPECT_TRUE(WaitFor([] { return StoreUsed() == 0; })) << "store usage back to zero";
+  EXPECT_TRUE(WaitFor([&] { return spill_files() == 0; })) << "no spill file left";
+}
+
+TEST_F(LargeObjectsTest, DroppedRefsFreeTheStoreAndShutdownLeavesNoFile) {
+  std::string spill = TempDir("lifetime");
+  orrery::Init(StoreConfig(256ll << 20, spill));
+  std::string node = orrery::Nodes().at(0).node_id.Hex();
+  EXPECT_EQ(Entries("/dev/shm", "orrery-" + node).size(), 1u) << "the node's arena";
+  {
+    std::vector<orrery::ObjectRef<Bytes>> refs;
+    for (uint32_t i = 0; i < 10; ++i) refs.push_back(orrery::Put(Pattern(1 << 20, i)));
+    auto result = orrery::Task(MakeBytes).Remote(uint64_t(2) << 20, 5u);
+    orrery::Get(result, kGetTimeoutMs);
+    EXPECT_TRUE(WaitFor([] { return StoreUsed() >= (12ull << 20); }));
+  }
+  EXPECT_TRUE(WaitFor([] { return StoreUsed() == 0; })) << "every ref dropped: nothing stored";
+  orrery::Shutdown();
+  EXPECT_TRUE(Entries("/dev/shm", "orrery-" + node).empty()) << "no arena left in /dev/shm";
+  EXPECT_TRUE(Entries(spill).empty()) << "no spill directory left";
+}
+
+}  // namespace
