@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "actors/src/node_objects.h"
@@ -21,6 +24,15 @@ constexpr const char* kPullHolder = "node:pull";
 constexpr const char* kServeHolder = "node:serve";
 
 ObjectId IdOf(const std::string& binary) { return ObjectId(UniqueId::FromBinary(binary)); }
+
+// Test hook: says a transfer is being served (creates `path`.serving), then waits while
+// `path` exists (at most 60 s).
+void HoldForTest(const std::string& path) {
+  if (FILE* f = std::fopen((path + ".serving").c_str(), "w")) std::fclose(f);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (access(path.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
 }  // namespace
 
 uint64_t DefaultObjectStoreBytes(const std::string& shm_dir) {
@@ -55,8 +67,11 @@ Status NodeObjectPlane::Start() {
     MutexLock lock(&mu_);
     objects_ = std::move(*objects);
   }
+  // Orrery's own tests hold a transfer mid-way to kill its source (docs/testing.md).
+  const char* hold = std::getenv("ORRERY_TEST_OBJECT_SERVE_HOLD");
   server_ = std::make_unique<ObjectServer>(
-      [this](const ObjectId& id) -> Result<ObjectBytes> {
+      [this, hold = std::string(hold ? hold : "")](const ObjectId& id) -> Result<ObjectBytes> {
+        if (!hold.empty()) HoldForTest(hold);
         MutexLock lock(&mu_);
         if (!objects_) return Status::NotFound("the node is stopping");
         auto loc = objects_->Open(id, kServeHolder);

@@ -359,6 +359,11 @@ bool NodeObjects::Contains(const ObjectId& id) const {
   return it != objects_.end() && it->second.sealed;
 }
 
+int NodeObjects::Pins(const ObjectId& id) const {
+  auto it = objects_.find(id);
+  return it == objects_.end() ? 0 : it->second.pins;
+}
+
 NodeObjectsUsage NodeObjects::Usage() const {
   NodeObjectsUsage u;
   u.capacity = arena_->capacity();

@@ -95,6 +95,8 @@ class NodeObjects {
   // Deletes every object whose owner is `owner` (the owner process ended); returns their ids.
   std::vector<ObjectId> FreeOwnedBy(const std::string& owner);
   bool Contains(const ObjectId& id) const;  // sealed (in memory or spilled)
+  // How many pins `id` has (0 when absent): a free waits for the last reader.
+  int Pins(const ObjectId& id) const;
   NodeObjectsUsage Usage() const;
   std::vector<NodeObjectInfo> List() const;
   ShmArena& arena() { return *arena_; }

@@ -296,6 +296,14 @@ Cluster::~Cluster() {
   KillHard(redis_pid_);
   spawner_.reset();
   std::error_code ec;
+  // What a node killed with SIGKILL leaves (docs/objects.md "Lifetime"): its arena file and
+  // its (empty) spill directory.
+  const char* tmp = std::getenv("ORRERY_TMPDIR");
+  std::string spill = std::string(tmp && *tmp ? tmp : "/tmp/orrery") + "/spill/node-";
+  for (const auto& id : node_ids_) {
+    std::filesystem::remove("/dev/shm/orrery-" + id, ec);
+    std::filesystem::remove_all(spill + id, ec);
+  }
   if (!keep_dir_) std::filesystem::remove_all(dir_, ec);
 }
 
@@ -369,7 +377,7 @@ int Cluster::StartNode(const NodeSpec& spec) {
   argv.insert(argv.end(), {"--ready-file", ready});
   int pid = spawner_->Spawn(argv, log, spec.env);
   try {
-    WaitReady(ready, pid, log);
+    node_ids_.push_back(WaitReady(ready, pid, log).node_id);
   } catch (const std::runtime_error&) {
     KillHard(pid);
     throw;

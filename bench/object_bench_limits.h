@@ -1,0 +1,20 @@
+// The limits the object benchmarks compare with (bench/object_bench.cc), measured in the
+// same run: a raw TCP stream over loopback, and msgpack unpacking of 10,000 refs.
+#pragma once
+
+#include <orrery/orrery.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace orrery::bench {
+
+// GB/s of a TCP stream of `bytes` over loopback between two threads (send from one
+// pre-touched buffer, recv into another): the median of `iterations` streams.
+double RawTcpGbps(size_t bytes, int iterations);
+
+// Packs `refs` as a Put would and unpacks the bytes into (id, owner) strings, without the
+// runtime: what a Get of a value holding them cannot beat.
+void UnpackRefsLimit(const std::vector<ObjectRef<int>>& refs);
+
+}  // namespace orrery::bench
