@@ -1,6 +1,8 @@
 #include "orrery/api/serialize.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace orrery::internal {
 
@@ -102,7 +104,15 @@ msgpack::object_handle UnpackUntrusted(const char* data, size_t size, const Unpa
   msgpack::unpack_limit limit(std::min(limits.max_container, size),
                               std::min(limits.max_container, size / 2), size, size, size,
                               limits.max_depth);
-  return msgpack::unpack(data, size, nullptr, nullptr, limit);
+  // str, bin and ext point into the input instead of being copied into the zone: a Buffer
+  // can then share them (ScopedUnpackKeeper), and a contiguous vector is copied once.
+  auto reference = [](msgpack::type::object_type, size_t, void*) { return true; };
+  return msgpack::unpack(data, size, reference, nullptr, limit);
+}
+
+void ThrowPackedSizeMismatch(size_t size, bool over) {
+  throw std::length_error("the value packs to " + std::string(over ? "more" : "fewer") +
+                          " than the " + std::to_string(size) + " bytes given");
 }
 
 }  // namespace orrery::internal

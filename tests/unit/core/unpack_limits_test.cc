@@ -21,7 +21,9 @@ std::string Array32(uint32_t n) {
 
 TEST(UnpackLimitsTest, WellFormedValuesUnpack) {
   std::vector<int> v(1000, 7);
-  auto oh = UnpackUntrusted(Pack(v).data(), Pack(v).size(), kControlUnpackLimits);
+  // The result points into its input (str, bin, ext): the bytes must outlive it.
+  std::string packed = Pack(v);
+  auto oh = UnpackUntrusted(packed.data(), packed.size(), kControlUnpackLimits);
   EXPECT_EQ(oh.get().as<std::vector<int>>(), v);
   EXPECT_EQ(Unpack<std::vector<int>>(Pack(v), "value"), v);
 }

@@ -1,14 +1,23 @@
 // Argument and result serialization with msgpack-c. Built-in types and STL containers work
-// out of the box; user types add MSGPACK_DEFINE(field, ...).
+// out of the box; user types add MSGPACK_DEFINE(field, ...). A std::vector of numbers packs
+// as one msgpack ext holding the raw elements (docs/protocol.md "Value encoding").
 #pragma once
 
 #ifndef MSGPACK_NO_BOOST
 #define MSGPACK_NO_BOOST
 #endif
+#include <bit>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <msgpack.hpp>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
+
+#include "orrery/buffer.h"
 
 namespace orrery::internal {
 
@@ -30,24 +39,9 @@ inline constexpr UnpackLimits kValueUnpackLimits{256, 0xffffffffu, 0};
 // Unpacks one msgpack value from untrusted bytes within `limits`. On top of `limits`, no
 // container may claim more elements than there are bytes left (each element takes at
 // least one). Throws (a std::exception) on malformed input or a limit reached; the caller
-// turns that into its own error.
+// turns that into its own error. The str, bin and ext values of the result point into
+// [data, data + size) (nothing is copied): convert the result before those bytes go away.
 msgpack::object_handle UnpackUntrusted(const char* data, size_t size, const UnpackLimits& limits);
-
-// A msgpack write target that appends to a std::string.
-struct StringWriter {
-  std::string& out;
-  void write(const char* data, size_t size) { out.append(data, size); }
-};
-
-template <typename T>
-std::string Pack(const T& value) {
-  std::string out;
-  StringWriter w{out};
-  msgpack::pack(w, value);
-  return out;
-}
-
-inline std::string PackNil() { return std::string(1, '\xc0'); }
 
 // Names msgpack's wire type for error messages ("string", "integer", ...).
 const char* MsgpackTypeName(const msgpack::object& o);
@@ -62,11 +56,183 @@ class ConvertError : public std::exception {
   std::string message_;
 };
 
-// Unpacks `bytes` as T; throws ConvertError with a readable message on a type mismatch.
+// ---- Contiguous vectors: std::vector<T> of numbers as one ext of raw elements. ----
+
+// The ext type codes, one per element kind (docs/protocol.md "Value encoding"). uint8 has
+// none: vector<unsigned char> and vector<char> are msgpack bin.
+inline constexpr int8_t kExtInt8 = 32;
+inline constexpr int8_t kExtInt16 = 33;
+inline constexpr int8_t kExtInt32 = 34;
+inline constexpr int8_t kExtInt64 = 35;
+inline constexpr int8_t kExtUint16 = 36;
+inline constexpr int8_t kExtUint32 = 37;
+inline constexpr int8_t kExtUint64 = 38;
+inline constexpr int8_t kExtFloat = 39;
+inline constexpr int8_t kExtDouble = 40;
+
+// The ext type code of vector<T>'s elements; 0 when vector<T> keeps msgpack's own form
+// (bool, the char types, long double, anything not arithmetic).
 template <typename T>
-T Unpack(const std::string& bytes, const char* what) {
+constexpr int8_t ContiguousExtType() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (!std::is_arithmetic_v<U> || std::is_same_v<U, bool> || std::is_same_v<U, char> ||
+                std::is_same_v<U, unsigned char> || std::is_same_v<U, wchar_t> ||
+                std::is_same_v<U, char8_t> || std::is_same_v<U, char16_t> ||
+                std::is_same_v<U, char32_t>) {
+    return 0;
+  } else if constexpr (std::is_floating_point_v<U>) {
+    if constexpr (std::is_same_v<U, float> && sizeof(U) == 4) return kExtFloat;
+    if constexpr (std::is_same_v<U, double> && sizeof(U) == 8) return kExtDouble;
+    return 0;
+  } else if constexpr (std::is_signed_v<U>) {
+    return sizeof(U) == 1   ? kExtInt8
+           : sizeof(U) == 2 ? kExtInt16
+           : sizeof(U) == 4 ? kExtInt32
+           : sizeof(U) == 8 ? kExtInt64
+                            : 0;
+  } else {
+    return sizeof(U) == 2   ? kExtUint16
+           : sizeof(U) == 4 ? kExtUint32
+           : sizeof(U) == 8 ? kExtUint64
+                            : 0;
+  }
+}
+template <typename T>
+inline constexpr bool kIsContiguous = ContiguousExtType<T>() != 0;
+
+// The elements are the machine's bytes, so the wire order is the machine's order.
+static_assert(std::endian::native == std::endian::little,
+              "contiguous vectors travel little-endian: a big-endian build must swap bytes");
+
+template <typename T, typename Stream>
+void PackContiguous(msgpack::packer<Stream>& pk, const T* data, size_t count) {
+  uint32_t bytes = msgpack::checked_get_container_size(count * sizeof(T));
+  pk.pack_ext(bytes, ContiguousExtType<T>());
+  pk.pack_ext_body(reinterpret_cast<const char*>(data), bytes);
+}
+
+// The number of elements of kind `to` that `ext` (a contiguous vector of any kind) holds.
+// Throws ConvertError if it is no contiguous vector, its length is not a whole number of
+// its elements, or its elements do not convert to `to` (floating point to integer).
+size_t ContiguousElementCount(const msgpack::object_ext& ext, int8_t to);
+// Converts the `count` elements of `ext` (of another kind than `to`) one by one into the
+// bytes of `count` elements of kind `to` at `out`; an integer out of `to`'s range throws
+// ConvertError.
+void ConvertContiguousElements(const msgpack::object_ext& ext, int8_t to, void* out, size_t count);
+
+template <typename T, typename Alloc>
+void ConvertContiguous(const msgpack::object_ext& ext, std::vector<T, Alloc>& v) {
+  constexpr int8_t kind = ContiguousExtType<T>();
+  size_t count = ContiguousElementCount(ext, kind);
+  v.resize(count);
+  if (count == 0) return;
+  if (ext.type() == kind) {
+    std::memcpy(v.data(), ext.data(), count * sizeof(T));  // the input may be unaligned
+  } else {
+    ConvertContiguousElements(ext, kind, v.data(), count);
+  }
+}
+
+}  // namespace orrery::internal
+
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+
+  // Packs a contiguous vector as one ext: one copy of the elements, whatever their number.
+  template <typename T, typename Alloc>
+  struct pack<std::vector<T, Alloc>, std::enable_if_t<orrery::internal::kIsContiguous<T>>> {
+    template <typename Stream>
+    packer<Stream>& operator()(packer<Stream>& pk, const std::vector<T, Alloc>& v) const {
+      orrery::internal::PackContiguous(pk, v.data(), v.size());
+      return pk;
+    }
+  };
+
+  // Reads the ext of any numeric kind, or the array form (values written before the ext).
+  template <typename T, typename Alloc>
+  struct convert<std::vector<T, Alloc>, std::enable_if_t<orrery::internal::kIsContiguous<T>>> {
+    const msgpack::object& operator()(const msgpack::object& o, std::vector<T, Alloc>& v) const {
+      if (o.type == msgpack::type::EXT) {
+        orrery::internal::ConvertContiguous(o.via.ext, v);
+      } else {
+        msgpack::v1::adaptor::convert<std::vector<T, Alloc>>()(o, v);
+      }
+      return o;
+    }
+  };
+
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+}  // namespace msgpack
+
+namespace orrery::internal {
+
+// A msgpack write target that appends to a std::string.
+struct StringWriter {
+  std::string& out;
+  void write(const char* data, size_t size) { out.append(data, size); }
+};
+
+// A msgpack write target that only counts: packing into it costs O(1) per bin, str or
+// contiguous vector.
+struct CountingWriter {
+  size_t size = 0;
+  void write(const char*, size_t n) { size += n; }
+};
+
+// Throws std::length_error: a value packed into `size` bytes needed more (`over`) or fewer.
+[[noreturn]] void ThrowPackedSizeMismatch(size_t size, bool over);
+
+// A msgpack write target over a fixed span; writing past its end throws std::length_error.
+struct SpanWriter {
+  char* out;
+  size_t left;
+  size_t size;
+  void write(const char* data, size_t n) {
+    if (n > left) ThrowPackedSizeMismatch(size, true);
+    if (n != 0) std::memcpy(out, data, n);
+    out += n;
+    left -= n;
+  }
+};
+
+template <typename T>
+std::string Pack(const T& value) {
+  std::string out;
+  StringWriter w{out};
+  msgpack::pack(w, value);
+  return out;
+}
+
+inline std::string PackNil() { return std::string(1, '\xc0'); }
+
+// The number of bytes Pack(value) produces, without producing them. Packing an ObjectRef
+// shares it (as Pack does), so count values that hold refs only when they will be packed.
+template <typename T>
+size_t PackedSize(const T& value) {
+  CountingWriter w;
+  msgpack::pack(w, value);
+  return w.size;
+}
+
+// Packs `value` into out[0, size) where size == PackedSize(value) (one copy of the
+// payload). Throws std::length_error, with nothing written past out + size, if the value
+// packs to another size.
+template <typename T>
+void PackInto(const T& value, char* out, size_t size) {
+  SpanWriter w{out, size, size};
+  msgpack::pack(w, value);
+  if (w.left != 0) ThrowPackedSizeMismatch(size, false);
+}
+
+// Unpacks [data, data + size) as T; throws ConvertError with a readable message on a type
+// mismatch or malformed input. A Buffer inside T shares the input only within a
+// ScopedUnpackKeeper holding it (orrery/buffer.h); otherwise it copies.
+template <typename T>
+T Unpack(const char* data, size_t size, const char* what) {
   try {
-    msgpack::object_handle oh = UnpackUntrusted(bytes.data(), bytes.size(), kValueUnpackLimits);
+    msgpack::object_handle oh = UnpackUntrusted(data, size, kValueUnpackLimits);
     return oh.get().as<T>();
   } catch (const ConvertError&) {
     throw;
@@ -74,5 +240,16 @@ T Unpack(const std::string& bytes, const char* what) {
     throw ConvertError(std::string(what) + ": cannot convert the value (" + e.what() + ")");
   }
 }
+
+template <typename T>
+T Unpack(const std::string& bytes, const char* what) {
+  return Unpack<T>(bytes.data(), bytes.size(), what);
+}
+
+// The contiguous payload inside packed bytes, for zero-copy views: when [data, data + size)
+// is exactly one packed bin, str, or contiguous vector, the [pointer, length) of its payload
+// (the raw elements, for a vector); nullopt otherwise (another type, or truncated or
+// trailing bytes). Reads only the header.
+std::optional<std::pair<const char*, size_t>> ContiguousPayload(const char* data, size_t size);
 
 }  // namespace orrery::internal
