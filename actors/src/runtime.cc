@@ -262,10 +262,12 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   if (options.bundle_index >= 0 && options.placement_group.IsNil()) {
     throw ConfigError("actor " + factory + ": a bundle index needs a placement group");
   }
-  // Constructor arguments are resolved before the actor is scheduled.
+  // Constructor arguments are resolved before the actor is scheduled, and travel inline
+  // (the head keeps them with the actor's spec for its restarts): docs/objects.md.
   for (auto& slot : args) {
     if (!slot.ref) continue;
-    slot.bytes = *Get(*slot.ref, -1);
+    internal::BytesView v = Get(*slot.ref, -1);
+    slot.bytes.assign(v.data, v.size);
     slot.ref = nullptr;
   }
   ActorId id = ActorId::Random();
