@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -327,12 +328,23 @@ RuntimeContext GetRuntimeContext() {
   return ctx;
 }
 
+namespace {
+// A count from the head, which clamps them far below int64's limit; a head that did not
+// reads as that limit, never as a negative number.
+int64_t ToInt64(uint64_t v) {
+  return int64_t(std::min<uint64_t>(v, uint64_t(std::numeric_limits<int64_t>::max())));
+}
+}  // namespace
+
 std::vector<NodeInfo> Nodes() {
   std::vector<NodeInfo> out;
   for (const auto& n : Rt().ClusterInfo()) {
+    const proto::ObjectStoreUsageMsg& store = n.object_store;
     out.push_back(NodeInfo{NodeId(UniqueId::FromBinary(n.node_id)), n.address, n.alive, n.total,
                            n.available, n.labels, n.memory_used_bytes, n.memory_total_bytes,
-                           n.memory_usage_threshold});
+                           n.memory_usage_threshold, ToInt64(store.used_bytes),
+                           ToInt64(store.capacity_bytes), ToInt64(store.spilled_bytes),
+                           ToInt64(store.num_objects)});
   }
   return out;
 }

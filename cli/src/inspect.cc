@@ -4,6 +4,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/src/list_objects.h"
+#include "cli/src/objects_table.h"
 #include "core/src/redis_store.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
@@ -68,6 +70,18 @@ std::string MemoryLine(const nlohmann::json& n) {
   return buf;
 }
 
+// "objects: 1.2 GiB / 7.0 GiB (3 objects, 0 B spilled)" from the node's object store.
+std::string ObjectStoreLine(const nlohmann::json& n) {
+  auto count = [&](const char* key) {
+    int64_t v = n.value(key, int64_t(0));
+    return v > 0 ? uint64_t(v) : 0;
+  };
+  proto::ObjectStoreUsageMsg u{
+      count("object_store_capacity_bytes"), count("object_store_used_bytes"),
+      count("object_store_spilled_bytes"), count("object_store_num_objects")};
+  return "objects: " + StoreUsage(u);
+}
+
 nlohmann::json NodesJson() {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& n : Nodes()) {
@@ -79,7 +93,11 @@ nlohmann::json NodesJson() {
                    {"labels", n.labels},
                    {"memory_used_bytes", n.memory_used_bytes},
                    {"memory_total_bytes", n.memory_total_bytes},
-                   {"memory_usage_threshold", n.memory_usage_threshold}});
+                   {"memory_usage_threshold", n.memory_usage_threshold},
+                   {"object_store_used_bytes", n.object_store_used_bytes},
+                   {"object_store_capacity_bytes", n.object_store_capacity_bytes},
+                   {"object_store_spilled_bytes", n.object_store_spilled_bytes},
+                   {"object_store_num_objects", n.object_store_num_objects}});
   }
   return out;
 }
@@ -141,7 +159,10 @@ int Status(const InspectFlags& flags) {
               << (n["alive"].get<bool>() ? "ALIVE" : "DEAD ") << "  "
               << n["address"].get<std::string>() << "  "
               << Used(n["total"].get<Resources>(), n["available"].get<Resources>()) << "\n";
-    if (n["alive"].get<bool>()) std::cout << "      " << MemoryLine(n) << "\n";
+    if (n["alive"].get<bool>()) {
+      std::cout << "      " << MemoryLine(n) << "\n";
+      std::cout << "      " << ObjectStoreLine(n) << "\n";
+    }
     std::string accel = Accelerators(n["labels"].get<Labels>());
     if (!accel.empty()) std::cout << "      " << accel << "\n";
   }
@@ -174,12 +195,17 @@ int List(const std::string& what, const InspectFlags& flags) {
       {"placement-groups", "placement_groups"},
       {"jobs", "jobs"},
       {"runs", "train_runs"}};
-  if (what != "nodes" && !kTables.count(what)) {
-    std::cerr << "orrery list: unknown table '" << what
-              << "' (nodes, actors, placement-groups, jobs, runs)\n";
+  if (what != "nodes" && what != "objects" && !kTables.count(what)) {
+    std::cerr << "orrery list: unknown kind '" << what
+              << "' (supported: nodes, actors, placement-groups, jobs, runs, objects)\n";
     return 2;
   }
   if (!Connect(flags)) return 1;
+  if (what == "objects") {
+    int rc = ListObjects(flags.json);
+    Shutdown();
+    return rc;
+  }
   nlohmann::json rows = what == "nodes"
                             ? NodesJson()
                             : Table(flags.redis_address, flags.redis_password, kTables.at(what));

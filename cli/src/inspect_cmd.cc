@@ -55,8 +55,12 @@ bool Authenticate(const CredentialFlags& credentials, const std::string& address
 void AddInspectCommands(CLI::App& app, InspectCommands* c) {
   c->status =
       app.add_subcommand("status", "nodes with used/total resources, actors, placement groups");
-  c->list = app.add_subcommand("list", "list nodes|actors|placement-groups|jobs|runs");
-  c->list->add_option("what", c->what, "nodes, actors, placement-groups, jobs or runs")->required();
+  c->list = app.add_subcommand("list", "list nodes|actors|placement-groups|jobs|runs|objects");
+  c->list
+      ->add_option("what", c->what,
+                   "nodes, actors, placement-groups, jobs, runs, or objects (what each alive "
+                   "node's object store holds, asked of the nodes)")
+      ->required();
   for (auto* sub : {c->status, c->list}) {
     sub->add_option("--address", c->flags.address,
                     "the head (host:port); default: this host's latest session");

@@ -200,6 +200,17 @@
     return html;
   }
 
+  // A node's object store: "1.2 GiB / 7.0 GiB, 3 objects" (and what is spilled), or a dash
+  // for a node without one.
+  function fmtStore(st) {
+    if (!isNum(st.capacity_bytes) || st.capacity_bytes <= 0) return '<span class="muted">\u2013</span>';
+    var n = isNum(st.num_objects) ? st.num_objects : 0;
+    var text = fmtBytes(st.used_bytes || 0) + ' / ' + fmtBytes(st.capacity_bytes) + ', ' +
+      fmtNum(n) + (n === 1 ? ' object' : ' objects');
+    if (isNum(st.spilled_bytes) && st.spilled_bytes > 0) text += ', ' + fmtBytes(st.spilled_bytes) + ' spilled';
+    return esc(text);
+  }
+
   function renderNodes(d) {
     var nodes = list(d.nodes).slice().sort(function (a, b) {
       if (!!a.alive !== !!b.alive) return a.alive ? -1 : 1;
@@ -207,7 +218,7 @@
     });
     var nAlive = nodes.filter(function (n) { return n.alive; }).length;
     var html = '<h1>Nodes <span class="muted small">' + nAlive + ' alive, ' + (nodes.length - nAlive) + ' dead</span></h1>';
-    html += table('nodes-table', ['Node', 'Address', 'State', 'Resources (used / total)', 'Labels'], nodes.map(function (n) {
+    html += table('nodes-table', ['Node', 'Address', 'State', 'Resources (used / total)', 'Object store', 'Labels'], nodes.map(function (n) {
       n = obj(n);
       var total = obj(n.total), used = obj(n.used);
       var res = resNames(total).map(function (k) {
@@ -222,6 +233,7 @@
       return '<tr data-node-id="' + esc(n.node_id) + '" data-alive="' + (n.alive ? 'true' : 'false') + '"' +
         (n.alive ? '' : ' class="dead"') + '><td><code class="id">' + esc(n.node_id) + '</code></td><td>' +
         orDash(n.address) + '</td><td>' + badge(n.alive ? 'ALIVE' : 'DEAD') + '</td><td>' + (res || '<span class="muted">none</span>') +
+        '</td><td class="object-store">' + fmtStore(obj(n.object_store)) +
         '</td><td>' + (lab || '<span class="muted">\u2013</span>') + '</td></tr>';
     }), 'No node has registered.');
     return html;

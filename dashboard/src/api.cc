@@ -79,6 +79,19 @@ std::map<std::string, int> CountBy(const std::vector<json>& records, const char*
 
 std::vector<json> Parse(const Table& table) { return ParseRecords(table); }
 
+// A node's object store from its record's object_store_* fields: each a whole number of at
+// least 0 (anything else reads as 0, as the head reads it).
+json ObjectStore(const json& node) {
+  auto count = [&](const char* key) -> json {
+    double v = Num(node, key);
+    return v >= 0 && v < 9.0e15 ? Number(std::floor(v)) : json(0);
+  };
+  return {{"capacity_bytes", count("object_store_capacity_bytes")},
+          {"used_bytes", count("object_store_used_bytes")},
+          {"spilled_bytes", count("object_store_spilled_bytes")},
+          {"num_objects", count("object_store_num_objects")}};
+}
+
 }  // namespace
 
 std::vector<json> ParseRecords(const Table& table) {
@@ -188,12 +201,16 @@ json ClusterResponse(const RedisState& redis, const Tables& tables) {
   auto used = UsedByNode(tables.actors, tables.placement_groups);
   int alive = 0, dead = 0;
   Amounts total, in_use;
+  json store = ObjectStore(json::object());
   for (const auto& n : nodes) {
     if (!Bool(n, "alive")) {
       ++dead;
       continue;
     }
     ++alive;
+    json node_store = ObjectStore(n);
+    for (const auto& [key, v] : node_store.items())
+      store[key] = Number(store[key].get<double>() + v.get<double>());
     Amounts node_total;
     AddAmounts(Obj(n, "total"), &node_total);
     for (const auto& [name, v] : node_total) total[name] += v;
@@ -213,6 +230,7 @@ json ClusterResponse(const RedisState& redis, const Tables& tables) {
   return {{"redis", RedisJson(redis)},
           {"nodes", {{"alive", alive}, {"dead", dead}}},
           {"resources", std::move(resources)},
+          {"object_store", std::move(store)},
           {"tpu_slices", TpuSlices(nodes)},
           {"actors", CountBy(Parse(tables.actors), "state")},
           {"runs", CountBy(Parse(tables.train_runs), "status")}};
@@ -231,6 +249,7 @@ json NodesResponse(const RedisState& redis, const Tables& tables) {
       for (const auto& [name, v] : it->second) u[name] += v;
     }
     n["used"] = AmountsJson(u);
+    n["object_store"] = ObjectStore(n);
     out.push_back(std::move(n));
   }
   return {{"redis", RedisJson(redis)}, {"nodes", std::move(out)}};

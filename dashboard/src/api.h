@@ -53,9 +53,12 @@ nlohmann::json MetricsEntry(const StreamEntry& entry);
 
 nlohmann::json RedisJson(const RedisState& redis);
 
-// GET /api/cluster: reads nodes, actors, placement_groups, train_runs.
+// GET /api/cluster: reads nodes, actors, placement_groups, train_runs. Its object_store is
+// the alive nodes' stores added up.
 nlohmann::json ClusterResponse(const RedisState& redis, const Tables& tables);
-// GET /api/nodes: reads nodes, actors, placement_groups.
+// GET /api/nodes: reads nodes, actors, placement_groups. Each node is its record plus `used`
+// (resource name -> amount in use) and `object_store` ({capacity_bytes, used_bytes,
+// spilled_bytes, num_objects} from its object_store_* fields, 0 for a missing or bad one).
 nlohmann::json NodesResponse(const RedisState& redis, const Tables& tables);
 // GET /api/actors, /api/placement_groups, /api/jobs: `member` is the table's name
 // ("actors", "placement_groups", "jobs"); records in id order.

@@ -24,11 +24,43 @@ bool NodeManager::UpdateMemory(NodeMemory& mem, const proto::NodeInfoMsg& info) 
                          ? std::clamp(info.memory_usage_threshold, 0.0, 1.0)
                          : 0.0;
   bool moved = mem.written_used < 0 || mem.total != total || mem.threshold != threshold ||
-               std::abs(double(used) - double(mem.written_used)) >= 0.01 * double(total);
+               (used != mem.written_used &&
+                std::abs(double(used) - double(mem.written_used)) >= 0.01 * double(total));
   mem.used = used;
   mem.total = total;
   mem.threshold = threshold;
   return moved;
+}
+
+bool NodeManager::UpdateObjectStore(NodeObjectStore& store,
+                                    const proto::ObjectStoreUsageMsg& usage) {
+  // As the peer says, clamped to what can be true (records' bounds; used within the
+  // capacity). The record is rewritten when the bytes in the store or spilled moved by 1% of
+  // the capacity, or the object count changed.
+  proto::ObjectStoreUsageMsg u;
+  u.capacity_bytes = std::min(usage.capacity_bytes, records::kMaxObjectStoreBytes);
+  u.used_bytes = std::min(usage.used_bytes, u.capacity_bytes);
+  u.spilled_bytes = std::min(usage.spilled_bytes, records::kMaxObjectStoreBytes);
+  u.num_objects = std::min(usage.num_objects, records::kMaxObjectStoreObjects);
+  auto moved_by = [&](uint64_t now, uint64_t written) {
+    return now != written &&
+           std::abs(double(now) - double(written)) >= 0.01 * double(u.capacity_bytes);
+  };
+  bool moved = store.written_used < 0 || store.usage.capacity_bytes != u.capacity_bytes ||
+               store.written_num_objects != u.num_objects ||
+               moved_by(u.used_bytes, uint64_t(store.written_used)) ||
+               moved_by(u.spilled_bytes, store.written_spilled);
+  store.usage = u;
+  return moved;
+}
+
+Status NodeManager::CheckObjectStore(const proto::NodeInfoMsg& info) {
+  if (info.object_store_path.size() > kMaxObjectStorePathBytes)
+    return Status::InvalidArgument("the node's object store path is longer than 4096 bytes");
+  if (info.object_store_tag.size() > kMaxObjectStoreTagBytes)
+    return Status::InvalidArgument("the node's object store tag is longer than 256 bytes");
+  Status s = records::CheckUtf8("the node's object store path", info.object_store_path);
+  return s.ok() ? records::CheckUtf8("the node's object store tag", info.object_store_tag) : s;
 }
 
 NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& m, double now,
@@ -45,21 +77,35 @@ NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& 
   if (i >= 0 && alive(i)) {  // a heartbeat
     NodeEntry& e = entries_[size_t(i)];
     e.last_seen = now;
-    if (UpdateMemory(e.memory, m.node)) Persist(i);
+    // A node restored from the store has no path yet: its first heartbeat brings it.
+    if (e.object_store_path.empty() && e.object_store_tag.empty() &&
+        CheckObjectStore(m.node).ok()) {
+      e.object_store_path = m.node.object_store_path;
+      e.object_store_tag = m.node.object_store_tag;
+    }
+    bool moved = UpdateMemory(e.memory, m.node);
+    if (UpdateObjectStore(e.objects, m.node.object_store) || moved) Persist(i);
     ctx_.Ack(m.reply_to, 0);
     return Registration::kHeartbeat;
   }
   Status valid = records::CheckUtf8("the node's", m.node.labels);
   if (valid.ok()) valid = records::CheckUtf8("the node's", m.node.total);
   if (valid.ok()) valid = records::CheckUtf8("the node's address", m.node.address);
+  if (valid.ok()) valid = CheckObjectStore(m.node);
   if (!valid.ok()) {
     LOG_WARN("refused to register node " + id.Hex() + ": " + valid.message());
     ctx_.Ack(m.reply_to, 0, false, proto::ErrorKind::kConfigError, valid.message());
     return Registration::kRefused;
   }
-  NodeEntry entry{NodeView{id, true, m.node.total, m.node.total, m.node.labels}, m.node.address,
-                  now, i >= 0 ? entries_[size_t(i)].memory : NodeMemory{}};
+  NodeEntry entry{NodeView{id, true, m.node.total, m.node.total, m.node.labels},
+                  m.node.address,
+                  now,
+                  i >= 0 ? entries_[size_t(i)].memory : NodeMemory{},
+                  i >= 0 ? entries_[size_t(i)].objects : NodeObjectStore{},
+                  m.node.object_store_path,
+                  m.node.object_store_tag};
   UpdateMemory(entry.memory, m.node);
+  UpdateObjectStore(entry.objects, m.node.object_store);
   if (i >= 0) {
     entries_[size_t(i)] = std::move(entry);
   } else {
@@ -159,7 +205,8 @@ proto::ClusterInfoMsg NodeManager::Info(uint64_t request_id) const {
   for (const NodeEntry& e : entries_) {
     const NodeView& n = e.view;
     reply.nodes.push_back({n.id.Binary(), e.address, n.alive, n.total, n.available, n.labels,
-                           e.memory.used, e.memory.total, e.memory.threshold});
+                           e.memory.used, e.memory.total, e.memory.threshold, e.objects.usage,
+                           e.object_store_path, e.object_store_tag});
   }
   return reply;
 }
@@ -168,8 +215,14 @@ void NodeManager::Persist(int i) {
   NodeEntry& e = entries_[size_t(i)];
   const NodeView& n = e.view;
   e.memory.written_used = e.memory.used;
-  records::NodeRecord r{n.id,     e.address,     n.alive,        n.total,
-                        n.labels, e.memory.used, e.memory.total, e.memory.threshold};
+  const proto::ObjectStoreUsageMsg& u = e.objects.usage;
+  e.objects.written_used = int64_t(u.used_bytes);
+  e.objects.written_spilled = u.spilled_bytes;
+  e.objects.written_num_objects = u.num_objects;
+  records::NodeRecord r{n.id,           e.address,          n.alive,
+                        n.total,        n.labels,           e.memory.used,
+                        e.memory.total, e.memory.threshold, u.capacity_bytes,
+                        u.used_bytes,   u.spilled_bytes,    u.num_objects};
   ctx_.store->Put("nodes", n.id.Hex(), records::NodeRecordJson(r));
   ctx_.Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }
@@ -185,8 +238,11 @@ void NodeManager::Restore(const TableRecords& records, double now) {
     NodeView n{r->id, r->alive, r->total, r->total, r->labels};
     if (!n.alive) n.available.clear();
     NodeMemory mem{r->memory_used_bytes, r->memory_total_bytes, r->memory_usage_threshold};
-    // A full grace period to send a heartbeat.
-    Add(NodeEntry{std::move(n), r->address, now, mem});
+    NodeObjectStore objects;
+    objects.usage = {r->object_store_capacity_bytes, r->object_store_used_bytes,
+                     r->object_store_spilled_bytes, r->object_store_num_objects};
+    // A full grace period to send a heartbeat; the path and tag come with it.
+    Add(NodeEntry{std::move(n), r->address, now, mem, objects, "", ""});
   }
 }
 

@@ -24,11 +24,25 @@ struct NodeMemory {
   int64_t written_used = -1;  // -1: not written yet
 };
 
+// What a node's heartbeat last said of its object store, and what its stored record says.
+struct NodeObjectStore {
+  proto::ObjectStoreUsageMsg usage;  // clamped: used <= capacity, all within records' bounds
+  int64_t written_used = -1;         // -1: not written yet
+  uint64_t written_spilled = 0, written_num_objects = 0;
+};
+
+// The longest object store path and tag a node may register with.
+inline constexpr size_t kMaxObjectStorePathBytes = 4096;
+inline constexpr size_t kMaxObjectStoreTagBytes = 256;
+
 struct NodeEntry {
   NodeView view;  // id, liveness, resources: what the policies see
   std::string address;
   double last_seen = 0;
   NodeMemory memory;
+  NodeObjectStore objects;
+  // The node's arena and the tag that proves it (NodeInfoMsg), as it registered them.
+  std::string object_store_path, object_store_tag;
 };
 
 class NodeManager {
@@ -94,6 +108,11 @@ class NodeManager {
 
   // Takes the memory reading of a registration; true when the record should be rewritten.
   bool UpdateMemory(NodeMemory& mem, const proto::NodeInfoMsg& info) const;
+  // Takes the object store usage of a registration; true when the record should be
+  // rewritten (docs/redis-schema.md "nodes").
+  static bool UpdateObjectStore(NodeObjectStore& store, const proto::ObjectStoreUsageMsg& usage);
+  // OK when the node's object store path and tag are UTF-8 and within their bounds.
+  static Status CheckObjectStore(const proto::NodeInfoMsg& info);
   int Add(NodeEntry entry);
   void Persist(int i);
 

@@ -93,6 +93,26 @@ T IntField(const json& j, const char* key, T dflt) {
   return it->is_number_unsigned() ? T(it->get<uint64_t>()) : T(it->get<int64_t>());
 }
 
+// A count or size of a record that is informational (the head acts on none of them): its
+// value when it is a number in [0, max] (a fraction is truncated), else 0. Never throws.
+uint64_t CountField(const json& j, const char* key, uint64_t max) {
+  auto it = j.find(key);
+  if (it == j.end()) return 0;
+  if (it->is_number_unsigned()) {
+    uint64_t v = it->get<uint64_t>();
+    return v <= max ? v : 0;
+  }
+  if (it->is_number_integer()) {
+    int64_t v = it->get<int64_t>();
+    return v >= 0 && uint64_t(v) <= max ? uint64_t(v) : 0;
+  }
+  if (it->is_number_float()) {
+    double v = it->get<double>();
+    return std::isfinite(v) && v >= 0 && v <= double(max) ? uint64_t(v) : 0;
+  }
+  return 0;
+}
+
 // Parses and runs `body` on the object; any exception (a missing field, a wrong type) is
 // InvalidArgument.
 template <typename T, typename F>
@@ -237,7 +257,11 @@ std::string NodeRecordJson(const NodeRecord& r) {
                    {"labels", r.labels},
                    {"memory_used_bytes", r.memory_used_bytes},
                    {"memory_total_bytes", r.memory_total_bytes},
-                   {"memory_usage_threshold", r.memory_usage_threshold}});
+                   {"memory_usage_threshold", r.memory_usage_threshold},
+                   {"object_store_capacity_bytes", r.object_store_capacity_bytes},
+                   {"object_store_used_bytes", r.object_store_used_bytes},
+                   {"object_store_spilled_bytes", r.object_store_spilled_bytes},
+                   {"object_store_num_objects", r.object_store_num_objects}});
 }
 
 std::string ActorRecordJson(const ActorRecord& r) {
@@ -324,6 +348,14 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
     r.memory_used_bytes = int64_t(number("memory_used_bytes", 9e18));
     r.memory_total_bytes = int64_t(number("memory_total_bytes", 9e18));
     r.memory_usage_threshold = number("memory_usage_threshold", 1.0);
+    r.object_store_capacity_bytes =
+        CountField(j, "object_store_capacity_bytes", kMaxObjectStoreBytes);
+    r.object_store_used_bytes =
+        std::min(CountField(j, "object_store_used_bytes", kMaxObjectStoreBytes),
+                 r.object_store_capacity_bytes);
+    r.object_store_spilled_bytes =
+        CountField(j, "object_store_spilled_bytes", kMaxObjectStoreBytes);
+    r.object_store_num_objects = CountField(j, "object_store_num_objects", kMaxObjectStoreObjects);
     return r;
   });
 }

@@ -40,6 +40,12 @@ std::string Dump(const nlohmann::json& j);
 
 // ---- records (field names and meaning: docs/redis-schema.md)
 
+// The largest object store figures the head keeps (what a node says beyond them is clamped,
+// what a record holds beyond them reads as 0): far above any real store, far below where
+// int64 and a JSON number's double lose meaning.
+inline constexpr uint64_t kMaxObjectStoreBytes = uint64_t(1) << 60;
+inline constexpr uint64_t kMaxObjectStoreObjects = uint64_t(1) << 40;
+
 struct NodeRecord {
   NodeId id;
   std::string address;
@@ -50,6 +56,11 @@ struct NodeRecord {
   int64_t memory_used_bytes = 0;
   int64_t memory_total_bytes = 0;
   double memory_usage_threshold = 0;
+  // What the node's last heartbeat said of its object store (0 when unknown or none).
+  uint64_t object_store_capacity_bytes = 0;
+  uint64_t object_store_used_bytes = 0;  // at most the capacity
+  uint64_t object_store_spilled_bytes = 0;
+  uint64_t object_store_num_objects = 0;
 };
 
 struct ActorRecord {

@@ -140,6 +140,9 @@ grep -q 'id="redis-banner"' "$pages/overview.html" && check_failed "the overview
 step "the nodes page"
 dump nodes /nodes
 grep -q 'id="nodes-table"' "$pages/nodes.html" || check_failed "the nodes page has no #nodes-table"
+grep -q '<th>Object store</th>' "$pages/nodes.html" || check_failed "the nodes table has no Object store column"
+n=$(count 'class="object-store"' "$pages/nodes.html")
+[[ "$n" -eq 3 ]] || check_failed "the nodes table shows $n object store cells, expected 3"
 mapfile -t page_nodes < <(grep -oE 'data-node-id="[0-9a-f]{32}"' "$pages/nodes.html" | sed 's/.*="\(.*\)"/\1/' | sort -u)
 if [[ "${page_nodes[*]}" != "${node_ids[*]}" ]]; then
   check_failed "the nodes page lists nodes [${page_nodes[*]}], orrery list nodes --json [${node_ids[*]}]"

@@ -3,7 +3,8 @@
 #   1. redis-server on a loopback port, `orrery head --port 0` and `orrery node --num-cpus 3`,
 #      each waited for by its readiness file
 #   2. `orrery dashboard --redis-address <redis> --port 0`: prints its URL
-#   3. /api/nodes lists the node (alive, CPU 3, used), /api/cluster has CPU total 3,
+#   3. /api/nodes lists the node (alive, CPU 3, used, its object store's four figures),
+#      /api/cluster has CPU total 3 and the stores added up,
 #      the pages and assets answer with their content types, an unknown /api path and an
 #      unknown page answer 404, POST answers 405
 #   4. Redis killed: every /api path still answers 200 with redis.ok=false and empty lists
@@ -78,14 +79,19 @@ n = [n for n in b['nodes'] if n['node_id'] == '$node_id'][0]
 assert n['total']['CPU'] == 3, n
 assert n['used']['CPU'] == 0, n
 assert n['labels']['orrery.io/node-id'] == '$node_id', n
-print('ok: /api/nodes lists', n['node_id'], n['total'])"
+store = n['object_store']
+assert set(store) == {'capacity_bytes', 'used_bytes', 'spilled_bytes', 'num_objects'}, store
+assert all(isinstance(v, int) and v >= 0 for v in store.values()), store
+assert store['used_bytes'] <= store['capacity_bytes'], store
+print('ok: /api/nodes lists', n['node_id'], n['total'], n['object_store'])"
 [[ $(get "$url/api/cluster") == 200 ]] || fail "/api/cluster did not answer 200"
 check_body "
 assert b['redis']['ok'] is True, b['redis']
 assert b['nodes'] == {'alive': 1, 'dead': 0}, b['nodes']
 assert b['resources']['CPU'] == {'total': 3, 'used': 0}, b['resources']
 assert b['tpu_slices'] == [], b['tpu_slices']
-print('ok: /api/cluster', b['resources']['CPU'])"
+assert set(b['object_store']) == {'capacity_bytes', 'used_bytes', 'spilled_bytes', 'num_objects'}, b
+print('ok: /api/cluster', b['resources']['CPU'], b['object_store'])"
 for path in actors placement_groups jobs runs; do
   [[ $(get "$url/api/$path") == 200 ]] || fail "/api/$path did not answer 200"
   check_body "assert isinstance(b['$path'], list) and b['redis']['ok'] is True"

@@ -147,6 +147,13 @@ struct NodeInfo {
   int64_t memory_used_bytes = 0;
   int64_t memory_total_bytes = 0;
   double memory_usage_threshold = 0;
+  // The node's shared-memory object store as its last heartbeat described it: bytes held by
+  // objects, its size (Config::object_store_memory), bytes spilled to disk, and the objects
+  // it holds (spilled ones included). 0 for a node without a store.
+  int64_t object_store_used_bytes = 0;
+  int64_t object_store_capacity_bytes = 0;
+  int64_t object_store_spilled_bytes = 0;
+  int64_t object_store_num_objects = 0;
 };
 
 std::vector<NodeInfo> Nodes();

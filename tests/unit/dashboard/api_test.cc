@@ -16,6 +16,17 @@ const std::string kN1 = "11111111111111111111111111111111";
 const std::string kN2 = "22222222222222222222222222222222";
 const std::string kN3 = "33333333333333333333333333333333";
 
+// A node record with the object_store_* fields the head writes.
+std::string WithStore(const std::string& record, int64_t capacity, int64_t used, int64_t spilled,
+                      int64_t objects) {
+  json j = json::parse(record);
+  j["object_store_capacity_bytes"] = capacity;
+  j["object_store_used_bytes"] = used;
+  j["object_store_spilled_bytes"] = spilled;
+  j["object_store_num_objects"] = objects;
+  return j.dump();
+}
+
 std::string Node(const std::string& id, bool alive, const json& total,
                  const json& labels = json::object()) {
   json l = labels;
@@ -57,9 +68,9 @@ std::string Id(char c) { return std::string(32, c); }
 // Two alive nodes and a dead one; actors inside and outside groups in every state.
 Tables ClusterTables() {
   Tables t;
-  t.nodes[kN1] = Node(kN1, true, {{"CPU", 4.0}, {"memory", 1000.0}});
-  t.nodes[kN2] = Node(kN2, true, {{"CPU", 2.0}, {"GPU", 2.0}});
-  t.nodes[kN3] = Node(kN3, false, {{"CPU", 8.0}});
+  t.nodes[kN1] = WithStore(Node(kN1, true, {{"CPU", 4.0}, {"memory", 1000.0}}), 8192, 4096, 0, 3);
+  t.nodes[kN2] = WithStore(Node(kN2, true, {{"CPU", 2.0}, {"GPU", 2.0}}), 1024, 100, 2048, 1);
+  t.nodes[kN3] = WithStore(Node(kN3, false, {{"CPU", 8.0}}), 1 << 20, 1 << 20, 0, 9);
   t.placement_groups[Id('a')] =
       Pg(Id('a'), "CREATED", json::array({{{"CPU", 1.0}}, {{"GPU", 1.0}}}), {kN1, kN2});
   t.placement_groups[Id('b')] =
@@ -109,6 +120,10 @@ TEST(DashboardApi, ClusterSumsAliveNodesOnly) {
   EXPECT_EQ(c["actors"], (json{{"ALIVE", 3}, {"DEAD", 1}, {"PENDING", 2}}));
   EXPECT_EQ(c["runs"], json::object());
   EXPECT_EQ(c["tpu_slices"], json::array());
+  EXPECT_EQ(c["object_store"], (json{{"capacity_bytes", 9216},
+                                     {"used_bytes", 4196},
+                                     {"spilled_bytes", 2048},
+                                     {"num_objects", 4}}));
 }
 
 TEST(DashboardApi, ClusterCountsRunsByStatus) {
@@ -160,6 +175,29 @@ TEST(DashboardApi, NodesCarryUsedForEveryResource) {
   EXPECT_EQ(n1["total"]["CPU"], 4.0);  // the record as stored
   EXPECT_EQ(n1["used"], (json{{"CPU", 2}, {"memory", 0}}));
   EXPECT_EQ(r["nodes"][1]["used"], (json{{"CPU", 0.5}, {"GPU", 1}}));
+  EXPECT_EQ(n1["object_store"], (json{{"capacity_bytes", 8192},
+                                      {"used_bytes", 4096},
+                                      {"spilled_bytes", 0},
+                                      {"num_objects", 3}}));
+}
+
+TEST(DashboardApi, ANodesObjectStoreReadsAsZeroUnlessAWholeNumber) {
+  Tables t;
+  t.nodes[kN1] = Node(kN1, true, {{"CPU", 1.0}});  // an older head's record: no store fields
+  json bad = json::parse(WithStore(Node(kN2, true, {{"CPU", 1.0}}), 0, 0, 0, 0));
+  bad["object_store_capacity_bytes"] = "8 GiB";
+  bad["object_store_used_bytes"] = -5;
+  bad["object_store_spilled_bytes"] = 1e300;
+  bad["object_store_num_objects"] = 2.7;
+  t.nodes[kN2] = bad.dump();
+  json zero = {{"capacity_bytes", 0}, {"used_bytes", 0}, {"spilled_bytes", 0}, {"num_objects", 0}};
+  json r = NodesResponse(kOk, t);
+  ASSERT_EQ(r["nodes"].size(), 2u);
+  EXPECT_EQ(r["nodes"][0]["object_store"], zero);
+  json two = zero;
+  two["num_objects"] = 2;
+  EXPECT_EQ(r["nodes"][1]["object_store"], two);
+  EXPECT_EQ(ClusterResponse(kOk, t)["object_store"], two);
 }
 
 TEST(DashboardApi, ListsAreRecordsInIdOrder) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -170,6 +171,49 @@ TEST(NodeRecord, RoundTripsAndRefusesHostile) {
     bad[field] = value;
     EXPECT_FALSE(ParseNodeRecord(bad.dump()).ok()) << bad.dump();
   }
+}
+
+TEST(NodeRecord, ObjectStoreUsageRoundTripsAndReadsAsZeroUnlessANumberInRange) {
+  NodeRecord n{NodeId(UniqueId::Random()), "tcp://127.0.0.1:7000", true, {{"CPU", 4}}, {}};
+  n.object_store_capacity_bytes = 8ull << 30;
+  n.object_store_used_bytes = 3ull << 30;
+  n.object_store_spilled_bytes = 1ull << 40;
+  n.object_store_num_objects = 12;
+  auto r = ParseNodeRecord(NodeRecordJson(n));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->object_store_capacity_bytes, 8ull << 30);
+  EXPECT_EQ(r->object_store_used_bytes, 3ull << 30);
+  EXPECT_EQ(r->object_store_spilled_bytes, 1ull << 40);
+  EXPECT_EQ(r->object_store_num_objects, 12u);
+
+  json j = json::parse(NodeRecordJson(n));
+  j.erase("object_store_num_objects");  // an older head's record
+  r = ParseNodeRecord(j.dump());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->object_store_num_objects, 0u);
+  for (const char* field : {"object_store_capacity_bytes", "object_store_used_bytes",
+                            "object_store_spilled_bytes", "object_store_num_objects"}) {
+    for (json value : {json(-1), json("12"), json(nullptr), json::array({1}), json(1e300),
+                       json(std::numeric_limits<uint64_t>::max()), json(-0.5)}) {
+      json bad = json::parse(NodeRecordJson(n));
+      bad[field] = value;
+      auto parsed = ParseNodeRecord(bad.dump());
+      ASSERT_TRUE(parsed.ok()) << bad.dump();  // informational: never a reason to drop a node
+      uint64_t got =
+          field == std::string("object_store_capacity_bytes")  ? parsed->object_store_capacity_bytes
+          : field == std::string("object_store_used_bytes")    ? parsed->object_store_used_bytes
+          : field == std::string("object_store_spilled_bytes") ? parsed->object_store_spilled_bytes
+                                                               : parsed->object_store_num_objects;
+      EXPECT_EQ(got, 0u) << bad.dump();
+    }
+  }
+  json frac = json::parse(NodeRecordJson(n));
+  frac["object_store_num_objects"] = 7.9;
+  EXPECT_EQ(ParseNodeRecord(frac.dump())->object_store_num_objects, 7u);
+  // Used beyond the capacity reads as the capacity.
+  json over = json::parse(NodeRecordJson(n));
+  over["object_store_used_bytes"] = 9ull << 30;
+  EXPECT_EQ(ParseNodeRecord(over.dump())->object_store_used_bytes, 8ull << 30);
 }
 
 TEST(PgRecord, RoundTripsAndRefusesHostile) {
