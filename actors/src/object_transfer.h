@@ -61,7 +61,8 @@ class ObjectServer {
   Status Start(const std::string& bind_host, const std::string& advertise_host = "");
   std::string address() const;
   // Closes the listener and every connection (transfers in flight end at their next wait)
-  // and joins the threads. Idempotent; after it the server cannot be started again.
+  // and joins the threads (so it waits for Lookup calls in progress to return). Idempotent; after
+  // it the server cannot be started again.
   void Stop();
 
   struct State;  // shared with the server's threads (object_transfer.cc)

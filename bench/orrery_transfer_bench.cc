@@ -1,0 +1,209 @@
+// orrery_transfer_bench: the object data channel (actors/src/object_transfer.h) next to the
+// limit it runs on, both in this process over loopback TCP.
+//
+//   raw_tcp_Bps        one TCP stream of N bytes: send() from one pre-touched buffer, recv()
+//                      into another, blocking sockets, nothing else on the path. The limit.
+//   pull_Bps           PullObject of the same N bytes from an ObjectServer (authenticated with
+//                      a key, as in a secure cluster) into a pre-touched buffer.
+//   cross_node_transfer_ratio   pull_Bps / raw_tcp_Bps (the target is >= 0.5).
+//   small_pull_us      PullObject of 128 KiB (a new connection, its handshake, one request):
+//                      what a small object pays beyond its bytes.
+//
+// Each is the median of --runs timed runs, the two interleaved, after one warm-up run of each.
+//
+//   orrery_transfer_bench [--bytes 1073741824] [--runs 3] [--chunk-bytes 4194304]
+//                         [--parallel 2] [--in-flight 2] [--sockbuf 0] [--json]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "actors/src/object_transfer.h"
+#include "actors/src/object_transfer_wire.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace rt = orrery::runtime;
+
+// A buffer whose pages are all mapped before the timing starts.
+std::vector<char> Touched(size_t n, char fill) { return std::vector<char>(n, fill); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Seconds to move src into dst over one loopback TCP connection.
+double RawTcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
+  int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(lfd, 1) != 0) {
+    std::perror("raw tcp listen");
+    std::exit(1);
+  }
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread sender([&] {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) std::exit(1);
+    for (size_t sent = 0; sent < src.size();) {
+      ssize_t n = send(fd, src.data() + sent, src.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) std::exit(1);
+      sent += size_t(n);
+    }
+    close(fd);
+  });
+  int fd = accept(lfd, nullptr, nullptr);
+  auto t0 = Clock::now();
+  for (size_t got = 0; got < dst.size();) {
+    ssize_t n = recv(fd, dst.data() + got, dst.size() - got, 0);
+    if (n <= 0) std::exit(1);
+    got += size_t(n);
+  }
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  sender.join();
+  close(fd);
+  close(lfd);
+  return s;
+}
+
+double PullSeconds(const std::string& address, const orrery::ObjectId& id, std::vector<char>& dst,
+                   uint64_t size, const rt::PullOptions& options, const rt::TransferKey& key) {
+  auto t0 = Clock::now();
+  orrery::Status s = rt::PullObject(address, id, size, dst.data(), options, key);
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!s.ok()) {
+    std::fprintf(stderr, "PullObject failed: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+  return secs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Orrery object transfer benchmark"};
+  uint64_t bytes = uint64_t(1) << 30;
+  int runs = 3, parallel = 2, in_flight = 2, sockbuf = 0;
+  uint64_t chunk = 4 << 20;
+  bool json = false;
+  app.add_option("--bytes", bytes, "bytes per transfer")->check(CLI::Range(1ull, 1ull << 36));
+  app.add_option("--runs", runs, "timed runs of each (the median is reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--chunk-bytes", chunk, "PullOptions::chunk_bytes")
+      ->check(CLI::Range(uint64_t(4096), uint64_t(64) << 20));
+  app.add_option("--parallel", parallel, "PullOptions::parallel")->check(CLI::Range(1, 16));
+  app.add_option("--in-flight", in_flight, "requests in flight per connection")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--sockbuf", sockbuf, "SO_SNDBUF/SO_RCVBUF of the channel's sockets (0: kernel)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_flag("--json", json, "write the results to stdout as JSON (the table goes to stderr)");
+  CLI11_PARSE(app, argc, argv);
+  rt::transfer::SetRequestsInFlight(in_flight);
+  rt::transfer::SetSocketBufferBytes(sockbuf);
+
+  std::vector<char> src = Touched(bytes, 'a'), dst = Touched(bytes, 'b');
+  for (size_t i = 0; i < bytes; i += 4096) src[i] = char(i / 4096);  // not all one value
+
+  rt::TransferKey key{true, std::string(32, 'k')};
+  orrery::ObjectId id = orrery::ObjectId::Random();
+  rt::ObjectServer server(
+      [&](const orrery::ObjectId& want) -> orrery::Result<rt::ObjectBytes> {
+        if (want != id) return orrery::Status::NotFound("no such object");
+        return rt::ObjectBytes{src.data(), src.size(), nullptr};
+      },
+      key);
+  if (orrery::Status s = server.Start("127.0.0.1"); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  rt::PullOptions options;
+  options.chunk_bytes = chunk;
+  options.parallel = parallel;
+  RawTcpSeconds(src, dst);  // warm-up
+  std::fill(dst.begin(), dst.end(), 'b');
+  PullSeconds(server.address(), id, dst, bytes, options, key);  // warm-up
+  if (std::memcmp(src.data(), dst.data(), bytes) != 0) {
+    std::fprintf(stderr, "PullObject delivered wrong bytes\n");
+    return 1;
+  }
+  // Interleaved, so a change in the machine's load falls on both alike.
+  std::vector<double> raw, pull;
+  for (int i = 0; i < runs; ++i) {
+    raw.push_back(RawTcpSeconds(src, dst));
+    std::fill(dst.begin(), dst.end(), char('c' + i));  // what the pull does not write shows
+    pull.push_back(PullSeconds(server.address(), id, dst, bytes, options, key));
+    if (std::memcmp(src.data(), dst.data(), bytes) != 0) {
+      std::fprintf(stderr, "PullObject delivered wrong bytes\n");
+      return 1;
+    }
+  }
+  // A small object's pull, where the connection and its handshake dominate.
+  const uint64_t small = std::min<uint64_t>(bytes, 128 << 10);
+  orrery::ObjectId small_id = orrery::ObjectId::Random();
+  rt::ObjectServer small_server(
+      [&](const orrery::ObjectId& want) -> orrery::Result<rt::ObjectBytes> {
+        if (want != small_id) return orrery::Status::NotFound("no such object");
+        return rt::ObjectBytes{src.data(), small, nullptr};
+      },
+      key);
+  if (!small_server.Start("127.0.0.1").ok()) return 1;
+  std::vector<double> small_s;
+  for (int i = 0; i < 200; ++i) {
+    small_s.push_back(PullSeconds(small_server.address(), small_id, dst, small, options, key));
+  }
+  small_server.Stop();
+  server.Stop();
+
+  double raw_bps = double(bytes) / Median(raw), pull_bps = double(bytes) / Median(pull);
+  std::ostream& table = json ? std::cerr : std::cout;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "raw_tcp_stream            %8.2f GB/s   (%llu bytes, median of %d)\n",
+                raw_bps / 1e9, (unsigned long long)bytes, runs);
+  table << line;
+  std::snprintf(line, sizeof(line),
+                "pull_object               %8.2f GB/s   (chunk %llu, parallel %d, in flight %d)\n",
+                pull_bps / 1e9, (unsigned long long)chunk, parallel, in_flight);
+  table << line;
+  std::snprintf(line, sizeof(line), "cross_node_transfer_ratio %8.2f\n", pull_bps / raw_bps);
+  table << line;
+  double small_us = Median(small_s) * 1e6;
+  std::snprintf(line, sizeof(line),
+                "small_pull_us             %8.0f us   (%llu bytes: connect, handshake, one "
+                "request; median of 200)\n",
+                small_us, (unsigned long long)small);
+  table << line;
+  if (json) {
+    nlohmann::json doc = {
+        {"cross_node_transfer_ratio", pull_bps / raw_bps},
+        {"raw_tcp_Bps", raw_bps},
+        {"pull_Bps", pull_bps},
+        {"raw_tcp_seconds", raw},
+        {"pull_seconds", pull},
+        {"small_pull_us", small_us},
+        {"small_pull_bytes", small},
+        {"bytes", bytes},
+        {"chunk_bytes", chunk},
+        {"parallel", parallel},
+        {"in_flight", in_flight},
+        {"sockbuf", sockbuf},
+    };
+    std::cout << doc.dump(2) << "\n";
+  }
+  return 0;
+}
