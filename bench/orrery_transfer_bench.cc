@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -93,117 +94,131 @@ double PullSeconds(const std::string& address, const orrery::ObjectId& id, std::
   return secs;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"Orrery object transfer benchmark"};
+struct Flags {
   uint64_t bytes = uint64_t(1) << 30;
   int runs = 3, parallel = 2, in_flight = 2, sockbuf = 0;
   uint64_t chunk = 4 << 20;
   bool json = false;
-  app.add_option("--bytes", bytes, "bytes per transfer")->check(CLI::Range(1ull, 1ull << 36));
-  app.add_option("--runs", runs, "timed runs of each (the median is reported)")
-      ->check(CLI::Range(1, 100));
-  app.add_option("--chunk-bytes", chunk, "PullOptions::chunk_bytes")
-      ->check(CLI::Range(uint64_t(4096), uint64_t(64) << 20));
-  app.add_option("--parallel", parallel, "PullOptions::parallel")->check(CLI::Range(1, 16));
-  app.add_option("--in-flight", in_flight, "requests in flight per connection")
-      ->check(CLI::Range(1, 64));
-  app.add_option("--sockbuf", sockbuf, "SO_SNDBUF/SO_RCVBUF of the channel's sockets (0: kernel)")
-      ->check(CLI::Range(0, 1 << 30));
-  app.add_flag("--json", json, "write the results to stdout as JSON (the table goes to stderr)");
-  CLI11_PARSE(app, argc, argv);
-  rt::transfer::SetRequestsInFlight(in_flight);
-  rt::transfer::SetSocketBufferBytes(sockbuf);
+};
 
-  std::vector<char> src = Touched(bytes, 'a'), dst = Touched(bytes, 'b');
-  for (size_t i = 0; i < bytes; i += 4096) src[i] = char(i / 4096);  // not all one value
+struct Results {
+  std::vector<double> raw, pull, small;  // seconds per run
+  uint64_t small_bytes = 0;
+};
 
+// A server holding one object: the first `size` bytes of `bytes`.
+std::unique_ptr<rt::ObjectServer> ServeOne(const orrery::ObjectId& id, const char* bytes,
+                                           uint64_t size, const rt::TransferKey& key) {
+  auto server = std::make_unique<rt::ObjectServer>(
+      [=](const orrery::ObjectId& want) -> orrery::Result<rt::ObjectBytes> {
+        if (want != id) return orrery::Status::NotFound("no such object");
+        return rt::ObjectBytes{bytes, size, nullptr};
+      },
+      key);
+  if (orrery::Status s = server->Start("127.0.0.1"); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+  return server;
+}
+
+void CheckSame(const std::vector<char>& src, const std::vector<char>& dst) {
+  if (std::memcmp(src.data(), dst.data(), src.size()) != 0) {
+    std::fprintf(stderr, "PullObject delivered wrong bytes\n");
+    std::exit(1);
+  }
+}
+
+Results Measure(const Flags& f) {
+  std::vector<char> src = Touched(f.bytes, 'a'), dst = Touched(f.bytes, 'b');
+  for (size_t i = 0; i < f.bytes; i += 4096) src[i] = char(i / 4096);  // not all one value
   rt::TransferKey key{true, std::string(32, 'k')};
   orrery::ObjectId id = orrery::ObjectId::Random();
-  rt::ObjectServer server(
-      [&](const orrery::ObjectId& want) -> orrery::Result<rt::ObjectBytes> {
-        if (want != id) return orrery::Status::NotFound("no such object");
-        return rt::ObjectBytes{src.data(), src.size(), nullptr};
-      },
-      key);
-  if (orrery::Status s = server.Start("127.0.0.1"); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.ToString().c_str());
-    return 1;
-  }
+  auto server = ServeOne(id, src.data(), f.bytes, key);
   rt::PullOptions options;
-  options.chunk_bytes = chunk;
-  options.parallel = parallel;
+  options.chunk_bytes = f.chunk;
+  options.parallel = f.parallel;
+  Results r;
   RawTcpSeconds(src, dst);  // warm-up
   std::fill(dst.begin(), dst.end(), 'b');
-  PullSeconds(server.address(), id, dst, bytes, options, key);  // warm-up
-  if (std::memcmp(src.data(), dst.data(), bytes) != 0) {
-    std::fprintf(stderr, "PullObject delivered wrong bytes\n");
-    return 1;
-  }
+  PullSeconds(server->address(), id, dst, f.bytes, options, key);  // warm-up
+  CheckSame(src, dst);
   // Interleaved, so a change in the machine's load falls on both alike.
-  std::vector<double> raw, pull;
-  for (int i = 0; i < runs; ++i) {
-    raw.push_back(RawTcpSeconds(src, dst));
+  for (int i = 0; i < f.runs; ++i) {
+    r.raw.push_back(RawTcpSeconds(src, dst));
     std::fill(dst.begin(), dst.end(), char('c' + i));  // what the pull does not write shows
-    pull.push_back(PullSeconds(server.address(), id, dst, bytes, options, key));
-    if (std::memcmp(src.data(), dst.data(), bytes) != 0) {
-      std::fprintf(stderr, "PullObject delivered wrong bytes\n");
-      return 1;
-    }
+    r.pull.push_back(PullSeconds(server->address(), id, dst, f.bytes, options, key));
+    CheckSame(src, dst);
   }
   // A small object's pull, where the connection and its handshake dominate.
-  const uint64_t small = std::min<uint64_t>(bytes, 128 << 10);
+  r.small_bytes = std::min<uint64_t>(f.bytes, 128 << 10);
   orrery::ObjectId small_id = orrery::ObjectId::Random();
-  rt::ObjectServer small_server(
-      [&](const orrery::ObjectId& want) -> orrery::Result<rt::ObjectBytes> {
-        if (want != small_id) return orrery::Status::NotFound("no such object");
-        return rt::ObjectBytes{src.data(), small, nullptr};
-      },
-      key);
-  if (!small_server.Start("127.0.0.1").ok()) return 1;
-  std::vector<double> small_s;
+  auto small_server = ServeOne(small_id, src.data(), r.small_bytes, key);
   for (int i = 0; i < 200; ++i) {
-    small_s.push_back(PullSeconds(small_server.address(), small_id, dst, small, options, key));
+    r.small.push_back(
+        PullSeconds(small_server->address(), small_id, dst, r.small_bytes, options, key));
   }
-  small_server.Stop();
-  server.Stop();
+  return r;
+}
 
-  double raw_bps = double(bytes) / Median(raw), pull_bps = double(bytes) / Median(pull);
-  std::ostream& table = json ? std::cerr : std::cout;
+void Print(const Flags& f, const Results& r) {
+  double raw_bps = double(f.bytes) / Median(r.raw), pull_bps = double(f.bytes) / Median(r.pull);
+  double small_us = Median(r.small) * 1e6;
+  std::ostream& table = f.json ? std::cerr : std::cout;
   char line[256];
   std::snprintf(line, sizeof(line),
                 "raw_tcp_stream            %8.2f GB/s   (%llu bytes, median of %d)\n",
-                raw_bps / 1e9, (unsigned long long)bytes, runs);
+                raw_bps / 1e9, (unsigned long long)f.bytes, f.runs);
   table << line;
   std::snprintf(line, sizeof(line),
                 "pull_object               %8.2f GB/s   (chunk %llu, parallel %d, in flight %d)\n",
-                pull_bps / 1e9, (unsigned long long)chunk, parallel, in_flight);
+                pull_bps / 1e9, (unsigned long long)f.chunk, f.parallel, f.in_flight);
   table << line;
   std::snprintf(line, sizeof(line), "cross_node_transfer_ratio %8.2f\n", pull_bps / raw_bps);
   table << line;
-  double small_us = Median(small_s) * 1e6;
   std::snprintf(line, sizeof(line),
                 "small_pull_us             %8.0f us   (%llu bytes: connect, handshake, one "
                 "request; median of 200)\n",
-                small_us, (unsigned long long)small);
+                small_us, (unsigned long long)r.small_bytes);
   table << line;
-  if (json) {
-    nlohmann::json doc = {
-        {"cross_node_transfer_ratio", pull_bps / raw_bps},
-        {"raw_tcp_Bps", raw_bps},
-        {"pull_Bps", pull_bps},
-        {"raw_tcp_seconds", raw},
-        {"pull_seconds", pull},
-        {"small_pull_us", small_us},
-        {"small_pull_bytes", small},
-        {"bytes", bytes},
-        {"chunk_bytes", chunk},
-        {"parallel", parallel},
-        {"in_flight", in_flight},
-        {"sockbuf", sockbuf},
-    };
-    std::cout << doc.dump(2) << "\n";
-  }
+  if (!f.json) return;
+  nlohmann::json doc = {
+      {"cross_node_transfer_ratio", pull_bps / raw_bps},
+      {"raw_tcp_Bps", raw_bps},
+      {"pull_Bps", pull_bps},
+      {"raw_tcp_seconds", r.raw},
+      {"pull_seconds", r.pull},
+      {"small_pull_us", small_us},
+      {"small_pull_bytes", r.small_bytes},
+      {"bytes", f.bytes},
+      {"chunk_bytes", f.chunk},
+      {"parallel", f.parallel},
+      {"in_flight", f.in_flight},
+      {"sockbuf", f.sockbuf},
+  };
+  std::cout << doc.dump(2) << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Orrery object transfer benchmark"};
+  Flags f;
+  app.add_option("--bytes", f.bytes, "bytes per transfer")->check(CLI::Range(1ull, 1ull << 36));
+  app.add_option("--runs", f.runs, "timed runs of each (the median is reported)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--chunk-bytes", f.chunk, "PullOptions::chunk_bytes")
+      ->check(CLI::Range(uint64_t(4096), uint64_t(64) << 20));
+  app.add_option("--parallel", f.parallel, "PullOptions::parallel")->check(CLI::Range(1, 16));
+  app.add_option("--in-flight", f.in_flight, "requests in flight per connection")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--sockbuf", f.sockbuf,
+                 "SO_SNDBUF/SO_RCVBUF of the channel's sockets (0: kernel autotuning)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_flag("--json", f.json, "write the results to stdout as JSON (the table goes to stderr)");
+  CLI11_PARSE(app, argc, argv);
+  rt::transfer::SetRequestsInFlight(f.in_flight);
+  rt::transfer::SetSocketBufferBytes(f.sockbuf);
+  Print(f, Measure(f));
   return 0;
 }

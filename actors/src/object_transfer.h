@@ -65,9 +65,8 @@ class ObjectServer {
   // it the server cannot be started again.
   void Stop();
 
-  struct State;  // shared with the server's threads (object_transfer.cc)
-
  private:
+  struct State;  // shared with the server's threads (object_transfer.cc)
   std::shared_ptr<State> state_;
 };
 

@@ -57,6 +57,7 @@ FakeServer::Behaviour Answer(std::function<void(transfer::Reply&)> edit, long pa
 Status PullFrom(const FakeServer& fake, const TransferKey& key = {}) {
   std::string got;
   PullOptions o = TestOptions(kSize, 1);  // one request: the one the fake server answers
+  o.stall_timeout_ms = 300;
   return PullInto(fake.address(), ObjectId::Random(), kSize, &got, o, key);
 }
 

@@ -43,6 +43,19 @@ TEST(ObjectTransferTest, DefaultOptionsWithoutKeys) {
   EXPECT_TRUE(got == bytes);
 }
 
+TEST(ObjectTransferTest, Ipv6LoopbackAddressesAreBracketed) {
+  MemoryObjects objects;
+  ObjectServer server(objects.Lookup(), Key('k'));
+  if (!server.Start("::1").ok()) GTEST_SKIP() << "no IPv6 loopback here";
+  EXPECT_EQ(server.address().rfind("[::1]:", 0), 0u) << server.address();
+  std::string bytes = RandomBytes(100000, 4);
+  ObjectId id = objects.Add(bytes);
+  std::string got;
+  Status s = PullInto(server.address(), id, bytes.size(), &got, TestOptions(), Key('k'));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(got == bytes);
+}
+
 TEST(ObjectTransferTest, NotFoundAndSizeMismatch) {
   MemoryObjects objects;
   ObjectServer server(objects.Lookup(), Key('k'));
