@@ -205,6 +205,9 @@ void ObjectServer::State::Serve(int fd) {
     }
     iovec iov[2] = {{out, sizeof(out)}, {nullptr, 0}};
     bool drop = false;
+    if (bytes.ok() && bytes->data == nullptr && bytes->size > 0) {
+      bytes = Status::Internal("lookup returned no bytes");
+    }
     if (!bytes.ok()) {
       rep.status = LookupStatus(bytes.status());
     } else {

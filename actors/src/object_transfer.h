@@ -87,6 +87,7 @@ struct PullOptions {
 //                     (wrong id, offset, length or object size, bad magic or version), or
 //                     refused a request as out of range; the connection is dropped;
 //   PermissionDenied  authentication failed (wrong key, or one side without a key);
+//   Internal          the server's lookup failed otherwise (or threw);
 //   Cancelled         options.cancel was set.
 Status PullObject(const std::string& address, const ObjectId& id, uint64_t size, char* dest,
                   const PullOptions& options, const TransferKey& key);

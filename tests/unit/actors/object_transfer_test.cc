@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 
 #include "core/src/security.h"
@@ -74,6 +75,24 @@ TEST(ObjectTransferTest, NotFoundAndSizeMismatch) {
   }
   ASSERT_TRUE(PullInto(server.address(), id, 1000, &got, TestOptions(), Key('k')).ok());
   EXPECT_TRUE(got == bytes);
+}
+
+TEST(ObjectTransferTest, ALookupThatFailsOrThrowsIsAnInternalError) {
+  std::atomic<int> calls{0};
+  ObjectServer server(
+      [&](const ObjectId&) -> Result<ObjectBytes> {
+        int n = calls++;
+        if (n == 0) return Status::Unavailable("spilled file unreadable");
+        if (n == 1) return ObjectBytes{nullptr, 10, nullptr};
+        throw std::runtime_error("store bug");
+      },
+      {});
+  ASSERT_TRUE(server.Start("127.0.0.1").ok());
+  std::string got;
+  for (int i = 0; i < 3; ++i) {
+    Status s = PullInto(server.address(), ObjectId::Random(), 10, &got, TestOptions(), {});
+    EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
+  }
 }
 
 TEST(ObjectTransferTest, WrongKeyOnEitherSideFailsAndTheServerKeepsServing) {
