@@ -37,6 +37,8 @@
 #include <vector>
 
 #include "actors/src/node_service.h"
+#include "actors/src/runtime.h"
+#include "actors/src/test_hooks.h"
 #include "bench/object_bench_limits.h"
 
 namespace {
@@ -69,7 +71,7 @@ struct Flags {
   bool json = false;
 };
 
-struct Result {
+struct Outcome {
   std::string name;
   double value = 0;   // GB/s, or ops/s
   std::string unit;   // "GB/s" or "ops/s"
@@ -96,10 +98,10 @@ double Gbps(size_t bytes, double seconds) { return double(bytes) / seconds / 1e9
 
 namespace orrery::bench {
 
-std::vector<Result> RunSameNode(const Flags& f) {
+std::vector<Outcome> RunSameNode(const Flags& f) {
   const size_t n = f.mb << 20;
   Bytes value(n, 1);
-  std::vector<Result> out;
+  std::vector<Outcome> out;
   Bytes dst(n, 0);
   out.push_back({"memcpy_limit",
                  Gbps(n, MedianSeconds(f.iterations,
@@ -140,9 +142,9 @@ std::vector<Result> RunSameNode(const Flags& f) {
 
 // A second node in this process (its own inbox, arena and data server) joined to the
 // embedded head: a task pinned to it reads a value put on the first.
-std::vector<Result> RunCrossNode(const Flags& f) {
+std::vector<Outcome> RunCrossNode(const Flags& f) {
   const size_t n = f.mb << 20;
-  std::vector<Result> out;
+  std::vector<Outcome> out;
   out.push_back({"raw_tcp_limit", RawTcpGbps(n, f.iterations), "GB/s", "", ""});
   runtime::NodeOptions no;
   no.head_address = internal::HeadAddressForTest();
@@ -170,11 +172,11 @@ std::vector<Result> RunCrossNode(const Flags& f) {
   return out;
 }
 
-std::vector<Result> RunRefs(const Flags& f) {
+std::vector<Outcome> RunRefs(const Flags& f) {
   std::vector<ObjectRef<int>> refs;
   for (int i = 0; i < 10000; ++i) refs.push_back(Put(i));
   auto outer = Put(refs);
-  std::vector<Result> out;
+  std::vector<Outcome> out;
   out.push_back({"unpack_10k_refs_limit", 1.0 / MedianSeconds(f.iterations * 5, [&] {
                    UnpackRefsLimit(refs);
                  }),
@@ -191,7 +193,7 @@ namespace {
 
 // --spill-gb of 128 MiB values (smaller in a small store) through a --spill-store-gb store: all alive at once (most of
 // them spilled), then each read back and checked, then dropped; usage must return to zero.
-Result RunSpill(const Flags& f) {
+Outcome RunSpill(const Flags& f) {
   const size_t store = size_t(f.spill_store_gb * double(1ull << 30));
   const size_t n = std::min<size_t>(128 << 20, store / 4);
   const int count = std::max(1, int(f.spill_gb * double(1ull << 30) / double(n)));
@@ -201,7 +203,7 @@ Result RunSpill(const Flags& f) {
   c.object_store_memory = (long long)store;
   c.object_spill_dir = dir;
   orrery::Init(c);
-  Result r{"spill_through_store", 0, "GB/s", "", ""};
+  Outcome r{"spill_through_store", 0, "GB/s", "", ""};
   auto t = Clock::now();
   {
     std::vector<orrery::ObjectRef<Bytes>> refs;
@@ -233,7 +235,7 @@ bool Selected(const Flags& f, const std::string& group) {
   return false;
 }
 
-void Print(std::ostream& os, const std::vector<Result>& results) {
+void Print(std::ostream& os, const std::vector<Outcome>& results) {
   std::map<std::string, double> by_name;
   for (const auto& r : results) by_name[r.name] = r.value;
   for (const auto& r : results) {
@@ -268,8 +270,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--json", f.json, "JSON on stdout (the table on stderr)");
   CLI11_PARSE(app, argc, argv);
-  std::vector<Result> results;
-  auto add = [&](std::vector<Result> rs) {
+  std::vector<Outcome> results;
+  auto add = [&](std::vector<Outcome> rs) {
     Print(f.json ? std::cerr : std::cout, rs);
     results.insert(results.end(), rs.begin(), rs.end());
   };

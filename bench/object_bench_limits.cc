@@ -15,9 +15,8 @@
 
 namespace orrery::bench {
 
-namespace {
-// One stream of `bytes` from a sender thread to this thread; seconds it took.
-double OneStream(size_t bytes, const std::vector<char>& src, std::vector<char>& dst) {
+double RawTcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
+  const size_t bytes = std::min(src.size(), dst.size());
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -55,13 +54,12 @@ double OneStream(size_t bytes, const std::vector<char>& src, std::vector<char>& 
   if (got != bytes) throw std::runtime_error("raw TCP limit: the stream ended early");
   return s;
 }
-}  // namespace
 
 double RawTcpGbps(size_t bytes, int iterations) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
-  OneStream(bytes, src, dst);  // warm-up
+  RawTcpSeconds(src, dst);  // warm-up
   std::vector<double> s;
-  for (int i = 0; i < std::max(1, iterations); ++i) s.push_back(OneStream(bytes, src, dst));
+  for (int i = 0; i < std::max(1, iterations); ++i) s.push_back(RawTcpSeconds(src, dst));
   std::sort(s.begin(), s.end());
   return double(bytes) / s[s.size() / 2] / 1e9;
 }

@@ -9,6 +9,10 @@
 
 namespace orrery::bench {
 
+// Seconds to move `src` into `dst` (as large) over one loopback TCP connection, timed at the
+// receiver. Throws std::runtime_error when the stream cannot be set up or ends early.
+double RawTcpSeconds(const std::vector<char>& src, std::vector<char>& dst);
+
 // GB/s of a TCP stream of `bytes` over loopback between two threads (send from one
 // pre-touched buffer, recv into another): the median of `iterations` streams.
 double RawTcpGbps(size_t bytes, int iterations);

@@ -73,9 +73,10 @@ struct ObjectServer::State {
   std::thread acceptor;
   // The acceptor's alone while it runs; Stop's after it joined the acceptor.
   std::list<std::unique_ptr<Conn>> conns;
-  RateLimitedLog refused_log;  // peers that failed the handshake or broke the protocol
-  RateLimitedLog busy_log;     // connections refused for the connection limit
-  RateLimitedLog accept_log;   // accept() errors (out of descriptors)
+  // Lines a peer can trigger, at most one per 5 s each (as the control plane's refusals).
+  RateLimitedLog refused_log{5.0};  // peers that failed the handshake or broke the protocol
+  RateLimitedLog busy_log{5.0};     // connections refused for the connection limit
+  RateLimitedLog accept_log{5.0};   // accept() errors (out of descriptors)
 
   void AcceptLoop();
   void Serve(int fd);
@@ -180,10 +181,13 @@ void ObjectServer::State::Serve(int fd) {
     close(fd);
     return;
   }
-  Bounds idle{limits.idle_timeout_ms, 0, wake_fd, &stopping};
+  Bounds idle{limits.idle_timeout_ms, 0, wake_fd, &stopping};  // no deadline while sending
   char in[transfer::Request::kSize], out[transfer::Reply::kSize];
   for (;;) {
+    // The whole header within the idle timeout: trickling bytes does not keep a connection.
+    idle.deadline = MonotonicSeconds() + limits.idle_timeout_ms / 1000.0;
     if (!transfer::RecvExact(fd, in, sizeof(in), idle).ok()) break;  // left, idle or Stop
+    idle.deadline = 0;
     transfer::Request req;
     if (Status d = transfer::Decode(in, &req); !d.ok()) {
       Warn(refused_log, "dropped " + PeerName(fd) + ": " + d.message());
@@ -201,6 +205,9 @@ void ObjectServer::State::Serve(int fd) {
     }
     iovec iov[2] = {{out, sizeof(out)}, {nullptr, 0}};
     bool drop = false;
+    if (bytes.ok() && bytes->data == nullptr && bytes->size > 0) {
+      bytes = Status::Internal("lookup returned no bytes");
+    }
     if (!bytes.ok()) {
       rep.status = LookupStatus(bytes.status());
     } else {

@@ -61,12 +61,12 @@ class ObjectServer {
   Status Start(const std::string& bind_host, const std::string& advertise_host = "");
   std::string address() const;
   // Closes the listener and every connection (transfers in flight end at their next wait)
-  // and joins the threads. Idempotent; after it the server cannot be started again.
+  // and joins the threads (so it waits for Lookup calls in progress to return). Idempotent; after
+  // it the server cannot be started again.
   void Stop();
 
-  struct State;  // shared with the server's threads (object_transfer.cc)
-
  private:
+  struct State;  // shared with the server's threads (object_transfer.cc)
   std::shared_ptr<State> state_;
 };
 
@@ -87,6 +87,7 @@ struct PullOptions {
 //                     (wrong id, offset, length or object size, bad magic or version), or
 //                     refused a request as out of range; the connection is dropped;
 //   PermissionDenied  authentication failed (wrong key, or one side without a key);
+//   Internal          the server's lookup failed otherwise (or threw);
 //   Cancelled         options.cancel was set.
 Status PullObject(const std::string& address, const ObjectId& id, uint64_t size, char* dest,
                   const PullOptions& options, const TransferKey& key);

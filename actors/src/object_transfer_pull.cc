@@ -14,6 +14,7 @@
 
 #include "actors/src/object_transfer.h"
 #include "actors/src/object_transfer_wire.h"
+#include "core/src/clock.h"
 #include "core/src/thread_annotations.h"
 
 namespace orrery::runtime {
@@ -73,7 +74,9 @@ class Pull {
   Status RunConnection() {
     orrery::Result<int> fd = transfer::Connect(address_, options_.stall_timeout_ms, bounds_);
     if (!fd.ok()) return fd.status();
-    Status s = transfer::ClientHandshake(*fd, key_, bounds_);
+    Bounds handshake = bounds_;  // the whole handshake within one stall timeout
+    handshake.deadline = MonotonicSeconds() + options_.stall_timeout_ms / 1000.0;
+    Status s = transfer::ClientHandshake(*fd, key_, handshake);
     if (s.ok()) s = Transfer(*fd);
     close(*fd);
     if (!s.ok() && s.code() != StatusCode::kCancelled &&

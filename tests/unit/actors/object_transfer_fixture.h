@@ -73,12 +73,13 @@ class MemoryObjects {
   int lookups_ = 0;
 };
 
-// Options with short bounds, so a failing peer fails a test quickly.
+// Options with a short stall bound (long enough for a loaded machine running sanitizers),
+// so a failing peer fails a test quickly.
 inline PullOptions TestOptions(uint64_t chunk = 64 << 10, int parallel = 2) {
   PullOptions o;
   o.chunk_bytes = chunk;
   o.parallel = parallel;
-  o.stall_timeout_ms = 300;
+  o.stall_timeout_ms = 3000;
   return o;
 }
 

@@ -57,6 +57,7 @@ FakeServer::Behaviour Answer(std::function<void(transfer::Reply&)> edit, long pa
 Status PullFrom(const FakeServer& fake, const TransferKey& key = {}) {
   std::string got;
   PullOptions o = TestOptions(kSize, 1);  // one request: the one the fake server answers
+  o.stall_timeout_ms = 300;
   return PullInto(fake.address(), ObjectId::Random(), kSize, &got, o, key);
 }
 
@@ -255,6 +256,34 @@ TEST_F(HostileClientTest, SilentAndIdleConnectionsAreClosed) {
   EXPECT_TRUE(WaitClosed(idle, 20000));
   close(silent);
   close(idle);
+}
+
+// Sends `frame` one byte per 100 ms until the server closes the connection; returns how many
+// bytes went before it did (all of them when it never closed).
+size_t TrickleUntilClosed(int fd, const char* frame, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (send(fd, frame + i, 1, MSG_NOSIGNAL) != 1) return i;
+    if (WaitClosed(fd, 100)) return i + 1;
+  }
+  return WaitClosed(fd, 100) ? n : n + 1;
+}
+
+TEST_F(HostileClientTest, TricklingBytesDoesNotKeepAConnection) {
+  // A valid hello, a byte at a time: the handshake must finish within its 300 ms, whatever
+  // the bytes' pace.
+  int fd = RawConnect(server_->address());
+  ASSERT_GE(fd, 0);
+  char hello[transfer::ClientHello::kSize];
+  transfer::Encode(transfer::ClientHello{transfer::kFlagAuth, {}, {}}, hello);
+  EXPECT_LT(TrickleUntilClosed(fd, hello, sizeof(hello)), sizeof(hello));
+  close(fd);
+  // A valid request, a byte at a time: the whole header within the 300 ms idle timeout.
+  fd = Authenticated();
+  char req[transfer::Request::kSize];
+  transfer::Encode(transfer::Request{id_, 0, 10}, req);
+  EXPECT_LT(TrickleUntilClosed(fd, req, sizeof(req)), sizeof(req));
+  close(fd);
+  ExpectServesAGoodClient();
 }
 
 TEST_F(HostileClientTest, ConnectionsBeyondTheLimitAreToldTheServerIsBusy) {

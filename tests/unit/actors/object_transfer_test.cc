@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 
 #include "core/src/security.h"
@@ -43,6 +44,19 @@ TEST(ObjectTransferTest, DefaultOptionsWithoutKeys) {
   EXPECT_TRUE(got == bytes);
 }
 
+TEST(ObjectTransferTest, Ipv6LoopbackAddressesAreBracketed) {
+  MemoryObjects objects;
+  ObjectServer server(objects.Lookup(), Key('k'));
+  if (!server.Start("::1").ok()) GTEST_SKIP() << "no IPv6 loopback here";
+  EXPECT_EQ(server.address().rfind("[::1]:", 0), 0u) << server.address();
+  std::string bytes = RandomBytes(100000, 4);
+  ObjectId id = objects.Add(bytes);
+  std::string got;
+  Status s = PullInto(server.address(), id, bytes.size(), &got, TestOptions(), Key('k'));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(got == bytes);
+}
+
 TEST(ObjectTransferTest, NotFoundAndSizeMismatch) {
   MemoryObjects objects;
   ObjectServer server(objects.Lookup(), Key('k'));
@@ -61,6 +75,24 @@ TEST(ObjectTransferTest, NotFoundAndSizeMismatch) {
   }
   ASSERT_TRUE(PullInto(server.address(), id, 1000, &got, TestOptions(), Key('k')).ok());
   EXPECT_TRUE(got == bytes);
+}
+
+TEST(ObjectTransferTest, ALookupThatFailsOrThrowsIsAnInternalError) {
+  std::atomic<int> calls{0};
+  ObjectServer server(
+      [&](const ObjectId&) -> Result<ObjectBytes> {
+        int n = calls++;
+        if (n == 0) return Status::Unavailable("spilled file unreadable");
+        if (n == 1) return ObjectBytes{nullptr, 10, nullptr};
+        throw std::runtime_error("store bug");
+      },
+      {});
+  ASSERT_TRUE(server.Start("127.0.0.1").ok());
+  std::string got;
+  for (int i = 0; i < 3; ++i) {
+    Status s = PullInto(server.address(), ObjectId::Random(), 10, &got, TestOptions(), {});
+    EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
+  }
 }
 
 TEST(ObjectTransferTest, WrongKeyOnEitherSideFailsAndTheServerKeepsServing) {
