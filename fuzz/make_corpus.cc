@@ -59,6 +59,16 @@ void MessageDecoder() {
   reply.message = "boom";
   Write(t, "call_reply", EncodeFrame(MsgType::kCallReply, reply));
   Write(t, "get_object", EncodeFrame(MsgType::kGetObject, GetObjectMsg{}));
+  ObjectStoreMsg store;
+  store.request_id = 9;
+  store.reply_to = "tcp://127.0.0.1:5000";
+  store.object_id = std::string(16, '\x07');
+  store.size = 1 << 20;
+  store.source = ObjectLocationMsg{"tcp://127.0.0.1:5001", "127.0.0.1:5002", 1 << 20};
+  Write(t, "object_open", EncodeFrame(MsgType::kObjectOpen, store));
+  Write(t, "object_store_reply", EncodeFrame(MsgType::kObjectStoreReply, ObjectStoreReplyMsg{}));
+  Write(t, "object_free", EncodeFrame(MsgType::kObjectFree, ObjectFreeMsg{{store.object_id}}));
+  Write(t, "list_objects_reply", EncodeFrame(MsgType::kListObjectsReply, ListObjectsReplyMsg{}));
   Write(t, "create_actor", EncodeFrame(MsgType::kCreateActor, CreateActorMsg{}));
   Write(t, "actor_update", EncodeFrame(MsgType::kActorUpdate, ActorUpdateMsg{}));
   Write(t, "subscribe_actor", EncodeFrame(MsgType::kSubscribeActor, SubscribeActorMsg{}));

@@ -33,6 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             LeaseRequestMsg, LeaseReplyMsg, ReturnLeaseMsg, PlacementGroupMsg,
             PlacementGroupReplyMsg, NodeInfoMsg, ClusterInfoMsg, RegisterNodeMsg, StartActorMsg,
             GrantLeaseMsg, KillWorkerMsg, WorkerEventMsg, ReleaseLeaseMsg, WorkerRegisterMsg,
-            AssignMsg, AssignReplyMsg, JobMsg, RecordMsg, BinaryMsg, PingMsg>(header->meta);
+            AssignMsg, AssignReplyMsg, JobMsg, RecordMsg, BinaryMsg, PingMsg, ObjectStoreMsg,
+            ObjectStoreReplyMsg, ObjectFreeMsg, ObjectCopiedMsg, ListObjectsMsg,
+            ListObjectsReplyMsg, ObjectArgMsg>(header->meta);
   return 0;
 }

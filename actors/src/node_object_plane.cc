@@ -22,6 +22,8 @@ namespace {
 // reading one for a peer.
 constexpr const char* kPullHolder = "node:pull";
 constexpr const char* kServeHolder = "node:serve";
+// Pulls running at once (a thread each); an open past it fails rather than queue unbounded.
+constexpr int kMaxPulls = 64;
 
 ObjectId IdOf(const std::string& binary) { return ObjectId(UniqueId::FromBinary(binary)); }
 
@@ -241,6 +243,10 @@ void NodeObjectPlane::OnOpen(const proto::ObjectStoreMsg& m) {
 }
 
 void NodeObjectPlane::StartPullLocked(const ObjectId& id, const proto::ObjectStoreMsg& m) {
+  if (active_pulls_ >= kMaxPulls) {
+    ReplyLost(m, "this node already pulls " + std::to_string(kMaxPulls) + " objects");
+    return;
+  }
   auto region = objects_->Create(id, m.source.size, m.owner, kPullHolder, /*primary=*/false);
   if (!region.ok()) {
     proto::ObjectStoreReplyMsg r = ReplyTo(m);
