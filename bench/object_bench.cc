@@ -2,12 +2,15 @@
 // names where they exist, each compared with a limit measured in the same run:
 //
 //   memcpy_limit                      memcpy of the same buffer into a pre-touched one
+//   alloc_copy_limit                  a copy into a new std::vector (fresh pages): what any
+//                                     Get or argument that yields a new vector cannot beat
 //   single_client_put_gigabytes       Put of a std::vector<uint8_t>            / memcpy
 //   single_client_get_gigabytes       Get of it as std::vector<uint8_t>        / memcpy
 //   single_client_get_buffer_gigabytes  Get of a stored orrery::Buffer (zero copy)
 //   1_1_large_arg_128MB               a task's vector argument (driver -> task) / memcpy
 //   1_1_large_arg_128MB_buffer        the same, the task taking an orrery::Buffer
 //   1_1_large_result_128MB            an actor's vector result (actor -> driver) / memcpy
+//   1_1_large_result_128MB_buffer     the same as an orrery::Buffer (shared, no copy out)
 //   raw_tcp_limit                     a TCP stream of the same bytes over loopback
 //   cross_node_transfer_gigabytes     a task on a second node reading a value put on the
 //                                     first (pulled over the data channel)   / raw TCP
@@ -39,6 +42,7 @@
 #include "actors/src/node_service.h"
 #include "actors/src/runtime.h"
 #include "actors/src/test_hooks.h"
+#include "core/src/security.h"
 #include "bench/object_bench_limits.h"
 
 namespace {
@@ -48,19 +52,25 @@ using Clock = std::chrono::steady_clock;
 
 uint64_t SizeOf(Bytes b) { return b.size(); }
 uint64_t SizeOfBuffer(orrery::Buffer b) { return b.size() + b.data()[b.size() / 2] * 0; }
+std::string NodeOfBuffer(orrery::Buffer b) {
+  return b.size() == 0 ? "" : orrery::GetRuntimeContext().node_id;
+}
 
 class Holder {
  public:
   static Holder* Create(uint64_t size) { return new Holder(size); }
   Bytes Give() { return bytes_; }
+  orrery::Buffer GiveBuffer() { return buffer_; }
   uint64_t Touch() { return bytes_.size(); }
 
  private:
-  explicit Holder(uint64_t size) : bytes_(size, 7) {}
+  explicit Holder(uint64_t size) : bytes_(size, 7), buffer_(bytes_) {}
   Bytes bytes_;
+  orrery::Buffer buffer_;
 };
 
-ORRERY_REMOTE(SizeOf, SizeOfBuffer, Holder::Create, &Holder::Give, &Holder::Touch);
+ORRERY_REMOTE(SizeOf, SizeOfBuffer, NodeOfBuffer, Holder::Create, &Holder::Give, &Holder::GiveBuffer,
+              &Holder::Touch);
 
 struct Flags {
   size_t mb = 128;
@@ -69,6 +79,7 @@ struct Flags {
   double spill_gb = 4;
   double spill_store_gb = 1;
   bool json = false;
+  std::string token_file;  // the embedded cluster's, so the second node's workers join it
 };
 
 struct Outcome {
@@ -108,6 +119,11 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
                                        [&] { std::memcpy(dst.data(), value.data(), n); })),
                  "GB/s", "", ""});
   dst = Bytes();
+  out.push_back({"alloc_copy_limit", Gbps(n, MedianSeconds(f.iterations, [&] {
+                   Bytes fresh(value.begin(), value.end());
+                   if (fresh[n / 2] != 1) std::abort();
+                 })),
+                 "GB/s", "", ""});
   {
     ObjectRef<Bytes> keep;
     out.push_back({"single_client_put_gigabytes",
@@ -136,6 +152,10 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
                  Gbps(n, MedianSeconds(f.iterations,
                                        [&] { Get(holder.Task(&Holder::Give).Remote()); })),
                  "GB/s", "memcpy_limit", ""});
+  out.push_back({"1_1_large_result_128MB_buffer",
+                 Gbps(n, MedianSeconds(f.iterations,
+                                       [&] { Get(holder.Task(&Holder::GiveBuffer).Remote()); })),
+                 "GB/s", "memcpy_limit", ""});
   holder.Kill();
   return out;
 }
@@ -150,6 +170,7 @@ std::vector<Outcome> RunCrossNode(const Flags& f) {
   no.head_address = internal::HeadAddressForTest();
   no.resources = {{"CPU", 2}, {"second_node", 1}};
   no.worker_argv = runtime::SelfCommandLine();
+  no.worker_env["ORRERY_TOKEN_FILE"] = f.token_file;
   no.object_store_memory = 4 * n + (64 << 20);
   runtime::NodeService second(no);
   if (Status s = second.Start(); !s.ok()) {
@@ -162,8 +183,13 @@ std::vector<Outcome> RunCrossNode(const Flags& f) {
   for (int i = 0; i <= f.iterations; ++i) {
     auto ref = Put(value);  // a new object each time: the second node has no copy yet
     auto t = Clock::now();
-    Get(Task(SizeOfBuffer).SetSchedulingStrategy(there).Remote(ref));
+    auto node = Get(Task(NodeOfBuffer).SetSchedulingStrategy(there).Remote(ref));
     if (i > 0) s.push_back(std::chrono::duration<double>(Clock::now() - t).count());
+    if (*node != second.id().Hex()) {
+      out.push_back({"cross_node_transfer_gigabytes", 0, "GB/s", "raw_tcp_limit",
+                     "the task ran on node " + *node + ", not the second node"});
+      return out;
+    }
   }
   std::sort(s.begin(), s.end());
   out.push_back({"cross_node_transfer_gigabytes", Gbps(n, s[s.size() / 2]), "GB/s",
@@ -278,6 +304,12 @@ int main(int argc, char** argv) {
   orrery::Config c;
   c.log_level = "warn";
   c.object_store_memory = (long long)(6 * (f.mb << 20));
+  f.token_file = "/tmp/orrery-object-bench-token-" + std::to_string(getpid());
+  if (!orrery::security::WriteSecretFile(f.token_file, orrery::security::NewToken()).ok()) {
+    std::fprintf(stderr, "cannot write %s\n", f.token_file.c_str());
+    return 1;
+  }
+  c.token_file = f.token_file;
   try {
     orrery::Init(c);
     if (Selected(f, "same_node")) add(orrery::bench::RunSameNode(f));
@@ -289,6 +321,7 @@ int main(int argc, char** argv) {
     results.push_back({"run", 0, "", "", e.what()});
     Print(std::cerr, {results.back()});
   }
+  std::remove(f.token_file.c_str());
   bool failed = false;
   nlohmann::json j = nlohmann::json::object();
   std::map<std::string, double> by_name;
