@@ -42,8 +42,8 @@
 #include "actors/src/node_service.h"
 #include "actors/src/runtime.h"
 #include "actors/src/test_hooks.h"
-#include "core/src/security.h"
 #include "bench/object_bench_limits.h"
+#include "core/src/security.h"
 
 namespace {
 
@@ -69,8 +69,8 @@ class Holder {
   orrery::Buffer buffer_;
 };
 
-ORRERY_REMOTE(SizeOf, SizeOfBuffer, NodeOfBuffer, Holder::Create, &Holder::Give, &Holder::GiveBuffer,
-              &Holder::Touch);
+ORRERY_REMOTE(SizeOf, SizeOfBuffer, NodeOfBuffer, Holder::Create, &Holder::Give,
+              &Holder::GiveBuffer, &Holder::Touch);
 
 struct Flags {
   size_t mb = 128;
@@ -114,15 +114,17 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
   Bytes value(n, 1);
   std::vector<Outcome> out;
   Bytes dst(n, 0);
-  out.push_back({"memcpy_limit",
-                 Gbps(n, MedianSeconds(f.iterations,
-                                       [&] { std::memcpy(dst.data(), value.data(), n); })),
-                 "GB/s", "", ""});
+  out.push_back(
+      {"memcpy_limit",
+       Gbps(n, MedianSeconds(f.iterations, [&] { std::memcpy(dst.data(), value.data(), n); })),
+       "GB/s", "", ""});
   dst = Bytes();
-  out.push_back({"alloc_copy_limit", Gbps(n, MedianSeconds(f.iterations, [&] {
-                   Bytes fresh(value.begin(), value.end());
-                   if (fresh[n / 2] != 1) std::abort();
-                 })),
+  out.push_back({"alloc_copy_limit",
+                 Gbps(n, MedianSeconds(f.iterations,
+                                       [&] {
+                                         Bytes fresh(value.begin(), value.end());
+                                         if (fresh[n / 2] != 1) std::abort();
+                                       })),
                  "GB/s", "", ""});
   {
     ObjectRef<Bytes> keep;
@@ -136,22 +138,22 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
                  ""});
   auto bref = Put(Buffer(value));
   out.push_back({"single_client_get_buffer_gigabytes",
-                 Gbps(n, MedianSeconds(f.iterations, [&] { Get(bref); })), "GB/s",
-                 "memcpy_limit", ""});
+                 Gbps(n, MedianSeconds(f.iterations, [&] { Get(bref); })), "GB/s", "memcpy_limit",
+                 ""});
   out.push_back({"1_1_large_arg_128MB",
                  Gbps(n, MedianSeconds(f.iterations, [&] { Get(Task(SizeOf).Remote(value)); })),
                  "GB/s", "memcpy_limit", ""});
   Buffer view(value);
   out.push_back(
       {"1_1_large_arg_128MB_buffer",
-       Gbps(n, MedianSeconds(f.iterations, [&] { Get(Task(SizeOfBuffer).Remote(view)); })),
-       "GB/s", "memcpy_limit", ""});
+       Gbps(n, MedianSeconds(f.iterations, [&] { Get(Task(SizeOfBuffer).Remote(view)); })), "GB/s",
+       "memcpy_limit", ""});
   auto holder = Actor(Holder::Create).Remote(uint64_t(n));
   Get(holder.Task(&Holder::Touch).Remote());
-  out.push_back({"1_1_large_result_128MB",
-                 Gbps(n, MedianSeconds(f.iterations,
-                                       [&] { Get(holder.Task(&Holder::Give).Remote()); })),
-                 "GB/s", "memcpy_limit", ""});
+  out.push_back(
+      {"1_1_large_result_128MB",
+       Gbps(n, MedianSeconds(f.iterations, [&] { Get(holder.Task(&Holder::Give).Remote()); })),
+       "GB/s", "memcpy_limit", ""});
   out.push_back({"1_1_large_result_128MB_buffer",
                  Gbps(n, MedianSeconds(f.iterations,
                                        [&] { Get(holder.Task(&Holder::GiveBuffer).Remote()); })),
@@ -192,8 +194,8 @@ std::vector<Outcome> RunCrossNode(const Flags& f) {
     }
   }
   std::sort(s.begin(), s.end());
-  out.push_back({"cross_node_transfer_gigabytes", Gbps(n, s[s.size() / 2]), "GB/s",
-                 "raw_tcp_limit", ""});
+  out.push_back(
+      {"cross_node_transfer_gigabytes", Gbps(n, s[s.size() / 2]), "GB/s", "raw_tcp_limit", ""});
   second.Stop();
   return out;
 }
@@ -203,10 +205,9 @@ std::vector<Outcome> RunRefs(const Flags& f) {
   for (int i = 0; i < 10000; ++i) refs.push_back(Put(i));
   auto outer = Put(refs);
   std::vector<Outcome> out;
-  out.push_back({"unpack_10k_refs_limit", 1.0 / MedianSeconds(f.iterations * 5, [&] {
-                   UnpackRefsLimit(refs);
-                 }),
-                 "ops/s", "", ""});
+  out.push_back({"unpack_10k_refs_limit",
+                 1.0 / MedianSeconds(f.iterations * 5, [&] { UnpackRefsLimit(refs); }), "ops/s", "",
+                 ""});
   out.push_back({"single_client_get_object_containing_10k_refs",
                  1.0 / MedianSeconds(f.iterations * 5, [&] { Get(outer); }), "ops/s",
                  "unpack_10k_refs_limit", ""});
@@ -217,8 +218,9 @@ std::vector<Outcome> RunRefs(const Flags& f) {
 
 namespace {
 
-// --spill-gb of 128 MiB values (smaller in a small store) through a --spill-store-gb store: all alive at once (most of
-// them spilled), then each read back and checked, then dropped; usage must return to zero.
+// --spill-gb of 128 MiB values (smaller in a small store) through a --spill-store-gb store: all
+// alive at once (most of them spilled), then each read back and checked, then dropped; usage must
+// return to zero.
 Outcome RunSpill(const Flags& f) {
   const size_t store = size_t(f.spill_store_gb * double(1ull << 30));
   const size_t n = std::min<size_t>(128 << 20, store / 4);
@@ -236,7 +238,8 @@ Outcome RunSpill(const Flags& f) {
     for (int i = 0; i < count; ++i) refs.push_back(orrery::Put(Bytes(n, uint8_t(i))));
     for (int i = 0; i < count; ++i) {
       auto v = orrery::Get(refs[size_t(i)]);
-      if (v->size() != n || (*v)[n / 2] != uint8_t(i)) r.error = "object " + std::to_string(i) + " came back wrong";
+      if (v->size() != n || (*v)[n / 2] != uint8_t(i))
+        r.error = "object " + std::to_string(i) + " came back wrong";
     }
   }
   r.value = Gbps(size_t(count) * n * 2, std::chrono::duration<double>(Clock::now() - t).count());
@@ -284,8 +287,9 @@ void Print(std::ostream& os, const std::vector<Outcome>& results) {
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   Flags f;
-  CLI::App app{"Orrery object plane benchmarks, each with its ratio to a limit measured in the "
-               "same run (docs/benchmarks.md \"Objects\")"};
+  CLI::App app{
+      "Orrery object plane benchmarks, each with its ratio to a limit measured in the "
+      "same run (docs/benchmarks.md \"Objects\")"};
   app.add_option("--mb", f.mb, "value size in MiB")->capture_default_str();
   app.add_option("--iterations", f.iterations, "timed runs per metric (median)")
       ->capture_default_str();

@@ -39,11 +39,7 @@ struct Embedded {
 Mutex g_mu;  // serialises Init and Shutdown
 Embedded* g_state GUARDED_BY(g_mu) = nullptr;
 
-runtime::Runtime& Rt() {
-  runtime::Runtime* rt = runtime::Current();
-  if (!rt) throw Error("orrery::Init() has not been called");
-  return *rt;
-}
+runtime::Runtime& Rt() { return runtime::CurrentOrThrow(); }
 
 void RaiseFileLimit() {
   rlimit rl;
@@ -464,25 +460,6 @@ std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::stri
                                            std::vector<ArgSlot> args) {
   if (actor.IsNil()) throw Error("this ActorHandle does not refer to an actor");
   return Rt().SubmitActorTask(actor, method, std::move(args));
-}
-
-std::shared_ptr<RefHolder> PutBytes(std::string bytes) { return Rt().Put(std::move(bytes)); }
-
-BytesView GetBytes(const RefHolder& ref, int timeout_ms) { return Rt().Get(ref, timeout_ms); }
-
-std::shared_ptr<RefHolder> CreateObject(size_t size, char** data) {
-  return Rt().CreateObject(size, data);
-}
-
-void SealObject(const RefHolder& ref) { Rt().SealObject(ref); }
-
-bool BeginStoredResult(size_t size, char** data) {
-  runtime::Runtime* rt = runtime::Current();
-  return rt != nullptr && rt->BeginStoredResult(size, data);
-}
-
-void EndStoredResult() {
-  if (runtime::Runtime* rt = runtime::Current()) rt->EndStoredResult();
 }
 
 std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_returns,

@@ -264,7 +264,8 @@ void NodeObjectPlane::StartPullLocked(const ObjectId& id, const proto::ObjectSto
   std::thread([this, id, source = m.source, dest] {
     PullOptions options;
     options.cancel = &stopping_;
-    Status s = PullObject(source.data_address, id, source.size, dest, options, ProcessTransferKey());
+    Status s =
+        PullObject(source.data_address, id, source.size, dest, options, ProcessTransferKey());
     inbox_.Post([this, id, s] { PullDone(id, s); });
     MutexLock lock(&mu_);
     if (--active_pulls_ == 0) pulls_done_.NotifyAll();

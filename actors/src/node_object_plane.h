@@ -29,8 +29,8 @@ struct ObjectPlaneOptions {
   NodeId node_id;
   std::string bind_host = "127.0.0.1";
   std::string advertise_host;
-  uint64_t capacity = 0;      // 0: 30% of the host's memory, capped by what /dev/shm can hold
-  std::string spill_root;     // the node spills into a directory of its own inside
+  uint64_t capacity = 0;   // 0: 30% of the host's memory, capped by what /dev/shm can hold
+  std::string spill_root;  // the node spills into a directory of its own inside
   std::string shm_dir = "/dev/shm";
 };
 

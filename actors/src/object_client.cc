@@ -17,7 +17,8 @@ int DefaultDeadlineMs(uint64_t size) { return 30000 + int(size / (100 << 20) * 1
 
 MappedObject::~MappedObject() { client_->Release(id_); }
 
-ObjectClient::ObjectClient(Outbox& outbox) : outbox_(outbox), next_request_(proto::RequestIdBase()) {}
+ObjectClient::ObjectClient(Outbox& outbox)
+    : outbox_(outbox), next_request_(proto::RequestIdBase()) {}
 
 ObjectClient::~ObjectClient() = default;
 
@@ -57,8 +58,7 @@ Result<char*> ObjectClient::ArenaFor(const proto::ObjectStoreReplyMsg& reply) {
   if (!arena_) {
     auto arena = ShmArena::Attach(reply.arena_path, reply.arena_tag);
     if (!arena.ok()) {
-      return Status::Unavailable("cannot map the node's object store: " +
-                                 arena.status().message());
+      return Status::Unavailable("cannot map the node's object store: " + arena.status().message());
     }
     arena_ = std::move(*arena);
   }
@@ -200,8 +200,7 @@ void ObjectClient::Free(const ObjectId& id, const proto::ObjectLocationMsg& loca
     if (closed_) return;
   }
   if (location.node_address.empty()) return;
-  outbox_.Send(location.node_address, MsgType::kObjectFree,
-               proto::ObjectFreeMsg{{id.Binary()}});
+  outbox_.Send(location.node_address, MsgType::kObjectFree, proto::ObjectFreeMsg{{id.Binary()}});
 }
 
 }  // namespace orrery::runtime

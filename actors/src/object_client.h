@@ -40,8 +40,7 @@ struct ObjectRegion {
 // It keeps the client, and so the arena's mapping, alive: a view outlives Shutdown safely.
 class MappedObject {
  public:
-  MappedObject(std::shared_ptr<ObjectClient> client, ObjectId id, const char* data,
-               uint64_t size)
+  MappedObject(std::shared_ptr<ObjectClient> client, ObjectId id, const char* data, uint64_t size)
       : client_(std::move(client)), id_(id), data_(data), size_(size) {}
   ~MappedObject();
   MappedObject(const MappedObject&) = delete;

@@ -105,11 +105,11 @@ void ObjectStore::PutError(const ObjectId& id, ObjectError error) {
 }
 
 void ObjectStore::PutLocation(const ObjectId& id, proto::ObjectLocationMsg location, bool owned) {
-  Complete(id,
-           ObjectValue{nullptr,
-                       std::make_shared<const proto::ObjectLocationMsg>(std::move(location)),
-                       nullptr},
-           owned);
+  Complete(
+      id,
+      ObjectValue{nullptr, std::make_shared<const proto::ObjectLocationMsg>(std::move(location)),
+                  nullptr},
+      owned);
 }
 
 std::vector<std::pair<ObjectId, proto::ObjectLocationMsg>> ObjectStore::OwnedLocations() {

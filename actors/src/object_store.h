@@ -60,8 +60,7 @@ class ObjectStore {
   // The value is in a node's store at `location`. `owned`: this process owns it, so the
   // store's copies are freed (the free hook) when the entry goes: its last ref dropped, or no
   // ref was left when it arrived.
-  void PutLocation(const ObjectId& id, proto::ObjectLocationMsg location, bool owned)
-      EXCLUDES(mu_);
+  void PutLocation(const ObjectId& id, proto::ObjectLocationMsg location, bool owned) EXCLUDES(mu_);
   using FreeHook = std::function<void(const ObjectId&, const proto::ObjectLocationMsg&)>;
   // Set before any object arrives; runs without the store's lock.
   void SetFreeHook(FreeHook hook) { free_hook_ = std::move(hook); }

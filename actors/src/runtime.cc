@@ -34,6 +34,11 @@ std::vector<std::string> SelfCommandLine() {
 }
 
 Runtime* Current() { return g_current.load(std::memory_order_acquire); }
+Runtime& CurrentOrThrow() {
+  Runtime* rt = Current();
+  if (!rt) throw Error("orrery::Init() has not been called");
+  return *rt;
+}
 void SetCurrent(Runtime* r) { g_current.store(r, std::memory_order_release); }
 
 Runtime::Runtime(Config config, std::string head_address, JobId job, std::string where)
@@ -48,10 +53,10 @@ Runtime::Runtime(Config config, std::string head_address, JobId job, std::string
              [this](int period_ms) { inbox_.SetTickPeriod(period_ms); }),
       job_(self_, config_, head_) {
   // Runs on whichever thread drops an owned value's last ref: every copy in the stores goes.
-  store_.SetFreeHook([objects = objects_](const ObjectId& id,
-                                          const proto::ObjectLocationMsg& location) {
-    objects->Free(id, location);
-  });
+  store_.SetFreeHook(
+      [objects = objects_](const ObjectId& id, const proto::ObjectLocationMsg& location) {
+        objects->Free(id, location);
+      });
 }
 
 Runtime::~Runtime() { Stop(); }

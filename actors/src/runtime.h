@@ -181,6 +181,8 @@ std::vector<std::string> SelfCommandLine();
 
 // The runtime of this process, or null before Init / after Shutdown.
 Runtime* Current();
+// The runtime of this process; throws orrery::Error before Init / after Shutdown.
+Runtime& CurrentOrThrow();
 void SetCurrent(Runtime* runtime);
 
 }  // namespace orrery::runtime

@@ -71,8 +71,8 @@ void Runtime::EndStoredResult() {
   if (t_call_result && t_call_result->stored) objects_->Seal(t_call_result->id);
 }
 
-internal::BytesView Runtime::ReadStored(const ObjectId& id, const proto::ObjectLocationMsg& location,
-                                        int timeout_ms) {
+internal::BytesView Runtime::ReadStored(const ObjectId& id,
+                                        const proto::ObjectLocationMsg& location, int timeout_ms) {
   if (objects_->available()) {
     auto mapped = objects_->Open(id, location, timeout_ms);
     if (mapped.ok()) return {(*mapped)->data(), (*mapped)->size(), *mapped};
@@ -197,8 +197,8 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
     send(ObjectValue{
         nullptr, nullptr,
         std::make_shared<const ObjectError>(ObjectError{
-                     proto::ErrorKind::kError, "",
-                     "object " + id.Hex() + " is no longer held by its owner", "", self_.where})});
+            proto::ErrorKind::kError, "", "object " + id.Hex() + " is no longer held by its owner",
+            "", self_.where})});
     return;
   }
   store_.Pin(id);
@@ -218,3 +218,31 @@ void Runtime::OnObjectReply(transport::Envelope& env) {
 }
 
 }  // namespace orrery::runtime
+
+// The public API's object operations (runtime_api.h).
+namespace orrery::internal {
+
+std::shared_ptr<RefHolder> PutBytes(std::string bytes) {
+  return runtime::CurrentOrThrow().Put(std::move(bytes));
+}
+
+BytesView GetBytes(const RefHolder& ref, int timeout_ms) {
+  return runtime::CurrentOrThrow().Get(ref, timeout_ms);
+}
+
+std::shared_ptr<RefHolder> CreateObject(size_t size, char** data) {
+  return runtime::CurrentOrThrow().CreateObject(size, data);
+}
+
+void SealObject(const RefHolder& ref) { runtime::CurrentOrThrow().SealObject(ref); }
+
+bool BeginStoredResult(size_t size, char** data) {
+  runtime::Runtime* rt = runtime::Current();
+  return rt != nullptr && rt->BeginStoredResult(size, data);
+}
+
+void EndStoredResult() {
+  if (runtime::Runtime* rt = runtime::Current()) rt->EndStoredResult();
+}
+
+}  // namespace orrery::internal

@@ -21,7 +21,7 @@ struct PendingCall {
   ObjectId return_id;
   std::string function;
   std::vector<internal::ArgSlot> slots;
-  std::string args;    // packed msgpack array, once every slot is resolved
+  std::string args;  // packed msgpack array, once every slot is resolved
   // The refs among the arguments, held until the call is done: a store-kept value passed by
   // reference must outlive the worker's read of it.
   std::vector<std::shared_ptr<internal::RefHolder>> arg_refs;

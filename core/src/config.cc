@@ -1,8 +1,8 @@
 #include "orrery/config.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <cctype>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -210,8 +210,7 @@ void ValidateConfig(const Config& c) {
 
 long long ParseByteSize(const std::string& what, const std::string& value) {
   size_t digits = 0;
-  while (digits < value.size() && std::isdigit(static_cast<unsigned char>(value[digits])))
-    ++digits;
+  while (digits < value.size() && std::isdigit(static_cast<unsigned char>(value[digits]))) ++digits;
   std::string suffix = value.substr(digits);
   int shift = -1;
   if (suffix.empty() || suffix == "B") shift = 0;
@@ -220,8 +219,10 @@ long long ParseByteSize(const std::string& what, const std::string& value) {
   if (suffix == "G" || suffix == "g" || suffix == "GiB") shift = 30;
   if (suffix == "T" || suffix == "t" || suffix == "TiB") shift = 40;
   if (digits == 0 || digits > 15 || shift < 0)
-    throw ConfigError(what + ": expected a size in bytes (digits, optionally with K, M, G or T), "
-                             "got '" + value + "'");
+    throw ConfigError(what +
+                      ": expected a size in bytes (digits, optionally with K, M, G or T), "
+                      "got '" +
+                      value + "'");
   long long n = std::stoll(value.substr(0, digits));
   if (n > (std::numeric_limits<long long>::max() >> shift))
     throw ConfigError(what + ": '" + value + "' is too large");

@@ -54,8 +54,8 @@ struct ObjectStoreReplyMsg {
   std::string message;
   uint64_t offset = 0;  // in the arena's object space
   uint64_t size = 0;
-  std::string arena_path;  // the arena a process maps (once) to read and write objects
-  std::string arena_tag;   // proves the file at arena_path is this node's arena
+  std::string arena_path;      // the arena a process maps (once) to read and write objects
+  std::string arena_tag;       // proves the file at arena_path is this node's arena
   ObjectLocationMsg location;  // Create: the new object's location
   MSGPACK_DEFINE(request_id, ok, error_kind, message, offset, size, arena_path, arena_tag,
                  location);

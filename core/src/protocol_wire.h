@@ -75,16 +75,16 @@ inline constexpr size_t kHeaderSize = 4;
   X(Assign, 51)      /* node -> worker: become this actor / serve leases */                \
   X(AssignReply, 52) /* worker -> node */                                                  \
   X(Exit, 53)        /* node -> worker: exit now */                                        \
-  /* Objects: a process <-> its node's store, node <-> node (protocol_objects.h). */        \
-  X(ObjectCreate, 70)      /* ObjectStoreMsg -> kObjectStoreReply */                       \
-  X(ObjectSeal, 71)        /* ObjectStoreMsg: the creator wrote the bytes */               \
-  X(ObjectOpen, 72)        /* ObjectStoreMsg -> kObjectStoreReply (pulls when absent) */   \
-  X(ObjectRelease, 73)     /* ObjectStoreMsg: a reader is done with it */                  \
-  X(ObjectFree, 74)        /* ObjectFreeMsg: the last reference is gone */                 \
-  X(ObjectStoreReply, 75)  /* ObjectStoreReplyMsg */                                       \
-  X(ObjectCopied, 76)      /* ObjectCopiedMsg: node -> the primary's node */               \
-  X(ListObjects, 77)       /* ListObjectsMsg -> kListObjectsReply */                       \
-  X(ListObjectsReply, 78)  /* ListObjectsReplyMsg */                                       \
+  /* Objects: a process <-> its node's store, node <-> node (protocol_objects.h). */       \
+  X(ObjectCreate, 70)     /* ObjectStoreMsg -> kObjectStoreReply */                        \
+  X(ObjectSeal, 71)       /* ObjectStoreMsg: the creator wrote the bytes */                \
+  X(ObjectOpen, 72)       /* ObjectStoreMsg -> kObjectStoreReply (pulls when absent) */    \
+  X(ObjectRelease, 73)    /* ObjectStoreMsg: a reader is done with it */                   \
+  X(ObjectFree, 74)       /* ObjectFreeMsg: the last reference is gone */                  \
+  X(ObjectStoreReply, 75) /* ObjectStoreReplyMsg */                                        \
+  X(ObjectCopied, 76)     /* ObjectCopiedMsg: node -> the primary's node */                \
+  X(ListObjects, 77)      /* ListObjectsMsg -> kListObjectsReply */                        \
+  X(ListObjectsReply, 78) /* ListObjectsReplyMsg */                                        \
   X(Ping, 60)                                                                              \
   X(Pong, 61)
 

@@ -152,10 +152,10 @@ class Cluster {
     std::vector<std::string> argv;
     std::vector<std::pair<std::string, std::string>> env;
   };
-  std::vector<NodeSpec> node_specs_;  // parallel to node_pids_
+  std::vector<NodeSpec> node_specs_;   // parallel to node_pids_
   std::vector<std::string> node_ids_;  // every node started (hex), restarted ones too
-  int logs_ = 0;                      // numbers the log files of restarted processes
-  int heads_ = 0;                     // heads started: head.log, head.1.log, ...
+  int logs_ = 0;                       // numbers the log files of restarted processes
+  int heads_ = 0;                      // heads started: head.log, head.1.log, ...
   bool keep_dir_ = false;
 
   int StartNode(const NodeSpec& spec);

@@ -82,16 +82,18 @@ class ObjectsClusterTest : public ::testing::Test {
 
 TEST_F(ObjectsClusterTest, ValuesOfEverySizeMoveBetweenNodes) {
   Start(false);
-  for (size_t size : {size_t(1) << 10, size_t(1) << 20, size_t(256) << 20}) {
+  for (size_t size : {size_t(1) << 10, size_t(1) << 20, size_t(256) << 20, size_t(1) << 30}) {
     SCOPED_TRACE("size " + std::to_string(size));
     Bytes value = Pattern(size, 9);
     uint64_t sum = Checksum(value);
     auto ref = orrery::Put(value);
     // Driver (store of a) -> task on b, and on a.
-    EXPECT_EQ(*orrery::Get(orrery::Task(SumBytes).SetSchedulingStrategy(On(b_)).Remote(ref), kGetMs),
-              sum);
-    EXPECT_EQ(*orrery::Get(orrery::Task(SumBytes).SetSchedulingStrategy(On(a_)).Remote(ref), kGetMs),
-              sum);
+    EXPECT_EQ(
+        *orrery::Get(orrery::Task(SumBytes).SetSchedulingStrategy(On(b_)).Remote(ref), kGetMs),
+        sum);
+    EXPECT_EQ(
+        *orrery::Get(orrery::Task(SumBytes).SetSchedulingStrategy(On(a_)).Remote(ref), kGetMs),
+        sum);
     // A result made on b: read by the driver, and by a task on a.
     auto made = orrery::Task(MakeBytes).SetSchedulingStrategy(On(b_)).Remote(uint64_t(size), 9u);
     EXPECT_EQ(Checksum(*orrery::Get(made, kGetMs)), sum);

@@ -124,7 +124,8 @@ TEST_F(LargeObjectsTest, ArgumentsAndResultsOfEverySizeBetweenDriverTasksAndActo
     EXPECT_EQ(*orrery::Get(holder.Task(&Holder::Keep).Remote(ref), kGetTimeoutMs), sum);
     EXPECT_EQ(ChecksumOf(*orrery::Get(holder.Task(&Holder::Give).Remote(), kGetTimeoutMs)), sum);
     // A task's large result passed on to another task without coming back to the driver.
-    auto echoed = orrery::Task(EchoBytes).Remote(orrery::Task(MakeBytes).Remote(uint64_t(size), 7u));
+    auto echoed =
+        orrery::Task(EchoBytes).Remote(orrery::Task(MakeBytes).Remote(uint64_t(size), 7u));
     EXPECT_EQ(*orrery::Get(orrery::Task(SumBytes).Remote(echoed), kGetTimeoutMs), sum);
     holder.Kill();
   }

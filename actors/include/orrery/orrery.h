@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "orrery/api/calls.h"
-#include "orrery/buffer.h"
 #include "orrery/api/object_ref.h"
 #include "orrery/api/placement_group.h"
 #include "orrery/api/registry.h"
 #include "orrery/api/runtime_api.h"
 #include "orrery/api/runtime_context.h"
+#include "orrery/buffer.h"
 #include "orrery/config.h"
 #include "orrery/errors.h"
 #include "orrery/ids.h"
