@@ -152,6 +152,13 @@ bool NodeObjectPlane::Handle(transport::Envelope& env) {
     case MsgType::kListObjects:
       OnList(env.DecodeOrThrow<proto::ListObjectsMsg>());
       return true;
+    case MsgType::kPong: {
+      auto m = env.DecodeOrThrow<proto::PingMsg>();
+      MutexLock lock(&mu_);
+      if (m.request_id < ping_base_ || m.request_id - ping_base_ >= pinged_.size()) return false;
+      owner_seen_[pinged_[m.request_id - ping_base_]] = now_;
+      return true;
+    }
     default:
       return false;
   }
@@ -331,6 +338,7 @@ void NodeObjectPlane::OnProcessExit(const std::string& address) {
   MutexLock lock(&mu_);
   if (!objects_) return;
   objects_->ReleaseHolder(address);
+  owner_seen_.erase(address);
   for (auto it = unsealed_.begin(); it != unsealed_.end();) {
     if (it->second.creator != address) {
       ++it;
@@ -341,7 +349,15 @@ void NodeObjectPlane::OnProcessExit(const std::string& address) {
       ReplyLost(w, "object " + it->first.Hex() + " was never written: its writer exited");
     it = unsealed_.erase(it);
   }
-  for (const auto& id : objects_->FreeOwnedBy(address)) {
+  FreeOwnedLocked(address);
+  for (auto it = free_pending_.begin(); it != free_pending_.end();) {
+    ObjectId id = *it++;
+    if (objects_->Pins(id) == 0) FreeLocked(id);
+  }
+}
+
+void NodeObjectPlane::FreeOwnedLocked(const std::string& owner) {
+  for (const auto& id : objects_->FreeOwnedBy(owner)) {
     free_pending_.erase(id);
     auto copies = copies_.find(id);
     if (copies == copies_.end()) continue;
@@ -349,9 +365,33 @@ void NodeObjectPlane::OnProcessExit(const std::string& address) {
       transport::Send(node, MsgType::kObjectFree, proto::ObjectFreeMsg{{id.Binary()}});
     copies_.erase(copies);
   }
-  for (auto it = free_pending_.begin(); it != free_pending_.end();) {
-    ObjectId id = *it++;
-    if (objects_->Pins(id) == 0) FreeLocked(id);
+}
+
+void NodeObjectPlane::Tick(double now) {
+  MutexLock lock(&mu_);
+  now_ = now;
+  if (!objects_ || now - last_ping_ < kOwnerPingS) return;
+  last_ping_ = now;
+  std::set<std::string> owners;
+  for (const auto& o : objects_->List()) owners.insert(o.owner);
+  for (auto it = owner_seen_.begin(); it != owner_seen_.end();) {
+    it = owners.count(it->first) ? std::next(it) : owner_seen_.erase(it);
+  }
+  pinged_.clear();
+  ping_base_ = proto::RequestIdBase() + uint64_t(now * 1000) * 4096;
+  for (const auto& owner : owners) {
+    if (owner.empty()) continue;
+    auto [seen, first] = owner_seen_.emplace(owner, now);
+    if (!first && now - seen->second > kOwnerDeadS) {
+      LOG_INFO("freeing the objects of " + owner + ": it has not answered for " +
+               std::to_string(int(now - seen->second)) + " s");
+      FreeOwnedLocked(owner);
+      owner_seen_.erase(seen);
+      continue;
+    }
+    transport::Send(owner, MsgType::kPing,
+                    proto::PingMsg{ping_base_ + pinged_.size(), inbox_.address()});
+    pinged_.push_back(owner);
   }
 }
 

@@ -50,6 +50,13 @@ class NodeObjectPlane {
   // and the objects it owned go.
   void OnProcessExit(const std::string& address) EXCLUDES(mu_);
 
+  // On the inbox thread, about once a second: pings the owners of the objects held here and
+  // frees the objects of an owner that has not answered for kOwnerDeadS (a driver or worker
+  // that died without freeing them: docs/objects.md "Lifetime").
+  void Tick(double now) EXCLUDES(mu_);
+  static constexpr double kOwnerPingS = 2;
+  static constexpr double kOwnerDeadS = 10;
+
   proto::ObjectStoreUsageMsg Usage() const EXCLUDES(mu_);
   const std::string& arena_path() const { return arena_path_; }
   const std::string& tag() const { return tag_; }
@@ -72,6 +79,9 @@ class NodeObjectPlane {
   // Answers an Open from what the store holds now (pins for the reader).
   void ReplyOpenLocked(const proto::ObjectStoreMsg& m) REQUIRES(mu_);
   void FreeLocked(const ObjectId& id) REQUIRES(mu_);
+  // Frees every object `owner` owns here, and the copies of them elsewhere.
+  void FreeOwnedLocked(const std::string& owner) REQUIRES(mu_);
+  void OnPong(const proto::PingMsg& m) EXCLUDES(mu_);
   void OnSeal(const proto::ObjectStoreMsg& m) EXCLUDES(mu_);
   // Fails an Open with ObjectLostError's kind.
   void ReplyLost(const proto::ObjectStoreMsg& m, const std::string& message) const;
@@ -97,6 +107,13 @@ class NodeObjectPlane {
   std::map<ObjectId, Unsealed> unsealed_ GUARDED_BY(mu_);
   // Frees that came while a reader still had the object open: done at its last release.
   std::set<ObjectId> free_pending_ GUARDED_BY(mu_);
+  // Owners pinged by Tick: when each last answered (or was first seen), and the request ids
+  // of the last round (ping_base_ + index into pinged_).
+  std::map<std::string, double> owner_seen_ GUARDED_BY(mu_);
+  std::vector<std::string> pinged_ GUARDED_BY(mu_);
+  uint64_t ping_base_ GUARDED_BY(mu_) = 0;
+  double last_ping_ GUARDED_BY(mu_) = 0;
+  double now_ GUARDED_BY(mu_) = 0;
   // Pull threads still running (detached; Stop waits for none before the arena goes).
   int active_pulls_ GUARDED_BY(mu_) = 0;
   CondVar pulls_done_;

@@ -210,6 +210,7 @@ void NodeService::Tick() {
   if (now - last_heartbeat_ < hb - tick / 2) return;
   last_heartbeat_ = now;
   SendRegistration(true);  // the heartbeat
+  objects_->Tick(now);
   // Idle task workers beyond the kept pool go after a while.
   int idle = 0;
   for (auto& [id, w] : workers_) {

@@ -127,9 +127,9 @@ bool NodeManager::FromNode(const std::string& node_id, const std::string& secret
   if (secret.empty() || secret.size() > 256) {
     ok = false;
   } else if (known != secrets_.end()) {
-    ok = security::SecretEquals(known->second, secret);
+    ok = security::SecretEquals(known->second, security::Sha256Hex(secret));
   } else if (adopt) {
-    secrets_[node_id] = secret;
+    secrets_[node_id] = security::Sha256Hex(secret);
     ok = true;
   }
   if (!ok) {
@@ -223,6 +223,8 @@ void NodeManager::Persist(int i) {
                         n.total,        n.labels,           e.memory.used,
                         e.memory.total, e.memory.threshold, u.capacity_bytes,
                         u.used_bytes,   u.spilled_bytes,    u.num_objects};
+  if (auto secret = secrets_.find(n.id.Binary()); secret != secrets_.end())
+    r.secret_sha256 = secret->second;
   ctx_.store->Put("nodes", n.id.Hex(), records::NodeRecordJson(r));
   ctx_.Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }
@@ -241,6 +243,7 @@ void NodeManager::Restore(const TableRecords& records, double now) {
     NodeObjectStore objects;
     objects.usage = {r->object_store_capacity_bytes, r->object_store_used_bytes,
                      r->object_store_spilled_bytes, r->object_store_num_objects};
+    if (!r->secret_sha256.empty()) secrets_[r->id.Binary()] = r->secret_sha256;
     // A full grace period to send a heartbeat; the path and tag come with it.
     Add(NodeEntry{std::move(n), r->address, now, mem, objects, "", ""});
   }

@@ -121,7 +121,9 @@ class NodeManager {
   std::vector<NodeEntry> entries_;  // dead nodes stay: indices never change
   EntryList list_;
   std::unordered_map<std::string, int> index_;  // binary id -> index in entries_
-  std::map<std::string, std::string> secrets_;  // binary id -> the node's secret
+  // binary id -> SHA-256 (hex) of the node's secret: kept in its record, so a restarted head
+  // recognises the node's messages before the node's next heartbeat.
+  std::map<std::string, std::string> secrets_;
 };
 
 }  // namespace orrery::scheduler

@@ -261,7 +261,8 @@ std::string NodeRecordJson(const NodeRecord& r) {
                    {"object_store_capacity_bytes", r.object_store_capacity_bytes},
                    {"object_store_used_bytes", r.object_store_used_bytes},
                    {"object_store_spilled_bytes", r.object_store_spilled_bytes},
-                   {"object_store_num_objects", r.object_store_num_objects}});
+                   {"object_store_num_objects", r.object_store_num_objects},
+                   {"secret_sha256", r.secret_sha256}});
 }
 
 std::string ActorRecordJson(const ActorRecord& r) {
@@ -356,6 +357,10 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
     r.object_store_spilled_bytes =
         CountField(j, "object_store_spilled_bytes", kMaxObjectStoreBytes);
     r.object_store_num_objects = CountField(j, "object_store_num_objects", kMaxObjectStoreObjects);
+    // Anything but 64 lowercase hex digits: unknown (the node's next heartbeat brings it).
+    std::string hash = j.value("secret_sha256", "");
+    bool hex = hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
+    r.secret_sha256 = hex ? hash : "";
     return r;
   });
 }

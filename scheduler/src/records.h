@@ -61,6 +61,9 @@ struct NodeRecord {
   uint64_t object_store_used_bytes = 0;  // at most the capacity
   uint64_t object_store_spilled_bytes = 0;
   uint64_t object_store_num_objects = 0;
+  // SHA-256 (64 hex) of the secret the node registered with, so that a restarted head knows
+  // the node's own messages (its worker events) before its next heartbeat; "" when unknown.
+  std::string secret_sha256;
 };
 
 struct ActorRecord {

@@ -118,10 +118,42 @@ TEST_F(ObjectsClusterTest, SourceNodeKilledDuringAPullFailsTheReaderWithObjectLo
   EXPECT_THROW(orrery::Get(sum, kGetMs), orrery::ObjectLostError);
 }
 
+uint64_t StoreUsed(const std::string& node_hex) {
+  for (const auto& n : orrery::Nodes())
+    if (n.node_id.Hex() == node_hex) return uint64_t(n.object_store_used_bytes);
+  return 0;
+}
+
+// `objects_cluster_test --put-and-wait HOST:PORT`: a driver that puts a large value into its
+// node's store, says so, and waits to be killed.
+int PutAndWait(const std::string& address) {
+  orrery::Config c;
+  c.address = address;
+  orrery::Init(c);
+  auto ref = orrery::Put(Pattern(32 << 20, 5));
+  std::printf("put %s\n", ref.ID().Hex().c_str());
+  std::fflush(stdout);
+  while (true) pause();
+}
+
+TEST_F(ObjectsClusterTest, ObjectsOfADriverKilledWithoutShutdownAreFreed) {
+  Start(false);
+  std::string log = cluster_.dir() + "/put_and_wait.log";
+  int pid =
+      orrery_cluster::Spawn({"/proc/self/exe", "--put-and-wait", cluster_.head_address()}, log);
+  ASSERT_TRUE(WaitFor([&] { return StoreUsed(a_) >= (32u << 20); }, 60000))
+      << "the driver's value should be in node a's store\n"
+      << orrery_cluster::LogTail(log);
+  orrery_cluster::KillHard(pid);
+  EXPECT_TRUE(WaitFor([&] { return StoreUsed(a_) == 0; }, 60000))
+      << "node a frees the objects of an owner that no longer answers";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
+  if (argc == 3 && std::string(argv[1]) == "--put-and-wait") return PutAndWait(argv[2]);
   ::testing::InitGoogleTest(&argc, argv);
   return orrery_test::ExitCode(RUN_ALL_TESTS());
 }

@@ -104,6 +104,22 @@ TEST(NodeManagerTest, ANodeDeclaredDeadRejoinsWithItsNextHeartbeat) {
   EXPECT_EQ(h.nodes.at(i).last_seen, 2);
 }
 
+TEST(NodeManagerTest, ARestartedHeadKnowsANodesSecretBeforeItsNextHeartbeat) {
+  auto store = std::make_shared<InMemoryStateStore>();
+  std::string a;
+  {
+    HeadHarness first(store);
+    a = first.AddNode({{"CPU", 2}}, {}, "secret-a");
+  }
+  std::string record = store->GetAll("nodes").value().begin()->second;
+  EXPECT_EQ(record.find("secret-a"), std::string::npos) << "only a hash is stored";
+  HeadHarness second(store);
+  second.nodes.Restore(second.Table("nodes"), 100);
+  // A worker event right after the restart (no heartbeat yet) is the node's own.
+  EXPECT_TRUE(second.nodes.FromNode(a, "secret-a", "worker event", false));
+  EXPECT_FALSE(second.nodes.FromNode(a, "secret-b", "worker event", false));
+}
+
 TEST(NodeManagerTest, RestoreRebuildsTheRegistryAndSkipsMisfiledRecords) {
   auto store = std::make_shared<InMemoryStateStore>();
   std::string a;
