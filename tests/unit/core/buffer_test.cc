@@ -366,3 +366,22 @@ TEST(ContiguousPayloadTest, FindsThePayloadOfBinStrAndVectors) {
 
 }  // namespace
 }  // namespace orrery::internal
+
+namespace {
+// msgpack-c would convert 2^64 to uint64_t (undefined behaviour) to pack it as an integer;
+// Orrery writes that double as a float64, which reads back exactly.
+TEST(DoubleEncodingTest, TwoToTheSixtyFourRoundTrips) {
+  for (double d : {18446744073709551616.0, -9223372036854775808.0, 1.5, 3.0, -0.0, 1e300}) {
+    std::string bytes = orrery::internal::Pack(d);
+    EXPECT_EQ(orrery::internal::PackedSize(d), bytes.size()) << d;
+    EXPECT_EQ(orrery::internal::Unpack<double>(bytes, "test"), d) << d;
+  }
+  EXPECT_EQ(uint8_t(orrery::internal::Pack(18446744073709551616.0)[0]), 0xcb);
+  for (float f : {18446744073709551616.0f, 2.5f, 7.0f}) {
+    std::string bytes = orrery::internal::Pack(f);
+    EXPECT_EQ(orrery::internal::PackedSize(f), bytes.size()) << f;
+    EXPECT_EQ(orrery::internal::Unpack<float>(bytes, "test"), f) << f;
+  }
+  EXPECT_EQ(uint8_t(orrery::internal::Pack(18446744073709551616.0f)[0]), 0xca);
+}
+}  // namespace

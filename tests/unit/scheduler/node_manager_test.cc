@@ -193,7 +193,7 @@ TEST(NodeManagerTest, InfoCarriesTheObjectStoreClampedAndItsPathAndTag) {
   // Figures beyond any real store are clamped to the records' bounds.
   m.node.object_store = Usage(~0ull, ~0ull, ~0ull, ~0ull);
   h.nodes.OnRegister(m, 1, &i);
-  const auto& huge = h.nodes.Info(2).nodes[0].object_store;
+  const proto::ObjectStoreUsageMsg huge = h.nodes.Info(2).nodes[0].object_store;
   EXPECT_EQ(huge.capacity_bytes, records::kMaxObjectStoreBytes);
   EXPECT_EQ(huge.used_bytes, records::kMaxObjectStoreBytes);
   EXPECT_EQ(huge.spilled_bytes, records::kMaxObjectStoreBytes);

@@ -162,6 +162,34 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
     }
   };
 
+  // msgpack-c packs a float or double that holds an integer as that integer, and to find out
+  // converts it to uint64_t: for exactly 2^64 that conversion is undefined behaviour (a
+  // peer's arguments can produce such a result). That one value is written by hand, as a
+  // float32 (0xca) or float64 (0xcb) with its bits big-endian.
+  template <typename F>
+  struct PackFloatingPoint {
+    template <typename Stream>
+    msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& o, F d) const {
+      if (d != F(18446744073709551616.0)) {
+        if constexpr (sizeof(F) == 8) return o.pack_double(d);
+        return o.pack_float(d);
+      }
+      using Bits = std::conditional_t<sizeof(F) == 8, uint64_t, uint32_t>;
+      Bits bits = 0;
+      std::memcpy(&bits, &d, sizeof(bits));
+      char buf[1 + sizeof(Bits)];
+      buf[0] = char(sizeof(F) == 8 ? 0xcb : 0xca);
+      for (size_t i = 0; i < sizeof(Bits); ++i)
+        buf[1 + i] = char(bits >> (8 * (sizeof(Bits) - 1 - i)));
+      o.pack_bin_body(buf, sizeof(buf));  // raw bytes, no header of its own
+      return o;
+    }
+  };
+  template <>
+  struct pack<double> : PackFloatingPoint<double> {};
+  template <>
+  struct pack<float> : PackFloatingPoint<float> {};
+
   // Bytes: one pass (allocate and copy) instead of msgpack's resize, which zero-fills first:
   // for a large value both passes fault fresh pages in, so this halves a Get's cost.
   template <typename Alloc>
