@@ -58,6 +58,10 @@ void MessageDecoder() {
   reply.error_kind = orrery::proto::ErrorKind::kRemoteError;
   reply.message = "boom";
   Write(t, "call_reply", EncodeFrame(MsgType::kCallReply, reply));
+  reply.ok = true;
+  reply.contained = {ContainedRefMsg{kId, "tcp://127.0.0.1:5000"}};
+  Write(t, "call_reply_contained", EncodeFrame(MsgType::kCallReply, reply));
+  Write(t, "borrow", EncodeFrame(MsgType::kBorrow, BorrowMsg{kId, "tcp://127.0.0.1:5001", 1}));
   Write(t, "get_object", EncodeFrame(MsgType::kGetObject, GetObjectMsg{}));
   ObjectStoreMsg store;
   store.request_id = 9;

@@ -431,15 +431,15 @@ namespace internal {
 
 RefHolder::RefHolder(ObjectId id, std::string owner)
     : id_(std::move(id)), owner_(std::move(owner)) {
-  if (auto* rt = runtime::Current()) rt->store().AddRef(id_);
+  auto* rt = runtime::Current();
+  if (!rt) return;
+  // A ref to another process's object: this process borrows it (the store tells the owner).
+  bool mine = owner_.empty() || owner_ == rt->address();
+  rt->store().AddRef(id_, mine ? std::string() : owner_);
 }
 
 RefHolder::~RefHolder() {
   if (auto* rt = runtime::Current()) rt->store().RemoveRef(id_);
-}
-
-void RefHolder::Share() const {
-  if (auto* rt = runtime::Current()) rt->store().Pin(id_);
 }
 
 std::shared_ptr<RefHolder> MakeRef(const ObjectId& id, const std::string& owner) {

@@ -43,9 +43,12 @@ std::string PackObjectArg(const internal::RefHolder& ref, const proto::ObjectLoc
 
 void ArgResolver::Resolve(const std::shared_ptr<PendingCall>& call, std::function<void()> ready) {
   int refs = 0;
-  for (const auto& s : call->slots) {
+  for (auto& s : call->slots) {
     refs += s.ref != nullptr;
     if (s.ref) call->arg_refs.push_back(s.ref);
+    // Refs packed inside an argument: kept, like the arguments' own, until the call is done.
+    for (auto& c : s.contained) call->arg_refs.push_back(std::move(c));
+    s.contained.clear();
   }
   if (refs == 0) {
     call->args = PackArgs(call->slots);

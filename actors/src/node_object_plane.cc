@@ -155,9 +155,7 @@ bool NodeObjectPlane::Handle(transport::Envelope& env) {
     case MsgType::kPong: {
       auto m = env.DecodeOrThrow<proto::PingMsg>();
       MutexLock lock(&mu_);
-      if (m.request_id < ping_base_ || m.request_id - ping_base_ >= pinged_.size()) return false;
-      owner_seen_[pinged_[m.request_id - ping_base_]] = now_;
-      return true;
+      return owners_.OnPong(m.request_id);
     }
     default:
       return false;
@@ -338,7 +336,7 @@ void NodeObjectPlane::OnProcessExit(const std::string& address) {
   MutexLock lock(&mu_);
   if (!objects_) return;
   objects_->ReleaseHolder(address);
-  owner_seen_.erase(address);
+  owners_.Forget(address);
   for (auto it = unsealed_.begin(); it != unsealed_.end();) {
     if (it->second.creator != address) {
       ++it;
@@ -369,29 +367,18 @@ void NodeObjectPlane::FreeOwnedLocked(const std::string& owner) {
 
 void NodeObjectPlane::Tick(double now) {
   MutexLock lock(&mu_);
-  now_ = now;
-  if (!objects_ || now - last_ping_ < kOwnerPingS) return;
-  last_ping_ = now;
+  if (!objects_ || !owners_.Due(now)) return;
   std::set<std::string> owners;
   for (const auto& o : objects_->List()) owners.insert(o.owner);
-  for (auto it = owner_seen_.begin(); it != owner_seen_.end();) {
-    it = owners.count(it->first) ? std::next(it) : owner_seen_.erase(it);
+  std::vector<std::string> dead;
+  for (const auto& ping : owners_.Tick(now, owners, &dead)) {
+    transport::Send(ping.address, MsgType::kPing,
+                    proto::PingMsg{ping.request_id, inbox_.address()});
   }
-  pinged_.clear();
-  ping_base_ = proto::RequestIdBase() + uint64_t(now * 1000) * 4096;
-  for (const auto& owner : owners) {
-    if (owner.empty()) continue;
-    auto [seen, first] = owner_seen_.emplace(owner, now);
-    if (!first && now - seen->second > kOwnerDeadS) {
-      LOG_INFO("freeing the objects of " + owner + ": it has not answered for " +
-               std::to_string(int(now - seen->second)) + " s");
-      FreeOwnedLocked(owner);
-      owner_seen_.erase(seen);
-      continue;
-    }
-    transport::Send(owner, MsgType::kPing,
-                    proto::PingMsg{ping_base_ + pinged_.size(), inbox_.address()});
-    pinged_.push_back(owner);
+  for (const auto& owner : dead) {
+    LOG_INFO("freeing the objects of " + owner + ": it has not answered for " +
+             std::to_string(int(kOwnerDeadS)) + " s");
+    FreeOwnedLocked(owner);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/src/peer_watch.h"
 #include "core/src/protocol_objects.h"
 #include "core/src/thread_annotations.h"
 #include "core/src/transport.h"
@@ -107,13 +108,8 @@ class NodeObjectPlane {
   std::map<ObjectId, Unsealed> unsealed_ GUARDED_BY(mu_);
   // Frees that came while a reader still had the object open: done at its last release.
   std::set<ObjectId> free_pending_ GUARDED_BY(mu_);
-  // Owners pinged by Tick: when each last answered (or was first seen), and the request ids
-  // of the last round (ping_base_ + index into pinged_).
-  std::map<std::string, double> owner_seen_ GUARDED_BY(mu_);
-  std::vector<std::string> pinged_ GUARDED_BY(mu_);
-  uint64_t ping_base_ GUARDED_BY(mu_) = 0;
-  double last_ping_ GUARDED_BY(mu_) = 0;
-  double now_ GUARDED_BY(mu_) = 0;
+  // The owners of the objects held here, pinged by Tick.
+  PeerWatch owners_ GUARDED_BY(mu_){kOwnerPingS, kOwnerDeadS};
   // Pull threads still running (detached; Stop waits for none before the arena goes).
   int active_pulls_ GUARDED_BY(mu_) = 0;
   CondVar pulls_done_;

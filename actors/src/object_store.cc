@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/src/clock.h"
+
 namespace orrery::runtime {
 
 namespace {
@@ -55,38 +57,57 @@ ObjectStore::DeferCallbacks::~DeferCallbacks() {
   --t_defer_depth;
 }
 
-std::shared_ptr<const proto::ObjectLocationMsg> ObjectStore::EraseLocked(
-    std::unordered_map<ObjectId, Entry, IdHash>::iterator it) {
-  std::shared_ptr<const proto::ObjectLocationMsg> loc;
-  if (it->second.owned_location) loc = it->second.value.location;
+ObjectStore::Released ObjectStore::EraseLocked(Entries::iterator it) {
+  Entry& e = it->second;
+  Released r{it->first, nullptr, std::move(e.borrowed_from), std::move(e.contained)};
+  if (e.owned_location) r.location = e.value.location;
   entries_.erase(it);
-  return loc;
+  return r;
 }
 
-void ObjectStore::RunFreeHook(const ObjectId& id,
-                              const std::shared_ptr<const proto::ObjectLocationMsg>& loc) {
-  if (loc && free_hook_) free_hook_(id, *loc);
+std::optional<ObjectStore::Released> ObjectStore::MaybeReleaseLocked(Entries::iterator it,
+                                                                     double now) {
+  Entry& e = it->second;
+  if (e.refs > 0 || e.pinned || !e.callbacks.empty() || !e.borrowers.empty()) {
+    e.release_at = 0;
+    return std::nullopt;
+  }
+  if (e.shared) {
+    if (now == 0) now = MonotonicSeconds();
+    if (e.release_at == 0) {
+      e.release_at = now + kShareGraceS;
+      in_grace_.push_back(it->first);
+    }
+    if (now < e.release_at) return std::nullopt;
+  }
+  return EraseLocked(it);
+}
+
+void ObjectStore::Finish(const std::optional<Released>& r) {
+  if (!r) return;
+  if (r->location && free_hook_) free_hook_(r->id, *r->location);
+  if (!r->borrowed_from.empty() && borrow_hook_) borrow_hook_(r->id, r->borrowed_from, -1);
 }
 
 void ObjectStore::Complete(const ObjectId& id, ObjectValue value, bool owned) {
   std::vector<Callback> callbacks;
-  std::shared_ptr<const proto::ObjectLocationMsg> to_free;
+  std::optional<Released> released;
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) {
       // Nobody holds a ref any more: an owned store copy goes at once.
-      if (owned && value.location) to_free = value.location;
+      if (owned && value.location) released = Released{id, value.location, {}, {}};
     } else if (it->second.state != Entry::kReady) {
       Entry& e = it->second;
       e.state = Entry::kReady;
       e.value = value;
       e.owned_location = owned && value.location != nullptr;
       callbacks.swap(e.callbacks);
-      if (e.refs == 0 && !e.pinned) to_free = EraseLocked(it);
+      released = MaybeReleaseLocked(it);
     }
   }
-  RunFreeHook(id, to_free);
+  Finish(released);
   cv_.NotifyAll();
   if (t_defer_depth > 0) {
     for (auto& cb : callbacks) t_deferred.emplace_back(std::move(cb), value);
@@ -228,26 +249,138 @@ void ObjectStore::OnReady(const ObjectId& id, Callback cb) {
   cb(value);
 }
 
-void ObjectStore::AddRef(const ObjectId& id) {
-  MutexLock lock(&mu_);
-  ++entries_[id].refs;
+void ObjectStore::AddRef(const ObjectId& id, const std::string& owner) {
+  bool tell = false;
+  {
+    MutexLock lock(&mu_);
+    Entry& e = entries_[id];
+    ++e.refs;
+    e.release_at = 0;
+    if (!owner.empty() && e.borrowed_from.empty()) {
+      e.borrowed_from = owner;
+      tell = true;
+    }
+  }
+  if (tell && borrow_hook_) borrow_hook_(id, owner, +1);
 }
 
 void ObjectStore::RemoveRef(const ObjectId& id) {
-  std::shared_ptr<const proto::ObjectLocationMsg> to_free;
+  std::optional<Released> released;
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
-    Entry& e = it->second;
-    if (--e.refs <= 0 && !e.pinned && e.callbacks.empty()) to_free = EraseLocked(it);
+    --it->second.refs;
+    released = MaybeReleaseLocked(it);
   }
-  RunFreeHook(id, to_free);
+  Finish(released);
 }
 
 void ObjectStore::Pin(const ObjectId& id) {
   MutexLock lock(&mu_);
   entries_[id].pinned = true;
+}
+
+void ObjectStore::MarkShared(const ObjectId& id) {
+  MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it != entries_.end()) it->second.shared = true;
+}
+
+void ObjectStore::AttachContained(const ObjectId& id,
+                                  std::vector<std::shared_ptr<const void>> refs) {
+  if (refs.empty()) return;
+  {
+    MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it != entries_.end()) {
+      auto& c = it->second.contained;
+      c.insert(c.end(), std::make_move_iterator(refs.begin()), std::make_move_iterator(refs.end()));
+      return;
+    }
+  }
+  // The value is gone already: its refs are dropped here, without the lock.
+}
+
+Status ObjectStore::AddBorrower(const ObjectId& id, const std::string& borrower, int delta) {
+  std::optional<Released> released;
+  {
+    MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || !it->second.borrowed_from.empty()) {
+      return Status::NotFound("object " + id.Hex() + " is not owned here (or is gone)");
+    }
+    Entry& e = it->second;
+    auto b = e.borrowers.find(borrower);
+    if (b == e.borrowers.end()) {
+      if (e.borrowers.size() >= kMaxBorrowers) {
+        return Status::Unavailable("object " + id.Hex() + " has " + std::to_string(kMaxBorrowers) +
+                                   " borrowers already");
+      }
+      b = e.borrowers.emplace(borrower, 0).first;
+    }
+    // A borrower's -1 may overtake its +1 (they can leave on different sockets): the count
+    // is signed and the borrower counts as holding refs until it is back to zero.
+    b->second += delta;
+    if (b->second == 0) e.borrowers.erase(b);
+    e.shared = true;
+    released = MaybeReleaseLocked(it);
+  }
+  Finish(released);
+  return Status::Ok();
+}
+
+std::set<std::string> ObjectStore::Borrowers() {
+  std::set<std::string> out;
+  MutexLock lock(&mu_);
+  for (const auto& [id, e] : entries_)
+    for (const auto& [borrower, count] : e.borrowers) out.insert(borrower);
+  return out;
+}
+
+void ObjectStore::DropBorrower(const std::string& borrower) {
+  std::vector<Released> released;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      if (it->second.borrowers.erase(borrower)) {
+        if (auto r = MaybeReleaseLocked(it)) released.push_back(std::move(*r));
+      }
+      it = next;
+    }
+  }
+  for (const auto& r : released) Finish(r);
+}
+
+void ObjectStore::ReleaseExpired(double now) {
+  std::vector<Released> released;
+  {
+    MutexLock lock(&mu_);
+    std::vector<ObjectId> waiting;
+    for (const ObjectId& id : in_grace_) {
+      auto it = entries_.find(id);
+      if (it == entries_.end() || it->second.release_at == 0) continue;  // gone, or held again
+      if (now < it->second.release_at) {
+        waiting.push_back(id);
+        continue;
+      }
+      if (auto r = MaybeReleaseLocked(it, now)) released.push_back(std::move(*r));
+    }
+    in_grace_.swap(waiting);
+  }
+  for (const auto& r : released) Finish(r);
+}
+
+std::vector<std::pair<ObjectId, std::string>> ObjectStore::TakeBorrowed() {
+  std::vector<std::pair<ObjectId, std::string>> out;
+  MutexLock lock(&mu_);
+  for (auto& [id, e] : entries_) {
+    if (e.borrowed_from.empty()) continue;
+    out.emplace_back(id, std::move(e.borrowed_from));
+    e.borrowed_from.clear();
+  }
+  return out;
 }
 
 size_t ObjectStore::Size() {

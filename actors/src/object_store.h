@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -81,11 +83,37 @@ class ObjectStore {
   // The callback runs without the store's lock, so it may call back into the store.
   void OnReady(const ObjectId& id, Callback cb) EXCLUDES(mu_);
 
-  // Local reference counting by ObjectRef holders; the entry goes when the count drops to
-  // zero unless it was shared with other processes.
-  void AddRef(const ObjectId& id) EXCLUDES(mu_);
+  // Local reference counting by ObjectRef holders. `owner`: set when another process owns
+  // the object, which is told (the borrow hook, +1) when this process starts holding refs to
+  // it and (-1) when its entry goes. An entry goes when no ref, borrower, pin or callback is
+  // left; one that was shared (MarkShared, or borrowed) only kShareGraceS seconds after that
+  // (ReleaseExpired), so that a borrower's +1 that is still on its way finds it.
+  void AddRef(const ObjectId& id, const std::string& owner = std::string()) EXCLUDES(mu_);
   void RemoveRef(const ObjectId& id) EXCLUDES(mu_);
+  // Kept for as long as this process lives.
   void Pin(const ObjectId& id) EXCLUDES(mu_);
+  // A ref to this owned object was packed inside a value.
+  void MarkShared(const ObjectId& id) EXCLUDES(mu_);
+  // The value of `id` contains these refs: they live as long as its entry does.
+  void AttachContained(const ObjectId& id, std::vector<std::shared_ptr<const void>> refs)
+      EXCLUDES(mu_);
+  // Owner side of a borrow: `borrower` started (+1) or stopped (-1) holding refs. NotFound
+  // when the object is gone (or is not this process's), Unavailable past
+  // kMaxBorrowers processes.
+  Status AddBorrower(const ObjectId& id, const std::string& borrower, int delta) EXCLUDES(mu_);
+  // The processes that borrow objects owned here; DropBorrower forgets one (it died).
+  std::set<std::string> Borrowers() EXCLUDES(mu_);
+  void DropBorrower(const std::string& borrower) EXCLUDES(mu_);
+  // Erases the shared entries whose grace period has passed.
+  void ReleaseExpired(double now) EXCLUDES(mu_);
+  // The borrowed objects (id, owner), which this process stops telling their owners about:
+  // it is stopping and tells them itself.
+  std::vector<std::pair<ObjectId, std::string>> TakeBorrowed() EXCLUDES(mu_);
+  using BorrowHook = std::function<void(const ObjectId&, const std::string& owner, int delta)>;
+  // Set before the first ref; runs without the store's lock.
+  void SetBorrowHook(BorrowHook hook) { borrow_hook_ = std::move(hook); }
+  static constexpr double kShareGraceS = 3.0;
+  static constexpr size_t kMaxBorrowers = 4096;
   size_t Size() EXCLUDES(mu_);
 
   // Hooks called around a blocking wait, so an executor can free the caller's slot.
@@ -98,13 +126,28 @@ class ObjectStore {
     int refs = 0;
     bool pinned = false;
     bool owned_location = false;  // value.location is this process's to free
+    bool shared = false;          // packed inside a value, or borrowed: goes after a grace
+    double release_at = 0;        // when a shared entry that nothing holds goes (0: not due)
+    std::string borrowed_from;    // the owner told of this process's borrow (empty: none)
+    std::unordered_map<std::string, int64_t> borrowers;  // owner side: refs held elsewhere
+    std::vector<std::shared_ptr<const void>> contained;  // refs inside the value
     std::vector<Callback> callbacks;
   };
+  using Entries = std::unordered_map<ObjectId, Entry, IdHash>;
+  // What an erased entry leaves to do once the lock is released (Finish): free its owned
+  // location, end its borrow, drop the refs it contained.
+  struct Released {
+    ObjectId id;
+    std::shared_ptr<const proto::ObjectLocationMsg> location;
+    std::string borrowed_from;
+    std::vector<std::shared_ptr<const void>> contained;
+  };
   void Complete(const ObjectId& id, ObjectValue value, bool owned = false) EXCLUDES(mu_);
-  // Erases the entry; returns the location to free when it owned one.
-  std::shared_ptr<const proto::ObjectLocationMsg> EraseLocked(
-      std::unordered_map<ObjectId, Entry, IdHash>::iterator it) REQUIRES(mu_);
-  void RunFreeHook(const ObjectId& id, const std::shared_ptr<const proto::ObjectLocationMsg>& loc);
+  Released EraseLocked(Entries::iterator it) REQUIRES(mu_);
+  // Erases the entry when nothing holds it any more and, for a shared one, its grace has
+  // passed (else starts the grace). `now`: MonotonicSeconds() when 0.
+  std::optional<Released> MaybeReleaseLocked(Entries::iterator it, double now = 0) REQUIRES(mu_);
+  void Finish(const std::optional<Released>& r);
   // Whether a Get of `id` need not wait: it is ready, or nobody holds it (NotFound).
   bool DoneLocked(const ObjectId& id) REQUIRES(mu_);
   // What a Get of `id` returns once DoneLocked.
@@ -115,8 +158,10 @@ class ObjectStore {
 
   Mutex mu_;
   CondVar cv_;
-  std::unordered_map<ObjectId, Entry, IdHash> entries_ GUARDED_BY(mu_);
+  Entries entries_ GUARDED_BY(mu_);
+  std::vector<ObjectId> in_grace_ GUARDED_BY(mu_);  // may name erased or revived entries
   FreeHook free_hook_;
+  BorrowHook borrow_hook_;
 };
 
 }  // namespace orrery::runtime

@@ -57,6 +57,10 @@ Runtime::Runtime(Config config, std::string head_address, JobId job, std::string
       [objects = objects_](const ObjectId& id, const proto::ObjectLocationMsg& location) {
         objects->Free(id, location);
       });
+  // Runs on whichever thread starts or ends this process's hold on another's object.
+  store_.SetBorrowHook([this](const ObjectId& id, const std::string& owner, int delta) {
+    outbox_.Send(owner, MsgType::kBorrow, proto::BorrowMsg{id.Binary(), address(), delta});
+  });
 }
 
 Runtime::~Runtime() { Stop(); }
@@ -76,6 +80,9 @@ Status Runtime::Start(const std::string& bind_host) {
 
 void Runtime::Stop() {
   tasks_.ReturnAllLeases();
+  // The objects this process borrowed: their owners stop keeping them for it.
+  for (const auto& [id, owner] : store_.TakeBorrowed())
+    outbox_.Send(owner, MsgType::kBorrow, proto::BorrowMsg{id.Binary(), address(), -1});
   FreeOwnedObjects();
   objects_->Close();
   inbox_.Stop();
@@ -95,6 +102,8 @@ void Runtime::Handle(transport::Envelope& env) {
       return OnGetObject(env.DecodeOrThrow<proto::GetObjectMsg>());
     case MsgType::kObjectReply:
       return OnObjectReply(env);
+    case MsgType::kBorrow:
+      return OnBorrow(env.DecodeOrThrow<proto::BorrowMsg>());
     case MsgType::kObjectStoreReply:
       return objects_->OnReply(env.DecodeOrThrow<proto::ObjectStoreReplyMsg>());
     case MsgType::kAck:
@@ -107,6 +116,12 @@ void Runtime::Handle(transport::Envelope& env) {
       proto::ErrorMsg m;
       (void)env.Decode(&m);
       LOG_WARN("a peer rejected a message from " + address() + ": " + m.message);
+      return;
+    }
+    case MsgType::kPong: {
+      auto m = env.DecodeOrThrow<proto::PingMsg>();
+      MutexLock lock(&watch_mu_);
+      borrowers_.OnPong(m.request_id);
       return;
     }
     case MsgType::kPing: {
@@ -129,6 +144,7 @@ void Runtime::OnCallReply(transport::Envelope& env) {
   } else if (!r.lease_id.empty()) {
     tasks_.OnReply(r.lease_id, id);
   }
+  if (r.ok) KeepReplyRefs(id, r.contained);
   if (r.ok && !r.location.empty()) {
     store_.PutLocation(id, std::move(r.location), /*owned=*/true);  // the caller owns results
   } else if (r.ok) {
@@ -142,6 +158,23 @@ void Runtime::Tick() {
   double now = MonotonicSeconds();
   job_.Heartbeat(now);
   tasks_.ReturnIdleLeases(now);
+  store_.ReleaseExpired(now);
+  WatchBorrowers(now);
+}
+
+void Runtime::WatchBorrowers(double now) {
+  std::vector<std::string> dead;
+  {
+    MutexLock lock(&watch_mu_);
+    if (!borrowers_.Due(now)) return;
+    for (const auto& ping : borrowers_.Tick(now, store_.Borrowers(), &dead))
+      outbox_.Send(ping.address, MsgType::kPing, proto::PingMsg{ping.request_id, address()});
+  }
+  for (const auto& borrower : dead) {
+    LOG_INFO("ending the borrows of " + borrower + ": it has not answered for " +
+             std::to_string(int(kBorrowerDeadS)) + " s");
+    store_.DropBorrower(borrower);
+  }
 }
 
 // ------------------------------------------------------------------ jobs and the head
@@ -270,6 +303,9 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   // Constructor arguments are resolved before the actor is scheduled, and travel inline
   // (the head keeps them with the actor's spec for its restarts): docs/objects.md.
   for (auto& slot : args) {
+    // Refs inside constructor arguments: the head keeps the spec, so they are kept for as
+    // long as this process lives.
+    for (const auto& c : slot.contained) store_.Pin(c->id());
     if (!slot.ref) continue;
     internal::BytesView v = Get(*slot.ref, -1);
     slot.bytes.assign(v.data, v.size);

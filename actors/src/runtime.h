@@ -30,6 +30,7 @@
 #include "actors/src/object_store.h"
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
+#include "core/src/peer_watch.h"
 #include "core/src/protocol.h"
 #include "core/src/transport.h"
 #include "orrery/api/runtime_api.h"
@@ -106,7 +107,11 @@ class Runtime {
   void OnCallReply(transport::Envelope& env);
   void OnGetObject(const proto::GetObjectMsg& msg);
   void OnObjectReply(transport::Envelope& env);
+  void OnBorrow(const proto::BorrowMsg& msg);
+  // The refs a call's result contains (ReplyMsg::contained): kept with the result.
+  void KeepReplyRefs(const ObjectId& result, const std::vector<proto::ContainedRefMsg>& refs);
   void Tick();
+  void WatchBorrowers(double now);
   // Frees the store-kept values this process still owns (it is stopping).
   void FreeOwnedObjects();
 
@@ -135,6 +140,14 @@ class Runtime {
   TaskSubmitter tasks_;
   JobRegistration job_;
   std::function<bool(transport::Envelope&)> extra_;
+  // The processes that borrow objects owned here, pinged from the tick: the borrows of one
+  // that stopped answering end (docs/objects.md "Lifetime").
+  Mutex watch_mu_;
+  PeerWatch borrowers_ GUARDED_BY(watch_mu_){kBorrowerPingS, kBorrowerDeadS};
+
+ public:
+  static constexpr double kBorrowerPingS = 2;
+  static constexpr double kBorrowerDeadS = 10;
 };
 
 // The result of the call running on this thread, when written into the node's store: set by
@@ -144,6 +157,9 @@ struct CallResult {
   std::string owner;  // the caller: it owns the result
   bool stored = false;
   proto::ObjectLocationMsg location;
+  // The refs packed inside the result (internal::KeepResultRefs): the reply names them, and
+  // the worker holds them until it has sent the reply.
+  std::vector<std::shared_ptr<internal::RefHolder>> contained;
 };
 class ScopedCallResult {
  public:

@@ -1,9 +1,12 @@
 // The runtime's objects (runtime.h): return values, Put/Get/Wait, and the values this
 // process owns, sent to the peers that ask for them.
+#include <algorithm>
+
 #include "actors/src/errors_util.h"
 #include "actors/src/object_transfer.h"
 #include "actors/src/runtime.h"
 #include "core/src/log.h"
+#include "core/src/rate_limit.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
@@ -12,6 +15,7 @@ using proto::MsgType;
 
 namespace {
 thread_local CallResult* t_call_result = nullptr;
+thread_local internal::ScopedRefCollector* t_ref_collector = nullptr;
 }  // namespace
 
 ScopedCallResult::ScopedCallResult(CallResult* result) : previous_(t_call_result) {
@@ -201,8 +205,51 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
             "", self_.where})});
     return;
   }
-  store_.Pin(id);
+  // The reader holds a ref, and so a borrow of its own, which may still be on its way.
+  store_.MarkShared(id);
   store_.OnReady(id, send);
+}
+
+namespace {
+RateLimitedLog g_borrow_log(5.0);
+// A process's inbox address, as a borrower or an owner names it: bounded printable text.
+bool PlausibleAddress(const std::string& a) {
+  if (a.empty() || a.size() > 512) return false;
+  for (char c : a)
+    if (c <= ' ' || c > '~') return false;
+  return true;
+}
+}  // namespace
+
+void Runtime::OnBorrow(const proto::BorrowMsg& m) {
+  Status s;
+  if (m.object_id.size() != UniqueId::kSize || (m.delta != 1 && m.delta != -1) ||
+      !PlausibleAddress(m.borrower)) {
+    s = Status::InvalidArgument("malformed borrow (object id of " +
+                                std::to_string(m.object_id.size()) + " bytes, delta " +
+                                std::to_string(m.delta) + ")");
+  } else {
+    s = store_.AddBorrower(ObjectId(UniqueId::FromBinary(m.object_id)), m.borrower, m.delta);
+  }
+  // A +1 that arrives after the object went (its borrower will find it lost) is no error.
+  uint64_t suppressed = 0;
+  if (!s.ok() && s.code() != StatusCode::kNotFound && g_borrow_log.ShouldLog(&suppressed)) {
+    LOG_WARN("ignoring a borrow from " + m.borrower.substr(0, 64) + ": " + s.message() +
+             (suppressed ? " (" + std::to_string(suppressed) + " more)" : ""));
+  }
+}
+
+void Runtime::KeepReplyRefs(const ObjectId& result,
+                            const std::vector<proto::ContainedRefMsg>& refs) {
+  if (refs.empty()) return;
+  std::vector<std::shared_ptr<const void>> holders;
+  holders.reserve(std::min(refs.size(), proto::kMaxContainedRefs));
+  for (const auto& r : refs) {
+    if (holders.size() >= proto::kMaxContainedRefs) break;
+    if (r.object_id.size() != UniqueId::kSize || !PlausibleAddress(r.owner)) continue;
+    holders.push_back(internal::MakeRef(ObjectId(UniqueId::FromBinary(r.object_id)), r.owner));
+  }
+  store_.AttachContained(result, std::move(holders));
 }
 
 void Runtime::OnObjectReply(transport::Envelope& env) {
@@ -235,6 +282,56 @@ std::shared_ptr<RefHolder> CreateObject(size_t size, char** data) {
 }
 
 void SealObject(const RefHolder& ref) { runtime::CurrentOrThrow().SealObject(ref); }
+
+// ------------------------------------------------------------------ nested refs
+
+void RefHolder::Share() const {
+  auto* rt = runtime::Current();
+  if (!rt) return;
+  std::shared_ptr<RefHolder> self = std::const_pointer_cast<RefHolder>(weak_from_this().lock());
+  if (!runtime::t_ref_collector || !self) {
+    rt->store().Pin(id_);  // nothing keeps the value it goes into: keep it while we live
+    return;
+  }
+  runtime::t_ref_collector->Add(std::move(self));
+  // An owned object that went into a value outlives its last ref here by a grace period, in
+  // which a reader's borrow (its +1) may still arrive.
+  if (owner_.empty() || owner_ == rt->address()) rt->store().MarkShared(id_);
+}
+
+ScopedRefCollector::ScopedRefCollector() : previous_(runtime::t_ref_collector) {
+  runtime::t_ref_collector = this;
+}
+
+ScopedRefCollector::~ScopedRefCollector() { runtime::t_ref_collector = previous_; }
+
+void ScopedRefCollector::Add(std::shared_ptr<RefHolder> ref) { refs_.push_back(std::move(ref)); }
+
+std::vector<std::shared_ptr<RefHolder>> ScopedRefCollector::Take() {
+  // Packing sizes a value before writing it: each ref was collected once per pass.
+  std::sort(refs_.begin(), refs_.end());
+  refs_.erase(std::unique(refs_.begin(), refs_.end()), refs_.end());
+  return std::move(refs_);
+}
+
+void KeepContained(const RefHolder& value, std::vector<std::shared_ptr<RefHolder>> refs) {
+  if (refs.empty()) return;
+  runtime::Runtime* rt = runtime::Current();
+  if (!rt) return;
+  rt->store().AttachContained(value.id(), {refs.begin(), refs.end()});
+}
+
+void KeepResultRefs(std::vector<std::shared_ptr<RefHolder>> refs) {
+  if (refs.empty()) return;
+  runtime::CallResult* r = runtime::t_call_result;
+  if (!r) {
+    // Not a remote call's result: nothing names the refs to a caller.
+    if (runtime::Runtime* rt = runtime::Current())
+      for (const auto& ref : refs) rt->store().Pin(ref->id());
+    return;
+  }
+  r->contained.insert(r->contained.end(), refs.begin(), refs.end());
+}
 
 bool BeginStoredResult(size_t size, char** data) {
   runtime::Runtime* rt = runtime::Current();

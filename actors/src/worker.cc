@@ -26,6 +26,22 @@ namespace {
 class WorkerServer;
 WorkerServer* g_server = nullptr;
 
+// The refs a result contains, as its reply names them; past kMaxContainedRefs the rest are
+// kept for as long as this worker lives.
+std::vector<proto::ContainedRefMsg> ContainedRefs(
+    const std::vector<std::shared_ptr<internal::RefHolder>>& refs) {
+  std::vector<proto::ContainedRefMsg> out;
+  out.reserve(std::min(refs.size(), proto::kMaxContainedRefs));
+  for (const auto& r : refs) {
+    if (out.size() < proto::kMaxContainedRefs) {
+      out.push_back(proto::ContainedRefMsg{r->id().Binary(), r->owner()});
+    } else if (Runtime* rt = Current()) {
+      rt->store().Pin(r->id());
+    }
+  }
+  return out;
+}
+
 // Calls of actors with max_concurrency 1 and of task workers run inline on the call inbox's
 // loop thread: no thread hand-off on the call path. When such a call blocks in Get/Wait,
 // the loop moves to a new thread so the worker keeps serving. An actor's inline calls hold
@@ -248,9 +264,10 @@ class WorkerServer {
 
   void Reply(const proto::CallMsg& call, bool ok, proto::ErrorKind kind, const std::string& type,
              const std::string& message, const std::string* result,
-             const proto::ObjectLocationMsg* location = nullptr) {
+             const CallResult* stored = nullptr) {
     proto::ReplyMsg r;
-    if (location) r.location = *location;
+    if (stored && stored->stored) r.location = stored->location;
+    if (stored) r.contained = ContainedRefs(stored->contained);
     r.object_id = call.object_id;
     r.ok = ok;
     r.error_kind = kind;
@@ -291,8 +308,7 @@ class WorkerServer {
       ResolveObjectArgs(*Current(), oh.get(), &resolved);
       ScopedCallResult scope(&stored);
       std::string result = e->invoke(instance_, oh.get(), nullptr);
-      Reply(call, true, proto::ErrorKind::kNone, "", "", &result,
-            stored.stored ? &stored.location : nullptr);
+      Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored);
     } catch (const ObjectLostError& ex) {
       Reply(call, false, proto::ErrorKind::kObjectLostError, "", ex.what(), nullptr);
     } catch (const ObjectStoreFullError& ex) {

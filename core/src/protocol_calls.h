@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/src/protocol_objects.h"
 #include "core/src/protocol_wire.h"
@@ -21,6 +22,17 @@ struct CallMsg {
   MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id);
 };
 
+// A ref packed inside a value (docs/objects.md "Lifetime"): whoever keeps the value keeps
+// the ref, so that its object outlives the value.
+struct ContainedRefMsg {
+  std::string object_id;
+  std::string owner;  // the inbox of the process that owns the object
+  MSGPACK_DEFINE(object_id, owner);
+};
+// At most this many refs are named in one reply; a result holding more keeps the rest in the
+// worker for as long as it lives.
+inline constexpr size_t kMaxContainedRefs = 100000;
+
 struct ReplyMsg {
   std::string object_id;
   bool ok = true;
@@ -34,14 +46,26 @@ struct ReplyMsg {
   std::string lease_id;
   // Set when the value was kept in a node's store (no payload then): where to read it.
   ObjectLocationMsg location;
+  // The refs packed inside the result: the caller keeps them for as long as it keeps the
+  // result (appended last: a reply without it decodes as an empty list).
+  std::vector<ContainedRefMsg> contained;
   MSGPACK_DEFINE(object_id, ok, error_kind, error_type, message, function, where, actor_id, seq,
-                 lease_id, location);
+                 lease_id, location, contained);
 };
 
 struct GetObjectMsg {
   std::string object_id;
   std::string reply_to;
   MSGPACK_DEFINE(object_id, reply_to);
+};
+
+// A process that is not an object's owner started (+1) or stopped (-1) holding refs to it
+// (kBorrow, to the owner): the owner keeps the object while any borrower holds a ref.
+struct BorrowMsg {
+  std::string object_id;
+  std::string borrower;  // the borrowing process's inbox
+  int32_t delta = 0;     // +1 or -1
+  MSGPACK_DEFINE(object_id, borrower, delta);
 };
 
 }  // namespace orrery::proto

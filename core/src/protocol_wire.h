@@ -40,6 +40,7 @@ inline constexpr size_t kHeaderSize = 4;
   X(CallReply, 11)   /* ReplyMsg + payload (result) */                                     \
   X(GetObject, 12)   /* GetObjectMsg: ask an owner for an object's value */                \
   X(ObjectReply, 13) /* ReplyMsg + payload */                                              \
+  X(Borrow, 14)      /* BorrowMsg: a borrower -> an object's owner */                      \
   /* Driver/worker -> head. */                                                             \
   X(CreateActor, 20)                                                                       \
   X(CreateActorReply, 21)                                                                  \

@@ -115,14 +115,18 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_returns, int t
 // node's shared-memory store (ObjectStoreFullError when it cannot fit even after spilling).
 template <typename T>
 ObjectRef<T> Put(const T& value) {
+  internal::ScopedRefCollector nested;  // refs inside the value live as long as it does
   size_t size = internal::PackedSize(value);
   char* data = nullptr;
-  if (auto ref = internal::CreateObject(size, &data)) {
+  std::shared_ptr<internal::RefHolder> ref = internal::CreateObject(size, &data);
+  if (ref) {
     internal::PackInto(value, data, size);
     internal::SealObject(*ref);
-    return ObjectRef<T>(std::move(ref));
+  } else {
+    ref = internal::PutBytes(internal::Pack(value));
   }
-  return ObjectRef<T>(internal::PutBytes(internal::Pack(value)));
+  internal::KeepContained(*ref, nested.Take());
+  return ObjectRef<T>(std::move(ref));
 }
 
 // The named actor, or nullopt when no live actor has that name in the namespace.

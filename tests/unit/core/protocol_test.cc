@@ -38,6 +38,7 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kCallReply,
       MsgType::kGetObject,
       MsgType::kObjectReply,
+      MsgType::kBorrow,
       MsgType::kObjectCreate,
       MsgType::kObjectSeal,
       MsgType::kObjectOpen,

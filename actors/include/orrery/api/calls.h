@@ -29,15 +29,18 @@ ArgSlot MakeArg(A&& a) {
     return ArgSlot{std::string(), a.Holder()};
   } else {
     const std::decay_t<P>& value = std::forward<A>(a);
+    ScopedRefCollector nested;  // refs inside the value live as long as the value is needed
     // A large value goes into the node's store once and travels by reference.
     size_t size = PackedSize(value);
     char* data = nullptr;
     if (auto ref = CreateObject(size, &data)) {
       PackInto(value, data, size);
       SealObject(*ref);
-      return ArgSlot{std::string(), std::move(ref)};
+      KeepContained(*ref, nested.Take());
+      return ArgSlot{std::string(), std::move(ref), {}};
     }
-    return ArgSlot{Pack(value), nullptr};
+    std::string bytes = Pack(value);
+    return ArgSlot{std::move(bytes), nullptr, nested.Take()};
   }
 }
 

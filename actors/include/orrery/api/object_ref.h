@@ -10,8 +10,10 @@
 namespace orrery {
 
 namespace internal {
-// Keeps the referenced object alive in the owner's store while any copy of the ref lives.
-class RefHolder {
+// Keeps the referenced object alive in the owner's store while any copy of the ref lives; in
+// a process other than the owner, it registers this process as a borrower with the owner
+// while any copy lives (docs/objects.md "Lifetime").
+class RefHolder : public std::enable_shared_from_this<RefHolder> {
  public:
   RefHolder(ObjectId id, std::string owner);
   ~RefHolder();
@@ -19,7 +21,9 @@ class RefHolder {
   RefHolder& operator=(const RefHolder&) = delete;
   const ObjectId& id() const { return id_; }
   const std::string& owner() const { return owner_; }
-  // The ref is leaving this process inside a value: keep the object for remote readers.
+  // The ref is being packed inside a value: the value's holder keeps the object alive (a
+  // ScopedRefCollector active on this thread collects the ref), or else the object is kept
+  // for as long as this process lives.
   void Share() const;
 
  private:

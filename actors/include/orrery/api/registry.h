@@ -107,14 +107,18 @@ std::tuple<std::decay_t<Args>...> ConvertArgs(const msgpack::object& args, const
 // the rest into the returned bytes.
 template <typename R>
 std::string PackResult(const R& r) {
+  ScopedRefCollector nested;  // refs inside the result: the caller keeps them
   size_t size = PackedSize(r);
   char* data = nullptr;
+  std::string bytes;
   if (size > kInlineValueMaxBytes && BeginStoredResult(size, &data)) {
     PackInto(r, data, size);
     EndStoredResult();
-    return std::string();
+  } else {
+    bytes = Pack(r);
   }
-  return Pack(r);
+  KeepResultRefs(nested.Take());
+  return bytes;
 }
 
 template <typename R, typename... Args>

@@ -32,7 +32,32 @@ namespace internal {
 struct ArgSlot {
   std::string bytes;
   std::shared_ptr<RefHolder> ref;  // set: pass the referenced value
+  // The refs packed inside `bytes` (nested refs): kept until the call is done.
+  std::vector<std::shared_ptr<RefHolder>> contained;
 };
+
+// While alive, collects the refs packed on this thread (RefHolder::Share): the refs nested
+// inside the value being packed, which whoever keeps the value then keeps alive. Collectors
+// nest; the innermost collects.
+class ScopedRefCollector {
+ public:
+  ScopedRefCollector();
+  ~ScopedRefCollector();
+  ScopedRefCollector(const ScopedRefCollector&) = delete;
+  ScopedRefCollector& operator=(const ScopedRefCollector&) = delete;
+  void Add(std::shared_ptr<RefHolder> ref);
+  // The collected refs, each once.
+  std::vector<std::shared_ptr<RefHolder>> Take();
+
+ private:
+  std::vector<std::shared_ptr<RefHolder>> refs_;
+  ScopedRefCollector* previous_;
+};
+// The value `value` refers to contains `refs`: they live as long as this process keeps it.
+void KeepContained(const RefHolder& value, std::vector<std::shared_ptr<RefHolder>> refs);
+// Inside a worker running a call: the call's result contains `refs`, which the reply names so
+// that the caller keeps them (elsewhere they are kept for as long as this process lives).
+void KeepResultRefs(std::vector<std::shared_ptr<RefHolder>> refs);
 
 struct CallOptions {
   Resources resources;
