@@ -101,7 +101,13 @@ void NodeService::Kill(Worker& w, const std::string& reason) {
     w.kill_requested = true;
     w.kill_reason = reason;
   }
-  if (w.pid > 0) kill(w.pid, SIGKILL);
+  if (w.pid > 0) {
+    kill(w.pid, SIGKILL);
+    // The head counts a killed worker's resources free at once and may place the next
+    // worker on its devices before this one is reaped: they go back now, not at the reap
+    // (a new worker that found none free failed at start).
+    ReleaseDevices(w);
+  }
 }
 
 void NodeService::OnKillWorker(const proto::KillWorkerMsg& m) {

@@ -53,7 +53,8 @@ bool IsNumber(const std::string& s) {
   });
 }
 
-// nvidia-smi under the sysroot (a fake one in tests), or on PATH for the real host.
+// nvidia-smi under the sysroot (a fake one in tests), or at one of the driver's usual paths
+// on the real host (never looked up on PATH: a daemon runs no program its environment names).
 std::vector<std::string> NvidiaSmiNames(const std::string& sysroot) {
   std::string bin;
   if (sysroot.empty() || sysroot == "/") {
