@@ -59,7 +59,11 @@ ObjectStore::DeferCallbacks::~DeferCallbacks() {
 
 ObjectStore::Released ObjectStore::EraseLocked(Entries::iterator it) {
   Entry& e = it->second;
-  Released r{it->first, nullptr, std::move(e.borrowed_from), std::move(e.contained)};
+  Released r{it->first, nullptr, {}, {}};
+  if (e.sharing) {
+    r.borrowed_from = std::move(e.sharing->borrowed_from);
+    r.contained = std::move(e.sharing->contained);
+  }
   if (e.owned_location) r.location = e.value.location;
   entries_.erase(it);
   return r;
@@ -68,7 +72,7 @@ ObjectStore::Released ObjectStore::EraseLocked(Entries::iterator it) {
 std::optional<ObjectStore::Released> ObjectStore::MaybeReleaseLocked(Entries::iterator it,
                                                                      double now) {
   Entry& e = it->second;
-  if (e.refs > 0 || e.pinned || !e.callbacks.empty() || !e.borrowers.empty()) {
+  if (e.refs > 0 || e.pinned || !e.callbacks.empty() || HasBorrowers(e)) {
     e.release_at = 0;
     return std::nullopt;
   }
@@ -256,8 +260,8 @@ void ObjectStore::AddRef(const ObjectId& id, const std::string& owner) {
     Entry& e = entries_[id];
     ++e.refs;
     e.release_at = 0;
-    if (!owner.empty() && e.borrowed_from.empty()) {
-      e.borrowed_from = owner;
+    if (!owner.empty() && !Borrowed(e)) {
+      SharingOf(e).borrowed_from = owner;
       tell = true;
     }
   }
@@ -294,7 +298,7 @@ void ObjectStore::AttachContained(const ObjectId& id,
     MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it != entries_.end()) {
-      auto& c = it->second.contained;
+      auto& c = SharingOf(it->second).contained;
       c.insert(c.end(), std::make_move_iterator(refs.begin()), std::make_move_iterator(refs.end()));
       return;
     }
@@ -307,22 +311,23 @@ Status ObjectStore::AddBorrower(const ObjectId& id, const std::string& borrower,
   {
     MutexLock lock(&mu_);
     auto it = entries_.find(id);
-    if (it == entries_.end() || !it->second.borrowed_from.empty()) {
+    if (it == entries_.end() || Borrowed(it->second)) {
       return Status::NotFound("object " + id.Hex() + " is not owned here (or is gone)");
     }
     Entry& e = it->second;
-    auto b = e.borrowers.find(borrower);
-    if (b == e.borrowers.end()) {
-      if (e.borrowers.size() >= kMaxBorrowers) {
+    auto& borrowers = SharingOf(e).borrowers;
+    auto b = borrowers.find(borrower);
+    if (b == borrowers.end()) {
+      if (borrowers.size() >= kMaxBorrowers) {
         return Status::Unavailable("object " + id.Hex() + " has " + std::to_string(kMaxBorrowers) +
                                    " borrowers already");
       }
-      b = e.borrowers.emplace(borrower, 0).first;
+      b = borrowers.emplace(borrower, 0).first;
     }
     // A borrower's -1 may overtake its +1 (they can leave on different sockets): the count
     // is signed and the borrower counts as holding refs until it is back to zero.
     b->second += delta;
-    if (b->second == 0) e.borrowers.erase(b);
+    if (b->second == 0) borrowers.erase(b);
     e.shared = true;
     released = MaybeReleaseLocked(it);
   }
@@ -333,8 +338,10 @@ Status ObjectStore::AddBorrower(const ObjectId& id, const std::string& borrower,
 std::set<std::string> ObjectStore::Borrowers() {
   std::set<std::string> out;
   MutexLock lock(&mu_);
-  for (const auto& [id, e] : entries_)
-    for (const auto& [borrower, count] : e.borrowers) out.insert(borrower);
+  for (const auto& [id, e] : entries_) {
+    if (!HasBorrowers(e)) continue;
+    for (const auto& [borrower, count] : e.sharing->borrowers) out.insert(borrower);
+  }
   return out;
 }
 
@@ -344,7 +351,7 @@ void ObjectStore::DropBorrower(const std::string& borrower) {
     MutexLock lock(&mu_);
     for (auto it = entries_.begin(); it != entries_.end();) {
       auto next = std::next(it);
-      if (it->second.borrowers.erase(borrower)) {
+      if (HasBorrowers(it->second) && it->second.sharing->borrowers.erase(borrower)) {
         if (auto r = MaybeReleaseLocked(it)) released.push_back(std::move(*r));
       }
       it = next;
@@ -376,9 +383,9 @@ std::vector<std::pair<ObjectId, std::string>> ObjectStore::TakeBorrowed() {
   std::vector<std::pair<ObjectId, std::string>> out;
   MutexLock lock(&mu_);
   for (auto& [id, e] : entries_) {
-    if (e.borrowed_from.empty()) continue;
-    out.emplace_back(id, std::move(e.borrowed_from));
-    e.borrowed_from.clear();
+    if (!Borrowed(e)) continue;
+    out.emplace_back(id, std::move(e.sharing->borrowed_from));
+    e.sharing->borrowed_from.clear();
   }
   return out;
 }

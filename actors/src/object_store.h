@@ -120,19 +120,31 @@ class ObjectStore {
   static void SetBlockHooks(void (*before)(), void (*after)());
 
  private:
+  // What only entries whose refs crossed processes carry (kept apart: the table's entries
+  // stay small, and its lookups fast).
+  struct Sharing {
+    std::string borrowed_from;  // the owner told of this process's borrow (empty: none)
+    std::unordered_map<std::string, int64_t> borrowers;  // owner side: refs held elsewhere
+    std::vector<std::shared_ptr<const void>> contained;  // refs inside the value
+  };
   struct Entry {
     enum State { kReferenced, kPending, kReady } state = kReferenced;
     ObjectValue value;
     int refs = 0;
     bool pinned = false;
-    bool owned_location = false;  // value.location is this process's to free
-    bool shared = false;          // packed inside a value, or borrowed: goes after a grace
-    double release_at = 0;        // when a shared entry that nothing holds goes (0: not due)
-    std::string borrowed_from;    // the owner told of this process's borrow (empty: none)
-    std::unordered_map<std::string, int64_t> borrowers;  // owner side: refs held elsewhere
-    std::vector<std::shared_ptr<const void>> contained;  // refs inside the value
+    bool owned_location = false;       // value.location is this process's to free
+    bool shared = false;               // packed inside a value, or borrowed: goes after a grace
+    double release_at = 0;             // when a shared entry that nothing holds goes (0: not due)
+    std::unique_ptr<Sharing> sharing;  // made on first use: most entries never need it
     std::vector<Callback> callbacks;
   };
+  // Sharing& of an entry, made on first use.
+  static Sharing& SharingOf(Entry& e) {
+    if (!e.sharing) e.sharing = std::make_unique<Sharing>();
+    return *e.sharing;
+  }
+  static bool Borrowed(const Entry& e) { return e.sharing && !e.sharing->borrowed_from.empty(); }
+  static bool HasBorrowers(const Entry& e) { return e.sharing && !e.sharing->borrowers.empty(); }
   using Entries = std::unordered_map<ObjectId, Entry, IdHash>;
   // What an erased entry leaves to do once the lock is released (Finish): free its owned
   // location, end its borrow, drop the refs it contained.
