@@ -62,6 +62,7 @@ void MessageDecoder() {
   reply.contained = {ContainedRefMsg{kId, "tcp://127.0.0.1:5000"}};
   Write(t, "call_reply_contained", EncodeFrame(MsgType::kCallReply, reply));
   Write(t, "borrow", EncodeFrame(MsgType::kBorrow, BorrowMsg{kId, "tcp://127.0.0.1:5001", 1}));
+  Write(t, "cancel", EncodeFrame(MsgType::kCancel, CancelMsg{kId, true}));
   Write(t, "get_object", EncodeFrame(MsgType::kGetObject, GetObjectMsg{}));
   ObjectStoreMsg store;
   store.request_id = 9;

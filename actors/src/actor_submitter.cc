@@ -1,5 +1,7 @@
 #include "actors/src/actor_submitter.h"
 
+#include "orrery/errors.h"
+
 namespace orrery::runtime {
 
 using proto::MsgType;
@@ -113,6 +115,7 @@ void ActorSubmitter::RequeueInflight(ActorState& a, const proto::ActorUpdateMsg&
   bool oom = u.death_kind == proto::ErrorKind::kOutOfMemoryError;
   for (auto it = a.inflight.rbegin(); it != a.inflight.rend(); ++it) {
     auto& call = it->second;
+    if (call->cancelled) continue;  // its result is TaskCancelledError already
     if (call->retries_left != 0) {
       if (call->retries_left > 0) --call->retries_left;
       a.queue.push_front(call);
@@ -154,6 +157,7 @@ void ActorSubmitter::OnUpdate(const proto::ActorUpdateMsg& u) {
     }
     a->state = state;
     a->address = u.address;
+    a->control_address = u.control_address;
     Dispatch(id, *a);
   } else if (state == proto::ActorState::kRestarting) {
     outbox_.MarkPeerGone(a->address);
@@ -171,6 +175,45 @@ void ActorSubmitter::OnUpdate(const proto::ActorUpdateMsg& u) {
                              : u.death_cause,
                          "", ""});
   }
+}
+
+bool ActorSubmitter::Cancel(const ObjectId& id, bool force, std::string* function) {
+  std::vector<std::shared_ptr<ActorState>> actors;
+  {
+    MutexLock lock(&actors_mu_);
+    for (const auto& [actor, a] : actors_) actors.push_back(a);
+  }
+  auto refuse_force = [&](const PendingCall& call) {
+    if (force) {
+      throw ConfigError(
+          "Cancel: force is not supported for actor calls (it would kill the "
+          "actor running " +
+          call.function + "); cancel without force");
+    }
+  };
+  for (const auto& a : actors) {
+    MutexLock lock(&a->mu);
+    for (auto it = a->queue.begin(); it != a->queue.end(); ++it) {
+      if ((*it)->return_id != id) continue;
+      refuse_force(**it);
+      (*it)->cancelled = true;
+      *function = (*it)->function;
+      a->queue.erase(it);
+      return true;
+    }
+    for (const auto& [seq, call] : a->inflight) {
+      if (call->return_id != id) continue;
+      refuse_force(*call);
+      call->cancelled = true;
+      *function = call->function;
+      // The control address reaches the worker even while a call of it runs; an actor whose
+      // update came from a restarted head has none yet: the call address then.
+      outbox_.Send(a->control_address.empty() ? a->address : a->control_address, MsgType::kCancel,
+                   proto::CancelMsg{id.Binary(), false});
+      return true;
+    }
+  }
+  return false;
 }
 
 void ActorSubmitter::Kill(const ActorId& actor, bool no_restart) {

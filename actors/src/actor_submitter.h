@@ -46,12 +46,18 @@ class ActorSubmitter {
   // Inbox thread: the actor answered call `seq` (the result itself goes to the store).
   void OnReply(const ActorId& actor, uint64_t seq) EXCLUDES(actors_mu_);
   void OnUpdate(const proto::ActorUpdateMsg& update) EXCLUDES(actors_mu_);
+  // orrery::Cancel of the call whose result is `id`: removed when not sent yet, else its
+  // worker is told (kCancel) and answers it TaskCancelledError unless it has started. False
+  // when no actor call of this process has that result; *function: the call's method.
+  // Throws ConfigError for force (it would kill the actor).
+  bool Cancel(const ObjectId& id, bool force, std::string* function) EXCLUDES(actors_mu_);
 
  private:
   struct ActorState {
     Mutex mu;
     proto::ActorState state GUARDED_BY(mu) = proto::ActorState::kPending;
     std::string address GUARDED_BY(mu);
+    std::string control_address GUARDED_BY(mu);  // the worker's runtime inbox (kCancel)
     int incarnation GUARDED_BY(mu) = -1;
     // Kill(no_restart=false): ignore this one's updates.
     int killed_incarnation GUARDED_BY(mu) = -1;

@@ -41,6 +41,7 @@ void NodeService::GrantTo(Worker& w) {
   reply.lease_id = w.lease.lease_id;
   reply.ok = true;
   reply.worker_address = w.call_address;
+  reply.control_address = w.address;
   reply.worker_id = w.id;
   reply.node_id = id_.Binary();
   transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);

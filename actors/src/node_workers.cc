@@ -168,6 +168,7 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
     ev.actor_id = w.actor.spec.actor_id;
     ev.incarnation = w.actor.incarnation;
     ev.address = w.call_address;
+    ev.control_address = w.address;
     ev.pid = w.pid;
     transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
   } else if (w.has_lease) {

@@ -104,6 +104,8 @@ void Runtime::Handle(transport::Envelope& env) {
       return OnObjectReply(env);
     case MsgType::kBorrow:
       return OnBorrow(env.DecodeOrThrow<proto::BorrowMsg>());
+    case MsgType::kCancel:
+      return OnCancel(env.DecodeOrThrow<proto::CancelMsg>());
     case MsgType::kObjectStoreReply:
       return objects_->OnReply(env.DecodeOrThrow<proto::ObjectStoreReplyMsg>());
     case MsgType::kAck:

@@ -16,10 +16,13 @@
 // single-class runtime this replaced; see docs/architecture.md "Client runtime").
 #pragma once
 
+#include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "actors/src/actor_submitter.h"
@@ -98,6 +101,18 @@ class Runtime {
   // a job").
   void RegisterJob();
   void EndJob(int timeout_ms = 1000);
+  // orrery::Cancel: the caller's side (docs/api.md "Cancellation"). Throws orrery::Error.
+  void Cancel(const internal::RefHolder& ref, bool force);
+  // The worker's side: a call starts only when not cancelled (false: answer it with
+  // kTaskCancelledError instead); a running call polls IsCallCancelled. An actor's worker
+  // refuses force (it would kill the actor).
+  bool BeginCall(const ObjectId& id) EXCLUDES(cancel_mu_);
+  void EndCall(const ObjectId& id) EXCLUDES(cancel_mu_);
+  bool IsCallCancelled(const ObjectId& id) EXCLUDES(cancel_mu_);
+  void SetActorWorker() { actor_worker_ = true; }
+  // kCancel, from the runtime's inbox (or a worker's call inbox). Throws on a malformed one.
+  void OnCancel(const proto::CancelMsg& msg) EXCLUDES(cancel_mu_);
+
   // Asks the head to keep a driver-written record (and a stream entry) in the state store
   // (proto::RecordMsg). Unavailable when the head did not answer within timeout_ms.
   Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
@@ -144,10 +159,18 @@ class Runtime {
   // that stopped answering end (docs/objects.md "Lifetime").
   Mutex watch_mu_;
   PeerWatch borrowers_ GUARDED_BY(watch_mu_){kBorrowerPingS, kBorrowerDeadS};
+  // A worker's calls: those running, and those their callers cancelled (the newest
+  // kMaxCancelled, oldest forgotten first).
+  Mutex cancel_mu_;
+  std::unordered_set<ObjectId, IdHash> running_ GUARDED_BY(cancel_mu_);
+  std::unordered_set<ObjectId, IdHash> cancelled_ GUARDED_BY(cancel_mu_);
+  std::deque<ObjectId> cancelled_order_ GUARDED_BY(cancel_mu_);
+  std::atomic<bool> actor_worker_{false};
 
  public:
   static constexpr double kBorrowerPingS = 2;
   static constexpr double kBorrowerDeadS = 10;
+  static constexpr size_t kMaxCancelled = 10000;
 };
 
 // The result of the call running on this thread, when written into the node's store: set by

@@ -7,6 +7,7 @@
 #include "actors/src/runtime.h"
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
+#include "orrery/api/runtime_context.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
@@ -314,6 +315,8 @@ std::vector<std::shared_ptr<RefHolder>> ScopedRefCollector::Take() {
   return std::move(refs_);
 }
 
+void CancelRef(const RefHolder& ref, bool force) { runtime::CurrentOrThrow().Cancel(ref, force); }
+
 void KeepContained(const RefHolder& value, std::vector<std::shared_ptr<RefHolder>> refs) {
   if (refs.empty()) return;
   runtime::Runtime* rt = runtime::Current();
@@ -343,3 +346,13 @@ void EndStoredResult() {
 }
 
 }  // namespace orrery::internal
+
+namespace orrery {
+
+bool RuntimeContext::IsCancelled() const {
+  runtime::Runtime* rt = runtime::Current();
+  runtime::CallResult* call = runtime::t_call_result;
+  return rt != nullptr && call != nullptr && rt->IsCallCancelled(call->id);
+}
+
+}  // namespace orrery

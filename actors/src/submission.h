@@ -3,6 +3,7 @@
 // piece sends through (the transport in a process, a recording fake in unit tests).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,9 @@ struct PendingCall {
   int retries_left = 0;
   uint64_t seq = 0;
   std::shared_ptr<const ObjectError> dep_error;
+  // Cancelled by its caller (orrery::Cancel): never sent, retried or resent any more; its
+  // result is TaskCancelledError already.
+  std::atomic<bool> cancelled{false};
 };
 
 // Who this process is, as its submissions name it. The Runtime writes it before its inbox

@@ -43,6 +43,7 @@ void TaskSubmitter::Submit(const internal::CallOptions& options,
   {
     MutexLock lock(&mu_);
     keys_[key].options = options;
+    resolving_[call->return_id] = call;
   }
   call->retries_left = options.max_retries;
   resolver_.Resolve(call, [this, key, call] { Enqueue(key, call); });
@@ -50,6 +51,11 @@ void TaskSubmitter::Submit(const internal::CallOptions& options,
 
 void TaskSubmitter::Enqueue(const std::string& key, std::shared_ptr<PendingCall> call) {
   ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
+  {
+    MutexLock lock(&mu_);
+    resolving_.erase(call->return_id);
+  }
+  if (call->cancelled) return;  // its result is TaskCancelledError already
   if (call->dep_error) {
     FailCall(store_, *call, *call->dep_error);
     return;
@@ -76,6 +82,7 @@ void TaskSubmitter::SendToLease(TaskKey& k, Lease& l) {
   while (l.inflight.size() < kMaxTasksInFlightPerLease && !k.queue.empty()) {
     auto call = k.queue.front();
     k.queue.pop_front();
+    if (call->cancelled) continue;
     proto::CallMsg m;
     m.object_id = call->return_id.Binary();
     m.reply_to = self_.address;
@@ -151,6 +158,7 @@ void TaskSubmitter::OnLeaseReply(const proto::LeaseReplyMsg& r) {
     --k.requested;
     k.lost_before_grant = 0;
     l.worker_address = r.worker_address;
+    l.control_address = r.control_address;
     l.idle_since = MonotonicSeconds();
     k.leases.push_back(l.id);
     Pump(l.key);
@@ -189,7 +197,13 @@ void TaskSubmitter::OnWorkerDied(std::map<std::string, Lease>::iterator it,
   std::string key = it->second.key;
   TaskKey& k = keys_[key];
   bool oom = r.error_kind == proto::ErrorKind::kOutOfMemoryError;
+  bool forced = it->second.force_cancelled;
   for (auto& [id, call] : it->second.inflight) {
+    if (call->cancelled) continue;  // its result is TaskCancelledError already
+    if (forced) {
+      k.queue.push_front(call);  // its worker exited for another task's Cancel: not a failure
+      continue;
+    }
     if (call->retries_left != 0) {
       if (call->retries_left > 0) --call->retries_left;
       k.queue.push_front(call);
@@ -205,6 +219,41 @@ void TaskSubmitter::OnWorkerDied(std::map<std::string, Lease>::iterator it,
   k.leases.erase(std::remove(k.leases.begin(), k.leases.end(), r.lease_id), k.leases.end());
   leases_.erase(it);
   Pump(key);
+}
+
+bool TaskSubmitter::Cancel(const ObjectId& id, bool force, std::string* function) {
+  MutexLock lock(&mu_);
+  auto resolving = resolving_.find(id);
+  if (resolving != resolving_.end()) {
+    std::shared_ptr<PendingCall> call = resolving->second.lock();
+    resolving_.erase(resolving);
+    if (call) {
+      call->cancelled = true;  // Enqueue drops it
+      *function = call->function;
+      return true;
+    }
+  }
+  for (auto& [key, k] : keys_) {
+    for (auto it = k.queue.begin(); it != k.queue.end(); ++it) {
+      if ((*it)->return_id != id) continue;
+      (*it)->cancelled = true;
+      *function = (*it)->function;
+      k.queue.erase(it);
+      return true;
+    }
+  }
+  for (auto& [lease_id, l] : leases_) {
+    auto it = l.inflight.find(id);
+    if (it == l.inflight.end()) continue;
+    it->second->cancelled = true;
+    *function = it->second->function;
+    l.force_cancelled = l.force_cancelled || force;
+    // Its reply (TaskCancelledError, or the result when it had finished) still ends it here.
+    outbox_.Send(l.control_address.empty() ? l.worker_address : l.control_address, MsgType::kCancel,
+                 proto::CancelMsg{id.Binary(), force});
+    return true;
+  }
+  return false;
 }
 
 void TaskSubmitter::ReturnIdleLeases(double now) {

@@ -52,6 +52,12 @@ class TaskSubmitter {
   void OnReply(const std::string& lease_id, const ObjectId& object) EXCLUDES(mu_);
   void OnLeaseReply(const proto::LeaseReplyMsg& reply) EXCLUDES(mu_);
 
+  // orrery::Cancel of the task whose result is `id`: one still resolving its arguments or
+  // queued goes; one sent to a worker is told there (kCancel; with force its worker exits
+  // and the other tasks it had are queued again). False when no task of this process has
+  // that result; *function: the task's function.
+  bool Cancel(const ObjectId& id, bool force, std::string* function) EXCLUDES(mu_);
+
   // Tasks share leases only when they agree on all of these.
   static std::string KeyOf(const internal::CallOptions& options);
 
@@ -59,7 +65,9 @@ class TaskSubmitter {
   struct Lease {
     std::string id;
     std::string key;
-    std::string worker_address;  // empty: requested, not granted yet
+    std::string worker_address;    // empty: requested, not granted yet
+    std::string control_address;   // the worker's runtime inbox (kCancel)
+    bool force_cancelled = false;  // its worker was told to exit (Cancel with force)
     std::unordered_map<ObjectId, std::shared_ptr<PendingCall>, IdHash> inflight;
     double idle_since = 0;
   };
@@ -93,6 +101,8 @@ class TaskSubmitter {
   Mutex mu_;
   std::map<std::string, TaskKey> keys_ GUARDED_BY(mu_);
   std::map<std::string, Lease> leases_ GUARDED_BY(mu_);
+  // Tasks between Submit and Enqueue (resolving their arguments): Cancel finds them here.
+  std::unordered_map<ObjectId, std::weak_ptr<PendingCall>, IdHash> resolving_ GUARDED_BY(mu_);
 };
 
 }  // namespace orrery::runtime

@@ -105,6 +105,11 @@ class WorkerServer {
 
   // On the call inbox's loop thread.
   void HandleCallInbox(transport::Envelope& env) {
+    if (env.type == MsgType::kCancel) {
+      // A caller that knows no control address for this worker (after a head restart).
+      Current()->OnCancel(env.DecodeOrThrow<proto::CancelMsg>());
+      return;
+    }
     if (env.type != MsgType::kCall) {
       throw std::runtime_error(std::string("the call address only takes calls, not ") +
                                proto::TypeName(env.type));
@@ -126,6 +131,7 @@ class WorkerServer {
     }
     const auto& spec = m.actor.spec;
     actor_id_ = spec.actor_id;
+    Current()->SetActorWorker();
     log::SetProcessTag("worker " + std::to_string(getpid()) + " " + spec.factory);
     auto create = [this, spec] { CreateActor(spec); };
     if (spec.options.max_concurrency > 1) {
@@ -299,6 +305,17 @@ class WorkerServer {
       return;
     }
     CallResult stored{ObjectId(UniqueId::FromBinary(call.object_id)), call.reply_to};
+    Runtime& rt = *Current();
+    if (!rt.BeginCall(stored.id)) {
+      Reply(call, false, proto::ErrorKind::kTaskCancelledError, "",
+            "'" + call.function + "' was cancelled by its caller before it started", nullptr);
+      return;
+    }
+    struct EndCall {
+      Runtime& rt;
+      const ObjectId& id;
+      ~EndCall() { rt.EndCall(id); }
+    } end_call{rt, stored.id};
     try {
       msgpack::object_handle oh =
           internal::UnpackUntrusted(args->data(), args->size(), internal::kValueUnpackLimits);

@@ -68,4 +68,14 @@ struct BorrowMsg {
   MSGPACK_DEFINE(object_id, borrower, delta);
 };
 
+// The caller of a call cancels it (orrery::Cancel), to the worker's control address (its
+// runtime's inbox, which a running call does not block): a call not started yet is answered
+// with kTaskCancelledError instead of running; a running one sees the flag
+// (RuntimeContext::IsCancelled); with `force`, a task's worker exits while it runs it.
+struct CancelMsg {
+  std::string object_id;  // the call's return object
+  bool force = false;
+  MSGPACK_DEFINE(object_id, force);
+};
+
 }  // namespace orrery::proto

@@ -65,7 +65,9 @@ struct ActorUpdateMsg {
   std::string death_cause;
   std::string node_id;
   int pid = 0;
-  MSGPACK_DEFINE(actor_id, state, address, incarnation, death_kind, death_cause, node_id, pid);
+  std::string control_address;  // the actor worker's runtime inbox (kCancel); appended last
+  MSGPACK_DEFINE(actor_id, state, address, incarnation, death_kind, death_cause, node_id, pid,
+                 control_address);
 };
 
 struct SubscribeActorMsg {
@@ -122,7 +124,9 @@ struct LeaseReplyMsg {
   std::string worker_address;
   std::string worker_id;
   std::string node_id;
-  MSGPACK_DEFINE(request_id, lease_id, ok, error_kind, message, worker_address, worker_id, node_id);
+  std::string control_address;  // the worker's runtime inbox (kCancel); appended last
+  MSGPACK_DEFINE(request_id, lease_id, ok, error_kind, message, worker_address, worker_id, node_id,
+                 control_address);
 };
 
 struct ReturnLeaseMsg {

@@ -53,9 +53,10 @@ struct WorkerEventMsg {
   int pid = 0;
   ErrorKind error_kind = ErrorKind::kNone;
   std::string cause;
-  std::string node_secret;  // the sending node's (RegisterNodeMsg::node_secret)
+  std::string node_secret;      // the sending node's (RegisterNodeMsg::node_secret)
+  std::string control_address;  // kActorAlive: the worker's runtime inbox; appended last
   MSGPACK_DEFINE(kind, node_id, actor_id, lease_id, incarnation, address, pid, error_kind, cause,
-                 node_secret);
+                 node_secret, control_address);
 };
 
 struct ReleaseLeaseMsg {

@@ -41,6 +41,7 @@ inline constexpr size_t kHeaderSize = 4;
   X(GetObject, 12)   /* GetObjectMsg: ask an owner for an object's value */                \
   X(ObjectReply, 13) /* ReplyMsg + payload */                                              \
   X(Borrow, 14)      /* BorrowMsg: a borrower -> an object's owner */                      \
+  X(Cancel, 15)      /* CancelMsg: a caller -> the worker of its call (control address) */ \
   /* Driver/worker -> head. */                                                             \
   X(CreateActor, 20)                                                                       \
   X(CreateActorReply, 21)                                                                  \

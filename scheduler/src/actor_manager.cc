@@ -63,6 +63,7 @@ proto::ActorUpdateMsg ActorManager::UpdateOf(const ActorEntry& a) const {
   u.actor_id = a.spec.actor_id;
   u.state = int(a.state);
   u.address = a.address;
+  u.control_address = a.control_address;
   u.incarnation = a.incarnation;
   u.death_kind = a.death_kind;
   u.death_cause = a.death_cause;
@@ -139,6 +140,7 @@ void ActorManager::Died(ActorEntry& a, proto::ErrorKind kind, const std::string&
     a.bundle = -1;
   }
   a.address.clear();
+  a.control_address.clear();
   a.pid = 0;
   a.death_kind = kind;  // of the last death: callers of the lost calls get this kind
   a.death_cause = cause;
@@ -168,6 +170,7 @@ void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, doubl
   if (proto::WorkerEventKind(m.kind) == proto::WorkerEventKind::kActorAlive) {
     a.state = ActorState::kAlive;
     a.address = m.address;
+    a.control_address = m.control_address;
     a.pid = m.pid;
     Persist(a);
     return Notify(a);

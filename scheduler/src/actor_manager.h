@@ -26,6 +26,9 @@ struct ActorEntry {
   int node = -1;  // node index, while placed
   int bundle = -1;
   std::string address;
+  // The worker's runtime inbox, where callers cancel calls (kCancel); not kept in the
+  // record: after a head restart callers fall back to `address`.
+  std::string control_address;
   int pid = 0;
   proto::ErrorKind death_kind = proto::ErrorKind::kNone;
   std::string death_cause;

@@ -129,6 +129,18 @@ ObjectRef<T> Put(const T& value) {
   return ObjectRef<T>(std::move(ref));
 }
 
+// Cancels the task or actor call whose result `ref` is (only its caller can): a call still
+// queued is removed, one running is told (RuntimeContext::IsCancelled), and Get of `ref`
+// throws TaskCancelledError from now on. force: a task's worker process is killed while it
+// runs the task (refused for actor calls: ConfigError). A value that is there already (a
+// finished call, a Put) keeps it. Throws orrery::Error when `ref` is another process's call
+// or no pending call of this process.
+template <typename T>
+void Cancel(const ObjectRef<T>& ref, bool force = false) {
+  if (ref.IsNull()) throw Error("Cancel: the ObjectRef is null");
+  internal::CancelRef(*ref.Holder(), force);
+}
+
 // The named actor, or nullopt when no live actor has that name in the namespace.
 template <typename T>
 std::optional<ActorHandle<T>> GetActor(const std::string& name,

@@ -45,6 +45,9 @@ ORRERY_DECLARE_ERROR(ObjectLostError);
 // A value could not be stored: the node's object store (object_store_memory) cannot hold it
 // even after spilling what is not in use. The message names the sizes.
 ORRERY_DECLARE_ERROR(ObjectStoreFullError);
+// The task or actor call was cancelled (orrery::Cancel) before it finished: Get of its result
+// throws this. The message names the function.
+ORRERY_DECLARE_ERROR(TaskCancelledError);
 
 #undef ORRERY_DECLARE_ERROR
 

@@ -39,6 +39,7 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kGetObject,
       MsgType::kObjectReply,
       MsgType::kBorrow,
+      MsgType::kCancel,
       MsgType::kObjectCreate,
       MsgType::kObjectSeal,
       MsgType::kObjectOpen,

@@ -84,6 +84,7 @@ ActorId CreateActor(const std::string& factory, std::vector<ArgSlot> args,
 std::shared_ptr<RefHolder> SubmitActorTask(const ActorId& actor, const std::string& method,
                                            std::vector<ArgSlot> args);
 std::shared_ptr<RefHolder> PutBytes(std::string bytes);
+void CancelRef(const RefHolder& ref, bool force);
 
 // Values whose packed size is above this are kept in the node's shared-memory object store
 // (written once, read in place on the node, pulled between nodes); smaller ones travel inline

@@ -21,6 +21,10 @@ struct RuntimeContext {
   const std::map<std::string, std::vector<int>>& GetAcceleratorIds() const {
     return accelerator_ids;
   }
+  // Inside a task or actor method: whether its caller cancelled it (orrery::Cancel) while it
+  // runs. A long call polls this and returns early; its result is TaskCancelledError then,
+  // whatever it returns. False outside a call.
+  bool IsCancelled() const;
 };
 
 RuntimeContext GetRuntimeContext();
