@@ -80,7 +80,7 @@ std::optional<ObjectStore::Released> ObjectStore::MaybeReleaseLocked(Entries::it
     if (now == 0) now = MonotonicSeconds();
     if (e.release_at == 0) {
       e.release_at = now + kShareGraceS;
-      in_grace_.push_back(it->first);
+      in_grace_.insert(it->first);
     }
     if (now < e.release_at) return std::nullopt;
   }
@@ -102,7 +102,12 @@ void ObjectStore::Complete(const ObjectId& id, ObjectValue value, bool owned) {
     if (it == entries_.end()) {
       // Nobody holds a ref any more: an owned store copy goes at once.
       if (owned && value.location) released = Released{id, value.location, {}, {}};
-    } else if (it->second.state != Entry::kReady) {
+    } else if (it->second.state == Entry::kReady) {
+      // Completed already (a call cancelled by its caller, then answered with a result kept
+      // in a store): an owned copy that the entry does not hold goes at once.
+      if (owned && value.location && !it->second.value.location)
+        released = Released{id, value.location, {}, {}};
+    } else {
       Entry& e = it->second;
       e.state = Entry::kReady;
       e.value = value;
@@ -291,8 +296,15 @@ void ObjectStore::MarkShared(const ObjectId& id) {
   if (it != entries_.end()) it->second.shared = true;
 }
 
+void ObjectStore::PinContained(const ObjectId& id) {
+  MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.sharing) return;
+  for (const auto& ref : it->second.sharing->contained) entries_[ref->id()].pinned = true;
+}
+
 void ObjectStore::AttachContained(const ObjectId& id,
-                                  std::vector<std::shared_ptr<const void>> refs) {
+                                  std::vector<std::shared_ptr<const internal::RefHolder>> refs) {
   if (refs.empty()) return;
   {
     MutexLock lock(&mu_);
@@ -364,12 +376,12 @@ void ObjectStore::ReleaseExpired(double now) {
   std::vector<Released> released;
   {
     MutexLock lock(&mu_);
-    std::vector<ObjectId> waiting;
+    std::unordered_set<ObjectId, IdHash> waiting;
     for (const ObjectId& id : in_grace_) {
       auto it = entries_.find(id);
       if (it == entries_.end() || it->second.release_at == 0) continue;  // gone, or held again
       if (now < it->second.release_at) {
-        waiting.push_back(id);
+        waiting.insert(id);
         continue;
       }
       if (auto r = MaybeReleaseLocked(it, now)) released.push_back(std::move(*r));

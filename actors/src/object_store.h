@@ -11,11 +11,13 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/src/error_kind.h"
 #include "core/src/protocol_objects.h"
 #include "core/src/thread_annotations.h"
+#include "orrery/api/object_ref.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
 
@@ -94,9 +96,12 @@ class ObjectStore {
   void Pin(const ObjectId& id) EXCLUDES(mu_);
   // A ref to this owned object was packed inside a value.
   void MarkShared(const ObjectId& id) EXCLUDES(mu_);
+  // The refs the value of `id` contains are kept for as long as this process lives (an
+  // actor's constructor arguments, which the head keeps for restarts).
+  void PinContained(const ObjectId& id) EXCLUDES(mu_);
   // The value of `id` contains these refs: they live as long as its entry does.
-  void AttachContained(const ObjectId& id, std::vector<std::shared_ptr<const void>> refs)
-      EXCLUDES(mu_);
+  void AttachContained(const ObjectId& id,
+                       std::vector<std::shared_ptr<const internal::RefHolder>> refs) EXCLUDES(mu_);
   // Owner side of a borrow: `borrower` started (+1) or stopped (-1) holding refs. NotFound
   // when the object is gone (or is not this process's), Unavailable past
   // kMaxBorrowers processes.
@@ -125,7 +130,7 @@ class ObjectStore {
   struct Sharing {
     std::string borrowed_from;  // the owner told of this process's borrow (empty: none)
     std::unordered_map<std::string, int64_t> borrowers;  // owner side: refs held elsewhere
-    std::vector<std::shared_ptr<const void>> contained;  // refs inside the value
+    std::vector<std::shared_ptr<const internal::RefHolder>> contained;  // refs inside the value
   };
   struct Entry {
     enum State { kReferenced, kPending, kReady } state = kReferenced;
@@ -152,7 +157,7 @@ class ObjectStore {
     ObjectId id;
     std::shared_ptr<const proto::ObjectLocationMsg> location;
     std::string borrowed_from;
-    std::vector<std::shared_ptr<const void>> contained;
+    std::vector<std::shared_ptr<const internal::RefHolder>> contained;
   };
   void Complete(const ObjectId& id, ObjectValue value, bool owned = false) EXCLUDES(mu_);
   Released EraseLocked(Entries::iterator it) REQUIRES(mu_);
@@ -171,7 +176,8 @@ class ObjectStore {
   Mutex mu_;
   CondVar cv_;
   Entries entries_ GUARDED_BY(mu_);
-  std::vector<ObjectId> in_grace_ GUARDED_BY(mu_);  // may name erased or revived entries
+  std::unordered_set<ObjectId, IdHash> in_grace_
+      GUARDED_BY(mu_);  // may name erased or revived entries
   FreeHook free_hook_;
   BorrowHook borrow_hook_;
 };

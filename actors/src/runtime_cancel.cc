@@ -22,7 +22,10 @@ void Runtime::Cancel(const internal::RefHolder& ref, bool force) {
   } else if (tasks_.Cancel(id, force, &function)) {
     what = "task " + function;
   } else {
-    if (store_.Lookup(id) == ObjectStore::Presence::kReady) return;  // finished meanwhile
+    // Its reply came meanwhile (the submitters let go of it just before the store has it).
+    auto presence = store_.Lookup(id);
+    if (presence == ObjectStore::Presence::kReady || presence == ObjectStore::Presence::kPending)
+      return;
     throw Error("Cancel: object " + id.Hex() +
                 " is not the result of a task or actor call this process has pending");
   }

@@ -242,8 +242,9 @@ void Runtime::OnBorrow(const proto::BorrowMsg& m) {
 
 void Runtime::KeepReplyRefs(const ObjectId& result,
                             const std::vector<proto::ContainedRefMsg>& refs) {
-  if (refs.empty()) return;
-  std::vector<std::shared_ptr<const void>> holders;
+  // Only for a call this process waits for: a reply naming another id keeps nothing.
+  if (refs.empty() || store_.Lookup(result) != ObjectStore::Presence::kPending) return;
+  std::vector<std::shared_ptr<const internal::RefHolder>> holders;
   holders.reserve(std::min(refs.size(), proto::kMaxContainedRefs));
   for (const auto& r : refs) {
     if (holders.size() >= proto::kMaxContainedRefs) break;

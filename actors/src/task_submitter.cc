@@ -51,16 +51,14 @@ void TaskSubmitter::Submit(const internal::CallOptions& options,
 
 void TaskSubmitter::Enqueue(const std::string& key, std::shared_ptr<PendingCall> call) {
   ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
-  {
-    MutexLock lock(&mu_);
-    resolving_.erase(call->return_id);
-  }
+  // One lock from resolving_ to the queue: a Cancel finds the call in one or the other.
+  MutexLock lock(&mu_);
+  resolving_.erase(call->return_id);
   if (call->cancelled) return;  // its result is TaskCancelledError already
   if (call->dep_error) {
     FailCall(store_, *call, *call->dep_error);
     return;
   }
-  MutexLock lock(&mu_);
   keys_[key].queue.push_back(std::move(call));
   Pump(key);
 }
@@ -197,7 +195,10 @@ void TaskSubmitter::OnWorkerDied(std::map<std::string, Lease>::iterator it,
   std::string key = it->second.key;
   TaskKey& k = keys_[key];
   bool oom = r.error_kind == proto::ErrorKind::kOutOfMemoryError;
-  bool forced = it->second.force_cancelled;
+  // Killed for a forced Cancel only while it still had such a task (else it died itself).
+  bool forced = false;
+  for (const auto& id : it->second.force_cancelled)
+    forced = forced || it->second.inflight.count(id);
   for (auto& [id, call] : it->second.inflight) {
     if (call->cancelled) continue;  // its result is TaskCancelledError already
     if (forced) {
@@ -247,7 +248,7 @@ bool TaskSubmitter::Cancel(const ObjectId& id, bool force, std::string* function
     if (it == l.inflight.end()) continue;
     it->second->cancelled = true;
     *function = it->second->function;
-    l.force_cancelled = l.force_cancelled || force;
+    if (force) l.force_cancelled.push_back(id);
     // Its reply (TaskCancelledError, or the result when it had finished) still ends it here.
     outbox_.Send(l.control_address.empty() ? l.worker_address : l.control_address, MsgType::kCancel,
                  proto::CancelMsg{id.Binary(), force});

@@ -65,9 +65,9 @@ class TaskSubmitter {
   struct Lease {
     std::string id;
     std::string key;
-    std::string worker_address;    // empty: requested, not granted yet
-    std::string control_address;   // the worker's runtime inbox (kCancel)
-    bool force_cancelled = false;  // its worker was told to exit (Cancel with force)
+    std::string worker_address;             // empty: requested, not granted yet
+    std::string control_address;            // the worker's runtime inbox (kCancel)
+    std::vector<ObjectId> force_cancelled;  // its worker exits if it runs one (Cancel, force)
     std::unordered_map<ObjectId, std::shared_ptr<PendingCall>, IdHash> inflight;
     double idle_since = 0;
   };

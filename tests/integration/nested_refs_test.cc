@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "orrery/orrery.h"
@@ -48,6 +49,13 @@ Refs PutInWorker(uint32_t seed) { return {orrery::Put(Pattern(seed))}; }
 class Keeper {
  public:
   static Keeper* Create() { return new Keeper(); }
+  // Keeps only how many refs it was given: a restart would need them again.
+  static Keeper* CreateCounting(Refs refs) {
+    auto* k = new Keeper();
+    k->count_ = int(refs.size());
+    return k;
+  }
+  int Count() { return count_; }
   int Keep(Refs refs) {
     kept_ = std::move(refs);
     return int(kept_.size());
@@ -60,10 +68,11 @@ class Keeper {
 
  private:
   Refs kept_;
+  int count_ = 0;
 };
 
-ORRERY_REMOTE(SumNested, PutInWorker, Keeper::Create, &Keeper::Keep, &Keeper::SumKept,
-              &Keeper::Drop);
+ORRERY_REMOTE(SumNested, PutInWorker, Keeper::Create, Keeper::CreateCounting, &Keeper::Keep,
+              &Keeper::SumKept, &Keeper::Drop, &Keeper::Count);
 
 uint64_t StoreUsed() {
   uint64_t used = 0;
@@ -129,6 +138,20 @@ TEST_F(NestedRefsTest, AnActorKeepsABorrowedRefAfterTheDriverDropsItsOwn) {
   EXPECT_EQ(*orrery::Get(keeper.Task(&Keeper::SumKept).Remote(), kGetTimeoutMs), expected);
   orrery::Get(keeper.Task(&Keeper::Drop).Remote(), kGetTimeoutMs);
   EXPECT_TRUE(WaitFor([] { return StoreUsed() == 0; })) << "the actor's borrow ended: freed";
+}
+
+TEST_F(NestedRefsTest, RefsInALargeConstructorArgumentAreKeptForRestarts) {
+  std::optional<orrery::ActorHandle<Keeper>> keeper;
+  {
+    // Over 100 KiB packed: the argument itself goes through the store, by reference.
+    Refs refs{orrery::Put(Pattern(4))};
+    for (int i = 0; i < 3000; ++i) refs.push_back(orrery::Put(Bytes{uint8_t(i)}));
+    keeper = orrery::Actor(Keeper::CreateCounting).Remote(refs);
+  }
+  EXPECT_EQ(*orrery::Get(keeper->Task(&Keeper::Count).Remote(), kGetTimeoutMs), 3001);
+  EXPECT_TRUE(StaysStored(kObjectBytes))
+      << "the head keeps the spec for restarts, so the refs inside it stay";
+  keeper->Kill();
 }
 
 }  // namespace

@@ -104,15 +104,15 @@ TEST_F(ObjectStoreBorrowTest, ContainedRefsLiveAsLongAsTheirValue) {
   ObjectId value = ObjectId::Random();
   store_.AddRef(value);
   store_.PutValue(value, std::make_shared<const std::string>("v"));
-  auto inner = std::make_shared<int>(7);
-  std::weak_ptr<int> watch = inner;
+  auto inner = std::make_shared<const internal::RefHolder>(ObjectId::Random(), "tcp://o:1");
+  std::weak_ptr<const internal::RefHolder> watch = inner;
   store_.AttachContained(value, {std::move(inner)});
   EXPECT_FALSE(watch.expired());
   store_.RemoveRef(value);
   EXPECT_TRUE(watch.expired()) << "dropped with the value";
 
-  auto orphan = std::make_shared<int>(8);
-  std::weak_ptr<int> watch_orphan = orphan;
+  auto orphan = std::make_shared<const internal::RefHolder>(ObjectId::Random(), "tcp://o:1");
+  std::weak_ptr<const internal::RefHolder> watch_orphan = orphan;
   store_.AttachContained(ObjectId::Random(), {std::move(orphan)});
   EXPECT_TRUE(watch_orphan.expired()) << "a value already gone keeps nothing";
 }
@@ -161,6 +161,25 @@ TEST_F(ObjectStoreBorrowTest, ADeadBorrowersHoldsEnd) {
   store_.DropBorrower("tcp://alive:1");
   store_.ReleaseExpired(Later());
   EXPECT_FALSE(Present(id));
+}
+
+TEST_F(ObjectStoreBorrowTest, AResultThatArrivesAfterACancelIsFreed) {
+  proto::ObjectLocationMsg where{"tcp://node:1", "127.0.0.1:2", 1 << 20};
+  ObjectId cancelled = ObjectId::Random();
+  store_.AddRef(cancelled);
+  store_.MarkPending(cancelled);
+  store_.PutError(cancelled, ObjectError{proto::ErrorKind::kTaskCancelledError, "", "cancelled"});
+  store_.PutLocation(cancelled, where, /*owned=*/true);  // the worker had finished after all
+  EXPECT_EQ(freed_, std::vector<ObjectId>{cancelled}) << "nothing holds that copy: freed";
+
+  freed_.clear();
+  ObjectId kept = ObjectId::Random();
+  store_.AddRef(kept);
+  store_.PutLocation(kept, where, /*owned=*/true);
+  store_.PutLocation(kept, where, /*owned=*/true);  // the same reply twice
+  EXPECT_TRUE(freed_.empty()) << "the copy the entry holds stays";
+  store_.RemoveRef(kept);
+  EXPECT_EQ(freed_, std::vector<ObjectId>{kept});
 }
 
 TEST(PeerWatchTest, PingsEveryPeriodAndReportsThePeersThatStopAnswering) {
