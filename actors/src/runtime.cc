@@ -309,8 +309,9 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
     // long as this process lives.
     for (const auto& c : slot.contained) store_.Pin(c->id());
     if (!slot.ref) continue;
-    store_.PinContained(slot.ref->id());  // the refs inside a value passed by reference
     internal::BytesView v = Get(*slot.ref, -1);
+    // The refs inside a value passed by reference (known once it is there): kept too.
+    store_.PinContained(slot.ref->id());
     slot.bytes.assign(v.data, v.size);
     slot.ref = nullptr;
   }
