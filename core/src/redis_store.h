@@ -62,8 +62,10 @@ class RedisStateStore : public StateStore {
   Result<std::map<std::string, std::string>> GetAll(const std::string& table) override
       EXCLUDES(read_mu_, mu_);
   void Publish(const std::string& event_json) override EXCLUDES(mu_);
-  // XADD orrery:<cluster>:<stream> <seq>-1 field value ...; Redis refuses (and the store
-  // ignores) an entry whose seq is not above the stream's last.
+  // XADD orrery:<cluster>:<stream> MAXLEN ~ kMaxStreamLength <seq>-1 field value ...;
+  // Redis refuses (and the store ignores) an entry whose seq is not above the stream's last,
+  // and trims the oldest entries of a stream past about kMaxStreamLength.
+  static constexpr int64_t kMaxStreamLength = 100000;
   void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override
       EXCLUDES(mu_);
   // Every change has a generation number; `done` runs once no change of a generation up to
