@@ -7,5 +7,6 @@
 #include "core/src/protocol_head.h"
 #include "core/src/protocol_node.h"
 #include "core/src/protocol_objects.h"
+#include "core/src/protocol_ops.h"
 #include "core/src/protocol_wire.h"
 #include "core/src/protocol_worker.h"

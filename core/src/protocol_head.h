@@ -180,9 +180,11 @@ struct NodeInfoMsg {
   ObjectStoreUsageMsg object_store;
   std::string object_store_path;
   std::string object_store_tag;
+  // Where the node serves Prometheus metrics ("host:port", empty: not served); appended last.
+  std::string metrics_address;
   MSGPACK_DEFINE(node_id, address, alive, total, available, labels, memory_used_bytes,
                  memory_total_bytes, memory_usage_threshold, object_store, object_store_path,
-                 object_store_tag);
+                 object_store_tag, metrics_address);
 };
 
 struct ClusterInfoMsg {

@@ -87,6 +87,15 @@ inline constexpr size_t kHeaderSize = 4;
   X(ObjectCopied, 76)     /* ObjectCopiedMsg: node -> the primary's node */                \
   X(ListObjects, 77)      /* ListObjectsMsg -> kListObjectsReply */                        \
   X(ListObjectsReply, 78) /* ListObjectsReplyMsg */                                        \
+  /* Operating a cluster (protocol_ops.h). */                                              \
+  X(SubmitJob, 80)        /* CLI -> head: SubmitJobMsg -> kSubmitJobReply */               \
+  X(SubmitJobReply, 81)   /* SubmitJobReplyMsg */                                          \
+  X(StartJob, 82)         /* head -> node: StartJobMsg */                                  \
+  X(JobEvent, 83)         /* node -> head: JobEventMsg */                                  \
+  X(StopJob, 84)          /* CLI -> head (-> kAck), head -> node: StopJobMsg */            \
+  X(LogBatch, 85)         /* node -> head -> driver: LogBatchMsg */                        \
+  X(ListWorkers, 86)      /* CLI -> node: ListWorkersMsg -> kListWorkersReply */           \
+  X(ListWorkersReply, 87) /* ListWorkersReplyMsg */                                        \
   X(Ping, 60)                                                                              \
   X(Pong, 61)
 

@@ -83,6 +83,14 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kExit,
       MsgType::kPing,
       MsgType::kPong,
+      MsgType::kSubmitJob,
+      MsgType::kSubmitJobReply,
+      MsgType::kStartJob,
+      MsgType::kJobEvent,
+      MsgType::kStopJob,
+      MsgType::kLogBatch,
+      MsgType::kListWorkers,
+      MsgType::kListWorkersReply,
   };
   return types;
 }
