@@ -205,8 +205,12 @@ struct JobMsg {
   bool alive = true;
   std::string binary_hash;  // cluster mode: the head asks for the binary when it lacks it
   std::string arch;
+  // Appended last: tasks and actor calls the driver submitted so far (heartbeats carry it),
+  // and the submission (`orrery job submit`) that started this driver, if one did.
+  uint64_t tasks_submitted = 0;
+  std::string submission_id;
   MSGPACK_DEFINE(request_id, reply_to, job_id, driver_address, pid, namespace_, entrypoint, alive,
-                 binary_hash, arch);
+                 binary_hash, arch, tasks_submitted, submission_id);
 };
 
 // A record a driver asks the head to keep in the state store: the training module's run

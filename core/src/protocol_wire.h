@@ -77,6 +77,7 @@ inline constexpr size_t kHeaderSize = 4;
   X(Assign, 51)      /* node -> worker: become this actor / serve leases */                \
   X(AssignReply, 52) /* worker -> node */                                                  \
   X(Exit, 53)        /* node -> worker: exit now */                                        \
+  X(WorkerStats, 54) /* worker -> node: WorkerStatsMsg */                                  \
   /* Objects: a process <-> its node's store, node <-> node (protocol_objects.h). */       \
   X(ObjectCreate, 70)     /* ObjectStoreMsg -> kObjectStoreReply */                        \
   X(ObjectSeal, 71)       /* ObjectStoreMsg: the creator wrote the bytes */                \

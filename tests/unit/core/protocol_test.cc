@@ -81,6 +81,7 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kAssign,
       MsgType::kAssignReply,
       MsgType::kExit,
+      MsgType::kWorkerStats,
       MsgType::kPing,
       MsgType::kPong,
       MsgType::kSubmitJob,
