@@ -7,6 +7,7 @@
 #include "actors/src/runtime.h"
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
+#include "core/src/text.h"
 #include "orrery/api/runtime_context.h"
 #include "orrery/errors.h"
 
@@ -215,10 +216,7 @@ namespace {
 RateLimitedLog g_borrow_log(5.0);
 // A process's inbox address, as a borrower or an owner names it: bounded printable text.
 bool PlausibleAddress(const std::string& a) {
-  if (a.empty() || a.size() > 512) return false;
-  for (char c : a)
-    if (c <= ' ' || c > '~') return false;
-  return true;
+  return !a.empty() && a.size() <= 512 && text::IsPrintableToken(a);
 }
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "core/src/log.h"
 #include "core/src/rate_limit.h"
 #include "core/src/security.h"
+#include "core/src/text.h"
 
 namespace orrery::security {
 
@@ -84,10 +85,6 @@ Result<std::string> ReadSmallFile(const std::string& path, const char* what) {
   return content.substr(start);
 }
 
-bool Printable(const std::string& s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-}
-
 }  // namespace
 
 std::string NewToken() {
@@ -101,7 +98,7 @@ Result<std::string> ReadTokenFile(const std::string& path) {
   auto content = ReadSmallFile(path, "cluster token file");
   if (!content.ok()) return content.status();
   const std::string& t = content.value();
-  if (t.size() < kMinTokenChars || !Printable(t)) {
+  if (t.size() < kMinTokenChars || !text::IsPrintableToken(t)) {
     return Status::InvalidArgument(
         "the cluster token file " + path + " does not hold a token (at least " +
         std::to_string(kMinTokenChars) +
