@@ -309,6 +309,35 @@
     return html;
   }
 
+  function renderSubmissions(d) {
+    var subs = list(d.submissions).slice().sort(function (a, b) { return (b.submit_time || 0) - (a.submit_time || 0); });
+    var html = '<h1>Submitted jobs <span class="muted small">' + subs.length + '</span></h1>';
+    html += table('submissions-table', ['Job', 'State', 'Exit code', 'Entrypoint', 'Node', 'Submitted', 'Message'], subs.map(function (j) {
+      j = obj(j);
+      var id = String(j.submission_id || '');
+      return '<tr data-submission-id="' + esc(id) + '" data-state="' + esc(j.state) + '"><td><a href="/submissions/' +
+        encodeURIComponent(id) + '"><code>' + esc(id) + '</code></a></td><td>' + badge(j.state) + '</td><td class="num">' +
+        orDash(j.exit_code) + '</td><td><code>' + esc(j.entrypoint) + '</code></td><td>' + idCell(j.node_id) + '</td><td>' +
+        esc(fmtTime(j.submit_time)) + '</td><td class="cause">' + orDash(j.message) + '</td></tr>';
+    }), 'No job was submitted (orrery job submit).');
+    return html;
+  }
+
+  function renderSubmission(d) {
+    var j = obj(d.submission);
+    var html = '<p class="crumbs"><a href="/submissions">&larr; Submitted jobs</a></p>';
+    html += '<h1>Job <code>' + esc(j.submission_id) + '</code> ' + badge(j.state) + '</h1>';
+    html += '<p><code>' + esc(j.entrypoint) + '</code></p><p class="cause">' + orDash(j.message) +
+      (j.exit_code !== undefined && j.exit_code !== null ? ' (exit code ' + esc(j.exit_code) + ')' : '') + '</p>';
+    var logs = list(d.logs);
+    html += '<h2>Output <span class="muted small">' + logs.length + ' entries</span></h2><pre id="job-logs" class="logs">' +
+      logs.map(function (e) {
+        e = obj(e);
+        return '<span class="' + (e.stream === 'stderr' ? 'stderr' : 'stdout') + '">' + esc(e.text) + '</span>';
+      }).join('\n') + '</pre>';
+    return html;
+  }
+
   function fmtMetrics(m) {
     m = obj(m);
     var keys = Object.keys(m).sort();
@@ -508,6 +537,19 @@
       return { nav: 'placement-groups', title: 'Placement groups', api: '/api/placement_groups', render: renderPlacementGroups };
     }
     if (path === '/jobs') return { nav: 'jobs', title: 'Jobs', api: '/api/jobs', render: renderJobs };
+    if (path === '/submissions') {
+      return { nav: 'submissions', title: 'Submitted jobs', api: '/api/submissions', render: renderSubmissions };
+    }
+    if ((m = /^\/submissions\/(job_[0-9a-z_-]+)$/.exec(path))) {
+      var sid = m[1];
+      return {
+        nav: 'submissions', title: 'Job ' + sid, api: '/api/submissions/' + sid, render: renderSubmission,
+        notFound: function () {
+          return '<p class="crumbs"><a href="/submissions">&larr; Submitted jobs</a></p><h1>Unknown job</h1>' +
+            '<p id="submission-unknown">No job <code>' + esc(sid) + '</code> was submitted to this cluster.</p>';
+        }
+      };
+    }
     if (path === '/runs') return { nav: 'runs', title: 'Train runs', api: '/api/runs', render: renderRuns };
     if ((m = /^\/runs\/([^/]+)$/.exec(path))) {
       var id = decodeURIComponent(m[1]);

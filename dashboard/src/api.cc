@@ -282,6 +282,26 @@ json RunResponse(const RedisState& redis, const std::string& run_json,
   return {{"redis", RedisJson(redis)}, {"run", std::move(run)}, {"metrics", std::move(entries)}};
 }
 
+json LogsResponse(const RedisState& redis, const std::string& record_json,
+                  const std::vector<StreamEntry>& entries) {
+  json record = json::parse(record_json, nullptr, /*allow_exceptions=*/false);
+  if (!record.is_object()) record = nullptr;
+  json logs = json::array();
+  for (const auto& e : entries) {
+    json entry = json::object();
+    // The id is <ms * 1000 + n>-1 (docs/redis-schema.md): its time in seconds.
+    entry["time"] = std::strtod(e.id.c_str(), nullptr) / 1e6;
+    for (const auto& [field, value] : e.fields) {
+      if (field == "text" || field == "stream" || field == "node" || field == "pid" ||
+          field == "name" || field == "job" || field == "actor")
+        entry[field] = value;
+    }
+    logs.push_back(std::move(entry));
+  }
+  return {
+      {"redis", RedisJson(redis)}, {"submission", std::move(record)}, {"logs", std::move(logs)}};
+}
+
 json ErrorResponse(const std::string& message) { return {{"error", message}}; }
 
 }  // namespace orrery::dashboard

@@ -60,8 +60,8 @@ nlohmann::json ClusterResponse(const RedisState& redis, const Tables& tables);
 // (resource name -> amount in use) and `object_store` ({capacity_bytes, used_bytes,
 // spilled_bytes, num_objects} from its object_store_* fields, 0 for a missing or bad one).
 nlohmann::json NodesResponse(const RedisState& redis, const Tables& tables);
-// GET /api/actors, /api/placement_groups, /api/jobs: `member` is the table's name
-// ("actors", "placement_groups", "jobs"); records in id order.
+// GET /api/actors, /api/placement_groups, /api/jobs, /api/submissions: `member` is the
+// table's name ("actors", "placement_groups", "jobs", "submissions"); records in id order.
 nlohmann::json ListResponse(const RedisState& redis, const std::string& member, const Table& table);
 // GET /api/runs: newest first (start_time, then id).
 nlohmann::json RunsResponse(const RedisState& redis, const Table& train_runs);
@@ -69,6 +69,12 @@ nlohmann::json RunsResponse(const RedisState& redis, const Table& train_runs);
 // parse. Malformed metrics entries are skipped.
 nlohmann::json RunResponse(const RedisState& redis, const std::string& run_json,
                            const std::vector<StreamEntry>& metrics);
+// GET /api/submissions/<id>: the submitted job's record (`submission`, null when it does not
+// parse) and its output's newest entries (`logs`: [{time, stream, text}], oldest first).
+// GET /api/logs: the workers' newest lines, the same shape plus node, pid, name, job and
+// actor per entry.
+nlohmann::json LogsResponse(const RedisState& redis, const std::string& record_json,
+                            const std::vector<StreamEntry>& entries);
 // An error answer (404, 405): {"error": message}.
 nlohmann::json ErrorResponse(const std::string& message);
 

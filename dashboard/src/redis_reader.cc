@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -135,12 +136,24 @@ Result<std::string> RedisReader::GetRecord(const std::string& table, const std::
 
 Result<std::vector<StreamEntry>> RedisReader::RunMetrics(const std::string& run_id,
                                                          size_t max_entries) {
+  return Range({"XRANGE", Key("train:" + run_id + ":metrics"), "-", "+", "COUNT",
+                std::to_string(max_entries)});
+}
+
+Result<std::vector<StreamEntry>> RedisReader::LastEntries(const std::string& stream,
+                                                          size_t max_entries) {
+  auto r = Range({"XREVRANGE", Key(stream), "+", "-", "COUNT", std::to_string(max_entries)});
+  if (r.ok()) std::reverse(r->begin(), r->end());
+  return r;
+}
+
+Result<std::vector<StreamEntry>> RedisReader::Range(const std::vector<std::string>& command) {
   MutexLock lock(&mu_);
-  auto r = Command({"XRANGE", Key("train:" + run_id + ":metrics"), "-", "+", "COUNT",
-                    std::to_string(max_entries)});
+  auto r = Command(command);
   if (!r.ok()) return r.status();
   const redisReply* reply = r->get();
-  if (reply->type != REDIS_REPLY_ARRAY) return Status::Internal("XRANGE did not answer an array");
+  if (reply->type != REDIS_REPLY_ARRAY)
+    return Status::Internal(command[0] + " did not answer an array");
   std::vector<StreamEntry> out;
   out.reserve(reply->elements);
   for (size_t i = 0; i < reply->elements; ++i) {

@@ -51,6 +51,9 @@ class RedisReader {
   // XRANGE orrery:<cluster>:train:<run_id>:metrics - + (at most `max_entries`, oldest first).
   Result<std::vector<StreamEntry>> RunMetrics(const std::string& run_id,
                                               size_t max_entries = 100000);
+  // The newest `max_entries` of stream orrery:<cluster>:<stream> (XREVRANGE), oldest first:
+  // a submitted job's output ("job_logs:<id>") or the workers' lines ("logs").
+  Result<std::vector<StreamEntry>> LastEntries(const std::string& stream, size_t max_entries);
 
  private:
   struct ReplyFree {
@@ -61,6 +64,8 @@ class RedisReader {
   // Runs one command, connecting first if needed. An error reply from Redis is Internal;
   // a lost or timed-out connection is Unavailable and is dropped.
   Result<Reply> Command(const std::vector<std::string>& argv) REQUIRES(mu_);
+  // Runs an XRANGE-like command and parses its entries ([id, [field, value, ...]] each).
+  Result<std::vector<StreamEntry>> Range(const std::vector<std::string>& command) EXCLUDES(mu_);
   Status EnsureConnected() REQUIRES(mu_);
   void Drop() REQUIRES(mu_);
   std::string Key(const std::string& suffix) const { return "orrery:" + cluster_ + ":" + suffix; }

@@ -28,6 +28,12 @@ bool IsRunId(const std::string& s) {
   return true;
 }
 
+// job_ and lowercase hex (docs/jobs.md).
+bool IsSubmissionId(const std::string& s) {
+  return s.size() > 4 && s.size() <= 64 && s.rfind("job_", 0) == 0 &&
+         s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+}
+
 HttpReply JsonReply(int status, const json& body) {
   // Records are shown as stored: bytes that are not UTF-8 are replaced, never fatal.
   return {status,
@@ -92,6 +98,27 @@ HttpReply Run(const std::string& id, RedisReader* reader, const std::string& add
                                     metrics.ok() ? metrics.value() : std::vector<StreamEntry>{}));
 }
 
+// A submitted job's record and output (`id` given), or the workers' lines: the newest
+// kMaxLogEntries entries of `stream`.
+HttpReply Logs(const std::string& stream, const std::string& id, RedisReader* reader,
+               const std::string& address) {
+  constexpr size_t kMaxLogEntries = 1000;
+  RedisState state;
+  state.address = address;
+  std::string record = "null";
+  if (!id.empty()) {
+    auto r = reader->GetRecord("submissions", id);
+    if (!r.ok() && r.status().code() == StatusCode::kNotFound)
+      return JsonReply(404, ErrorResponse("no submitted job " + id));
+    if (r.ok()) record = r.value();
+  }
+  auto entries = reader->LastEntries(stream, kMaxLogEntries);
+  state.ok = entries.ok();
+  if (!entries.ok()) state.error = entries.status().message();
+  return JsonReply(200, LogsResponse(state, record,
+                                     entries.ok() ? entries.value() : std::vector<StreamEntry>{}));
+}
+
 HttpReply Api(const std::string& path, RedisReader* reader, const std::string& address) {
   Tables t;
   if (path == "/api/cluster") {
@@ -108,7 +135,7 @@ HttpReply Api(const std::string& path, RedisReader* reader, const std::string& a
         {{"nodes", &t.nodes}, {"actors", &t.actors}, {"placement_groups", &t.placement_groups}});
     return JsonReply(200, NodesResponse(s, t));
   }
-  for (const char* table : {"actors", "placement_groups", "jobs"}) {
+  for (const char* table : {"actors", "placement_groups", "jobs", "submissions"}) {
     if (path == std::string("/api/") + table) {
       Table rows;
       RedisState s = Read(reader, address, {{table, &rows}});
@@ -123,14 +150,21 @@ HttpReply Api(const std::string& path, RedisReader* reader, const std::string& a
   if (path.rfind(runs_prefix, 0) == 0 && IsRunId(path.substr(runs_prefix.size()))) {
     return Run(path.substr(runs_prefix.size()), reader, address);
   }
+  const std::string subs_prefix = "/api/submissions/";
+  if (path.rfind(subs_prefix, 0) == 0 && IsSubmissionId(path.substr(subs_prefix.size())))
+    return Logs("job_logs:" + path.substr(subs_prefix.size()), path.substr(subs_prefix.size()),
+                reader, address);
+  if (path == "/api/logs") return Logs("logs", "", reader, address);
   return JsonReply(404, ErrorResponse("unknown API path " + path));
 }
 
 bool IsPage(const std::string& path) {
-  static const char* kPages[] = {"/", "/nodes", "/actors", "/placement-groups", "/jobs", "/runs"};
+  static const char* kPages[] = {"/",     "/nodes", "/actors",     "/placement-groups",
+                                 "/jobs", "/runs",  "/submissions"};
   for (const char* p : kPages) {
     if (path == p) return true;
   }
+  if (path.rfind("/submissions/", 0) == 0) return IsSubmissionId(path.substr(13));
   return path.rfind("/runs/", 0) == 0 && IsRunId(path.substr(6));
 }
 

@@ -258,6 +258,22 @@ TEST(DashboardApi, RunDetailWithBadRecordHasNullRun) {
   EXPECT_EQ(r["metrics"], json::array());
 }
 
+TEST(DashboardApi, LogsKeepTheirTextAndKnownFieldsOnly) {
+  std::vector<StreamEntry> stream = {
+      {"1795424045500000-1",
+       {{"stream", "stdout"}, {"text", "hello\nworld"}, {"pid", "7"}, {"secret", "not shown"}}},
+      {"garbage", {{"stream", "stderr"}, {"text", "<b>oops</b>"}}}};
+  json r = LogsResponse(kOk, json{{"submission_id", "job_1"}, {"state", "RUNNING"}}.dump(), stream);
+  EXPECT_EQ(r["submission"]["state"], "RUNNING");
+  ASSERT_EQ(r["logs"].size(), 2u);
+  EXPECT_EQ(r["logs"][0]["text"], "hello\nworld");
+  EXPECT_EQ(r["logs"][0]["pid"], "7");
+  EXPECT_DOUBLE_EQ(r["logs"][0]["time"].get<double>(), 1795424045.5);
+  EXPECT_FALSE(r["logs"][0].contains("secret"));
+  EXPECT_EQ(r["logs"][1]["time"], 0.0);  // an id that is no number: time 0, entry kept
+  EXPECT_TRUE(LogsResponse(kOk, "{{{", {})["submission"].is_null());
+}
+
 TEST(DashboardApi, RedisDownGivesEmptyBodies) {
   RedisState down{"127.0.0.1:1", false, "cannot connect"};
   json c = ClusterResponse(down, Tables{});
