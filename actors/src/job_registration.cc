@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -25,6 +26,9 @@ proto::JobMsg JobInfo(const ProcessIdentity& self, const Config& config, bool al
   m.namespace_ = config.namespace_.empty() ? "default" : config.namespace_;
   m.entrypoint = self.argv.empty() ? "" : self.argv[0];
   m.alive = alive;
+  // A driver that `orrery job submit` started names its submission (docs/jobs.md).
+  if (const char* sid = std::getenv("ORRERY_SUBMISSION_ID"); sid && std::strlen(sid) <= 64)
+    m.submission_id = sid;
   return m;
 }
 

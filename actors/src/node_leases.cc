@@ -45,6 +45,7 @@ void NodeService::GrantTo(Worker& w) {
   reply.worker_id = w.id;
   reply.node_id = id_.Binary();
   transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
+  if (w.pid > 0) logs_->Describe(w.pid, LogSource(w));
 }
 
 void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "core/src/clock.h"
 #include "core/src/log.h"
@@ -56,6 +57,8 @@ NodeService::NodeService(NodeOptions options)
     }
   }
   if (options_.binary_cache_dir.empty()) options_.binary_cache_dir = TmpRoot() + "/node_binaries";
+  own_log_dir_ = options_.log_dir.empty();
+  if (own_log_dir_) options_.log_dir = TmpRoot() + "/logs/node-" + id_.Hex().substr(0, 12);
   options_.labels["orrery.io/node-id"] = id_.Hex();
   // Workers allocate large values fresh (a task's vector argument, a result): with glibc's
   // transparent huge pages for its big allocations such a vector fills 2.5 times faster on
@@ -74,6 +77,19 @@ NodeService::~NodeService() { Stop(); }
 Status NodeService::Start(int register_timeout_ms) {
   Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
   if (!s.ok()) return s;
+  std::error_code ec;
+  std::filesystem::create_directories(options_.log_dir, ec);
+  if (ec)
+    return Status::Internal("cannot make the log directory " + options_.log_dir + ": " +
+                            ec.message());
+  LogMonitorOptions lo;
+  lo.head_address = options_.head_address;
+  lo.node_id = id_.Hex();
+  lo.node_secret = secret_;
+  lo.rotate_bytes = options_.log_rotate_bytes;
+  lo.rotate_backups = options_.log_rotate_backups;
+  logs_ = std::make_unique<LogMonitor>(lo);
+  logs_->Start();
   ObjectPlaneOptions po;
   po.node_id = id_;
   po.bind_host = options_.bind_host;
@@ -152,7 +168,13 @@ void NodeService::Stop() {
   }
   if (was_running) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
+  StopJobs();
   zygotes_->StopAll();  // workers die with their zygote
+  if (logs_) logs_->Stop();
+  if (own_log_dir_) {  // the embedded node's: its driver printed what mattered
+    std::error_code ec;
+    std::filesystem::remove_all(options_.log_dir, ec);
+  }
   if (objects_) objects_->Stop();
   for (auto& [id, w] : workers_)
     if (w.pid > 0) kill(w.pid, SIGKILL);
@@ -185,6 +207,12 @@ void NodeService::Handle(transport::Envelope& env) {
       if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
       return;
     }
+    case MsgType::kStartJob:
+      return OnStartJob(env.DecodeOrThrow<proto::StartJobMsg>());
+    case MsgType::kStopJob:
+      return OnStopJob(env.DecodeOrThrow<proto::StopJobMsg>());
+    case MsgType::kListWorkers:
+      return OnListWorkers(env.DecodeOrThrow<proto::ListWorkersMsg>());
     case MsgType::kBinaryReply:
       return OnBinaryReply(env.DecodeOrThrow<proto::BinaryMsg>(), env.PayloadString());
     case MsgType::kError: {
@@ -201,6 +229,7 @@ void NodeService::Handle(transport::Envelope& env) {
 
 void NodeService::Tick() {
   CheckMemory();
+  CheckJobs();
   // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
   // heartbeat on the tick nearest to its period, never later.
   double now = Now(), hb = options_.heartbeat_period_s;

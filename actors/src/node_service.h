@@ -3,10 +3,11 @@
 // the zygote, hands them their assignment, supervises them and reports exits to the head.
 // All state lives on the node's inbox thread.
 //
-// One class, in four files along its seams: node_service.cc (the head link: registration,
+// One class, in five files along its seams: node_service.cc (the head link: registration,
 // heartbeat, dispatch, the memory monitor's tick), node_spawn.cc (executables checked by
 // SHA-256 and fetched from the head, spawns through the zygotes), node_workers.cc (worker
-// registration, assignment, devices, kills, deaths and exits), node_leases.cc (task leases).
+// registration, assignment, devices, kills, deaths and exits), node_leases.cc (task leases),
+// node_jobs.cc (submitted jobs' drivers, workers' logs).
 #pragma once
 
 #include <map>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/src/log_monitor.h"
 #include "actors/src/memory_monitor.h"
 #include "actors/src/node_object_plane.h"
 #include "actors/src/zygote_pool.h"
@@ -56,6 +58,12 @@ struct NodeOptions {
   // memory) and the directory it spills into (a directory of its own is made inside).
   uint64_t object_store_memory = 0;
   std::string object_spill_dir;
+  // Where workers' and submitted jobs' stdout and stderr go (docs/logs.md); empty:
+  // $ORRERY_TMPDIR (or /tmp/orrery) + "/logs/node-<id>". A file is rotated past
+  // log_rotate_bytes, keeping log_rotate_backups old copies.
+  std::string log_dir;
+  uint64_t log_rotate_bytes = 100ull << 20;
+  int log_rotate_backups = 5;
 };
 
 class NodeService {
@@ -86,13 +94,46 @@ class NodeService {
     proto::ErrorKind kill_kind = proto::ErrorKind::kNone;
     double started = 0;  // when it took its current actor or lease (for the memory monitor)
     double idle_since = 0;
+    double wall_started = 0;        // when its process was asked for, seconds since the epoch
     std::vector<std::string> argv;  // while waiting for the executable
     std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
     std::map<std::string, std::vector<int>> devices;  // accelerator ids this process owns
     std::map<std::string, std::string> device_env;    // what makes them visible to it
   };
 
+  // Marks a submitted job among the waiters for an executable (awaiting_binary_).
+  static constexpr const char* kJobWaiter = "job:";
+  // A submitted job's driver process (node_jobs.cc).
+  struct JobProcess {
+    proto::StartJobMsg start;
+    int pid = 0;
+    bool stop_requested = false;
+    double stop_since = 0;
+    double wall_started = 0;
+  };
+
   void Handle(transport::Envelope& env);
+  void OnStartJob(const proto::StartJobMsg& m);
+  void OnStopJob(const proto::StopJobMsg& m);
+  // `orrery list workers`: this node's worker processes and job drivers.
+  void OnListWorkers(const proto::ListWorkersMsg& m);
+  // Starts the job's driver from the executable at `path` (its SHA-256 checked).
+  void LaunchJob(JobProcess& j, const std::string& path);
+  // Reaps ended drivers and reports them; kills those that ignored a stop for too long.
+  void CheckJobs();
+  void SendJobEvent(const std::string& submission_id, proto::JobEventKind kind, int pid,
+                    int exit_code, const std::string& cause);
+  // The executable with this hash was fetched (error empty) or could not be: start the job.
+  void OnJobExecutable(const std::string& submission_id, const std::string& hash,
+                       const std::string& error);
+  void StopJobs();
+  // What a worker's log lines are attributed to (its actor or lease, its job).
+  proto::LogLinesMsg LogSource(const Worker& w) const;
+  void WatchLogs(const Worker& w);
+  // Asks the head for the executable `hash` (and whether a job registered it) unless a
+  // request for it is out already; `waiter` (a worker id, or kJobWaiter + a submission id)
+  // is resumed by OnBinaryReply.
+  void AwaitExecutable(const std::string& hash, const std::string& path, const std::string& waiter);
   void OnStartActor(const proto::StartActorMsg& m);
   void OnGrantLease(const proto::LeaseRequestMsg& r);
   void OnReleaseLease(const std::string& lease_id);
@@ -160,6 +201,9 @@ class NodeService {
   std::string oom_victim_;  // the worker killed for memory, until its process is gone
   double oom_victim_since_ = 0;
   double last_heartbeat_ = 0;
+  std::unique_ptr<LogMonitor> logs_;
+  bool own_log_dir_ = false;  // made for this node (no log_dir given): removed when it stops
+  std::map<std::string, JobProcess> jobs_;  // by submission id
 
   // Everything above is used on the inbox thread only (Stop touches workers_ once that
   // thread has ended): no lock. Only the registration handshake crosses threads.

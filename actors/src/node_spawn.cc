@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -52,6 +53,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   w.id = id;
   w.is_actor = is_actor;
   w.started = Now();
+  w.wall_started = WallSeconds();
   w.executable = hash;
   auto env = AssignDevices(w, demand);
   if (!env.ok()) {
@@ -98,11 +100,17 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
       return w;
     }
   }
+  AwaitExecutable(hash, w.argv[0], id);
+  return w;
+}
+
+void NodeService::AwaitExecutable(const std::string& hash, const std::string& path,
+                                  const std::string& waiter) {
   auto& waiting = awaiting_binary_[hash];
   if (waiting.empty()) {
     // Ask the head whether a job registered this executable, and for its content when this
     // node has no copy. The nonce makes the head's the only reply that counts.
-    bool have = !LocalExecutable(w.argv[0], hash).empty();
+    bool have = !LocalExecutable(path, hash).empty();
     uint64_t nonce = RandomNonce();
     fetch_nonce_[hash] = nonce;
     if (!have) LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
@@ -110,8 +118,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
     ask.want_bytes = !have;
     transport::Send(options_.head_address, MsgType::kFetchBinary, ask);
   }
-  waiting.push_back(id);
-  return w;
+  waiting.push_back(waiter);
 }
 
 bool NodeService::HasContent(const std::string& path, const std::string& hash) {
@@ -172,6 +179,10 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
   if (error.empty() && !bytes.empty()) LOG_INFO("node: cached the driver's executable as " + path);
   if (!error.empty()) WarnRefused("executable " + m.hash + ": " + error);
   for (const auto& id : waiting) {
+    if (id.rfind(kJobWaiter, 0) == 0) {
+      OnJobExecutable(id.substr(std::strlen(kJobWaiter)), m.hash, error);
+      continue;
+    }
     auto it = workers_.find(id);
     if (it == workers_.end()) continue;
     Worker& w = it->second;
@@ -210,6 +221,8 @@ void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   // What the worker names as its executable when it submits work itself.
   if (!w.executable.empty()) env["ORRERY_EXECUTABLE_HASH"] = w.executable;
   for (const auto& [k, v] : w.device_env) env[k] = v;
+  // The worker writes its stdout and stderr to worker-<pid>.out/.err there (zygote.cc).
+  env["ORRERY_WORKER_LOG_DIR"] = options_.log_dir;
   Status s = zygotes_->Spawn(argv, req, env);
   if (!s.ok()) {
     by_spawn_.erase(req);
@@ -239,6 +252,7 @@ void NodeService::OnSpawned(uint64_t request, int pid) {
   if (w->second.pid == 0) {
     w->second.pid = pid;
     by_pid_[pid] = id;
+    WatchLogs(w->second);
   }
   if (w->second.kill_requested) kill(pid, SIGKILL);
 }

@@ -128,6 +128,7 @@ void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
   if (w.pid == 0) {
     w.pid = m.pid;
     by_pid_[m.pid] = w.id;
+    WatchLogs(w);
   }
   if (w.kill_requested) {
     Kill(w, w.kill_reason);
@@ -194,6 +195,7 @@ void NodeService::ActorDied(Worker& w, proto::ErrorKind kind, const std::string&
 }
 
 void NodeService::OnExited(int pid, const std::string& how) {
+  logs_->Finish(pid);
   auto it = by_pid_.find(pid);
   if (it == by_pid_.end()) return;
   std::string id = it->second;

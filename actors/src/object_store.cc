@@ -118,6 +118,7 @@ void ObjectStore::Complete(const ObjectId& id, ObjectValue value, bool owned) {
   }
   Finish(released);
   cv_.NotifyAll();
+  if (completion_hook_) completion_hook_(id, value);
   if (t_defer_depth > 0) {
     for (auto& cb : callbacks) t_deferred.emplace_back(std::move(cb), value);
     return;

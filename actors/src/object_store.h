@@ -68,6 +68,10 @@ class ObjectStore {
   using FreeHook = std::function<void(const ObjectId&, const proto::ObjectLocationMsg&)>;
   // Set before any object arrives; runs without the store's lock.
   void SetFreeHook(FreeHook hook) { free_hook_ = std::move(hook); }
+  // Called (outside the lock) whenever an object completes, held or not: the runtime's task
+  // table learns how its tasks ended (task_table.h). Set before the store is used.
+  using CompletionHook = std::function<void(const ObjectId&, const ObjectValue&)>;
+  void SetCompletionHook(CompletionHook hook) { completion_hook_ = std::move(hook); }
   // The owned store-kept values still referenced (freed by the runtime when it stops).
   std::vector<std::pair<ObjectId, proto::ObjectLocationMsg>> OwnedLocations() EXCLUDES(mu_);
 
@@ -179,6 +183,7 @@ class ObjectStore {
   std::unordered_set<ObjectId, IdHash> in_grace_
       GUARDED_BY(mu_);  // may name erased or revived entries
   FreeHook free_hook_;
+  CompletionHook completion_hook_;
   BorrowHook borrow_hook_;
 };
 

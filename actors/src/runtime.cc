@@ -53,6 +53,8 @@ Runtime::Runtime(Config config, std::string head_address, JobId job, std::string
              [this](int period_ms) { inbox_.SetTickPeriod(period_ms); }),
       job_(self_, config_, head_) {
   // Runs on whichever thread drops an owned value's last ref: every copy in the stores goes.
+  store_.SetCompletionHook(
+      [this](const ObjectId& id, const ObjectValue& v) { task_table_.Resolved(id, v); });
   store_.SetFreeHook(
       [objects = objects_](const ObjectId& id, const proto::ObjectLocationMsg& location) {
         objects->Free(id, location);
@@ -106,6 +108,17 @@ void Runtime::Handle(transport::Envelope& env) {
       return OnBorrow(env.DecodeOrThrow<proto::BorrowMsg>());
     case MsgType::kCancel:
       return OnCancel(env.DecodeOrThrow<proto::CancelMsg>());
+    case MsgType::kLogBatch:
+      return PrintLogs(env.DecodeOrThrow<proto::LogBatchMsg>());
+    case MsgType::kListTasks: {
+      auto m = env.DecodeOrThrow<proto::ListTasksMsg>();
+      if (m.reply_to.empty()) return;
+      proto::ListTasksReplyMsg reply = task_table_.List();
+      reply.request_id = m.request_id;
+      reply.job_id = self_.job.Hex();
+      outbox_.Send(m.reply_to, MsgType::kListTasksReply, reply);
+      return;
+    }
     case MsgType::kObjectStoreReply:
       return objects_->OnReply(env.DecodeOrThrow<proto::ObjectStoreReplyMsg>());
     case MsgType::kAck:
@@ -248,6 +261,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
   }
   std::shared_ptr<internal::RefHolder> ref;
   auto call = NewCall(function, std::move(args), &ref);
+  task_table_.Submitted(ref->id(), function, nullptr);
   tasks_.Submit(o, std::move(call));
   return ref;
 }
@@ -257,6 +271,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& act
                                                               std::vector<internal::ArgSlot> args) {
   std::shared_ptr<internal::RefHolder> ref;
   auto call = NewCall(method, std::move(args), &ref);
+  task_table_.Submitted(ref->id(), method, &actor);
   actors_.Submit(actor, std::move(call));
   return ref;
 }

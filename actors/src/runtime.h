@@ -33,6 +33,7 @@
 #include "actors/src/object_store.h"
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
+#include "actors/src/task_table.h"
 #include "core/src/peer_watch.h"
 #include "core/src/protocol.h"
 #include "core/src/transport.h"
@@ -112,6 +113,9 @@ class Runtime {
   void SetActorWorker() { actor_worker_ = true; }
   // kCancel, from the runtime's inbox (or a worker's call inbox). Throws on a malformed one.
   void OnCancel(const proto::CancelMsg& msg) EXCLUDES(cancel_mu_);
+  // Workers' log lines the head passed on: printed with their source when
+  // Config::log_to_driver (runtime_logs.cc; docs/logs.md).
+  void PrintLogs(const proto::LogBatchMsg& batch) const;
 
   // Asks the head to keep a driver-written record (and a stream entry) in the state store
   // (proto::RecordMsg). Unavailable when the head did not answer within timeout_ms.
@@ -144,6 +148,7 @@ class Runtime {
   ProcessIdentity self_;
   transport::Inbox inbox_;
   ObjectStore store_;
+  TaskTable task_table_;  // what this process submitted, for `orrery list tasks`
   Outbox& outbox_;
   std::shared_ptr<ObjectClient> objects_;
   Mutex creating_mu_;

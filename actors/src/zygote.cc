@@ -53,6 +53,20 @@ std::string Describe(int status) {
   }
   return "stopped";
 }
+// In a new worker: stdout and stderr go to worker-<pid>.out and .err in the directory the
+// node named (ORRERY_WORKER_LOG_DIR), whose log monitor tails them (docs/logs.md); stdout
+// is line-buffered so lines arrive as they are written. No directory: they stay as they are.
+void RedirectOutput() {
+  const char* dir = std::getenv("ORRERY_WORKER_LOG_DIR");
+  if (!dir || !*dir) return;
+  std::string stem = std::string(dir) + "/worker-" + std::to_string(getpid());
+  int out = open((stem + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int err = open((stem + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out >= 0) dup2(out, 1), close(out);
+  if (err >= 0) dup2(err, 2), close(err);
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+}
+
 }  // namespace
 
 void ZygoteMain(int fd, WorkerEntry entry) {
@@ -105,6 +119,7 @@ void ZygoteMain(int fd, WorkerEntry entry) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != self) _exit(0);
         for (const auto& [k, v] : req.env) setenv(k.c_str(), v.c_str(), 1);
+        RedirectOutput();
         entry();
         _exit(0);
       }

@@ -136,6 +136,9 @@ int RunNode(const NodeFlags& flags) {
   no.memory_monitor_refresh_ms = flags.memory_monitor_refresh_ms;
   no.object_store_memory = flags.object_store_memory;
   no.object_spill_dir = flags.object_spill_dir;
+  no.log_dir = flags.log_dir;
+  if (flags.log_rotate_bytes > 0) no.log_rotate_bytes = flags.log_rotate_bytes;
+  if (flags.log_rotate_backups >= 0) no.log_rotate_backups = flags.log_rotate_backups;
   int cpus =
       flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
   no.resources["CPU"] = cpus;
@@ -217,6 +220,9 @@ int RunNodeCommand(DaemonCommands& c) {
   nf.memory_monitor_refresh_ms = parsed.memory_monitor_refresh_ms;
   nf.object_store_memory = uint64_t(parsed.object_store_memory);
   nf.object_spill_dir = parsed.object_spill_dir;
+  nf.log_dir = c.node_resources.log_dir;
+  nf.log_rotate_bytes = c.node_resources.LogRotateBytes();
+  nf.log_rotate_backups = c.node_resources.log_rotate_backups;
   nf.resources = parsed.resources;
   nf.labels = parsed.labels;
   return RunNode(nf);

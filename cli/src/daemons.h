@@ -46,7 +46,10 @@ struct NodeFlags {
   int memory_monitor_refresh_ms = 250;
   uint64_t object_store_memory = 0;  // 0: 30% of memory
   std::string object_spill_dir;
-  std::string ready_file;  // "" -> none; the file adds "node_id"
+  std::string log_dir;            // "": the node's default (docs/logs.md)
+  uint64_t log_rotate_bytes = 0;  // 0: the node's default
+  int log_rotate_backups = -1;    // -1: the node's default
+  std::string ready_file;         // "" -> none; the file adds "node_id"
 };
 
 // Sets this process's credentials from `flags` (the head's address lets a node on the head's

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/src/list_objects.h"
+#include "cli/src/list_workers.h"
 #include "cli/src/objects_table.h"
 #include "core/src/redis_store.h"
 #include "orrery/orrery.h"
@@ -195,14 +196,27 @@ int List(const std::string& what, const InspectFlags& flags) {
       {"placement-groups", "placement_groups"},
       {"jobs", "jobs"},
       {"runs", "train_runs"}};
-  if (what != "nodes" && what != "objects" && !kTables.count(what)) {
+  if (what != "nodes" && what != "objects" && what != "workers" && what != "tasks" &&
+      !kTables.count(what)) {
     std::cerr << "orrery list: unknown kind '" << what
-              << "' (supported: nodes, actors, placement-groups, jobs, runs, objects)\n";
+              << "' (supported: nodes, actors, placement-groups, jobs, runs, objects, workers, "
+                 "tasks)\n";
     return 2;
   }
   if (!Connect(flags)) return 1;
-  if (what == "objects") {
-    int rc = ListObjects(flags.json);
+  if (what == "tasks") {
+    std::map<std::string, std::string> drivers;
+    for (const auto& j : Table(flags.redis_address, flags.redis_password, "jobs")) {
+      if (j.value("state", "") == "RUNNING")
+        drivers[j.value("job_id", "")] = j.value("driver_address", "");
+    }
+    int rc = ListTasks(drivers, {flags.state, flags.node, flags.job}, flags.json);
+    Shutdown();
+    return rc;
+  }
+  if (what == "objects" || what == "workers") {
+    int rc = what == "objects" ? ListObjects(flags.json)
+                               : ListWorkers({flags.state, flags.node, flags.job}, flags.json);
     Shutdown();
     return rc;
   }

@@ -18,6 +18,8 @@ struct InspectFlags {
   std::string redis_password_file;  // as given (--redis-password-file)
   std::string redis_password;       // what the CLI found (RedisPasswordFor); "" for none
   bool json = false;
+  // `orrery list workers` filters.
+  std::string state, node, job;
 };
 
 int Status(const InspectFlags& flags);
@@ -35,5 +37,12 @@ void AddInspectCommands(CLI::App& app, InspectCommands* commands);
 // Finds the cluster (the flags, else $ORRERY_ADDRESS, else this host's sessions), its Redis
 // password and credentials, and runs the subcommand parsed. Returns the exit code.
 int RunInspectCommand(InspectCommands& commands);
+
+// What the commands that talk to a cluster share (inspect_cmd.cc): fills in the head's and
+// Redis's addresses the flags left out ($ORRERY_ADDRESS, this host's sessions) and Redis's
+// password; sets this process's credentials and checks that the head accepts them (false
+// after saying why).
+orrery::Status FindClusterAndPassword(InspectFlags& flags);
+bool Authenticate(const CredentialFlags& credentials, const std::string& address);
 
 }  // namespace orrery::cli

@@ -9,8 +9,6 @@
 
 namespace orrery::cli {
 
-namespace {
-
 // Fills in the head's and Redis's addresses the user did not give.
 void FindCluster(InspectFlags& inspect) {
   auto latest = LatestSession();
@@ -50,17 +48,32 @@ bool Authenticate(const CredentialFlags& credentials, const std::string& address
   return true;
 }
 
-}  // namespace
+orrery::Status FindClusterAndPassword(InspectFlags& inspect) {
+  FindCluster(inspect);
+  if (inspect.redis_address.empty()) return Status::Ok();
+  auto password = RedisPasswordFor(inspect.redis_password_file, inspect.redis_address);
+  if (!password.ok())
+    return Status::InvalidArgument("Redis password: " + password.status().message());
+  inspect.redis_password = password.value();
+  return Status::Ok();
+}
 
 void AddInspectCommands(CLI::App& app, InspectCommands* c) {
   c->status =
       app.add_subcommand("status", "nodes with used/total resources, actors, placement groups");
-  c->list = app.add_subcommand("list", "list nodes|actors|placement-groups|jobs|runs|objects");
+  c->list = app.add_subcommand(
+      "list", "list nodes|actors|placement-groups|jobs|runs|objects|workers|tasks");
   c->list
       ->add_option("what", c->what,
-                   "nodes, actors, placement-groups, jobs, runs, or objects (what each alive "
-                   "node's object store holds, asked of the nodes)")
+                   "nodes, actors, placement-groups, jobs, runs, objects (what each alive "
+                   "node's object store holds), workers (each alive node's processes) or tasks "
+                   "(what each running job's driver submitted), the last three asked of the "
+                   "nodes and drivers")
       ->required();
+  c->list->add_option("--state", c->flags.state, "workers, tasks: only those in this state");
+  c->list->add_option("--node", c->flags.node, "workers: only this node's (an id or its start)");
+  c->list->add_option("--job", c->flags.job,
+                      "workers, tasks: only this job's (an id or its start)");
   for (auto* sub : {c->status, c->list}) {
     sub->add_option("--address", c->flags.address,
                     "the head (host:port); default: this host's latest session");
@@ -75,14 +88,9 @@ void AddInspectCommands(CLI::App& app, InspectCommands* c) {
 
 int RunInspectCommand(InspectCommands& c) {
   InspectFlags& inspect = c.flags;
-  FindCluster(inspect);
-  if (!inspect.redis_address.empty()) {
-    auto password = RedisPasswordFor(inspect.redis_password_file, inspect.redis_address);
-    if (!password.ok()) {
-      std::cerr << "orrery: Redis password: " << password.status().message() << "\n";
-      return 2;
-    }
-    inspect.redis_password = password.value();
+  if (orrery::Status s = FindClusterAndPassword(inspect); !s.ok()) {
+    std::cerr << "orrery: " << s.message() << "\n";
+    return 2;
   }
   if (!Authenticate(c.credentials, inspect.address)) return 2;
   return *c.status ? Status(inspect) : List(c.what, inspect);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "cli/src/head_request.h"
 #include "core/src/protocol.h"
 #include "core/src/transport.h"
 #include "orrery/config.h"
@@ -100,8 +101,7 @@ int ListObjects(bool json) {
     nodes.push_back(std::move(o));
   }
   // The host the CLI's runtime listens on (Init's rule): the nodes reach it as the head does.
-  std::string host = ApplyEnvironment(Config{}).node_ip;
-  nodes = QueryObjects(std::move(nodes), host.empty() ? "127.0.0.1" : host, kListObjectsTimeoutMs);
+  nodes = QueryObjects(std::move(nodes), AnswerHost(), kListObjectsTimeoutMs);
   if (json) {
     std::cout << ObjectsJson(nodes).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";

@@ -30,6 +30,22 @@ void ResourceFlags::Add(CLI::App* app) {
   app->add_option("--object-spill-dir", object_spill_dir,
                   "where objects spill when the store is full (default $ORRERY_OBJECT_SPILL_DIR, "
                   "else $ORRERY_TMPDIR/spill)");
+  app->add_option("--log-dir", log_dir,
+                  "where workers' and jobs' stdout and stderr files go (default: the session's "
+                  "logs directory)");
+  app->add_option("--log-rotate-bytes", log_rotate_bytes,
+                  "rotate a worker's log file past this size: bytes, or with a K, M or G suffix "
+                  "(default 100M)");
+  app->add_option("--log-rotate-backups", log_rotate_backups,
+                  "rotated copies kept per log file (default 5)")
+      ->check(CLI::Range(0, 1000));
+}
+
+uint64_t ResourceFlags::LogRotateBytes() const {
+  if (log_rotate_bytes.empty()) return 0;
+  long long v = orrery::ParseByteSize("--log-rotate-bytes", log_rotate_bytes);
+  if (v < 4096) throw orrery::ConfigError("--log-rotate-bytes: must be at least 4K");
+  return uint64_t(v);
 }
 
 orrery::Config ResourceFlags::Parsed() const {
@@ -90,6 +106,10 @@ void ResourceFlags::AppendTo(std::vector<std::string>& argv) const {
   if (!object_store_memory.empty())
     argv.insert(argv.end(), {"--object-store-memory", object_store_memory});
   if (!object_spill_dir.empty()) argv.insert(argv.end(), {"--object-spill-dir", object_spill_dir});
+  if (!log_dir.empty()) argv.insert(argv.end(), {"--log-dir", log_dir});
+  if (!log_rotate_bytes.empty()) argv.insert(argv.end(), {"--log-rotate-bytes", log_rotate_bytes});
+  if (log_rotate_backups >= 0)
+    argv.insert(argv.end(), {"--log-rotate-backups", std::to_string(log_rotate_backups)});
 }
 
 }  // namespace orrery::cli

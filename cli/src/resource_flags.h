@@ -2,6 +2,7 @@
 // custom resources, labels and the memory monitor's settings.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct ResourceFlags {
   std::string memory_monitor_refresh_ms;
   std::string object_store_memory;  // as typed: bytes or with a K/M/G suffix
   std::string object_spill_dir;
+  // Workers' and jobs' log files (docs/logs.md): where, and when one is rotated.
+  std::string log_dir;
+  std::string log_rotate_bytes;  // as typed: bytes or with a K/M/G suffix
+  int log_rotate_backups = -1;   // -1: the node's default
 
   // Adds --num-cpus, --memory, --resources, --labels and the memory monitor's flags to `app`.
   void Add(CLI::App* app);
@@ -30,6 +35,8 @@ struct ResourceFlags {
   orrery::Config Parsed() const;
   // The flags given, as arguments for `orrery node`.
   void AppendTo(std::vector<std::string>& argv) const;
+  // --log-rotate-bytes as a number (0: the node's default). Throws orrery::ConfigError.
+  uint64_t LogRotateBytes() const;
 };
 
 }  // namespace orrery::cli

@@ -106,7 +106,9 @@ int StartHeadSide(Session& s, StartFlags& f, std::string* head_address) {
 int StartNode(Session& s, const std::string& head, const StartFlags& f) {
   std::vector<std::string> argv{SelfExe(), "node", "--address", head, "--bind", f.bind};
   for (auto& a : CredentialArgs(s)) argv.push_back(a);
-  f.resources.AppendTo(argv);
+  ResourceFlags node_flags = f.resources;
+  if (node_flags.log_dir.empty()) node_flags.log_dir = s.dir + "/logs";  // beside the daemons'
+  node_flags.AppendTo(argv);
   auto node = StartDaemon(s, argv, "node");
   if (!node.ok()) return Fail("the node did not start: " + node.status().message(), &s);
   return 0;
@@ -223,6 +225,7 @@ CLI::App* AddStartCommand(CLI::App& app, StartFlags* f) {
 
 int RunStart(StartFlags f) {
   f.resources.Parsed();  // validate before starting anything
+  f.resources.LogRotateBytes();
   if (int rc = CheckFlags(f)) return rc;
   if (f.credentials.insecure) {
     std::cerr << "orrery start: WARNING: --insecure: no authentication or encryption; anyone "

@@ -102,6 +102,13 @@ void CheckAddress(const std::string& what, const std::string& value) {
   if (!ok) throw ConfigError(what + ": expected host:port, got '" + value + "'");
 }
 
+// 1/true/yes/on or 0/false/no/off; ConfigError naming `what` otherwise.
+bool ParseBool(const std::string& what, const std::string& value) {
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  if (value == "0" || value == "false" || value == "no" || value == "off") return false;
+  throw ConfigError(what + ": expected 1/true/yes/on or 0/false/no/off, got '" + value + "'");
+}
+
 // Sets one field from a textual value, if the field is still at its default.
 void SetField(Config& c, const std::string& key, const std::string& value,
               const std::string& what) {
@@ -149,11 +156,9 @@ void SetField(Config& c, const std::string& key, const std::string& value,
     if (value.empty()) throw ConfigError(what + ": expected a file name");
     if (c.token_file.empty()) c.token_file = value;
   } else if (key == "insecure") {
-    if (value == "1" || value == "true" || value == "yes" || value == "on") {
-      c.insecure = true;
-    } else if (!(value == "0" || value == "false" || value == "no" || value == "off")) {
-      throw ConfigError(what + ": expected 1/true/yes/on or 0/false/no/off, got '" + value + "'");
-    }
+    if (ParseBool(what, value)) c.insecure = true;
+  } else if (key == "log-to-driver") {
+    if (!ParseBool(what, value)) c.log_to_driver = false;
   } else if (key == "object-store-memory") {
     long long v = ParseByteSize(what, value);
     if (c.object_store_memory == 0) c.object_store_memory = v;
@@ -180,7 +185,8 @@ const char* kKeys[] = {"address",
                        "token-file",
                        "insecure",
                        "object-store-memory",
-                       "object-spill-dir"};
+                       "object-spill-dir",
+                       "log-to-driver"};
 
 std::string EnvName(const std::string& key) {
   std::string out = "ORRERY_";

@@ -1,7 +1,7 @@
 // Operating a cluster (docs/protocol.md "Jobs, logs and listings"): jobs submitted with
 // `orrery job submit` (CLI -> head -> node), worker and job output on its way to the
 // drivers and to `orrery logs` (node -> head -> driver), and the listing of a node's
-// workers (CLI -> node).
+// workers (CLI -> node) and of a driver's tasks (CLI -> driver).
 #pragma once
 
 #include <cstdint>
@@ -119,6 +119,35 @@ struct ListWorkersReplyMsg {
   std::vector<WorkerInfoMsg> workers;
   bool truncated = false;
   MSGPACK_DEFINE(request_id, node_id, workers, truncated);
+};
+
+// CLI -> a driver's runtime (kListTasks), answered kListTasksReply: the tasks and actor
+// calls that process submitted, newest last (`orrery list tasks`).
+struct ListTasksMsg {
+  uint64_t request_id = 0;
+  std::string reply_to;
+  MSGPACK_DEFINE(request_id, reply_to);
+};
+
+struct TaskInfoMsg {
+  std::string task_id;                   // hex: the id of its result
+  std::string name;                      // the function or method
+  std::string kind;                      // "task" or "actor_call"
+  std::string actor_id;                  // hex, for an actor call
+  std::string state;                     // PENDING, FINISHED, FAILED, CANCELLED
+  std::string error;                     // the error kind's name when FAILED
+  double submit_time = 0, end_time = 0;  // seconds since the epoch
+  MSGPACK_DEFINE(task_id, name, kind, actor_id, state, error, submit_time, end_time);
+};
+
+inline constexpr size_t kMaxListedTasks = 10000;
+
+struct ListTasksReplyMsg {
+  uint64_t request_id = 0;
+  std::string job_id;  // hex
+  std::vector<TaskInfoMsg> tasks;
+  bool truncated = false;  // more were submitted than the process keeps
+  MSGPACK_DEFINE(request_id, job_id, tasks, truncated);
 };
 
 }  // namespace orrery::proto

@@ -97,6 +97,8 @@ inline constexpr size_t kHeaderSize = 4;
   X(LogBatch, 85)         /* node -> head -> driver: LogBatchMsg */                        \
   X(ListWorkers, 86)      /* CLI -> node: ListWorkersMsg -> kListWorkersReply */           \
   X(ListWorkersReply, 87) /* ListWorkersReplyMsg */                                        \
+  X(ListTasks, 88)        /* CLI -> driver: ListTasksMsg -> kListTasksReply */             \
+  X(ListTasksReply, 89)   /* ListTasksReplyMsg */                                          \
   X(Ping, 60)                                                                              \
   X(Pong, 61)
 

@@ -133,12 +133,15 @@ void RedisStateStore::Publish(const std::string& event_json) {
 }
 
 void RedisStateStore::StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) {
-  std::vector<std::string> cmd{"XADD",
-                               KeyFor(stream),
-                               "MAXLEN",
-                               "~",
-                               std::to_string(kMaxStreamLength),
-                               std::to_string(seq < 0 ? 0 : seq) + "-1"};
+  std::vector<std::string> cmd{
+      "XADD",
+      KeyFor(stream),
+      "MAXLEN",
+      "~",
+      std::to_string(stream.rfind("logs", 0) == 0 || stream.rfind("job_logs:", 0) == 0
+                         ? kMaxLogStreamLength
+                         : kMaxStreamLength),
+      std::to_string(seq < 0 ? 0 : seq) + "-1"};
   for (const auto& [f, v] : fields) {
     cmd.push_back(f);
     cmd.push_back(v);

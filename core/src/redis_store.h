@@ -66,6 +66,9 @@ class RedisStateStore : public StateStore {
   // Redis refuses (and the store ignores) an entry whose seq is not above the stream's last,
   // and trims the oldest entries of a stream past about kMaxStreamLength.
   static constexpr int64_t kMaxStreamLength = 100000;
+  // Log streams ("logs", "job_logs:<id>"; docs/logs.md) keep fewer entries: each holds up
+  // to 16 KiB of text.
+  static constexpr int64_t kMaxLogStreamLength = 10000;
   void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override
       EXCLUDES(mu_);
   // Every change has a generation number; `done` runs once no change of a generation up to

@@ -11,7 +11,8 @@ HeadManagers::HeadManagers(HeadContext context, std::string binary_dir)
       records(ctx),
       book(nodes, pgs),
       actors(ctx, nodes, book, queue, jobs),
-      leases(ctx, nodes, book, queue, jobs, pgs) {
+      leases(ctx, nodes, book, queue, jobs, pgs),
+      submissions(ctx, nodes, jobs) {
   queue.SetSource(DemandKind::kActor, &actors);
   queue.SetSource(DemandKind::kLease, &leases);
   queue.SetSource(DemandKind::kPg, &pgs);
@@ -24,6 +25,7 @@ void HeadManagers::NodeDied(int i, const std::string& cause, double now) {
   nodes.MarkDead(i, cause);
   actors.NodeDied(i, cause, now);
   leases.NodeDied(i, cause);
+  submissions.NodeDied(i, cause, WallSeconds());
   nodes.FreeAll(i);
   queue.ScheduleAll(now);
 }
@@ -36,7 +38,8 @@ void HeadManagers::JobEnded(const std::string& job_id, double now) {
 
 Result<std::map<std::string, TableRecords>> ReadTables(StateStore& store) {
   std::map<std::string, TableRecords> tables;
-  for (const char* table : {"pending", "nodes", "placement_groups", "jobs", "actors", "leases"}) {
+  for (const char* table :
+       {"pending", "nodes", "placement_groups", "jobs", "actors", "leases", "submissions"}) {
     auto records = store.GetAll(table);
     if (!records.ok()) return records.status();
     tables[table] = std::move(records.value());
@@ -51,6 +54,7 @@ void HeadManagers::Restore(std::map<std::string, TableRecords>& tables, double n
   jobs.Restore(tables["jobs"], now);
   actors.Restore(tables["actors"], now);
   leases.Restore(tables["leases"], now);
+  submissions.Restore(tables["submissions"], WallSeconds());
 }
 
 }  // namespace orrery::scheduler

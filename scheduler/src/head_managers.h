@@ -15,6 +15,7 @@
 #include "scheduler/src/placement_group_manager.h"
 #include "scheduler/src/resource_book.h"
 #include "scheduler/src/scheduling_queue.h"
+#include "scheduler/src/submission_manager.h"
 
 namespace orrery::scheduler {
 
@@ -47,6 +48,7 @@ struct HeadManagers {
   ResourceBook book;
   ActorManager actors;
   LeaseManager leases;
+  SubmissionManager submissions;
 };
 
 }  // namespace orrery::scheduler

@@ -38,6 +38,7 @@ Status HeadService::Start() {
   if (!s.ok()) return s;
   inbox_.SetTick(100, [this] { Tick(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-head");
+  m_.submissions.SetHeadAddress(inbox_.address());
   LOG_INFO("head listening on " + inbox_.address());
   return Status::Ok();
 }
@@ -79,8 +80,11 @@ void HeadService::RegisterHandlers() {
                                [this](const auto& m, E&) { m_.pgs.OnWait(m, Now()); });
   On<proto::PlacementGroupMsg>(MsgType::kRemovePlacementGroup,
                                [this](const auto& m, E&) { m_.pgs.OnRemove(m, Now()); });
-  On<proto::JobMsg>(MsgType::kRegisterJob,
-                    [this](const auto& m, E&) { m_.jobs.OnRegister(m, Now()); });
+  On<proto::JobMsg>(MsgType::kRegisterJob, [this](const auto& m, E&) {
+    m_.jobs.OnRegister(m, Now());
+    if (!m.submission_id.empty() && m_.jobs.IsAlive(m.job_id))
+      m_.submissions.DriverRegistered(m.submission_id, Hex(m.job_id));
+  });
   On<proto::BinaryMsg>(MsgType::kPutBinary, [this](const auto& m, E& env) {
     m_.jobs.OnPutBinary(m, env.PayloadString());
   });
@@ -88,6 +92,22 @@ void HeadService::RegisterHandlers() {
                        [this](const auto& m, E&) { m_.jobs.OnFetchBinary(m); });
   On<proto::RecordMsg>(MsgType::kPutRecord,
                        [this](const auto& m, E&) { m_.records.OnPutRecord(m); });
+  On<proto::SubmitJobMsg>(MsgType::kSubmitJob,
+                          [this](const auto& m, E&) { m_.submissions.OnSubmit(m, WallSeconds()); });
+  On<proto::StopJobMsg>(MsgType::kStopJob,
+                        [this](const auto& m, E&) { m_.submissions.OnStop(m, WallSeconds()); });
+  On<proto::JobEventMsg>(MsgType::kJobEvent, [this](const auto& m, E&) {
+    int node = m_.nodes.Index(m.node_id);
+    if (node < 0 || !m_.nodes.FromNode(m.node_id, m.node_secret, "job event", false)) return;
+    m_.submissions.OnJobEvent(m, node, WallSeconds());
+  });
+  On<proto::LogBatchMsg>(MsgType::kLogBatch, [this](const auto& m, E&) {
+    int node = m_.nodes.IndexOfHex(m.node_id);
+    if (node < 0) return;
+    std::string id = m_.nodes.at(node).view.id.Binary();
+    if (!m_.nodes.FromNode(id, m.node_secret, "log batch", false)) return;
+    m_.submissions.OnLogBatch(m, node);
+  });
 }
 
 void HeadService::Handle(transport::Envelope& env) {
@@ -137,6 +157,7 @@ void HeadService::Tick() {
   double limit = options_.health_check_period_s * options_.health_check_failure_threshold;
   for (const auto& [i, cause] : m_.nodes.Silent(now, limit)) m_.NodeDied(i, cause, now);
   m_.jobs.Tick(now, std::max(limit, kJobTimeoutS));
+  m_.submissions.Tick(WallSeconds());
   m_.pgs.Tick(now);
 }
 

@@ -53,12 +53,9 @@ void JobManager::OnRegister(const proto::JobMsg& msg, double now) {
   proto::JobMsg m = msg;
   if (Status s = Admit(m); !s.ok())
     return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kConfigError, s.message());
-  if (!m.binary_hash.empty() && access(BinaryPath(m.binary_hash).c_str(), R_OK) != 0) {
+  if (!m.binary_hash.empty() && !HasBinary(m.binary_hash)) {
     // Nodes may need this executable: ask the driver for it before the job starts.
-    if (awaiting_upload_.size() >= kMaxAwaitingUploads && !awaiting_upload_.count(m.job_id)) {
-      awaiting_upload_.erase(awaiting_upload_.begin());
-    }
-    awaiting_upload_[m.job_id] = m.binary_hash;
+    ExpectUpload(m.job_id, m.binary_hash);
     return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kNeedBinary,
                     "upload " + m.binary_hash);
   }
@@ -71,6 +68,21 @@ void JobManager::OnRegister(const proto::JobMsg& msg, double now) {
            m.entrypoint + ")");
   Persist(m.job_id);
   ctx_.Ack(m.reply_to, m.request_id);
+}
+
+bool JobManager::HasBinary(const std::string& hash) const {
+  return access(BinaryPath(hash).c_str(), R_OK) == 0;
+}
+
+void JobManager::ExpectUpload(const std::string& key, const std::string& hash) {
+  if (awaiting_upload_.size() >= kMaxAwaitingUploads && !awaiting_upload_.count(key))
+    awaiting_upload_.erase(awaiting_upload_.begin());
+  awaiting_upload_[key] = hash;
+}
+
+std::string JobManager::DriverAddress(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it != jobs_.end() && it->second.alive ? it->second.info.driver_address : "";
 }
 
 std::string JobManager::BinaryPath(const std::string& hash) const {
@@ -176,6 +188,7 @@ Status JobManager::CheckExecutable(const std::string& job_id, const std::vector<
 
 bool JobManager::VouchesFor(const std::string& hash) const {
   if (!IsContentHash(hash)) return false;
+  if (vouched_.count(hash)) return true;
   for (const auto& [id, j] : jobs_)
     if (j.info.binary_hash == hash) return true;
   return false;

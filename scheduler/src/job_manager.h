@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,14 @@ class JobManager {
   // runs one).
   bool VouchesFor(const std::string& hash) const;
   bool IsAlive(const std::string& job_id) const;
+  // Submitted jobs (submission_manager.h): whether the head keeps the executable `hash`;
+  // that an upload of it is expected under `key` (a submission id); that the head vouches
+  // for it to nodes from now on.
+  bool HasBinary(const std::string& hash) const;
+  void ExpectUpload(const std::string& key, const std::string& hash);
+  void Vouch(const std::string& hash) { vouched_.insert(hash); }
+  // The inbox of the driver of job `job_id` (binary id) while it runs, else "".
+  std::string DriverAddress(const std::string& job_id) const;
   size_t size() const { return jobs_.size(); }
 
   // Rebuilds the jobs from the "jobs" table; a running job's driver gets a grace period.
@@ -69,6 +78,7 @@ class JobManager {
   // Jobs told to upload their executable (NeedBinary): job id -> the hash it registered. A
   // PutBinary is stored only for such a job and that hash.
   std::map<std::string, std::string> awaiting_upload_;
+  std::set<std::string> vouched_;  // submitted jobs' executables
 };
 
 }  // namespace orrery::scheduler

@@ -8,7 +8,8 @@
 #      5 s", and "0 objects listed from N of 2 nodes": nothing was put
 #   4. orrery list objects --json: the two alive nodes, each either answered with its usage
 #      and no objects, or not answered with that error
-#   5. orrery list tasks (a kind not built): a message naming the supported kinds, exit 2
+#   5. orrery list tasks with no job running: (none); an unknown kind: a message naming the
+#      supported kinds, exit 2
 # A node that knows kListObjects answers; one that does not is reported, not waited for:
 # the test accepts both, per node.
 # Usage: list_objects_test.sh <build dir>
@@ -82,13 +83,15 @@ for n in nodes:
         print("ok:", n["node_id"][:8], "did not answer (a node without kListObjects)")
 PY
 
-step "orrery list tasks: not built, and said so"
+step "orrery list tasks (no job runs) and an unknown kind"
+orrery list tasks | tee "$tmp/tasks.out"
+grep -qx "(none)" "$tmp/tasks.out" || fail "orrery list tasks without a running job lists something"
 rc=0
-orrery list tasks >"$tmp/bad.out" 2>"$tmp/bad.err" || rc=$?
+orrery list shoes >"$tmp/bad.out" 2>"$tmp/bad.err" || rc=$?
 cat "$tmp/bad.err"
-[[ $rc -eq 2 ]] || fail "orrery list tasks exited $rc, expected 2"
-grep -qF "supported: nodes, actors, placement-groups, jobs, runs, objects" "$tmp/bad.err" ||
-  fail "orrery list tasks does not name the supported kinds"
+[[ $rc -eq 2 ]] || fail "orrery list shoes exited $rc, expected 2"
+grep -qF "supported: nodes, actors, placement-groups, jobs, runs, objects, workers, tasks" "$tmp/bad.err" ||
+  fail "orrery list shoes does not name the supported kinds"
 
 step "orrery stop"
 orrery stop

@@ -68,6 +68,10 @@ struct Config {
   // a directory of its own inside and removes it when it stops. Empty: <session dir>/spill.
   // Env ORRERY_OBJECT_SPILL_DIR, flag --orrery-object-spill-dir.
   std::string object_spill_dir;
+  // Whether the stdout and stderr lines of this job's workers are printed here, each with
+  // its source as a prefix: "(Counter pid=4242, node=ab12cd) ..." (docs/logs.md). Env
+  // ORRERY_LOG_TO_DRIVER=0, flag --orrery-log-to-driver=0 turn it off.
+  bool log_to_driver = true;
 };
 
 // Parses a size in bytes: digits with an optional K, M, G or T suffix (powers of 1024).

@@ -92,6 +92,8 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kLogBatch,
       MsgType::kListWorkers,
       MsgType::kListWorkersReply,
+      MsgType::kListTasks,
+      MsgType::kListTasksReply,
   };
   return types;
 }

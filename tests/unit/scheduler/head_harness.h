@@ -141,6 +141,7 @@ struct HeadHarness {
   SchedulingQueue& queue = m.queue;
   PlacementGroupManager& pgs = m.pgs;
   JobManager& jobs = m.jobs;
+  SubmissionManager& submissions = m.submissions;
   DriverRecords& records = m.records;
   ResourceBook& book = m.book;
   ActorManager& actors = m.actors;

@@ -1,0 +1,72 @@
+// A driver for tests/e2e/jobs_test.sh, run by `orrery job submit`:
+//   job_driver exit N     an actor prints a line to std::cout (which must reach this
+//                         driver's output with its prefix), then exit with code N
+//   job_driver sleep S    run a task that finishes and one that fails, print "sleeping",
+//                         then sleep S seconds (for `orrery list tasks`, `orrery job stop`)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "orrery/orrery.h"
+
+class Speaker {
+ public:
+  static Speaker* Create() { return new Speaker(); }
+  int Say(const std::string& what) {
+    std::cout << "speaker says " << what << std::endl;
+    std::cerr << "speaker warns " << what << std::endl;
+    return 1;
+  }
+};
+
+int Twice(int x) {
+  if (x < 0) throw std::invalid_argument("negative");
+  return 2 * x;
+}
+
+ORRERY_REMOTE(Speaker::Create, &Speaker::Say, Twice);
+
+namespace {
+// Whether what this process wrote to stdout (a regular file) contains `text`.
+bool OutputHolds(const std::string& text) {
+  std::ifstream in("/proc/self/fd/1");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.find(text) != std::string::npos;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  orrery::Init();
+  std::string mode = argc > 1 ? argv[1] : "exit";
+  int arg = argc > 2 ? std::atoi(argv[2]) : 0;
+  if (mode == "sleep") {
+    // Something for `orrery list tasks` first: a task that finishes, one that fails.
+    orrery::Get(orrery::Task(Twice).Remote(21));
+    try {
+      orrery::Get(orrery::Task(Twice).Remote(-1));
+    } catch (const orrery::Error&) {
+    }
+    std::printf("sleeping\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(arg));
+    return 0;
+  }
+  auto speaker = orrery::Actor(Speaker::Create).Remote();
+  orrery::Get(speaker.Task(&Speaker::Say).Remote(std::string("hello")));
+  std::printf("driver called actor %s\n", speaker.ID().Hex().c_str());
+  std::fflush(stdout);
+  // The actor's line reaches this driver through the head a moment after the call returns:
+  // wait (10 s at most) until this driver's own output, a file under `orrery job submit`,
+  // holds it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!OutputHolds("speaker says hello") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  orrery::Shutdown();
+  return arg;
+}
