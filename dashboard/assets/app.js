@@ -1,6 +1,7 @@
 // The Orrery dashboard: one page application over the JSON API of `orrery dashboard`
 // (docs/dashboard.md). No framework and nothing fetched from outside the server: the page
-// routes on location.pathname, polls its API every 2 s and redraws in place.
+// routes on location.pathname, fetches its API when the server says something changed
+// (server-sent events; polling every 2 s only without them) and redraws in place.
 (function () {
   'use strict';
 
@@ -535,7 +536,7 @@
   }
 
   var page = route(location.pathname);
-  var lastText = null, lastOk = null, inFlight = false;
+  var lastText = null, lastOk = null, inFlight = false, pollAgain = false;
 
   Array.prototype.forEach.call(document.querySelectorAll('#nav a'), function (a) {
     if (page && a.getAttribute('data-page') === page.nav) a.className = 'active';
@@ -547,7 +548,10 @@
   }
 
   function poll() {
-    if (inFlight) return;
+    if (inFlight) {
+      pollAgain = true;  // a change came in meanwhile: fetch once more when this one is done
+      return;
+    }
     inFlight = true;
     var status = 0;
     fetch(page.api, { cache: 'no-store', headers: { Accept: 'application/json' } }).then(function (resp) {
@@ -595,7 +599,30 @@
       statusEl.className = 'status bad';
     }).then(function () {
       inFlight = false;
+      if (pollAgain) {
+        pollAgain = false;
+        poll();
+      }
     });
+  }
+
+  // Live updates (docs/dashboard.md "Live updates"): the server sends an event on
+  // /api/events whenever what the pages show changed, and the page fetches its API then.
+  // It polls every 2 s instead only when the browser has no EventSource or the stream
+  // cannot be had (refused, or given up by the browser).
+  var pollTimer = null;
+  function startPolling() {
+    if (pollTimer === null) pollTimer = setInterval(poll, POLL_MS);
+  }
+  function listen() {
+    if (typeof EventSource !== 'function') return startPolling();
+    var events = new EventSource('/api/events');
+    events.addEventListener('change', poll);
+    events.onerror = function () {
+      poll();  // shows what is wrong (the server unreachable, ...)
+      // While CONNECTING the browser retries by itself; CLOSED means it gave up.
+      if (events.readyState === EventSource.CLOSED) startPolling();
+    };
   }
 
   if (!page) {
@@ -603,6 +630,6 @@
     statusEl.textContent = '';
   } else {
     poll();
-    setInterval(poll, POLL_MS);
+    listen();
   }
 })();
