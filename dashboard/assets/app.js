@@ -570,7 +570,7 @@
       } else if (status < 200 || status >= 300 || !data || typeof data !== 'object') {
         var why = data && data.error ? data.error : (text || '').slice(0, 200);
         bs.push({ id: 'fetch-banner', html: 'The dashboard server answered ' + esc(status) + ' for <code>' + esc(page.api) +
-          '</code>: ' + esc(why) + ' <span class="muted">(retrying every 2 s)</span>' });
+          '</code>: ' + esc(why) + ' <span class="muted">(retrying)</span>' });
       } else {
         if (text !== lastText) {
           lastText = text;
@@ -585,7 +585,7 @@
       if (redis && redis.ok === false) {
         bs.unshift({ id: 'redis-banner', html: '<strong>Redis is unreachable</strong>' +
           (redis.address ? ' at <code>' + esc(redis.address) + '</code>' : '') + ': ' + esc(redis.error || 'unknown error') +
-          ' <span class="muted">The lists below are empty until it is back; retrying every 2 s.</span>' });
+          ' <span class="muted">The lists below are empty until it is back.</span>' });
       }
       setBanners(bs);
       statusEl.textContent = (redis && redis.address ? 'Redis ' + redis.address + ' \u00b7 ' : '') + 'updated ' + clock();
@@ -594,7 +594,7 @@
     }).catch(function (err) {
       setBanners([{ id: 'fetch-banner', html: '<strong>Cannot reach the dashboard server</strong> (' + esc(err && err.message || err) +
         '). ' + (lastOk ? 'Showing the data of ' + esc(new Date(lastOk).toLocaleTimeString()) + '; ' : '') +
-        'retrying every 2 s.' }]);
+        'retrying.' }]);
       statusEl.textContent = 'server unreachable';
       statusEl.className = 'status bad';
     }).then(function () {
