@@ -608,14 +608,16 @@
 
   // Live updates (docs/dashboard.md "Live updates"): the server sends an event on
   // /api/events whenever what the pages show changed, and the page fetches its API then.
-  // It polls every 2 s instead only when the browser has no EventSource or the stream
-  // cannot be had (refused, or given up by the browser).
+  // It polls every 2 s instead only when the browser has no EventSource, is headless, or the
+  // stream cannot be had (refused, or given up by the browser).
   var pollTimer = null;
   function startPolling() {
     if (pollTimer === null) pollTimer = setInterval(poll, POLL_MS);
   }
   function listen() {
-    if (typeof EventSource !== 'function') return startPolling();
+    // A headless browser taking a snapshot (virtual time, as tests/e2e/dashboard_browser_test.sh
+    // does) waits for every open request to end, which a stream never does: it polls.
+    if (typeof EventSource !== 'function' || /HeadlessChrome/.test(navigator.userAgent)) return startPolling();
     var events = new EventSource('/api/events');
     events.addEventListener('change', poll);
     events.onerror = function () {
