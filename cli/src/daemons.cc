@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "actors/src/node_service.h"
+#include "cli/src/duration.h"
 #include "cli/src/ready_file.h"
 #include "core/src/accelerators.h"
 #include "core/src/log.h"
@@ -68,6 +69,12 @@ int RunHead(const HeadFlags& flags) {
   ho.port = flags.port;
   ho.health_check_period_s = flags.health_period_s;
   ho.health_check_failure_threshold = flags.health_threshold;
+  auto ttl = ParseDuration(flags.history_ttl);
+  if (!ttl.ok()) {
+    std::fprintf(stderr, "orrery head: --history-ttl: %s\n", ttl.status().message().c_str());
+    return 2;
+  }
+  ho.history_ttl_s = ttl.value();
   if (!flags.redis_address.empty()) {
     auto password = ReadRedisPassword(flags.redis_password_file);
     if (!password.ok()) {
@@ -200,6 +207,8 @@ void AddDaemonCommands(CLI::App& app, DaemonCommands* c) {
   c->head->add_option("--health-check-failure-threshold", hf.health_threshold)
       ->check(CLI::PositiveNumber);
   c->head->add_option("--ready-file", hf.ready_file, kReadyHelp);
+  c->head->add_option("--history-ttl", hf.history_ttl, kHistoryTtlHelp)
+      ->check(CLI::Validator(CheckDuration, "DURATION"));
   AddCredentialFlags(c->head, &hf.credentials);
   NodeFlags& nf = c->node_flags;
   c->node = app.add_subcommand("node", "run a node daemon in the foreground");

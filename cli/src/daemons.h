@@ -30,7 +30,8 @@ struct HeadFlags {
   std::string redis_password_file;  // "" -> $ORRERY_REDIS_PASSWORD_FILE, else no password
   double health_period_s = 1.0;
   int health_threshold = 5;
-  std::string ready_file;  // "" -> none
+  std::string ready_file;          // "" -> none
+  std::string history_ttl = "7d";  // a duration (cli/src/duration.h); "0": keep for ever
 };
 
 struct NodeFlags {

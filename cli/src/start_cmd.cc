@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/src/dashboard_cmd.h"
+#include "cli/src/duration.h"
 #include "cli/src/ready_file.h"
 #include "cli/src/redis_server.h"
 #include "cli/src/session.h"
@@ -96,6 +97,7 @@ int StartHeadSide(Session& s, StartFlags& f, std::string* head_address) {
   for (auto& a : CredentialArgs(s)) argv.push_back(a);
   if (!s.values["redis_password_file"].empty())
     argv.insert(argv.end(), {"--redis-password-file", s.values["redis_password_file"]});
+  argv.insert(argv.end(), {"--history-ttl", f.history_ttl});
   auto head = StartDaemon(s, argv, "head");
   if (!head.ok()) return Fail("the head did not start: " + head.status().message(), &s);
   *head_address = head->address;
@@ -220,6 +222,8 @@ CLI::App* AddStartCommand(CLI::App& app, StartFlags* f) {
       "no authentication or encryption: anyone who reaches the ports controls the cluster");
   start->add_flag("--insecure-allow-remote", f->insecure_allow_remote,
                   "allow --insecure together with a --bind address other than loopback");
+  start->add_option("--history-ttl", f->history_ttl, kHistoryTtlHelp)
+      ->check(CLI::Validator(CheckDuration, "DURATION"));
   return start;
 }
 

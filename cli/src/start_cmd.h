@@ -27,6 +27,7 @@ struct StartFlags {
   ResourceFlags resources;
   CredentialFlags credentials;
   bool insecure_allow_remote = false;
+  std::string history_ttl = "7d";  // passed to the head (cli/src/duration.h)
 };
 
 // Adds `orrery start` and its flags (filling `flags`) to `app`.

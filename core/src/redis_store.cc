@@ -155,6 +155,12 @@ void RedisStateStore::StreamAdd(const std::string& stream, int64_t seq, const St
   cv_.NotifyAll();
 }
 
+void RedisStateStore::StreamDelete(const std::string& stream) {
+  MutexLock lock(&mu_);
+  stream_adds_.emplace_back(++gen_, std::vector<std::string>{"DEL", KeyFor(stream)});
+  cv_.NotifyAll();
+}
+
 bool RedisStateStore::HasWorkLocked() const {
   return resync_ || !dirty_.empty() || !events_.empty() || !stream_adds_.empty();
 }

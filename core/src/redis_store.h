@@ -71,6 +71,8 @@ class RedisStateStore : public StateStore {
   static constexpr int64_t kMaxLogStreamLength = 10000;
   void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override
       EXCLUDES(mu_);
+  // Queued with the stream entries (DEL), so it follows every entry appended before it.
+  void StreamDelete(const std::string& stream) override EXCLUDES(mu_);
   // Every change has a generation number; `done` runs once no change of a generation up to
   // the current one is still unwritten (waiting in the dirty set, the stream queue, a batch
   // in flight or a rewrite after a lost connection).
@@ -114,7 +116,7 @@ class RedisStateStore : public StateStore {
   std::set<std::string> authoritative_ GUARDED_BY(mu_);
   bool resync_ GUARDED_BY(mu_) = false;  // the whole mirror must be rewritten
   std::deque<std::string> events_ GUARDED_BY(mu_);
-  // (generation, XADD)
+  // (generation, XADD or DEL)
   std::deque<std::pair<uint64_t, std::vector<std::string>>> stream_adds_ GUARDED_BY(mu_);
   bool in_flight_ GUARDED_BY(mu_) = false;
   bool resync_in_flight_ GUARDED_BY(mu_) = false;

@@ -30,6 +30,12 @@ void InMemoryStateStore::StreamAdd(const std::string& stream, int64_t seq,
   streams_[stream].push_back(fields);
 }
 
+void InMemoryStateStore::StreamDelete(const std::string& stream) {
+  MutexLock lock(&mu_);
+  streams_.erase(stream);
+  stream_last_.erase(stream);
+}
+
 std::vector<StateStore::StreamEntry> InMemoryStateStore::Stream(const std::string& stream) const {
   MutexLock lock(&mu_);
   auto it = streams_.find(stream);

@@ -32,6 +32,9 @@ class StateStore {
   // retries and head restarts alike.
   using StreamEntry = std::vector<std::pair<std::string, std::string>>;
   virtual void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) = 0;
+  // Deletes the stream `stream` (Redis: DEL orrery:<cluster>:<stream>), after every entry
+  // appended to it before this call.
+  virtual void StreamDelete(const std::string& stream) = 0;
   // Runs `done` once every Put, Delete and StreamAdd made before this call is stored for
   // good (Redis answered it), on whatever thread learns so (possibly this one, at once).
   // Lets the head acknowledge a driver's record only when a head restart cannot lose it.
@@ -47,6 +50,7 @@ class InMemoryStateStore : public StateStore {
   Result<std::map<std::string, std::string>> GetAll(const std::string& table) override;
   void Publish(const std::string& event_json) override;
   void StreamAdd(const std::string& stream, int64_t seq, const StreamEntry& fields) override;
+  void StreamDelete(const std::string& stream) override;
   std::vector<StreamEntry> Stream(const std::string& stream) const;
 
  private:

@@ -1,6 +1,7 @@
 // The Orrery dashboard: one page application over the JSON API of `orrery dashboard`
 // (docs/dashboard.md). No framework and nothing fetched from outside the server: the page
-// routes on location.pathname, polls its API every 2 s and redraws in place.
+// routes on location.pathname, fetches its API when the server says something changed
+// (server-sent events; polling every 2 s only without them) and redraws in place.
 (function () {
   'use strict';
 
@@ -577,7 +578,7 @@
   }
 
   var page = route(location.pathname);
-  var lastText = null, lastOk = null, inFlight = false;
+  var lastText = null, lastOk = null, inFlight = false, pollAgain = false;
 
   Array.prototype.forEach.call(document.querySelectorAll('#nav a'), function (a) {
     if (page && a.getAttribute('data-page') === page.nav) a.className = 'active';
@@ -589,7 +590,10 @@
   }
 
   function poll() {
-    if (inFlight) return;
+    if (inFlight) {
+      pollAgain = true;  // a change came in meanwhile: fetch once more when this one is done
+      return;
+    }
     inFlight = true;
     var status = 0;
     fetch(page.api, { cache: 'no-store', headers: { Accept: 'application/json' } }).then(function (resp) {
@@ -608,7 +612,7 @@
       } else if (status < 200 || status >= 300 || !data || typeof data !== 'object') {
         var why = data && data.error ? data.error : (text || '').slice(0, 200);
         bs.push({ id: 'fetch-banner', html: 'The dashboard server answered ' + esc(status) + ' for <code>' + esc(page.api) +
-          '</code>: ' + esc(why) + ' <span class="muted">(retrying every 2 s)</span>' });
+          '</code>: ' + esc(why) + ' <span class="muted">(retrying)</span>' });
       } else {
         if (text !== lastText) {
           lastText = text;
@@ -623,7 +627,7 @@
       if (redis && redis.ok === false) {
         bs.unshift({ id: 'redis-banner', html: '<strong>Redis is unreachable</strong>' +
           (redis.address ? ' at <code>' + esc(redis.address) + '</code>' : '') + ': ' + esc(redis.error || 'unknown error') +
-          ' <span class="muted">The lists below are empty until it is back; retrying every 2 s.</span>' });
+          ' <span class="muted">The lists below are empty until it is back.</span>' });
       }
       setBanners(bs);
       statusEl.textContent = (redis && redis.address ? 'Redis ' + redis.address + ' \u00b7 ' : '') + 'updated ' + clock();
@@ -632,12 +636,37 @@
     }).catch(function (err) {
       setBanners([{ id: 'fetch-banner', html: '<strong>Cannot reach the dashboard server</strong> (' + esc(err && err.message || err) +
         '). ' + (lastOk ? 'Showing the data of ' + esc(new Date(lastOk).toLocaleTimeString()) + '; ' : '') +
-        'retrying every 2 s.' }]);
+        'retrying.' }]);
       statusEl.textContent = 'server unreachable';
       statusEl.className = 'status bad';
     }).then(function () {
       inFlight = false;
+      if (pollAgain) {
+        pollAgain = false;
+        poll();
+      }
     });
+  }
+
+  // Live updates (docs/dashboard.md "Live updates"): the server sends an event on
+  // /api/events whenever what the pages show changed, and the page fetches its API then.
+  // It polls every 2 s instead only when the browser has no EventSource, is headless, or the
+  // stream cannot be had (refused, or given up by the browser).
+  var pollTimer = null;
+  function startPolling() {
+    if (pollTimer === null) pollTimer = setInterval(poll, POLL_MS);
+  }
+  function listen() {
+    // A headless browser taking a snapshot (virtual time, as tests/e2e/dashboard_browser_test.sh
+    // does) waits for every open request to end, which a stream never does: it polls.
+    if (typeof EventSource !== 'function' || /HeadlessChrome/.test(navigator.userAgent)) return startPolling();
+    var events = new EventSource('/api/events');
+    events.addEventListener('change', poll);
+    events.onerror = function () {
+      poll();  // shows what is wrong (the server unreachable, ...)
+      // While CONNECTING the browser retries by itself; CLOSED means it gave up.
+      if (events.readyState === EventSource.CLOSED) startPolling();
+    };
   }
 
   if (!page) {
@@ -645,6 +674,6 @@
     statusEl.textContent = '';
   } else {
     poll();
-    setInterval(poll, POLL_MS);
+    listen();
   }
 })();

@@ -11,6 +11,7 @@
 
 #include "dashboard/src/api.h"
 #include "dashboard/src/assets.h"
+#include "dashboard/src/events.h"
 
 namespace orrery::dashboard {
 
@@ -142,6 +143,9 @@ HttpReply Api(const std::string& path, RedisReader* reader, const std::string& a
       return JsonReply(200, ListResponse(s, table, rows));
     }
   }
+  if (path == "/api/events") {  // HEAD (GET streams, InstallHandlers)
+    return {200, "text/event-stream", "", {{"Cache-Control", "no-store"}}};
+  }
   if (path == "/api/runs") {
     RedisState s = Read(reader, address, {{"train_runs", &t.train_runs}});
     return JsonReply(200, RunsResponse(s, t.train_runs));
@@ -166,6 +170,48 @@ bool IsPage(const std::string& path) {
   }
   if (path.rfind("/submissions/", 0) == 0) return IsSubmissionId(path.substr(13));
   return path.rfind("/runs/", 0) == 0 && IsRunId(path.substr(6));
+}
+
+// Streams `feed`'s events on `res` (events.h), or answers 503 when no stream may open. The
+// stream ends when a write fails (the client went away) or the server stops.
+void StreamEvents(ChangeFeed* feed, httplib::Response& res) {
+  if (!feed || !feed->OpenStream()) {
+    HttpReply r = JsonReply(503, ErrorResponse("too many event streams are open (at most " +
+                                               std::to_string(ChangeFeed::kMaxStreams) +
+                                               "); poll the JSON API instead"));
+    res.status = r.status;
+    res.set_header("Retry-After", "5");
+    res.set_content(std::move(r.body), r.content_type);
+    return;
+  }
+  struct Stream {
+    uint64_t sent = 0;
+    ChangeFeed::Clock::time_point last_write = ChangeFeed::Clock::now();
+  };
+  auto stream = std::make_shared<Stream>();
+  res.status = 200;
+  res.set_header("Cache-Control", "no-store");
+  res.set_header("X-Accel-Buffering", "no");
+  // httplib calls the provider until it returns false or the server stops: each call waits
+  // a little (bounded, so a stopping server is not held up), then writes what is due.
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [feed, stream](size_t, httplib::DataSink& sink) {
+        if (stream->sent != 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        auto now = ChangeFeed::Clock::now();
+        FeedState state = feed->Current(now);
+        std::string out;
+        if (state.version != stream->sent) {
+          out = FormatEvent(state);
+          stream->sent = state.version;
+        } else if (now - stream->last_write >= ChangeFeed::kHeartbeat) {
+          out = kHeartbeatComment;
+        }
+        if (out.empty()) return sink.is_writable();
+        stream->last_write = now;
+        return sink.write(out.data(), out.size());
+      },
+      [feed](bool) { feed->CloseStream(); });
 }
 
 }  // namespace
@@ -194,9 +240,9 @@ HttpReply HandleRequest(const std::string& method, const std::string& path, Redi
 }
 
 void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::string& redis_address,
-                     Auth* auth) {
-  auto respond = [reader, redis_address, auth](const httplib::Request& req,
-                                               httplib::Response& res) {
+                     Auth* auth, ChangeFeed* feed) {
+  auto respond = [reader, redis_address, auth, feed](const httplib::Request& req,
+                                                     httplib::Response& res) {
     HttpReply r;
     try {
       AuthRequest a{req.method, req.path, "", "", "", ""};
@@ -205,6 +251,8 @@ void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::stri
       a.authorization = req.get_header_value("Authorization");
       if (req.method == "POST" && req.path == "/login") a.body = req.body;
       auto denied = auth ? auth->Check(a, Auth::Clock::now()) : std::nullopt;
+      if (!denied && req.method == "GET" && req.path == "/api/events")
+        return StreamEvents(feed, res);
       r = denied ? std::move(*denied) : HandleRequest(req.method, req.path, reader, redis_address);
     } catch (const std::exception& e) {
       // Nothing above is expected to throw (bad_alloc aside); a request must never take
@@ -249,8 +297,10 @@ Result<int> Server::Start() {
   // On loopback the dashboard stays open, as everything else this host serves there.
   bool open = options_.insecure || IsLoopbackHost(options_.host);
   auth_ = std::make_unique<Auth>(open ? std::string() : options_.token);
+  feed_ = std::make_unique<ChangeFeed>(reader_.get());
   http_ = std::make_unique<httplib::Server>();
-  int threads = options_.threads > 0 ? options_.threads : 1;
+  // Each event stream holds a handler thread while it is open: they get threads of their own.
+  int threads = (options_.threads > 0 ? options_.threads : 1) + ChangeFeed::kMaxStreams;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   // httplib's default also sets SO_REUSEPORT, which would let two dashboards share a port.
   http_->set_socket_options([](socket_t sock) {
@@ -261,7 +311,7 @@ Result<int> Server::Start() {
   http_->set_read_timeout(5);
   http_->set_write_timeout(5);
   http_->set_keep_alive_timeout(5);
-  InstallHandlers(*http_, reader_.get(), options_.redis_address, auth_.get());
+  InstallHandlers(*http_, reader_.get(), options_.redis_address, auth_.get(), feed_.get());
   http_->set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
         res.status = 500;

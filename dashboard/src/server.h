@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "dashboard/src/auth.h"
+#include "dashboard/src/events.h"
 #include "dashboard/src/http_reply.h"
 #include "dashboard/src/redis_reader.h"
 #include "orrery/dashboard.h"
@@ -26,11 +27,13 @@ HttpReply HandleRequest(const std::string& method, const std::string& path, Redi
                         const std::string& redis_address);
 
 // Installs the dashboard's request handling on `http`: every request goes through `auth`
-// (auth.h) and then HandleRequest. POST /login is routed after httplib has read its body
-// (bounded by the payload limit); everything else is answered before any body is read.
-// The pointers must outlive `http`'s serving. Used by Server and by the request fuzzer.
+// (auth.h) and then HandleRequest, but for GET /api/events, which streams `feed`'s events
+// (events.h; 503 without a feed or beyond its streams). POST /login is routed after httplib
+// has read its body (bounded by the payload limit); everything else is answered before any
+// body is read. The pointers must outlive `http`'s serving. Used by Server and by the
+// request fuzzer.
 void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::string& redis_address,
-                     Auth* auth);
+                     Auth* auth, ChangeFeed* feed = nullptr);
 
 // The HTTP server. Start binds and serves on its own thread with a pool of handler
 // threads; Stop (or the destructor) stops it. Thread-safe for one Start and any Stops.
@@ -50,6 +53,7 @@ class Server {
   DashboardOptions options_;
   std::unique_ptr<RedisReader> reader_;  // null when no Redis address was given
   std::unique_ptr<Auth> auth_;           // made by Start
+  std::unique_ptr<ChangeFeed> feed_;     // made by Start
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
   int port_ = 0;

@@ -154,6 +154,7 @@ void ActorManager::Died(ActorEntry& a, proto::ErrorKind kind, const std::string&
     queue_.Push(DemandKind::kActor, a.spec.actor_id, now);
   } else {
     a.state = ActorState::kDead;
+    a.end_time = WallSeconds();
     LOG_INFO("actor " + Hex(a.spec.actor_id) + " is dead: " + cause);
     FreeName(a);
     Unindex(a);
@@ -255,6 +256,14 @@ const ActorEntry* ActorManager::Find(const std::string& actor_id) const {
   return it == actors_.end() ? nullptr : &it->second;
 }
 
+bool ActorManager::Forget(const std::string& actor_hex) {
+  auto it = actors_.find(UniqueId::FromHex(actor_hex).Binary());
+  if (it == actors_.end()) return true;
+  if (it->second.state != ActorState::kDead) return false;
+  actors_.erase(it);
+  return true;
+}
+
 void ActorManager::Persist(const ActorEntry& a) {
   records::ActorRecord r;
   r.spec = a.spec;
@@ -269,6 +278,7 @@ void ActorManager::Persist(const ActorEntry& a) {
   r.death_kind = proto::ErrorKindName(a.death_kind);
   r.death_cause = a.death_cause;
   r.subscribers.assign(a.subscribers.begin(), a.subscribers.end());
+  r.end_time = a.end_time;
   ctx_.store->Put("actors", Hex(a.spec.actor_id), records::ActorRecordJson(r));
   ctx_.Publish("actors", Hex(a.spec.actor_id), records::ActorStateName(a.state));
 }
@@ -349,6 +359,7 @@ void ActorManager::Restore(const TableRecords& records, double now) {
     a.bundle = r->bundle;
     a.address = r->address;
     a.pid = r->pid;
+    a.end_time = r->end_time;
     Adopt(std::move(a), now);
   }
 }

@@ -33,6 +33,7 @@ struct ActorEntry {
   proto::ErrorKind death_kind = proto::ErrorKind::kNone;
   std::string death_cause;
   std::set<std::string> subscribers;
+  double end_time = 0;  // when it died for good, seconds since the epoch (0: not DEAD)
 };
 
 class ActorManager final : public DemandSource {
@@ -58,6 +59,12 @@ class ActorManager final : public DemandSource {
   std::string Describe(const std::string& id) const override;
 
   const ActorEntry* Find(const std::string& actor_id) const;
+  // Drops a DEAD actor (by hex id) whose record expired (docs/redis-schema.md "Retention");
+  // false, keeping it, when the actor is not dead.
+  bool Forget(const std::string& actor_hex);
+  // Whether job `job_id` (binary) still has actors that are not dead: detached actors outlive
+  // their job, and their restarts need its record.
+  bool HasLiveActors(const std::string& job_id) const { return of_job_.count(job_id) > 0; }
   size_t size() const { return actors_.size(); }
   // Rebuilds the directory from the "actors" table (after nodes, groups and jobs).
   void Restore(const TableRecords& records, double now);

@@ -14,6 +14,8 @@ class DriverRecords {
  public:
   explicit DriverRecords(HeadContext ctx) : ctx_(std::move(ctx)) {}
   void OnPutRecord(const proto::RecordMsg& m);
+  // Forgets a run whose record expired (docs/redis-schema.md "Retention").
+  void Forget(const std::string& key) { stream_written_.erase(key); }
 
  private:
   HeadContext ctx_;

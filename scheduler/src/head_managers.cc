@@ -38,13 +38,26 @@ void HeadManagers::JobEnded(const std::string& job_id, double now) {
 
 Result<std::map<std::string, TableRecords>> ReadTables(StateStore& store) {
   std::map<std::string, TableRecords> tables;
-  for (const char* table :
-       {"pending", "nodes", "placement_groups", "jobs", "actors", "leases", "submissions"}) {
+  // train_runs and submissions are read only for their records to expire (retention.h).
+  for (const char* table : {"pending", "nodes", "placement_groups", "jobs", "actors", "leases",
+                            "train_runs", "submissions"}) {
     auto records = store.GetAll(table);
     if (!records.ok()) return records.status();
     tables[table] = std::move(records.value());
   }
   return tables;
+}
+
+bool HeadManagers::Forget(const std::string& table, const std::string& key) {
+  if (table == "nodes") return nodes.Forget(key);
+  if (table == "actors") return actors.Forget(key);
+  if (table == "jobs") {
+    if (actors.HasLiveActors(UniqueId::FromHex(key).Binary())) return false;
+    return jobs.Forget(key);
+  }
+  if (table == "train_runs") records.Forget(key);
+  if (table == "submissions") return submissions.Forget(key);
+  return true;
 }
 
 void HeadManagers::Restore(std::map<std::string, TableRecords>& tables, double now) {

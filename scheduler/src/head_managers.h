@@ -38,6 +38,10 @@ struct HeadManagers {
   // resources), jobs (they say which executable each actor and lease may run), actors and
   // leases. The previous head's "pending" records are deleted.
   void Restore(std::map<std::string, TableRecords>& tables, double now);
+  // The record `key` of history table `table` expired (docs/redis-schema.md "Retention"):
+  // drops the manager's copy of it and returns true, or false when it is still in use (a
+  // node alive, an actor not dead, a job running or with live detached actors).
+  bool Forget(const std::string& table, const std::string& key);
 
   HeadContext ctx;
   NodeManager nodes;

@@ -18,11 +18,11 @@ constexpr double kStoreReadTimeoutS = 10;
 
 Status HeadService::Recover() {
   double deadline = Now() + kStoreReadTimeoutS;
-  auto tables = ReadTables(*options_.store);
+  auto tables = ReadTables(*m_.ctx.store);  // through the retention store: restored records expire
   while (!tables.ok() && Now() < deadline) {
     LOG_WARN("the head cannot read its state yet: " + tables.status().message());
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the store's reconnect
-    tables = ReadTables(*options_.store);
+    tables = ReadTables(*m_.ctx.store);
   }
   if (!tables.ok()) {
     return Status::Unavailable("the head cannot start without its state: " +

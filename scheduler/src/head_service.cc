@@ -25,7 +25,15 @@ HeadOptions WithDefaults(HeadOptions o) {
 
 HeadService::HeadService(HeadOptions options)
     : options_(WithDefaults(std::move(options))),
-      m_(HeadContext{options_.store, std::make_shared<TransportOutbox>()}, options_.binary_dir) {
+      retention_(options_.history_ttl_s > 0
+                     ? std::make_shared<RetentionStore>(options_.store, options_.history_ttl_s)
+                     : nullptr),
+      m_(HeadContext{retention_ ? retention_ : options_.store, std::make_shared<TransportOutbox>()},
+         options_.binary_dir) {
+  if (retention_) {
+    retention_->SetForget(
+        [this](const std::string& table, const std::string& key) { return m_.Forget(table, key); });
+  }
   RegisterHandlers();
 }
 
@@ -159,6 +167,7 @@ void HeadService::Tick() {
   m_.jobs.Tick(now, std::max(limit, kJobTimeoutS));
   m_.submissions.Tick(WallSeconds());
   m_.pgs.Tick(now);
+  if (retention_) retention_->Trim(now, WallSeconds());
 }
 
 }  // namespace orrery::scheduler

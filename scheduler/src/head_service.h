@@ -16,6 +16,7 @@
 #include "core/src/transport.h"
 #include "scheduler/src/head_context.h"
 #include "scheduler/src/head_managers.h"
+#include "scheduler/src/retention.h"
 
 namespace orrery::scheduler {
 
@@ -31,6 +32,9 @@ struct HeadOptions {
   // Where drivers' executables are kept for nodes that lack them; empty: $ORRERY_TMPDIR
   // (or /tmp/orrery) + "/head_binaries".
   std::string binary_dir;
+  // Records of ended nodes, actors, jobs, runs and submissions are deleted this long after
+  // they ended (docs/redis-schema.md "Retention"); 0 keeps them for ever.
+  double history_ttl_s = 0;
 };
 
 class HeadService {
@@ -56,6 +60,7 @@ class HeadService {
   void Tick();
 
   HeadOptions options_;
+  std::shared_ptr<RetentionStore> retention_;  // null without a history TTL
   transport::Inbox inbox_;
   HeadManagers m_;
   std::unordered_map<int, std::function<void(transport::Envelope&)>> handlers_;

@@ -151,6 +151,7 @@ void JobManager::End(const std::string& job_id, const std::string& cause) {
   JobEntry& j = jobs_[job_id];
   j.alive = false;
   j.end_cause = cause;
+  j.end_time = WallSeconds();
   LOG_INFO("job " + Hex(job_id) + " ended: " + cause);
   if (on_ended_) on_ended_(job_id, cause);
   Persist(job_id);
@@ -199,9 +200,19 @@ bool JobManager::IsAlive(const std::string& job_id) const {
   return it != jobs_.end() && it->second.alive;
 }
 
+bool JobManager::Forget(const std::string& job_hex) {
+  std::string id = UniqueId::FromHex(job_hex).Binary();
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return true;
+  if (it->second.alive) return false;
+  jobs_.erase(it);
+  awaiting_upload_.erase(id);
+  return true;
+}
+
 void JobManager::Persist(const std::string& job_id) {
   const JobEntry& j = jobs_[job_id];
-  records::JobRecord r{j.info, j.alive, j.start_time, j.end_cause};
+  records::JobRecord r{j.info, j.alive, j.start_time, j.end_cause, j.end_time};
   r.info.job_id = job_id;
   ctx_.store->Put("jobs", Hex(job_id), records::JobRecordJson(r));
   ctx_.Publish("jobs", Hex(job_id), j.alive ? "RUNNING" : "FINISHED");
@@ -222,6 +233,7 @@ void JobManager::Restore(const TableRecords& records, double now) {
     j.alive = r->running;
     j.start_time = r->start_time;
     j.end_cause = r->end_cause;
+    j.end_time = r->running ? 0 : r->end_time;
     j.last_seen = now;  // a grace period for its driver to reconnect
   }
 }

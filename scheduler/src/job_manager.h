@@ -20,6 +20,7 @@ struct JobEntry {
   double last_seen = 0;
   double start_time = 0;  // wall clock, seconds since the epoch
   std::string end_cause;
+  double end_time = 0;  // wall clock, seconds since the epoch; 0 while running
 };
 
 class JobManager {
@@ -59,6 +60,9 @@ class JobManager {
   // The inbox of the driver of job `job_id` (binary id) while it runs, else "".
   std::string DriverAddress(const std::string& job_id) const;
   size_t size() const { return jobs_.size(); }
+  // Drops an ended job (by hex id) whose record expired (docs/redis-schema.md "Retention");
+  // false, keeping it, while it runs.
+  bool Forget(const std::string& job_hex);
 
   // Rebuilds the jobs from the "jobs" table; a running job's driver gets a grace period.
   void Restore(const TableRecords& records, double now);

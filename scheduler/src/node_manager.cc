@@ -184,6 +184,7 @@ std::vector<std::pair<int, std::string>> NodeManager::Silent(double now, double 
 void NodeManager::MarkDead(int i, const std::string& cause) {
   NodeView& n = entries_[size_t(i)].view;
   n.alive = false;
+  entries_[size_t(i)].end_time = WallSeconds();
   ++epoch_;
   if (cause == kLeftCleanly) {
     LOG_INFO("node " + n.id.Hex() + " left the cluster");
@@ -203,12 +204,29 @@ proto::ClusterInfoMsg NodeManager::Info(uint64_t request_id) const {
   proto::ClusterInfoMsg reply{request_id, "", {}};
   reply.nodes.reserve(entries_.size());
   for (const NodeEntry& e : entries_) {
+    if (e.forgotten) continue;
     const NodeView& n = e.view;
     reply.nodes.push_back({n.id.Binary(), e.address, n.alive, n.total, n.available, n.labels,
                            e.memory.used, e.memory.total, e.memory.threshold, e.objects.usage,
                            e.object_store_path, e.object_store_tag});
   }
   return reply;
+}
+
+bool NodeManager::Forget(const std::string& node_hex) {
+  int i = IndexOfHex(node_hex);
+  if (i < 0) return true;
+  NodeEntry& e = entries_[size_t(i)];
+  if (e.view.alive) return false;
+  index_.erase(e.view.id.Binary());
+  secrets_.erase(e.view.id.Binary());
+  // The id stays (placement groups may name the slot); everything else goes.
+  NodeEntry empty;
+  empty.view.id = e.view.id;
+  empty.view.alive = false;
+  empty.forgotten = true;
+  e = std::move(empty);
+  return true;
 }
 
 void NodeManager::Persist(int i) {
@@ -225,6 +243,7 @@ void NodeManager::Persist(int i) {
                         u.used_bytes,   u.spilled_bytes,    u.num_objects};
   if (auto secret = secrets_.find(n.id.Binary()); secret != secrets_.end())
     r.secret_sha256 = secret->second;
+  r.end_time = n.alive ? 0 : e.end_time;
   ctx_.store->Put("nodes", n.id.Hex(), records::NodeRecordJson(r));
   ctx_.Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }
@@ -245,7 +264,8 @@ void NodeManager::Restore(const TableRecords& records, double now) {
                      r->object_store_spilled_bytes, r->object_store_num_objects};
     if (!r->secret_sha256.empty()) secrets_[r->id.Binary()] = r->secret_sha256;
     // A full grace period to send a heartbeat; the path and tag come with it.
-    Add(NodeEntry{std::move(n), r->address, now, mem, objects, "", ""});
+    int i = Add(NodeEntry{std::move(n), r->address, now, mem, objects, "", ""});
+    entries_[size_t(i)].end_time = r->alive ? 0 : r->end_time;
   }
 }
 

@@ -43,6 +43,8 @@ struct NodeEntry {
   NodeObjectStore objects;
   // The node's arena and the tag that proves it (NodeInfoMsg), as it registered them.
   std::string object_store_path, object_store_tag;
+  double end_time = 0;     // when it was marked dead, seconds since the epoch; 0 while alive
+  bool forgotten = false;  // its record expired: only the slot stays (indices never change)
 };
 
 class NodeManager {
@@ -91,6 +93,9 @@ class NodeManager {
   void MarkDead(int i, const std::string& cause);
   void FreeAll(int i);
   proto::ClusterInfoMsg Info(uint64_t request_id) const;
+  // Drops what the head keeps of a dead node (by hex id) whose record expired
+  // (docs/redis-schema.md "Retention"): its slot stays, empty; false while it is alive.
+  bool Forget(const std::string& node_hex);
 
   // Rebuilds the registry from the "nodes" table; each node gets a full grace period.
   void Restore(const TableRecords& records, double now);

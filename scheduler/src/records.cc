@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "core/src/file_hash.h"
 #include "orrery/placement.h"
@@ -111,6 +113,13 @@ uint64_t CountField(const json& j, const char* key, uint64_t max) {
     return std::isfinite(v) && v >= 0 && v <= double(max) ? uint64_t(v) : 0;
   }
   return 0;
+}
+
+// A record's end_time: a finite number above 0, else 0 (none; docs/redis-schema.md "Retention").
+double EndTime(const json& j) {
+  auto it = j.find("end_time");
+  double t = it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+  return std::isfinite(t) && t > 0 ? t : 0.0;
 }
 
 // Parses and runs `body` on the object; any exception (a missing field, a wrong type) is
@@ -223,17 +232,17 @@ Result<std::string> FromHex(std::string_view hex) {
   return out;
 }
 
+namespace {
+constexpr std::pair<proto::ActorState, const char*> kActorStates[] = {
+    {proto::ActorState::kPending, "PENDING"},
+    {proto::ActorState::kAlive, "ALIVE"},
+    {proto::ActorState::kRestarting, "RESTARTING"},
+    {proto::ActorState::kDead, "DEAD"}};
+}  // namespace
+
 const char* ActorStateName(proto::ActorState s) {
-  switch (s) {
-    case proto::ActorState::kPending:
-      return "PENDING";
-    case proto::ActorState::kAlive:
-      return "ALIVE";
-    case proto::ActorState::kRestarting:
-      return "RESTARTING";
-    case proto::ActorState::kDead:
-      return "DEAD";
-  }
+  for (const auto& [state, name] : kActorStates)
+    if (state == s) return name;
   return "UNKNOWN";
 }
 
@@ -262,7 +271,8 @@ std::string NodeRecordJson(const NodeRecord& r) {
                    {"object_store_used_bytes", r.object_store_used_bytes},
                    {"object_store_spilled_bytes", r.object_store_spilled_bytes},
                    {"object_store_num_objects", r.object_store_num_objects},
-                   {"secret_sha256", r.secret_sha256}});
+                   {"secret_sha256", r.secret_sha256},
+                   {"end_time", r.end_time}});
 }
 
 std::string ActorRecordJson(const ActorRecord& r) {
@@ -288,6 +298,7 @@ std::string ActorRecordJson(const ActorRecord& r) {
       {"bundle", r.bundle},
       {"kill_requested", r.kill_requested},
       {"subscribers", r.subscribers},
+      {"end_time", r.end_time},
       {"spec", ToHex(internal::Pack(r.spec))}};
   return Dump(j);
 }
@@ -314,7 +325,8 @@ std::string JobRecordJson(const JobRecord& r) {
          {"arch", r.info.arch},
          {"state", r.running ? "RUNNING" : "FINISHED"},
          {"start_time", r.start_time},
-         {"end_cause", r.end_cause}};
+         {"end_cause", r.end_cause},
+         {"end_time", r.end_time}};
   return Dump(j);
 }
 
@@ -361,6 +373,7 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
     std::string hash = j.value("secret_sha256", "");
     bool hex = hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
     r.secret_sha256 = hex ? hash : "";
+    r.end_time = EndTime(j);
     return r;
   });
 }
@@ -382,17 +395,11 @@ Result<ActorRecord> ParseActorRecord(std::string_view text) {
     if (Status s = CheckStoredResources("the actor's resources", r.spec.options.resources); !s.ok())
       return s;
     std::string state = j.value("state", "PENDING");
-    if (state == "PENDING") {
-      r.state = proto::ActorState::kPending;
-    } else if (state == "ALIVE") {
-      r.state = proto::ActorState::kAlive;
-    } else if (state == "RESTARTING") {
-      r.state = proto::ActorState::kRestarting;
-    } else if (state == "DEAD") {
-      r.state = proto::ActorState::kDead;
-    } else {
+    const auto* s = std::find_if(std::begin(kActorStates), std::end(kActorStates),
+                                 [&](const auto& p) { return state == p.second; });
+    if (s == std::end(kActorStates))
       return Invalid("the actor record's state is not one of PENDING, ALIVE, RESTARTING, DEAD");
-    }
+    r.state = s->first;
     r.incarnation = IntField(j, "incarnation", 0);
     r.restarts_used = IntField(j, "restarts", 0);
     r.kill_requested = j.value("kill_requested", false);
@@ -403,6 +410,7 @@ Result<ActorRecord> ParseActorRecord(std::string_view text) {
     r.bundle = IntField(j, "bundle", -1);
     r.address = j.value("address", "");
     r.pid = IntField(j, "pid", 0);
+    r.end_time = EndTime(j);
     if (!r.node_id.empty() && !IsHexId(r.node_id))
       return Invalid("the actor record's node_id is not a hex id");
     if (r.incarnation < 0 || r.restarts_used < 0 || r.bundle < -1 || r.pid < 0) {
@@ -429,15 +437,10 @@ Result<PgRecord> ParsePgRecord(std::string_view text) {
     }
     if (Status s = CheckUtf8("the placement group's name", r.spec.name); !s.ok()) return s;
     std::string state = j.value("state", "PENDING");
-    if (state == "PENDING") {
-      r.state = PgRecord::kPending;
-    } else if (state == "CREATED") {
-      r.state = PgRecord::kCreated;
-    } else if (state == "REMOVED") {
-      r.state = PgRecord::kRemoved;
-    } else {
+    const auto* s = std::find(std::begin(kPgStates), std::end(kPgStates), state);
+    if (s == std::end(kPgStates))
       return Invalid("the placement group record's state is not one of PENDING, CREATED, REMOVED");
-    }
+    r.state = PgRecord::State(s - std::begin(kPgStates));
     r.bundle_nodes = j.value("bundle_nodes", std::vector<std::string>{});
     for (const auto& n : r.bundle_nodes) {
       if (!n.empty() && !IsHexId(n))
@@ -468,6 +471,7 @@ Result<JobRecord> ParseJobRecord(std::string_view text) {
     r.running = j.value("state", "") == "RUNNING";
     r.start_time = j.value("start_time", 0.0);
     r.end_cause = j.value("end_cause", "");
+    r.end_time = EndTime(j);
     return r;
   });
 }

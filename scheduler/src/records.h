@@ -64,6 +64,7 @@ struct NodeRecord {
   // SHA-256 (64 hex) of the secret the node registered with, so that a restarted head knows
   // the node's own messages (its worker events) before its next heartbeat; "" when unknown.
   std::string secret_sha256;
+  double end_time = 0;  // when it was marked dead, seconds since the epoch; 0 while alive
 };
 
 struct ActorRecord {
@@ -78,6 +79,7 @@ struct ActorRecord {
   int pid = 0;
   std::string death_kind, death_cause;
   std::vector<std::string> subscribers;
+  double end_time = 0;  // when it died for good (DEAD), seconds since the epoch; else 0
 };
 
 struct PgRecord {
@@ -92,6 +94,7 @@ struct JobRecord {
   bool running = false;
   double start_time = 0;
   std::string end_cause;
+  double end_time = 0;  // when it ended, seconds since the epoch; 0 while running
 };
 
 // A task lease: pending (node_id "") or granted on a node (and a bundle of its group).

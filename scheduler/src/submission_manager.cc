@@ -233,6 +233,14 @@ void SubmissionManager::DriverRegistered(const std::string& submission_id,
   Persist(it->second);
 }
 
+bool SubmissionManager::Forget(const std::string& submission_id) {
+  auto it = subs_.find(submission_id);
+  if (it == subs_.end()) return true;
+  if (!Ended(it->second.state)) return false;
+  subs_.erase(it);
+  return true;
+}
+
 void SubmissionManager::Evict() {
   while (subs_.size() >= kMaxSubmissions) {
     auto oldest = subs_.end();

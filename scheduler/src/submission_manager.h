@@ -61,6 +61,8 @@ class SubmissionManager {
   // Log lines from node `node` (its secret checked): stored and passed on to drivers.
   void OnLogBatch(proto::LogBatchMsg m, int node);
   void Restore(const TableRecords& records, double wall_now);
+  // Retention (retention.h): drops an ended submission; false for one still running.
+  bool Forget(const std::string& submission_id);
 
  private:
   // The node to run `s` on, -1 when none fits now.

@@ -39,7 +39,7 @@ header_has() { grep -qi "$1" "$tmp/headers"; }
 pages=(/ /nodes /actors /placement-groups /jobs /runs /runs/0123456789abcdef0123456789abcdef
   /static/app.js /static/app.css /no-such-page)
 apis=(/api/cluster /api/nodes /api/actors /api/placement_groups /api/jobs /api/runs
-  /api/runs/0123456789abcdef0123456789abcdef /api/no-such-thing)
+  /api/runs/0123456789abcdef0123456789abcdef /api/no-such-thing /api/events)
 
 # 1. Redis and a token.
 step "redis-server and a token file"

@@ -53,7 +53,8 @@ pages="$tmp/pages"
 mkdir -p "$pages" "$tmp/chrome-profile"
 
 # Headless Chromium with this test's own profile; the page gets 10 s of virtual time, so
-# its 2 s polling has fetched and drawn the API's answer. Extra arguments come first.
+# its 2 s polling (headless, the page polls: docs/dashboard.md "Live updates") has fetched
+# and drawn the API's answer. Extra arguments come first.
 # Usage: chrome <args...> <url>
 chrome() {
   # The marker in its environment lets the trap find a browser left behind.

@@ -7,6 +7,8 @@
 #      /api/cluster has CPU total 3 and the stores added up,
 #      the pages and assets answer with their content types, an unknown /api path and an
 #      unknown page answer 404, POST answers 405
+#   3b. GET /api/events (server-sent events): an event at once, another after a node
+#      joins; a ninth concurrent stream answers 503; streams of clients gone end
 #   4. Redis killed: every /api path still answers 200 with redis.ok=false and empty lists
 #   5. `orrery start --head --dashboard-port 0` prints the dashboard's URL and serves it;
 #      `orrery stop` stops it. A second `orrery start --head` with the same (busy)
@@ -117,6 +119,67 @@ type=$(curl -s --max-time 10 -o /dev/null -w '%{http_code} %{content_type}' "$ur
 printf 'GARBAGE\r\n\r\n' | timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/${url##*:}; cat >&3; cat <&3" >/dev/null 2>&1 || true
 alive "$dashboard_pid" || fail "the dashboard died on a malformed request"
 echo "ok: pages, assets, 404s and 405"
+
+# 3b. Live updates: GET /api/events streams an event at once and another after a change.
+step "GET /api/events: an event, another once a node joins, 503 beyond 8 streams"
+# Opens a stream in the background, writing what arrives to $tmp/events.$1; sets stream_pid.
+open_stream() {
+  curl -s -N --max-time 120 -D "$tmp/events.$1.headers" "$url/api/events" >"$tmp/events.$1" 2>/dev/null &
+  stream_pid=$!
+  pids+=("$stream_pid")
+}
+# The number of events stream $1 received.
+events_in() { grep -c '^event: change$' "$tmp/events.$1" 2>/dev/null || true; }
+has_events() { (($(events_in "$1") >= $2)); }
+# The data of the last event of stream $1, parsed, run through the python assertion $2.
+check_last_event() {
+  python3 - "$tmp/events.$1" "$2" <<'PY'
+import json, sys
+data = [l[len("data: "):] for l in open(sys.argv[1]).read().splitlines() if l.startswith("data: ")]
+e = json.loads(data[-1])
+exec(sys.argv[2])
+PY
+}
+open_stream 0
+observer=$stream_pid
+wait_for 15 has_events 0 1 || fail "GET /api/events sent no event within 15 s: $(cat "$tmp/events.0")"
+grep -qi '^content-type: text/event-stream' "$tmp/events.0.headers" || fail "the stream is not text/event-stream: $(cat "$tmp/events.0.headers")"
+check_last_event 0 "assert e['redis'] == {'ok': True, 'error': ''} and e['version'] >= 1, e"
+orrery_bg node --address "127.0.0.1:$head_port" --num-cpus 1 --ready-file "$tmp/node2.ready" >"$tmp/node2.log" 2>&1
+pids+=($!)
+wait_ready "$tmp/node2.ready" "$!" 15 "$tmp/node2.log"
+wait_for 15 has_events 0 2 || fail "no event within 15 s after a node joined: $(cat "$tmp/events.0")"
+check_last_event 0 "assert 'nodes' in e['changed'], e"
+echo "ok: $(events_in 0) events; the last: $(grep '^data: ' "$tmp/events.0" | tail -1)"
+# Seven more streams make eight: the ninth is refused.
+extra=()
+for i in 1 2 3 4 5 6 7; do
+  open_stream "$i"
+  extra+=("$stream_pid")
+done
+for i in 1 2 3 4 5 6 7; do wait_for 15 has_events "$i" 1 || fail "stream $i got no event"; done
+code=$(get --max-time 5 "$url/api/events")
+[[ "$code" == 503 ]] || fail "a ninth stream answered $code, expected 503"
+check_body "assert 'error' in b"
+# Streams end when their clients go away: once a change has been written to the closed
+# connections (the second write fails), a stream can be opened again.
+kill "${extra[@]}" 2>/dev/null
+wait_gone 10 "${extra[@]}" >/dev/null || fail "curl did not stop"
+touch_redis() {
+  local n
+  n=$(events_in 0)
+  redis-cli -p "$redis_port" HSET orrery:default:jobs ffffffffffffffffffffffffffffff0$1 '{"state":"FINISHED"}' >/dev/null
+  wait_for 15 has_events 0 $((n + 1)) || fail "no event after a change in Redis"
+}
+stream_accepted() {
+  [[ "$(curl -s -o /dev/null --max-time 2 -w '%{http_code}' "$url/api/events" 2>/dev/null)" == 200 ]]
+}
+touch_redis 1
+touch_redis 2
+wait_for 15 stream_accepted || fail "the streams of clients that went away were not closed"
+kill "$observer" 2>/dev/null
+redis-cli -p "$redis_port" DEL orrery:default:jobs >/dev/null
+echo "ok: the ninth stream got 503; closed clients' streams ended"
 
 # 4. Redis down: answers, with redis.ok=false.
 step "kill redis-server; the API answers with redis.ok=false"

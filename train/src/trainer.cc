@@ -1,6 +1,7 @@
 // TorchTrainer::Fit(): reserve, start, run, collect, restart after failures, clean up.
 #include "orrery/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -206,9 +207,13 @@ void Run::Finalize(const ReportMsg& rank0, const std::string& checkpoint) {
   }
   if (first_report_time_ == 0) first_report_time_ = rank0.time;
   double elapsed = rank0.time - first_report_time_;
-  char rate[64] = "";
-  if (iteration > 1 && elapsed > 0)
-    std::snprintf(rate, sizeof(rate), " (%.3g reports/s)", double(iteration - 1) / elapsed);
+  // The time since Fit() started (both wall clock), then the rate of reports.
+  char rate[96];
+  int n = std::snprintf(rate, sizeof(rate), ", %.1f s elapsed",
+                        std::max(0.0, rank0.time - record_.start_time));
+  if (iteration > 1 && elapsed > 0 && n > 0 && size_t(n) < sizeof(rate))
+    std::snprintf(rate + n, sizeof(rate) - size_t(n), " (%.3g reports/s)",
+                  double(iteration - 1) / elapsed);
   Say("iteration " + std::to_string(iteration) + ": " + FormatMetrics(rank0.metrics) + rate +
       (checkpoint.empty()
            ? ""
