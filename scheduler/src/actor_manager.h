@@ -59,6 +59,8 @@ class ActorManager final : public DemandSource {
 
   const ActorEntry* Find(const std::string& actor_id) const;
   size_t size() const { return actors_.size(); }
+  // Every actor by binary id (the head's metrics count them by state).
+  const std::map<std::string, ActorEntry>& all() const { return actors_; }
   // Rebuilds the directory from the "actors" table (after nodes, groups and jobs).
   void Restore(const TableRecords& records, double now);
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/src/metrics_server.h"
 #include "core/src/protocol.h"
 #include "core/src/state_store.h"
 #include "core/src/transport.h"
@@ -31,6 +32,8 @@ struct HeadOptions {
   // Where drivers' executables are kept for nodes that lack them; empty: $ORRERY_TMPDIR
   // (or /tmp/orrery) + "/head_binaries".
   std::string binary_dir;
+  // The metrics endpoint (docs/metrics.md) on bind_host: -1 none, 0 any free port.
+  int metrics_port = -1;
 };
 
 class HeadService {
@@ -40,6 +43,8 @@ class HeadService {
   Status Start();
   void Stop();
   const std::string& address() const { return inbox_.address(); }
+  // "host:port" of GET /metrics; "" when metrics are off.
+  const std::string& metrics_address() const { return metrics_address_; }
 
  private:
   // Registers the handler of one message type: decodes it (a message that does not decode
@@ -54,11 +59,17 @@ class HeadService {
   void OnRegisterNode(const proto::RegisterNodeMsg& m);
   void OnWorkerEvent(proto::WorkerEventMsg m);
   void Tick();
+  // Starts the metrics endpoint (when asked for) and records its address in table "head".
+  Status StartMetrics();
 
   HeadOptions options_;
   transport::Inbox inbox_;
   HeadManagers m_;
   std::unordered_map<int, std::function<void(transport::Envelope&)>> handlers_;
+  // Serves the text the inbox thread renders each second; its threads see nothing else.
+  std::unique_ptr<metrics::MetricsServer> metrics_;
+  std::string metrics_address_;
+  double metrics_rendered_ = 0;
 };
 
 }  // namespace orrery::scheduler

@@ -50,6 +50,8 @@ class JobManager {
   bool VouchesFor(const std::string& hash) const;
   bool IsAlive(const std::string& job_id) const;
   size_t size() const { return jobs_.size(); }
+  // Every job by binary id (the head's metrics count them by state and sum their tasks).
+  const std::map<std::string, JobEntry>& all() const { return jobs_; }
 
   // Rebuilds the jobs from the "jobs" table; a running job's driver gets a grace period.
   void Restore(const TableRecords& records, double now);

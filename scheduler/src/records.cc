@@ -262,7 +262,8 @@ std::string NodeRecordJson(const NodeRecord& r) {
                    {"object_store_used_bytes", r.object_store_used_bytes},
                    {"object_store_spilled_bytes", r.object_store_spilled_bytes},
                    {"object_store_num_objects", r.object_store_num_objects},
-                   {"secret_sha256", r.secret_sha256}});
+                   {"secret_sha256", r.secret_sha256},
+                   {"metrics_address", r.metrics_address}});
 }
 
 std::string ActorRecordJson(const ActorRecord& r) {
@@ -361,6 +362,10 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
     std::string hash = j.value("secret_sha256", "");
     bool hex = hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
     r.secret_sha256 = hex ? hash : "";
+    auto metrics = j.find("metrics_address");  // anything but a short string: none
+    if (metrics != j.end() && metrics->is_string() &&
+        metrics->get_ref<const std::string&>().size() <= 256)
+      r.metrics_address = metrics->get<std::string>();
     return r;
   });
 }

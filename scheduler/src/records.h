@@ -64,6 +64,8 @@ struct NodeRecord {
   // SHA-256 (64 hex) of the secret the node registered with, so that a restarted head knows
   // the node's own messages (its worker events) before its next heartbeat; "" when unknown.
   std::string secret_sha256;
+  // Where the node serves its metrics ("host:port", docs/metrics.md); "" when none or unknown.
+  std::string metrics_address;
 };
 
 struct ActorRecord {
