@@ -25,6 +25,7 @@ proto::JobMsg JobInfo(const ProcessIdentity& self, const Config& config, bool al
   m.namespace_ = config.namespace_.empty() ? "default" : config.namespace_;
   m.entrypoint = self.argv.empty() ? "" : self.argv[0];
   m.alive = alive;
+  m.tasks_submitted = self.submitted.load(std::memory_order_relaxed);
   return m;
 }
 

@@ -15,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "actors/src/call_stats.h"
 #include "actors/src/memory_monitor.h"
 #include "actors/src/node_object_plane.h"
 #include "actors/src/zygote_pool.h"
+#include "core/src/metrics_server.h"
 #include "core/src/protocol.h"
 #include "core/src/thread_annotations.h"
 #include "core/src/transport.h"
@@ -56,6 +58,8 @@ struct NodeOptions {
   // memory) and the directory it spills into (a directory of its own is made inside).
   uint64_t object_store_memory = 0;
   std::string object_spill_dir;
+  // The metrics endpoint (docs/metrics.md) on bind_host: -1 none, 0 any free port.
+  int metrics_port = -1;
 };
 
 class NodeService {
@@ -67,6 +71,8 @@ class NodeService {
   void Stop();
   const std::string& address() const { return inbox_.address(); }
   const NodeId& id() const { return id_; }
+  // "host:port" of GET /metrics; "" when metrics are off.
+  const std::string& metrics_address() const { return metrics_address_; }
 
  private:
   struct Worker {
@@ -102,6 +108,8 @@ class NodeService {
   void OnSpawned(uint64_t request, int pid);
   void OnExited(int pid, const std::string& how);
   void Tick();
+  // Renders the metrics for the server (every tick at most once a second).
+  void RenderMetrics(double now);
   // On every tick: reads memory and, above the threshold, kills one worker (memory_monitor.h).
   void CheckMemory();
   void SendRegistration(bool alive);
@@ -160,6 +168,10 @@ class NodeService {
   std::string oom_victim_;  // the worker killed for memory, until its process is gone
   double oom_victim_since_ = 0;
   double last_heartbeat_ = 0;
+  NodeCallStats call_stats_;  // the workers' kWorkerStats reports
+  std::unique_ptr<metrics::MetricsServer> metrics_;
+  std::string metrics_address_;  // set before the inbox starts
+  double metrics_rendered_ = 0;
 
   // Everything above is used on the inbox thread only (Stop touches workers_ once that
   // thread has ended): no lock. Only the registration handshake crosses threads.
