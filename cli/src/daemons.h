@@ -30,6 +30,7 @@ struct HeadFlags {
   std::string redis_password_file;  // "" -> $ORRERY_REDIS_PASSWORD_FILE, else no password
   double health_period_s = 1.0;
   int health_threshold = 5;
+  int metrics_port = 0;    // GET /metrics (docs/metrics.md): -1 none, 0 any free port
   std::string ready_file;  // "" -> none
 };
 
@@ -46,6 +47,7 @@ struct NodeFlags {
   int memory_monitor_refresh_ms = 250;
   uint64_t object_store_memory = 0;  // 0: 30% of memory
   std::string object_spill_dir;
+  int metrics_port = 0;    // as the head's
   std::string ready_file;  // "" -> none; the file adds "node_id"
 };
 

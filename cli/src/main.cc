@@ -1,13 +1,14 @@
 // The `orrery` command (docs/cli.md): parses the command line and hands each subcommand to
 // the file that implements it: start_cmd.cc (`orrery start`), dashboard_cmd.cc,
-// inspect_cmd.cc (`status`, `list`), daemons.cc (`head`, `node`); session.cc keeps what a
-// host runs.
+// inspect_cmd.cc (`status`, `list`), metrics_cmd.cc (`metrics targets`), daemons.cc (`head`,
+// `node`); session.cc keeps what a host runs.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "cli/src/daemons.h"
 #include "cli/src/dashboard_cmd.h"
 #include "cli/src/inspect.h"
+#include "cli/src/metrics_cmd.h"
 #include "cli/src/session.h"
 #include "cli/src/start_cmd.h"
 #include "orrery/errors.h"
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   CLI::App* stop = app.add_subcommand("stop", "stop what `orrery start` started on this host");
   oc::InspectCommands inspect;
   oc::AddInspectCommands(app, &inspect);
+  oc::MetricsCommand metrics;
+  oc::AddMetricsCommand(app, &metrics);
   // Daemons (started by `orrery start`).
   oc::DaemonCommands daemons;
   oc::AddDaemonCommands(app, &daemons);
@@ -54,6 +57,7 @@ int main(int argc, char** argv) {
     if (*start) return oc::RunStart(start_flags);
     if (*stop) return Stop();
     if (*inspect.status || *inspect.list) return oc::RunInspectCommand(inspect);
+    if (*metrics.targets) return oc::RunMetricsCommand(metrics);
   } catch (const orrery::Error& e) {
     std::cerr << "orrery: " << e.what() << "\n";
     return 2;
