@@ -198,7 +198,9 @@ void NodeService::Handle(transport::Envelope& env) {
     }
     case MsgType::kWorkerStats: {
       auto m = env.DecodeOrThrow<proto::WorkerStatsMsg>();
-      // Only a worker of this node's counts count; a bad report is dropped, with no reply.
+      // Only a worker of this node's counts count (it names itself in hex, as its
+      // environment does); a bad report is dropped, with no reply.
+      m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
       if (workers_.count(m.worker_id) && !call_stats_.Update(m))
         LOG_DEBUG("node: dropped a malformed worker stats report");
       return;
