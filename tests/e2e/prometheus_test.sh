@@ -30,11 +30,12 @@ start_test_session prometheus
 prom_pid=""
 stop_prometheus() {
   local rc=$?
+  set +e  # a failed test's status is kept, not acted on, while cleaning up
   if [[ -n "$prom_pid" ]] && alive "$prom_pid"; then
     kill -TERM "$prom_pid" 2>/dev/null
     wait_gone 10 "$prom_pid" >/dev/null || kill -KILL "$prom_pid" 2>/dev/null
   fi
-  (exit "$rc")
+  (exit "$rc")  # cleanup_test_session reads the test's status from $?
   cleanup_test_session
 }
 trap stop_prometheus EXIT
