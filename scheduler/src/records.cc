@@ -362,10 +362,9 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
     std::string hash = j.value("secret_sha256", "");
     bool hex = hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
     r.secret_sha256 = hex ? hash : "";
-    auto metrics = j.find("metrics_address");  // anything but a short string: none
-    if (metrics != j.end() && metrics->is_string() &&
-        metrics->get_ref<const std::string&>().size() <= 256)
-      r.metrics_address = metrics->get<std::string>();
+    auto m = j.find("metrics_address");  // anything but a string of <= 256 bytes: none
+    if (m != j.end() && m->is_string() && m->get_ref<const std::string&>().size() <= 256)
+      r.metrics_address = m->get<std::string>();
     return r;
   });
 }
