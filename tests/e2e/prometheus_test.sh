@@ -7,6 +7,7 @@
 #   5. its HTTP API, waited on with a deadline, finds what the cluster itself reports:
 #      orrery_nodes_alive = the alive nodes of `orrery status --json`, the ALIVE actors
 #      likewise, the tasks the driver submitted, and the calls the nodes' own /metrics count
+#   6. every query of the Grafana dashboard (deploy/grafana/orrery.json) is valid PromQL
 # Exits 77 (reported as skipped) when prometheus is not installed. Everything it started is
 # stopped on exit.
 # Usage: prometheus_test.sh <build dir>
@@ -169,6 +170,22 @@ echo "the nodes' own /metrics count $calls calls"
 expect_query 'sum(orrery_call_latency_seconds_count)' "$calls"
 expect_query 'sum(orrery_tasks_finished_total)' "$calls"
 expect_query 'count(orrery_redis_write_latency_seconds_count > 0)' 1
+
+step "every query of deploy/grafana/orrery.json is valid PromQL to this Prometheus"
+if ! python3 - "$(dirname "${BASH_SOURCE[0]}")/../../deploy/grafana/orrery.json" "$prom_port" <<'EOF2'
+import json, sys, urllib.parse, urllib.request
+dashboard, port = json.load(open(sys.argv[1])), sys.argv[2]
+exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+assert exprs, "the dashboard has no queries"
+for e in exprs:
+    url = "http://127.0.0.1:%s/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": e}))
+    r = json.load(urllib.request.urlopen(url, timeout=10))
+    assert r["status"] == "success", (e, r)
+    print("ok:", e)
+EOF2
+then
+  check_failed "a query of the Grafana dashboard is not valid PromQL"
+fi
 
 if [[ ${#failures[@]} -gt 0 ]]; then
   tail -n 20 "$tmp/prometheus.log"
