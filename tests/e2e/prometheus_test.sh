@@ -6,7 +6,9 @@
 #   4. prometheus (scrape_interval 1s, file_sd on F, storage in the test's directory)
 #   5. its HTTP API, waited on with a deadline, finds what the cluster itself reports:
 #      orrery_nodes_alive = the alive nodes of `orrery status --json`, the ALIVE actors
-#      likewise, the tasks the driver submitted, and the calls the nodes' own /metrics count
+#      likewise, the tasks the driver submitted, and the calls the nodes' own /metrics count;
+#      then examples/train_linear runs and the run's latest loss is found as the run's record
+#      (`orrery list runs --json`) has it
 #   6. every query of the Grafana dashboard (deploy/grafana/orrery.json) is valid PromQL
 # Exits 77 (reported as skipped) when prometheus is not installed. Everything it started is
 # stopped on exit.
@@ -17,6 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 e2e_args "$@"
 driver="$build_dir/tests/e2e/metrics_driver"
+train_linear="$build_dir/examples/train_linear"
 # ORRERY_PROMETHEUS_BIN overrides where prometheus is looked for (a path that is not an
 # executable shows the skip).
 prometheus_bin=${ORRERY_PROMETHEUS_BIN-$(command -v prometheus || echo /usr/bin/prometheus)}
@@ -24,7 +27,7 @@ if [[ ! -x "$prometheus_bin" ]]; then
   echo "SKIP: prometheus is not installed (Debian: apt-get install prometheus)"
   exit 77
 fi
-require_built "$orrery_bin" "$driver"
+require_built "$orrery_bin" "$driver" "$train_linear"
 require_tools redis-server python3 curl
 
 start_test_session prometheus
@@ -41,8 +44,8 @@ stop_prometheus() {
 }
 trap stop_prometheus EXIT
 
-step "orrery start --head --port 0 --num-cpus 2 --no-dashboard"
-orrery start --head --port 0 --num-cpus 2 --no-dashboard | tee "$tmp/start_head.out"
+step "orrery start --head --port 0 --num-cpus 4 --no-dashboard"
+orrery start --head --port 0 --num-cpus 4 --no-dashboard | tee "$tmp/start_head.out"
 head_address=$(sed -nE 's/^Orrery head started at ([0-9.]+:[0-9]+).*/\1/p' "$tmp/start_head.out")
 [[ -n "$head_address" ]] || fail "no head address in the output of orrery start --head"
 grep -qE "Head metrics: +http://127\.0\.0\.1:[0-9]+/metrics" "$tmp/start_head.out" ||
@@ -50,8 +53,8 @@ grep -qE "Head metrics: +http://127\.0\.0\.1:[0-9]+/metrics" "$tmp/start_head.ou
 grep -qE "Node metrics: +http://127\.0\.0\.1:[0-9]+/metrics" "$tmp/start_head.out" ||
   fail "orrery start --head printed no node metrics URL"
 
-step "orrery start --address $head_address --num-cpus 2"
-orrery start --address "$head_address" --num-cpus 2 | tee "$tmp/start_node.out"
+step "orrery start --address $head_address --num-cpus 4"
+orrery start --address "$head_address" --num-cpus 4 | tee "$tmp/start_node.out"
 grep -qE "Node metrics: +http://127\.0\.0\.1:[0-9]+/metrics" "$tmp/start_node.out" ||
   fail "orrery start --address printed no node metrics URL"
 
@@ -142,7 +145,7 @@ expect_query 'orrery_nodes_alive' "$nodes_alive"
 expect_query 'orrery_actors{state="ALIVE"}' "$actors_alive"
 expect_query 'orrery_tasks_submitted_total' "$submitted"
 expect_query 'sum(orrery_worker_processes{kind="actor"})' 3
-expect_query 'count(orrery_node_resources_total{resource="CPU"} == 2)' 2
+expect_query 'count(orrery_node_resources_total{resource="CPU"} == 4)' 2
 
 # The calls counted by the nodes themselves (their /metrics), once they stopped changing.
 node_calls() {
@@ -170,6 +173,21 @@ echo "the nodes' own /metrics count $calls calls"
 expect_query 'sum(orrery_call_latency_seconds_count)' "$calls"
 expect_query 'sum(orrery_tasks_finished_total)' "$calls"
 expect_query 'count(orrery_redis_write_latency_seconds_count > 0)' 1
+
+step "examples/train_linear: its run's latest loss, as orrery list runs --json shows it"
+# Its checkpoints go under $TMPDIR: the test's directory, removed at the end.
+TMPDIR="$tmp" ORRERY_TMPDIR="$sessions" ORRERY_ADDRESS="$head_address" timeout --kill-after=10 180 \
+  "$train_linear" >"$tmp/train.out" 2>&1 || {
+  tail -n 20 "$tmp/train.out"
+  fail "train_linear failed"
+}
+tail -n 2 "$tmp/train.out"
+orrery list runs --json >"$tmp/runs.json"
+loss=$(python3 -c 'import json,sys
+runs = [r for r in json.load(open(sys.argv[1])) if r.get("name") == "train_linear"]
+print(repr(float(runs[0]["latest_metrics"]["loss"])) if runs else "")' "$tmp/runs.json")
+[[ -n "$loss" ]] || fail "orrery list runs --json shows no train_linear run with a loss"
+expect_query 'orrery_train_metric{name="train_linear",metric="loss"}' "$loss"
 
 step "every query of deploy/grafana/orrery.json is valid PromQL to this Prometheus"
 if ! python3 - "$(dirname "${BASH_SOURCE[0]}")/../../deploy/grafana/orrery.json" "$prom_port" <<'EOF2'
