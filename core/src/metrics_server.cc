@@ -82,7 +82,10 @@ Result<int> MetricsServer::Start(const std::string& host, int port,
     Stop();
     return Status::Internal("the metrics HTTP server did not start");
   }
-  impl_->address = (advertise_host.empty() ? host : advertise_host) + ":" + std::to_string(bound);
+  // As the daemons' inboxes advertise themselves: a wildcard bind is named by loopback.
+  std::string adv = advertise_host.empty() ? (host == "0.0.0.0" || host == "*" ? "127.0.0.1" : host)
+                                           : advertise_host;
+  impl_->address = adv + ":" + std::to_string(bound);
   return bound;
 }
 

@@ -19,7 +19,8 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   // Binds host:port (0: any free port) and serves on a thread of its own; returns the port.
-  // Unavailable when it cannot bind. `advertise_host` ("" = host) names it in address().
+  // Unavailable when it cannot bind. `advertise_host` names it in address(); "" means the
+  // host, or 127.0.0.1 for a wildcard host (0.0.0.0), as the daemons' inboxes do.
   Result<int> Start(const std::string& host, int port, const std::string& advertise_host = "");
   void Stop();
   // "host:port" as Prometheus reaches it; "" before Start.
