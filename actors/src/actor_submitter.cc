@@ -47,6 +47,7 @@ void ActorSubmitter::Forget(const ActorId& id) {
 }
 
 void ActorSubmitter::Submit(const ActorId& actor, std::shared_ptr<PendingCall> call) {
+  self_.submitted.fetch_add(1, std::memory_order_relaxed);
   ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   auto a = ActorFor(actor, true);
   {

@@ -29,6 +29,7 @@ proto::JobMsg JobInfo(const ProcessIdentity& self, const Config& config, bool al
   // A driver that `orrery job submit` started names its submission (docs/jobs.md).
   if (const char* sid = std::getenv("ORRERY_SUBMISSION_ID"); sid && std::strlen(sid) <= 64)
     m.submission_id = sid;
+  m.tasks_submitted = self.submitted.load(std::memory_order_relaxed);
   return m;
 }
 

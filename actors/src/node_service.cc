@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "actors/src/node_metrics.h"
 #include "core/src/clock.h"
 #include "core/src/log.h"
 #include "core/src/security.h"
@@ -105,6 +106,14 @@ Status NodeService::Start(int register_timeout_ms) {
   if (options_.memory_monitor_refresh_ms > 0)
     tick_ms = std::min(tick_ms, options_.memory_monitor_refresh_ms);
   (void)memory_.Refresh();  // the registration carries a first reading
+  if (options_.metrics_port >= 0) {
+    metrics_ = std::make_unique<metrics::MetricsServer>();
+    auto address = metrics::StartIfEnabled(*metrics_, options_.bind_host, options_.metrics_port,
+                                           options_.advertise_host);
+    if (!address.ok()) return address.status();
+    metrics_address_ = address.value();
+    LOG_INFO("node metrics at http://" + metrics_address_ + "/metrics");
+  }
   inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
   inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
@@ -153,6 +162,7 @@ void NodeService::SendRegistration(bool alive) {
     reg.node.object_store = objects_->Usage();
     reg.node.object_store_path = objects_->arena_path();
     reg.node.object_store_tag = objects_->tag();
+    reg.node.metrics_address = metrics_address_;
   }
   reg.reply_to = inbox_.address();
   reg.node_secret = secret_;
@@ -176,6 +186,7 @@ void NodeService::Stop() {
     std::filesystem::remove_all(options_.log_dir, ec);
   }
   if (objects_) objects_->Stop();
+  if (metrics_) metrics_->Stop();
   for (auto& [id, w] : workers_)
     if (w.pid > 0) kill(w.pid, SIGKILL);
   workers_.clear();
@@ -213,6 +224,15 @@ void NodeService::Handle(transport::Envelope& env) {
       return OnStopJob(env.DecodeOrThrow<proto::StopJobMsg>());
     case MsgType::kListWorkers:
       return OnListWorkers(env.DecodeOrThrow<proto::ListWorkersMsg>());
+    case MsgType::kWorkerStats: {
+      auto m = env.DecodeOrThrow<proto::WorkerStatsMsg>();
+      // Only a worker of this node's counts count (it names itself in hex, as its
+      // environment does); a bad report is dropped, with no reply.
+      m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
+      if (workers_.count(m.worker_id) && !call_stats_.Update(m))
+        LOG_DEBUG("node: dropped a malformed worker stats report");
+      return;
+    }
     case MsgType::kBinaryReply:
       return OnBinaryReply(env.DecodeOrThrow<proto::BinaryMsg>(), env.PayloadString());
     case MsgType::kError: {
@@ -230,6 +250,7 @@ void NodeService::Handle(transport::Envelope& env) {
 void NodeService::Tick() {
   CheckMemory();
   CheckJobs();
+  RenderMetrics(Now());
   // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
   // heartbeat on the tick nearest to its period, never later.
   double now = Now(), hb = options_.heartbeat_period_s;
@@ -249,6 +270,19 @@ void NodeService::Tick() {
       Kill(w, "idle");
     }
   }
+}
+
+void NodeService::RenderMetrics(double now) {
+  if (!metrics_ || now - metrics_rendered_ < 1.0) return;
+  metrics_rendered_ = now;
+  NodeMetricsInput in;
+  in.node_id = id_.Hex();
+  for (const auto& [id, w] : workers_) {
+    if (w.pid > 0) ++in.worker_kinds[w.is_actor ? "actor" : w.has_lease ? "task" : "idle"];
+  }
+  in.object_store = objects_->Usage();
+  in.calls = call_stats_.Sum();
+  metrics_->SetSnapshot(NodeMetricsText(in));
 }
 
 void NodeService::CheckMemory() {

@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "actors/src/log_monitor.h"
+#include "actors/src/call_stats.h"
 #include "actors/src/memory_monitor.h"
 #include "actors/src/node_object_plane.h"
 #include "actors/src/zygote_pool.h"
+#include "core/src/metrics_server.h"
 #include "core/src/protocol.h"
 #include "core/src/thread_annotations.h"
 #include "core/src/transport.h"
@@ -64,6 +66,8 @@ struct NodeOptions {
   std::string log_dir;
   uint64_t log_rotate_bytes = 100ull << 20;
   int log_rotate_backups = 5;
+  // The metrics endpoint (docs/metrics.md) on bind_host: -1 none, 0 any free port.
+  int metrics_port = -1;
 };
 
 class NodeService {
@@ -75,6 +79,8 @@ class NodeService {
   void Stop();
   const std::string& address() const { return inbox_.address(); }
   const NodeId& id() const { return id_; }
+  // "host:port" of GET /metrics; "" when metrics are off.
+  const std::string& metrics_address() const { return metrics_address_; }
 
  private:
   struct Worker {
@@ -143,6 +149,8 @@ class NodeService {
   void OnSpawned(uint64_t request, int pid);
   void OnExited(int pid, const std::string& how);
   void Tick();
+  // Renders the metrics for the server (every tick at most once a second).
+  void RenderMetrics(double now);
   // On every tick: reads memory and, above the threshold, kills one worker (memory_monitor.h).
   void CheckMemory();
   void SendRegistration(bool alive);
@@ -204,6 +212,10 @@ class NodeService {
   std::unique_ptr<LogMonitor> logs_;
   bool own_log_dir_ = false;  // made for this node (no log_dir given): removed when it stops
   std::map<std::string, JobProcess> jobs_;  // by submission id
+  NodeCallStats call_stats_;  // the workers' kWorkerStats reports
+  std::unique_ptr<metrics::MetricsServer> metrics_;
+  std::string metrics_address_;  // set before the inbox starts
+  double metrics_rendered_ = 0;
 
   // Everything above is used on the inbox thread only (Stop touches workers_ once that
   // thread has ended): no lock. Only the registration handshake crosses threads.

@@ -86,6 +86,7 @@ void NodeService::Erase(const std::string& worker_id) {
   auto pid = by_pid_.find(it->second.pid);
   if (pid != by_pid_.end() && pid->second == worker_id) by_pid_.erase(pid);
   ReleaseDevices(it->second);
+  call_stats_.Retire(worker_id);
   workers_.erase(it);
 }
 

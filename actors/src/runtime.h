@@ -50,6 +50,8 @@ class Runtime {
   void Stop();
 
   const std::string& address() const { return inbox_.address(); }
+  // Tasks and actor calls this process submitted so far (docs/metrics.md).
+  uint64_t submitted() const { return self_.submitted.load(std::memory_order_relaxed); }
   const std::string& head_address() const { return head_.head_address(); }
   const Config& config() const { return config_; }
   ObjectStore& store() { return store_; }

@@ -46,6 +46,9 @@ struct ProcessIdentity {
   std::vector<std::string> argv;  // what workers of this process's actors and tasks run
   std::string binary_hash;        // cluster mode: content hash of argv[0]
   std::string arch;
+  // Tasks and actor calls this process submitted (the submitters count them; the driver's
+  // heartbeat and a worker's stats report them, docs/metrics.md). Any thread.
+  mutable std::atomic<uint64_t> submitted{0};
 };
 
 // Where the runtime's messages go. Thread-safety: every method may be called from any thread.

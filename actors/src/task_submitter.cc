@@ -39,6 +39,7 @@ std::string TaskSubmitter::KeyOf(const internal::CallOptions& o) {
 
 void TaskSubmitter::Submit(const internal::CallOptions& options,
                            std::shared_ptr<PendingCall> call) {
+  self_.submitted.fetch_add(1, std::memory_order_relaxed);
   std::string key = KeyOf(options);
   {
     MutexLock lock(&mu_);

@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
 
+#include "actors/src/call_stats.h"
 #include "actors/src/errors_util.h"
 #include "actors/src/executor.h"
 #include "actors/src/runtime.h"
@@ -82,9 +84,27 @@ class WorkerServer {
     }
   }
 
+  // Waits for kExit; meanwhile reports the call counts to the node once a second when they
+  // changed (kWorkerStats, docs/metrics.md).
   void WaitForExit() EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    while (!exit_) cv_.Wait(&mu_);
+    uint64_t submitted = 0;
+    while (true) {
+      {
+        MutexLock lock(&mu_);
+        auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        while (!exit_ && cv_.WaitUntil(&mu_, next)) {
+        }
+        if (exit_) return;
+      }
+      proto::WorkerStatsMsg m;
+      bool changed = counter_.TakeIfChanged(&m);
+      if (!changed && Current()->submitted() == submitted) continue;
+      if (!changed) counter_.Snapshot(&m);
+      m.worker_id = worker_id_;
+      m.pid = int(getpid());
+      m.submitted = submitted = Current()->submitted();
+      transport::Send(node_address_, MsgType::kWorkerStats, m);
+    }
   }
 
   static void BeforeBlock() {
@@ -288,7 +308,20 @@ class WorkerServer {
     transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
   }
 
+  // Counts the call for the metrics: begun here, ended (finished or failed) when it goes.
+  struct CountedCall {
+    CallCounter& counter;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    bool ok = false;
+    explicit CountedCall(CallCounter& c) : counter(c) { counter.Started(); }
+    ~CountedCall() {
+      std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      counter.Ended(ok, took.count());
+    }
+  };
+
   void Execute(const proto::CallMsg& call, const std::shared_ptr<std::string>& args) {
+    CountedCall counted(counter_);
     const internal::FunctionEntry* e = internal::FindByName(call.function);
     bool is_actor = !call.actor_id.empty();
     if (!e) {
@@ -326,6 +359,7 @@ class WorkerServer {
       ScopedCallResult scope(&stored);
       std::string result = e->invoke(instance_, oh.get(), nullptr);
       Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored);
+      counted.ok = true;
     } catch (const ObjectLostError& ex) {
       Reply(call, false, proto::ErrorKind::kObjectLostError, "", ex.what(), nullptr);
     } catch (const ObjectStoreFullError& ex) {
@@ -362,6 +396,7 @@ class WorkerServer {
   std::map<std::string, CallerOrder> order_;
   std::deque<ReadyCall> ready_calls_;
   CallSlot slot_;
+  CallCounter counter_;  // any call thread; read by WaitForExit
   // Whether this thread runs an inline actor call that holds slot_, or one that gave it up
   // for a wait and takes it back after.
   static thread_local bool t_holds_slot;

@@ -75,6 +75,7 @@ int RunHead(const HeadFlags& flags) {
     return 2;
   }
   ho.history_ttl_s = ttl.value();
+  ho.metrics_port = flags.metrics_port;
   if (!flags.redis_address.empty()) {
     auto password = ReadRedisPassword(flags.redis_password_file);
     if (!password.ok()) {
@@ -96,9 +97,12 @@ int RunHead(const HeadFlags& flags) {
     return 1;
   }
   std::printf("head listening on %s\n", head.address().c_str());
+  if (!head.metrics_address().empty())
+    std::printf("head metrics at http://%s/metrics\n", head.metrics_address().c_str());
   std::fflush(stdout);
   if (!flags.ready_file.empty()) {
-    if (Status w = WriteReadyFile(flags.ready_file, head.address(), PortOf(head.address()));
+    if (Status w = WriteReadyFile(flags.ready_file, head.address(), PortOf(head.address()),
+                                  {{"metrics_address", head.metrics_address()}});
         !w.ok()) {
       std::fprintf(stderr, "orrery head: %s\n", w.message().c_str());
       head.Stop();
@@ -146,6 +150,7 @@ int RunNode(const NodeFlags& flags) {
   no.log_dir = flags.log_dir;
   if (flags.log_rotate_bytes > 0) no.log_rotate_bytes = flags.log_rotate_bytes;
   if (flags.log_rotate_backups >= 0) no.log_rotate_backups = flags.log_rotate_backups;
+  no.metrics_port = flags.metrics_port;
   int cpus =
       flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
   no.resources["CPU"] = cpus;
@@ -169,10 +174,13 @@ int RunNode(const NodeFlags& flags) {
     return 1;
   }
   std::printf("node %s up at %s\n", node.id().Hex().c_str(), node.address().c_str());
+  if (!node.metrics_address().empty())
+    std::printf("node metrics at http://%s/metrics\n", node.metrics_address().c_str());
   std::fflush(stdout);
   if (!flags.ready_file.empty()) {
-    if (Status w = WriteReadyFile(flags.ready_file, node.address(), PortOf(node.address()),
-                                  {{"node_id", node.id().Hex()}});
+    if (Status w = WriteReadyFile(
+            flags.ready_file, node.address(), PortOf(node.address()),
+            {{"node_id", node.id().Hex()}, {"metrics_address", node.metrics_address()}});
         !w.ok()) {
       std::fprintf(stderr, "orrery node: %s\n", w.message().c_str());
       node.Stop();
@@ -209,6 +217,10 @@ void AddDaemonCommands(CLI::App& app, DaemonCommands* c) {
   c->head->add_option("--ready-file", hf.ready_file, kReadyHelp);
   c->head->add_option("--history-ttl", hf.history_ttl, kHistoryTtlHelp)
       ->check(CLI::Validator(CheckDuration, "DURATION"));
+  constexpr const char* kMetricsHelp =
+      "serve Prometheus metrics at http://<bind>:P/metrics (0: any free port; -1: none)";
+  c->head->add_option("--metrics-port", hf.metrics_port, kMetricsHelp)
+      ->check(CLI::Range(-1, 65535));
   AddCredentialFlags(c->head, &hf.credentials);
   NodeFlags& nf = c->node_flags;
   c->node = app.add_subcommand("node", "run a node daemon in the foreground");
@@ -216,6 +228,8 @@ void AddDaemonCommands(CLI::App& app, DaemonCommands* c) {
   c->node->add_option("--bind", nf.bind);
   c->node->add_option("--heartbeat-s", nf.heartbeat_s)->check(CLI::PositiveNumber);
   c->node->add_option("--ready-file", nf.ready_file, kReadyHelp);
+  c->node->add_option("--metrics-port", nf.metrics_port, kMetricsHelp)
+      ->check(CLI::Range(-1, 65535));
   AddCredentialFlags(c->node, &nf.credentials);
   c->node_resources.Add(c->node);
 }

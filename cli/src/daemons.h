@@ -32,6 +32,7 @@ struct HeadFlags {
   int health_threshold = 5;
   std::string ready_file;          // "" -> none
   std::string history_ttl = "7d";  // a duration (cli/src/duration.h); "0": keep for ever
+  int metrics_port = 0;            // GET /metrics (docs/metrics.md): -1 none, 0 any free port
 };
 
 struct NodeFlags {
@@ -50,6 +51,7 @@ struct NodeFlags {
   std::string log_dir;            // "": the node's default (docs/logs.md)
   uint64_t log_rotate_bytes = 0;  // 0: the node's default
   int log_rotate_backups = -1;    // -1: the node's default
+  int metrics_port = 0;           // as the head's
   std::string ready_file;         // "" -> none; the file adds "node_id"
 };
 

@@ -33,6 +33,9 @@ struct InspectCommands {
   InspectFlags flags;
   CredentialFlags credentials;
 };
+// Fills in the head's and Redis's addresses the user did not give: $ORRERY_ADDRESS, else
+// this host's latest session; Redis from the session of that head.
+void FindCluster(InspectFlags& inspect);
 void AddInspectCommands(CLI::App& app, InspectCommands* commands);
 // Finds the cluster (the flags, else $ORRERY_ADDRESS, else this host's sessions), its Redis
 // password and credentials, and runs the subcommand parsed. Returns the exit code.

@@ -9,7 +9,6 @@
 
 namespace orrery::cli {
 
-// Fills in the head's and Redis's addresses the user did not give.
 void FindCluster(InspectFlags& inspect) {
   auto latest = LatestSession();
   const char* env = std::getenv("ORRERY_ADDRESS");
@@ -28,6 +27,8 @@ void FindCluster(InspectFlags& inspect) {
     }
   }
 }
+
+namespace {
 
 // Sets this process's credentials and checks that the head accepts them; false (after
 // saying why) when they are missing or refused.

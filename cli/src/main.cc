@@ -1,7 +1,7 @@
 // The `orrery` command (docs/cli.md): parses the command line and hands each subcommand to
 // the file that implements it: start_cmd.cc (`orrery start`), dashboard_cmd.cc,
-// inspect_cmd.cc (`status`, `list`), job_cmd.cc (`job`, `logs`), daemons.cc (`head`, `node`);
-// session.cc keeps what a host runs.
+// inspect_cmd.cc (`status`, `list`), job_cmd.cc (`job`, `logs`), metrics_cmd.cc (`metrics
+// targets`), daemons.cc (`head`, `node`); session.cc keeps what a host runs.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -9,6 +9,7 @@
 #include "cli/src/dashboard_cmd.h"
 #include "cli/src/inspect.h"
 #include "cli/src/job_cmd.h"
+#include "cli/src/metrics_cmd.h"
 #include "cli/src/session.h"
 #include "cli/src/start_cmd.h"
 #include "orrery/errors.h"
@@ -44,6 +45,8 @@ int main(int argc, char** argv) {
   oc::AddInspectCommands(app, &inspect);
   oc::JobCommands jobs;
   oc::AddJobCommands(app, &jobs);
+  oc::MetricsCommand metrics;
+  oc::AddMetricsCommand(app, &metrics);
   // Daemons (started by `orrery start`).
   oc::DaemonCommands daemons;
   oc::AddDaemonCommands(app, &daemons);
@@ -58,6 +61,7 @@ int main(int argc, char** argv) {
     if (*stop) return Stop();
     if (*inspect.status || *inspect.list) return oc::RunInspectCommand(inspect);
     if (oc::JobCommandParsed(jobs)) return oc::RunJobCommand(jobs);
+    if (*metrics.targets) return oc::RunMetricsCommand(metrics);
   } catch (const orrery::Error& e) {
     std::cerr << "orrery: " << e.what() << "\n";
     return 2;

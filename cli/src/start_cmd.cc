@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 
 #include "cli/src/dashboard_cmd.h"
@@ -95,12 +96,14 @@ int StartHeadSide(Session& s, StartFlags& f, std::string* head_address) {
   std::vector<std::string> argv{SelfExe(), "head", "--port",          std::to_string(f.port),
                                 "--bind",  f.bind, "--redis-address", f.redis_address};
   for (auto& a : CredentialArgs(s)) argv.push_back(a);
+  argv.insert(argv.end(), {"--metrics-port", std::to_string(f.metrics_port)});
   if (!s.values["redis_password_file"].empty())
     argv.insert(argv.end(), {"--redis-password-file", s.values["redis_password_file"]});
   argv.insert(argv.end(), {"--history-ttl", f.history_ttl});
   auto head = StartDaemon(s, argv, "head");
   if (!head.ok()) return Fail("the head did not start: " + head.status().message(), &s);
   *head_address = head->address;
+  s.values["head_metrics_address"] = head->extra["metrics_address"];
   s.values["redis_address"] = f.redis_address;
   return 0;
 }
@@ -111,8 +114,12 @@ int StartNode(Session& s, const std::string& head, const StartFlags& f) {
   ResourceFlags node_flags = f.resources;
   if (node_flags.log_dir.empty()) node_flags.log_dir = s.dir + "/logs";  // beside the daemons'
   node_flags.AppendTo(argv);
+  int metrics_port = f.head_mode ? std::min(f.metrics_port, 0) : f.metrics_port;
+  argv.insert(argv.end(), {"--metrics-port", std::to_string(metrics_port)});
   auto node = StartDaemon(s, argv, "node");
   if (!node.ok()) return Fail("the node did not start: " + node.status().message(), &s);
+  s.values["node_metrics_address"] = node->extra["metrics_address"];
+  s.Save();
   return 0;
 }
 
@@ -121,6 +128,10 @@ void PrintHeadStarted(Session& s, const StartFlags& f, const std::string& head_a
   std::cout << "Orrery head started at " << head_address << " (Redis at " << f.redis_address
             << ").\n";
   if (!dashboard_url.empty()) std::cout << "  Dashboard:           " << dashboard_url << "\n";
+  if (!s.values["head_metrics_address"].empty()) {
+    std::cout << "  Head metrics:        http://" << s.values["head_metrics_address"]
+              << "/metrics (for Prometheus: orrery metrics targets --out FILE)\n";
+  }
   bool insecure = f.credentials.insecure;
   std::string token = s.dir + "/token";
   std::cout << "  Join another node:   orrery start --address " << head_address
@@ -220,6 +231,11 @@ CLI::App* AddStartCommand(CLI::App& app, StartFlags* f) {
   start->add_flag(
       "--insecure", f->credentials.insecure,
       "no authentication or encryption: anyone who reaches the ports controls the cluster");
+  start
+      ->add_option("--metrics-port", f->metrics_port,
+                   "Prometheus metrics at http://<bind>:P/metrics of the head (--head) or the "
+                   "node (--address); 0: any free port (default); -1: none")
+      ->check(CLI::Range(-1, 65535));
   start->add_flag("--insecure-allow-remote", f->insecure_allow_remote,
                   "allow --insecure together with a --bind address other than loopback");
   start->add_option("--history-ttl", f->history_ttl, kHistoryTtlHelp)
@@ -261,6 +277,9 @@ int RunStart(StartFlags f) {
   } else {
     std::cout << "Orrery node joined the head at " << head_address << ".\n";
   }
+  if (!s.values["node_metrics_address"].empty())
+    std::cout << "  Node metrics:        http://" << s.values["node_metrics_address"]
+              << "/metrics\n";
   std::cout << "  Logs: " << s.dir << "/logs\n";
   return f.block ? Block(s) : 0;
 }

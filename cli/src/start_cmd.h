@@ -28,6 +28,9 @@ struct StartFlags {
   CredentialFlags credentials;
   bool insecure_allow_remote = false;
   std::string history_ttl = "7d";  // passed to the head (cli/src/duration.h)
+  // GET /metrics of the head (--head) or of the node (--address): -1 none, 0 any free port.
+  // The node that --head starts beside the head takes any free port (none when -1).
+  int metrics_port = 0;
 };
 
 // Adds `orrery start` and its flags (filling `flags`) to `app`.

@@ -258,6 +258,11 @@ bool IsDuplicateStreamId(const std::string& error) {
 }
 }  // namespace
 
+metrics::Histogram RedisStateStore::WriteLatency() const {
+  MutexLock lock(&latency_mu_);
+  return latency_;
+}
+
 bool RedisStateStore::WriteBatch(redisContext* ctx) {
   std::vector<std::vector<std::string>> cmds;
   std::vector<std::pair<std::string, std::string>> keys;
@@ -297,11 +302,17 @@ bool RedisStateStore::WriteBatch(redisContext* ctx) {
     in_flight_ = true;
   }
   size_t first_stream = keys.size();
+  auto sent = std::chrono::steady_clock::now();
   bool ok = Pipeline(ctx, cmds, [&](size_t i, const std::string& error) {
     if (i >= first_stream && i < first_stream + streams && IsDuplicateStreamId(error))
       return;  // resent entry
     LOG_WARN("Redis refused a write: " + error);
   });
+  if (ok && !cmds.empty()) {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - sent;
+    MutexLock lock(&latency_mu_);
+    latency_.Observe(took.count());
+  }
   std::vector<std::function<void()>> done;
   {
     MutexLock lock(&mu_);

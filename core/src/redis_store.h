@@ -79,6 +79,7 @@ class RedisStateStore : public StateStore {
   void WhenWritten(std::function<void()> done) override EXCLUDES(mu_);
   // Blocks until nothing is left to write (or the timeout passes); true when written.
   bool Flush(int timeout_ms = 5000) EXCLUDES(mu_);
+  metrics::Histogram WriteLatency() const override EXCLUDES(latency_mu_);
   std::string KeyFor(const std::string& table) const { return "orrery:" + cluster_ + ":" + table; }
 
  private:
@@ -126,6 +127,8 @@ class RedisStateStore : public StateStore {
   uint64_t in_flight_min_gen_ GUARDED_BY(mu_) = UINT64_MAX;
   std::vector<std::pair<uint64_t, std::function<void()>>> waiters_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
+  mutable Mutex latency_mu_;
+  metrics::Histogram latency_ GUARDED_BY(latency_mu_){WriteLatencyBounds()};
   // Started by Connect and joined by the destructor, both on the owner's thread.
   std::thread writer_;
 };

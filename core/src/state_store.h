@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/src/metrics.h"
 #include "core/src/thread_annotations.h"
 #include "orrery/status.h"
 
@@ -40,6 +41,16 @@ class StateStore {
   // Lets the head acknowledge a driver's record only when a head restart cannot lose it.
   // `done` must be cheap and must not call back into the store.
   virtual void WhenWritten(std::function<void()> done) { done(); }
+  // How long the store's writes took (a Redis store: each pipelined batch, from sending it to
+  // its last reply), for the head's metrics (docs/metrics.md); thread-safe. Empty buckets
+  // for a store that does not time its writes.
+  virtual metrics::Histogram WriteLatency() const {
+    return metrics::Histogram(WriteLatencyBounds());
+  }
+  // The histogram's upper bounds: 0.1 ms * 2^i, i < 16.
+  static std::vector<double> WriteLatencyBounds() {
+    return metrics::ExponentialBounds(1e-4, 2, 16);
+  }
 };
 
 // Thread-safe in-memory store.

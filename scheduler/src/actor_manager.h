@@ -66,6 +66,8 @@ class ActorManager final : public DemandSource {
   // their job, and their restarts need its record.
   bool HasLiveActors(const std::string& job_id) const { return of_job_.count(job_id) > 0; }
   size_t size() const { return actors_.size(); }
+  // Every actor by binary id (the head's metrics count them by state).
+  const std::map<std::string, ActorEntry>& all() const { return actors_; }
   // Rebuilds the directory from the "actors" table (after nodes, groups and jobs).
   void Restore(const TableRecords& records, double now);
 

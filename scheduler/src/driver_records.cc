@@ -1,6 +1,8 @@
 #include "scheduler/src/driver_records.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "scheduler/src/records.h"
@@ -19,6 +21,36 @@ Status CheckTarget(const proto::RecordMsg& m) {
 }
 }  // namespace
 
+void DriverRecords::Remember(const std::string& key, const nlohmann::json& record) {
+  if (!record.is_object()) return;  // a stream entry alone: its record carries the same values
+  auto it = runs_.find(key);
+  if (it == runs_.end()) {
+    if (runs_.size() >= kMaxRuns) {
+      auto oldest = std::min_element(runs_.begin(), runs_.end(), [](const auto& a, const auto& b) {
+        return a.second.order < b.second.order;
+      });
+      runs_.erase(oldest);
+    }
+    it = runs_.emplace(key, RunMetrics{"", {}, next_order_++}).first;
+  }
+  RunMetrics& run = it->second;
+  auto take = [&run](const nlohmann::json& values) {
+    if (!values.is_object()) return;
+    for (const auto& [name, v] : values.items()) {
+      if (!v.is_number() || name.empty() || name.size() > kMaxMetricNameBytes) continue;
+      double d = v.get<double>();
+      if (!std::isfinite(d)) continue;
+      if (run.latest.size() >= kMaxMetricsPerRun && !run.latest.count(name)) continue;
+      run.latest[name] = d;
+    }
+  };
+  auto name = record.find("name");
+  if (name != record.end() && name->is_string() &&
+      name->get_ref<const std::string&>().size() <= 256)
+    run.name = name->get<std::string>();
+  if (auto latest = record.find("latest_metrics"); latest != record.end()) take(*latest);
+}
+
 void DriverRecords::OnPutRecord(const proto::RecordMsg& m) {
   if (Status s = CheckTarget(m); !s.ok())
     return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError, s.message());
@@ -34,6 +66,7 @@ void DriverRecords::OnPutRecord(const proto::RecordMsg& m) {
     return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
                     "a record and a stream entry must be JSON objects");
   }
+  Remember(m.key, record);
   if (m.stream_index >= 0) {
     auto [it, fresh] = stream_written_.emplace(m.key, -1);
     if (m.stream_index > it->second) {  // a resent request appends nothing twice

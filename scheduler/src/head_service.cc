@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/src/log.h"
+#include "scheduler/src/head_metrics.h"
 #include "scheduler/src/records.h"
 
 namespace orrery::scheduler {
@@ -44,6 +45,7 @@ Status HeadService::Start() {
   inbox_.SetMaxMessageBytes(options_.max_message_bytes);
   Status s = inbox_.Bind(options_.bind_host, options_.port, options_.advertise_host);
   if (!s.ok()) return s;
+  if (Status m = StartMetrics(); !m.ok()) return m;
   inbox_.SetTick(100, [this] { Tick(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-head");
   m_.submissions.SetHeadAddress(inbox_.address());
@@ -51,7 +53,25 @@ Status HeadService::Start() {
   return Status::Ok();
 }
 
-void HeadService::Stop() { inbox_.Stop(); }
+void HeadService::Stop() {
+  inbox_.Stop();
+  if (metrics_) metrics_->Stop();
+}
+
+Status HeadService::StartMetrics() {
+  if (options_.metrics_port >= 0) {
+    metrics_ = std::make_unique<metrics::MetricsServer>();
+    auto address = metrics::StartIfEnabled(*metrics_, options_.bind_host, options_.metrics_port,
+                                           options_.advertise_host);
+    if (!address.ok()) return address.status();
+    metrics_address_ = address.value();
+    metrics_->SetSnapshot(HeadMetricsText(m_, *options_.store));
+    LOG_INFO("head metrics at http://" + metrics_address_ + "/metrics");
+  }
+  // Written even when off, so that no address of an earlier head outlives it.
+  options_.store->Put("head", "head", HeadRecordJson(metrics_address_));
+  return Status::Ok();
+}
 
 template <typename Msg>
 void HeadService::On(MsgType type, std::function<void(const Msg&, transport::Envelope&)> handle) {
@@ -168,6 +188,10 @@ void HeadService::Tick() {
   m_.submissions.Tick(WallSeconds());
   m_.pgs.Tick(now);
   if (retention_) retention_->Trim(now, WallSeconds());
+  if (metrics_ && now - metrics_rendered_ >= 1.0) {
+    metrics_rendered_ = now;
+    metrics_->SetSnapshot(HeadMetricsText(m_, *options_.store));
+  }
 }
 
 }  // namespace orrery::scheduler

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/src/metrics_server.h"
 #include "core/src/protocol.h"
 #include "core/src/state_store.h"
 #include "core/src/transport.h"
@@ -35,6 +36,8 @@ struct HeadOptions {
   // Records of ended nodes, actors, jobs, runs and submissions are deleted this long after
   // they ended (docs/redis-schema.md "Retention"); 0 keeps them for ever.
   double history_ttl_s = 0;
+  // The metrics endpoint (docs/metrics.md) on bind_host: -1 none, 0 any free port.
+  int metrics_port = -1;
 };
 
 class HeadService {
@@ -44,6 +47,8 @@ class HeadService {
   Status Start();
   void Stop();
   const std::string& address() const { return inbox_.address(); }
+  // "host:port" of GET /metrics; "" when metrics are off.
+  const std::string& metrics_address() const { return metrics_address_; }
 
  private:
   // Registers the handler of one message type: decodes it (a message that does not decode
@@ -58,12 +63,18 @@ class HeadService {
   void OnRegisterNode(const proto::RegisterNodeMsg& m);
   void OnWorkerEvent(proto::WorkerEventMsg m);
   void Tick();
+  // Starts the metrics endpoint (when asked for) and records its address in table "head".
+  Status StartMetrics();
 
   HeadOptions options_;
   std::shared_ptr<RetentionStore> retention_;  // null without a history TTL
   transport::Inbox inbox_;
   HeadManagers m_;
   std::unordered_map<int, std::function<void(transport::Envelope&)>> handlers_;
+  // Serves the text the inbox thread renders each second; its threads see nothing else.
+  std::unique_ptr<metrics::MetricsServer> metrics_;
+  std::string metrics_address_;
+  double metrics_rendered_ = 0;
 };
 
 }  // namespace orrery::scheduler

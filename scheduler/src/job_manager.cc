@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -42,6 +43,10 @@ Status JobManager::Admit(proto::JobMsg& m) const {
 
 void JobManager::OnRegister(const proto::JobMsg& msg, double now) {
   auto it = jobs_.find(msg.job_id);
+  // Cumulative: a count never goes down, even from a heartbeat that overtook another.
+  if (it != jobs_.end())
+    it->second.info.tasks_submitted =
+        std::max(it->second.info.tasks_submitted, msg.tasks_submitted);
   if (!msg.alive) {  // the driver's goodbye: acknowledged once the job's resources are free
     if (it != jobs_.end() && it->second.alive) End(msg.job_id, "the driver shut down");
     return ctx_.Ack(msg.reply_to, msg.request_id);

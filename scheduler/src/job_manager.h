@@ -63,6 +63,8 @@ class JobManager {
   // Drops an ended job (by hex id) whose record expired (docs/redis-schema.md "Retention");
   // false, keeping it, while it runs.
   bool Forget(const std::string& job_hex);
+  // Every job by binary id (the head's metrics count them by state and sum their tasks).
+  const std::map<std::string, JobEntry>& all() const { return jobs_; }
 
   // Rebuilds the jobs from the "jobs" table; a running job's driver gets a grace period.
   void Restore(const TableRecords& records, double now);

@@ -1,6 +1,7 @@
 #include "scheduler/src/node_manager.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "core/src/log.h"
@@ -63,6 +64,17 @@ Status NodeManager::CheckObjectStore(const proto::NodeInfoMsg& info) {
   return s.ok() ? records::CheckUtf8("the node's object store tag", info.object_store_tag) : s;
 }
 
+std::string NodeManager::MetricsAddressOf(const proto::NodeInfoMsg& info) {
+  const std::string& a = info.metrics_address;
+  if (a.empty() || a.size() > 256 || a.find(':') == std::string::npos) return "";
+  for (char c : a) {
+    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == ':' || c == '-' ||
+              c == '_' || c == '[' || c == ']';
+    if (!ok) return "";
+  }
+  return a;
+}
+
 NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& m, double now,
                                                   int* index) {
   NodeId id(UniqueId::FromBinary(m.node.node_id));
@@ -84,6 +96,10 @@ NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& 
       e.object_store_tag = m.node.object_store_tag;
     }
     bool moved = UpdateMemory(e.memory, m.node);
+    if (std::string metrics = MetricsAddressOf(m.node); metrics != e.metrics_address) {
+      e.metrics_address = metrics;  // a node restored from the store brings it again
+      moved = true;
+    }
     if (UpdateObjectStore(e.objects, m.node.object_store) || moved) Persist(i);
     ctx_.Ack(m.reply_to, 0);
     return Registration::kHeartbeat;
@@ -103,7 +119,8 @@ NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& 
                   i >= 0 ? entries_[size_t(i)].memory : NodeMemory{},
                   i >= 0 ? entries_[size_t(i)].objects : NodeObjectStore{},
                   m.node.object_store_path,
-                  m.node.object_store_tag};
+                  m.node.object_store_tag,
+                  MetricsAddressOf(m.node)};
   UpdateMemory(entry.memory, m.node);
   UpdateObjectStore(entry.objects, m.node.object_store);
   if (i >= 0) {
@@ -244,6 +261,7 @@ void NodeManager::Persist(int i) {
   if (auto secret = secrets_.find(n.id.Binary()); secret != secrets_.end())
     r.secret_sha256 = secret->second;
   r.end_time = n.alive ? 0 : e.end_time;
+  r.metrics_address = e.metrics_address;
   ctx_.store->Put("nodes", n.id.Hex(), records::NodeRecordJson(r));
   ctx_.Publish("nodes", n.id.Hex(), n.alive ? "ALIVE" : "DEAD");
 }
@@ -264,7 +282,7 @@ void NodeManager::Restore(const TableRecords& records, double now) {
                      r->object_store_spilled_bytes, r->object_store_num_objects};
     if (!r->secret_sha256.empty()) secrets_[r->id.Binary()] = r->secret_sha256;
     // A full grace period to send a heartbeat; the path and tag come with it.
-    int i = Add(NodeEntry{std::move(n), r->address, now, mem, objects, "", ""});
+    int i = Add(NodeEntry{std::move(n), r->address, now, mem, objects, "", "", r->metrics_address});
     entries_[size_t(i)].end_time = r->alive ? 0 : r->end_time;
   }
 }

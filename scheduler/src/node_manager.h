@@ -43,6 +43,8 @@ struct NodeEntry {
   NodeObjectStore objects;
   // The node's arena and the tag that proves it (NodeInfoMsg), as it registered them.
   std::string object_store_path, object_store_tag;
+  // Where the node serves its metrics ("host:port", docs/metrics.md); "" when it serves none.
+  std::string metrics_address;
   double end_time = 0;     // when it was marked dead, seconds since the epoch; 0 while alive
   bool forgotten = false;  // its record expired: only the slot stays (indices never change)
 };
@@ -118,6 +120,8 @@ class NodeManager {
   static bool UpdateObjectStore(NodeObjectStore& store, const proto::ObjectStoreUsageMsg& usage);
   // OK when the node's object store path and tag are UTF-8 and within their bounds.
   static Status CheckObjectStore(const proto::NodeInfoMsg& info);
+  // The node's metrics address when it looks like host:port (bounded, no odd bytes), else "".
+  static std::string MetricsAddressOf(const proto::NodeInfoMsg& info);
   int Add(NodeEntry entry);
   void Persist(int i);
 

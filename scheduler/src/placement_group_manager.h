@@ -56,6 +56,8 @@ class PlacementGroupManager final : public DemandSource {
   // The number of bundles of a created group; 0 for a pending one, -1 for an unknown one.
   int CreatedBundles(const std::string& pg_id) const;
   size_t size() const { return pgs_.size(); }
+  // Every group by binary id (the head's metrics count them by state).
+  const std::map<std::string, PgEntry>& all() const { return pgs_; }
 
   bool TryPlace(const std::string& id, double since, double now, std::string* reason) override;
   std::string Describe(const std::string& id) const override;

@@ -272,7 +272,8 @@ std::string NodeRecordJson(const NodeRecord& r) {
                    {"object_store_spilled_bytes", r.object_store_spilled_bytes},
                    {"object_store_num_objects", r.object_store_num_objects},
                    {"secret_sha256", r.secret_sha256},
-                   {"end_time", r.end_time}});
+                   {"end_time", r.end_time},
+                   {"metrics_address", r.metrics_address}});
 }
 
 std::string ActorRecordJson(const ActorRecord& r) {
@@ -374,6 +375,9 @@ Result<NodeRecord> ParseNodeRecord(std::string_view text) {
     bool hex = hash.size() == 64 && hash.find_first_not_of("0123456789abcdef") == std::string::npos;
     r.secret_sha256 = hex ? hash : "";
     r.end_time = EndTime(j);
+    auto m = j.find("metrics_address");  // anything but a string of <= 256 bytes: none
+    if (m != j.end() && m->is_string() && m->get_ref<const std::string&>().size() <= 256)
+      r.metrics_address = m->get<std::string>();
     return r;
   });
 }

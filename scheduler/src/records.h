@@ -65,6 +65,8 @@ struct NodeRecord {
   // the node's own messages (its worker events) before its next heartbeat; "" when unknown.
   std::string secret_sha256;
   double end_time = 0;  // when it was marked dead, seconds since the epoch; 0 while alive
+  // Where the node serves its metrics ("host:port", docs/metrics.md); "" when none or unknown.
+  std::string metrics_address;
 };
 
 struct ActorRecord {

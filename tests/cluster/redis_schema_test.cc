@@ -90,7 +90,8 @@ const std::vector<Table>& Tables() {
         {"object_store_spilled_bytes", {Kind::kInteger}},
         {"object_store_num_objects", {Kind::kInteger}},
         {"secret_sha256", {Kind::kString}},
-        {"end_time", {Kind::kNumber}}}},
+        {"end_time", {Kind::kNumber}},
+        {"metrics_address", {Kind::kString}}}},
       {"actors",
        "actor_id",
        {{"actor_id", {Kind::kHexId}},
@@ -158,7 +159,8 @@ const std::vector<Table>& Tables() {
 }
 
 // Tables reserved for the training module (documented, not written yet): allowed to exist.
-const std::set<std::string> kReservedHashes = {"train_runs"};
+// "head": one record of the head itself under the field "head" (docs/redis-schema.md "head").
+const std::set<std::string> kReservedHashes = {"train_runs", "head"};
 
 bool IsHex(const std::string& s) {
   for (char c : s)
