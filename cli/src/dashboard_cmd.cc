@@ -168,6 +168,13 @@ int RunDashboard(DashboardFlags flags) {
                  "can read "
                  "the whole cluster's state\n";
   }
+  // The cluster's credentials, for /api/workers and /api/tasks (asked of the nodes and
+  // drivers themselves): the token found above, else this host's session of its Redis.
+  std::string cluster_token =
+      token_file.empty() ? SessionTokenFile(flags.redis_address) : token_file;
+  if (!security::UseCredentials(flags.insecure || cluster_token.empty(), cluster_token, "").ok())
+    std::cerr << "orrery dashboard: the cluster token " << cluster_token
+              << " is unusable: /api/workers and /api/tasks will not get answers\n";
   dashboard::Dashboard d(options);
   auto port = d.Start();
   if (!port.ok()) {

@@ -28,8 +28,6 @@ void FindCluster(InspectFlags& inspect) {
   }
 }
 
-namespace {
-
 // Sets this process's credentials and checks that the head accepts them; false (after
 // saying why) when they are missing or refused.
 bool Authenticate(const CredentialFlags& credentials, const std::string& address) {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/src/head_request.h"
-#include "core/src/text.h"
+#include "core/src/listings.h"
 #include "orrery/orrery.h"
 
 namespace orrery::cli {
@@ -15,20 +15,6 @@ constexpr int kPerNodeTimeoutMs = 5000;
 
 bool Prefixed(const std::string& value, const std::string& want) {
   return want.empty() || value.rfind(want, 0) == 0;
-}
-
-nlohmann::json Row(const std::string& node, const proto::WorkerInfoMsg& w) {
-  auto clean = [](const std::string& s) { return text::EscapeControl(s.substr(0, 256)); };
-  return {{"node_id", node},
-          {"pid", w.pid},
-          {"kind", clean(w.kind)},
-          {"state", clean(w.state)},
-          {"job_id", clean(w.job_id)},
-          {"actor_id", clean(w.actor_id)},
-          {"lease_id", clean(w.lease_id)},
-          {"name", clean(w.name)},
-          {"start_time", w.start_time},
-          {"resources", w.resources}};
 }
 
 }  // namespace
@@ -51,7 +37,7 @@ int ListWorkers(const WorkerFilter& filter, bool json) {
     for (const auto& w : reply->workers) {
       if (!filter.state.empty() && w.state != filter.state) continue;
       if (!Prefixed(w.job_id, filter.job)) continue;
-      rows.push_back(Row(n.node_id.Hex(), w));
+      rows.push_back(listings::WorkerRow(n.node_id.Hex(), w));
     }
   }
   if (json) {
@@ -74,7 +60,6 @@ int ListWorkers(const WorkerFilter& filter, bool json) {
 
 int ListTasks(const std::map<std::string, std::string>& drivers, const WorkerFilter& filter,
               bool json) {
-  auto clean = [](const std::string& s) { return text::EscapeControl(s.substr(0, 256)); };
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::string> errors;
   for (const auto& [job, address] : drivers) {
@@ -91,15 +76,7 @@ int ListTasks(const std::map<std::string, std::string>& drivers, const WorkerFil
                        std::to_string(proto::kMaxListedTasks) + " tasks are kept");
     for (const auto& t : reply->tasks) {
       if (!filter.state.empty() && t.state != filter.state) continue;
-      rows.push_back({{"task_id", clean(t.task_id)},
-                      {"job_id", job},
-                      {"name", clean(t.name)},
-                      {"kind", clean(t.kind)},
-                      {"actor_id", clean(t.actor_id)},
-                      {"state", clean(t.state)},
-                      {"error", clean(t.error)},
-                      {"submit_time", t.submit_time},
-                      {"end_time", t.end_time}});
+      rows.push_back(listings::TaskRow(job, t));
     }
   }
   if (json) {

@@ -12,6 +12,7 @@
 #include "dashboard/src/api.h"
 #include "dashboard/src/assets.h"
 #include "dashboard/src/events.h"
+#include "dashboard/src/live_state.h"
 
 namespace orrery::dashboard {
 
@@ -253,7 +254,16 @@ void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::stri
       auto denied = auth ? auth->Check(a, Auth::Clock::now()) : std::nullopt;
       if (!denied && req.method == "GET" && req.path == "/api/events")
         return StreamEvents(feed, res);
-      r = denied ? std::move(*denied) : HandleRequest(req.method, req.path, reader, redis_address);
+      if (!denied && req.method == "GET" &&
+          (req.path == "/api/workers" || req.path == "/api/tasks")) {
+        LiveFilter f{req.get_param_value("state"), req.get_param_value("node"),
+                     req.get_param_value("job")};
+        r = JsonReply(200, req.path == "/api/workers" ? WorkersResponse(reader, redis_address, f)
+                                                      : TasksResponse(reader, redis_address, f));
+      } else {
+        r = denied ? std::move(*denied)
+                   : HandleRequest(req.method, req.path, reader, redis_address);
+      }
     } catch (const std::exception& e) {
       // Nothing above is expected to throw (bad_alloc aside); a request must never take
       // the server down, nor get through unchecked.

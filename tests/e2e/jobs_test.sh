@@ -9,8 +9,8 @@
 #      FAILED with exit code 3; job list and job logs know it
 #   4. orrery logs --actor ID finds the actor's lines; exit 0 gives SUCCEEDED and 0
 #   5. a sleeping job submitted --no-wait is RUNNING, `orrery list workers --job` shows its
-#      driver, `orrery list tasks` its finished and failed tasks, then it is STOPPED by
-#      orrery job stop
+#      driver, `orrery list tasks` its finished and failed tasks (the dashboard's
+#      /api/workers and /api/tasks too), then it is STOPPED by orrery job stop
 #   6. a job pinned to the second node (--label pool=b) is FAILED naming the node once that
 #      node is killed with SIGKILL
 #   7. bad input: unknown job ids, a missing executable, malformed --resources and
@@ -23,7 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/session_lib.sh"
 e2e_args "$@"
 driver_bin="$build_dir/tests/e2e/e2e_job_driver"
 require_built "$orrery_bin" "$driver_bin"
-require_tools redis-server python3
+require_tools redis-server python3 curl
 
 start_test_session jobs
 
@@ -31,8 +31,10 @@ json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.a
 job_state() { orrery job status "$1" --json 2>/dev/null | json_field state; }
 state_is() { [[ "$(job_state "$1")" == "$2" ]]; }
 
-step "orrery start --head, and a second node labelled pool=b"
-orrery start --head --port 0 --num-cpus 2 --no-dashboard | tee "$tmp/start_head.out"
+step "orrery start --head (with a dashboard), and a second node labelled pool=b"
+orrery start --head --port 0 --num-cpus 2 --dashboard-port 0 | tee "$tmp/start_head.out"
+dashboard=$(sed -n 's|^  Dashboard: *\(http://127\.0\.0\.1:[0-9]*\).*|\1|p' "$tmp/start_head.out")
+[[ -n "$dashboard" ]] || fail "no dashboard URL in the output of orrery start --head"
 head_address=$(sed -n 's/^Orrery head started at \([^ ]*\) .*/\1/p' "$tmp/start_head.out")
 [[ "$head_address" =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "no head address in the output of orrery start --head"
 orrery start --address "$head_address" --num-cpus 1 --labels pool=b >/dev/null
@@ -117,6 +119,16 @@ assert [r["error"] for r in twice if r["state"] == "FAILED"] == ["RemoteError"],
 assert all(r["kind"] == "task" and len(r["task_id"]) == 32 for r in twice), twice
 PY
 orrery list tasks --state FINISHED | grep -q Twice || fail "orrery list tasks --state FINISHED lacks the finished task"
+curl -sf "$dashboard/api/workers?job=$sleep_id" >"$tmp/api_workers.json" || fail "GET /api/workers failed"
+curl -sf "$dashboard/api/tasks?state=FAILED" >"$tmp/api_tasks.json" || fail "GET /api/tasks failed"
+python3 - "$tmp/api_workers.json" "$tmp/api_tasks.json" "$sleep_id" <<'PY' || fail "the dashboard's /api/workers or /api/tasks is wrong"
+import json, sys
+workers = json.load(open(sys.argv[1]))
+assert workers["redis"]["ok"] and workers["errors"] == [], workers
+assert [w["kind"] for w in workers["workers"]] == ["job"] and workers["workers"][0]["job_id"] == sys.argv[3], workers
+tasks = json.load(open(sys.argv[2]))
+assert [t["state"] for t in tasks["tasks"] if "Twice" in t["name"]] == ["FAILED"], tasks
+PY
 if orrery list tasks --state FINISHED | grep -q FAILED; then fail "--state FINISHED listed a failed task"; fi
 orrery job stop "$sleep_id"
 wait_for 20 state_is "$sleep_id" STOPPED || fail "job $sleep_id is $(job_state "$sleep_id") after orrery job stop"
