@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/src/log_monitor.h"
 #include "actors/src/call_stats.h"
+#include "actors/src/log_monitor.h"
 #include "actors/src/memory_monitor.h"
 #include "actors/src/node_object_plane.h"
 #include "actors/src/zygote_pool.h"
@@ -212,7 +212,7 @@ class NodeService {
   std::unique_ptr<LogMonitor> logs_;
   bool own_log_dir_ = false;  // made for this node (no log_dir given): removed when it stops
   std::map<std::string, JobProcess> jobs_;  // by submission id
-  NodeCallStats call_stats_;  // the workers' kWorkerStats reports
+  NodeCallStats call_stats_;                // the workers' kWorkerStats reports
   std::unique_ptr<metrics::MetricsServer> metrics_;
   std::string metrics_address_;  // set before the inbox starts
   double metrics_rendered_ = 0;

@@ -15,4 +15,11 @@ bool IsPrintableToken(std::string_view s);
 // Bytes from 0x80 up pass as they are (UTF-8).
 std::string EscapeControl(std::string_view s);
 
+// Whether `s` is valid UTF-8 (no overlong forms, surrogates or code points above U+10FFFF,
+// as JSON wants).
+bool IsUtf8(std::string_view s);
+// `s` with every byte that is not part of a valid UTF-8 sequence written as \xNN: what
+// records, logs and errors keep of text from elsewhere.
+std::string EscapeUtf8(std::string_view s);
+
 }  // namespace orrery::text

@@ -18,36 +18,6 @@ using nlohmann::json;
 // ------------------------------------------------------------------ strings
 
 namespace {
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when none starts there
-// (overlong forms, surrogates and code points above U+10FFFF are invalid, as in JSON).
-size_t Utf8SequenceAt(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n;
-  uint32_t cp;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF) return 0;
-  if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-  return n;
-}
-
 bool IsHexId(const std::string& s) {
   if (s.size() != UniqueId::kSize * 2) return false;
   for (char c : s)
@@ -138,35 +108,6 @@ Result<T> ParseWith(std::string_view text, const char* what, F body) {
   }
 }
 }  // namespace
-
-bool IsUtf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    size_t n = Utf8SequenceAt(s, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
-std::string EscapeUtf8(std::string_view s) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t n = Utf8SequenceAt(s, i);
-    if (n == 0) {
-      unsigned char c = static_cast<unsigned char>(s[i]);
-      out += "\\x";
-      out.push_back(kDigits[c >> 4]);
-      out.push_back(kDigits[c & 15]);
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
 
 Status CheckUtf8(std::string_view what, std::string_view s) {
   if (IsUtf8(s)) return Status::Ok();

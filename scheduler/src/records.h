@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/src/protocol.h"
+#include "core/src/text.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
@@ -25,9 +26,9 @@ namespace orrery::scheduler::records {
 
 // ---- strings
 
-bool IsUtf8(std::string_view s);
-// `s` with every byte that is not part of a valid UTF-8 sequence written as "\xNN".
-std::string EscapeUtf8(std::string_view s);
+// IsUtf8 and EscapeUtf8 ("\xNN" for every byte of no valid UTF-8 sequence): core/src/text.h.
+using text::EscapeUtf8;
+using text::IsUtf8;
 // InvalidArgument "<what> is not valid UTF-8: <escaped>" unless `s` is UTF-8.
 Status CheckUtf8(std::string_view what, std::string_view s);
 Status CheckUtf8(std::string_view what, const Resources& resources);  // the names
