@@ -5,45 +5,67 @@
 
 namespace orrery::runtime {
 
+TaskTable::TaskTable() : ring_(kCapacity) {}
+
 void TaskTable::Submitted(const ObjectId& result, const std::string& name, const ActorId* actor) {
-  proto::TaskInfoMsg t;
-  t.task_id = result.Hex();
-  t.name = name;
-  t.kind = actor ? "actor_call" : "task";
-  if (actor) t.actor_id = actor->Hex();
-  t.state = "PENDING";
-  t.submit_time = WallSeconds();
+  double now = WallSeconds();
   MutexLock lock(&mu_);
-  if (order_.size() >= kCapacity) {
-    tasks_.erase(order_.front());
-    order_.pop_front();
+  size_t slot;
+  if (count_ < kCapacity) {
+    slot = (first_ + count_++) % kCapacity;
+  } else {  // the oldest goes
+    slot = first_;
+    first_ = (first_ + 1) % kCapacity;
+    if (ring_[slot].state == State::kPending) pending_.erase(ring_[slot].id);
     evicted_ = true;
   }
-  std::string key = result.Binary();
-  if (tasks_.emplace(key, std::move(t)).second) order_.push_back(key);
+  Entry& e = ring_[slot];
+  e.id = result;
+  e.actor = actor ? *actor : ActorId();
+  e.name = name;
+  e.state = State::kPending;
+  e.error = proto::ErrorKind::kNone;
+  e.submit_time = now;
+  e.end_time = 0;
+  pending_[result] = slot;
 }
 
 void TaskTable::Resolved(const ObjectId& result, const ObjectValue& value) {
+  double now = WallSeconds();
   MutexLock lock(&mu_);
-  auto it = tasks_.find(result.Binary());
-  if (it == tasks_.end() || it->second.state != "PENDING") return;
-  proto::TaskInfoMsg& t = it->second;
-  t.end_time = WallSeconds();
+  auto it = pending_.find(result);
+  if (it == pending_.end()) return;
+  Entry& e = ring_[it->second];
+  pending_.erase(it);
+  e.end_time = now;
   if (value.ok()) {
-    t.state = "FINISHED";
-  } else {
-    proto::ErrorKind kind = value.error ? value.error->kind : proto::ErrorKind::kError;
-    t.state = kind == proto::ErrorKind::kTaskCancelledError ? "CANCELLED" : "FAILED";
-    t.error = proto::ErrorKindName(kind);
+    e.state = State::kFinished;
+    return;
   }
+  e.error = value.error ? value.error->kind : proto::ErrorKind::kError;
+  e.state = e.error == proto::ErrorKind::kTaskCancelledError ? State::kCancelled : State::kFailed;
 }
 
 proto::ListTasksReplyMsg TaskTable::List() const {
+  static const char* kStates[] = {"PENDING", "FINISHED", "FAILED", "CANCELLED"};
   proto::ListTasksReplyMsg reply;
   MutexLock lock(&mu_);
   reply.truncated = evicted_;
-  reply.tasks.reserve(order_.size());
-  for (const auto& key : order_) reply.tasks.push_back(tasks_.at(key));
+  reply.tasks.reserve(count_);
+  for (size_t i = 0; i < count_; ++i) {
+    const Entry& e = ring_[(first_ + i) % kCapacity];
+    proto::TaskInfoMsg t;
+    t.task_id = e.id.Hex();
+    t.name = e.name;
+    t.kind = e.actor.IsNil() ? "task" : "actor_call";
+    if (!e.actor.IsNil()) t.actor_id = e.actor.Hex();
+    t.state = kStates[int(e.state)];
+    if (e.state == State::kFailed || e.state == State::kCancelled)
+      t.error = proto::ErrorKindName(e.error);
+    t.submit_time = e.submit_time;
+    t.end_time = e.end_time;
+    reply.tasks.push_back(std::move(t));
+  }
   return reply;
 }
 
