@@ -165,6 +165,12 @@ void NodeService::LaunchJob(JobProcess& j, const std::string& path) {
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);  // `orrery job stop` signals the driver's whole group
+    // The node daemon blocks its stop signals and ignores SIGPIPE; exec keeps both, and the
+    // driver must start as any program does (SIGTERM from `orrery job stop` must reach it).
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != self) _exit(127);
     int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);

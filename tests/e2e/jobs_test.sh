@@ -132,6 +132,8 @@ PY
 if orrery list tasks --state FINISHED | grep -q FAILED; then fail "--state FINISHED listed a failed task"; fi
 orrery job stop "$sleep_id"
 wait_for 20 state_is "$sleep_id" STOPPED || fail "job $sleep_id is $(job_state "$sleep_id") after orrery job stop"
+orrery job status "$sleep_id" | grep -q "signal 15 (Terminated)" ||
+  fail "orrery job stop did not end the driver with SIGTERM: $(orrery job status "$sleep_id")"
 
 step "a job whose node dies is FAILED, naming the node"
 pinned_id=$(cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" "$orrery_bin" job submit --no-wait --label pool=b -- ./driver sleep 300 2>/dev/null)
