@@ -223,8 +223,9 @@ int RunStatus(JobCommands& c, RedisReader& redis) {
   if (c.flags.json) {
     std::cout << r->dump(2) << "\n";
   } else {
-    std::cout << c.id << "  " << r->value("state", "") << "  " << r->value("entrypoint", "")
-              << "\n  " << text::EscapeControl(r->value("message", "")) << "\n";
+    std::cout << c.id << "  " << r->value("state", "") << "  "
+              << text::EscapeControl(r->value("entrypoint", "")) << "\n  "
+              << text::EscapeControl(r->value("message", "")) << "\n";
   }
   return 0;
 }
@@ -271,8 +272,9 @@ int RunList(JobCommands& c) {
     return 0;
   }
   for (const auto& r : rows) {
-    std::cout << r.value("submission_id", "") << "  " << r.value("state", "") << "  "
-              << r.value("entrypoint", "") << "\n";
+    std::cout << text::EscapeControl(r.value("submission_id", "")) << "  "
+              << text::EscapeControl(r.value("state", "")) << "  "
+              << text::EscapeControl(r.value("entrypoint", "")) << "\n";
   }
   if (rows.empty()) std::cout << "(none)\n";
   return 0;

@@ -7,6 +7,7 @@
 #include "core/src/log.h"
 #include "core/src/text.h"
 #include "orrery/resources.h"
+#include "orrery/scheduler/policy.h"
 #include "scheduler/src/records.h"
 
 namespace orrery::scheduler {
@@ -88,11 +89,7 @@ void SubmissionManager::OnSubmit(const proto::SubmitJobMsg& m, double wall_now) 
   bool feasible = false;
   for (size_t i = 0; i < nodes_.size() && !feasible; ++i) {
     const NodeView& v = nodes_.at(int(i)).view;
-    feasible = v.alive && Fits(m.resources, v.total) &&
-               std::all_of(m.label_selector.begin(), m.label_selector.end(), [&](const auto& kv) {
-                 auto it = v.labels.find(kv.first);
-                 return it != v.labels.end() && it->second == kv.second;
-               });
+    feasible = v.alive && Fits(m.resources, v.total) && MatchesSelector(v.labels, m.label_selector);
   }
   if (!feasible) {
     reply.error = "no alive node has " + ToString(m.resources) +
@@ -116,12 +113,7 @@ int SubmissionManager::PickNode(const Submission& s) const {
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const NodeEntry& n = nodes_.at(int(i));
     if (!n.view.alive || !Fits(s.spec.resources, n.view.available)) continue;
-    bool labels_ok = std::all_of(s.spec.label_selector.begin(), s.spec.label_selector.end(),
-                                 [&](const auto& kv) {
-                                   auto it = n.view.labels.find(kv.first);
-                                   return it != n.view.labels.end() && it->second == kv.second;
-                                 });
-    if (!labels_ok) continue;
+    if (!MatchesSelector(n.view.labels, s.spec.label_selector)) continue;
     // Asked for nothing in particular: the head's own host first.
     if (!any || HostOf(n.address) == HostOf(head_address_)) return int(i);
     if (fallback < 0) fallback = int(i);
