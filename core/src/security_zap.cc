@@ -50,11 +50,15 @@ using internal::ReadMonitorEvent;
 
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 
+// Refusals whose peer address is known and those whose is not (a peer that closes at once
+// can be gone before its address is read) are limited apart, so the first kind is never
+// hidden behind the second.
 RateLimitedLog g_refused_log(5.0);
+RateLimitedLog g_refused_unknown_log(5.0);
 
 void LogRefused(const std::string& peer, const std::string& where, const std::string& why) {
   uint64_t suppressed = 0;
-  if (!g_refused_log.ShouldLog(&suppressed)) return;
+  if (!(peer.empty() ? g_refused_unknown_log : g_refused_log).ShouldLog(&suppressed)) return;
   LOG_WARN("refused a connection from " +
            (peer.empty() ? std::string("an unknown address") : peer) + " to " + where + ": " + why +
            " (nothing it sent was read)" + RateLimitedLog::More(suppressed));
