@@ -22,6 +22,7 @@ ORRERY_PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   libcpp-httplib-dev  # the dashboard's HTTP server (dashboard/)
+  libyaml-cpp-dev  # the autoscaler's config file (autoscaler/)
   libtorch-dev libgloo-dev  # orrery/train/torch.h (ORRERY_WITH_TORCH=AUTO builds it when found)
 )
 # Only for the tests (the Docker image leaves them out).

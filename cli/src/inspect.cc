@@ -1,6 +1,7 @@
 #include "cli/src/inspect.h"
 
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "cli/src/list_workers.h"
 #include "cli/src/objects_table.h"
 #include "core/src/redis_store.h"
+#include "core/src/text.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
 #include "orrery/tpu.h"
@@ -121,6 +123,54 @@ nlohmann::json Table(const std::string& redis, const std::string& password,
   return out;
 }
 
+// "HH:MM:SS" (UTC) of seconds since the epoch.
+std::string TimeText(double t) {
+  time_t secs = time_t(t);
+  tm utc{};
+  gmtime_r(&secs, &utc);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%H:%M:%S", &utc);
+  return buf;
+}
+
+// The autoscaler's groups and its latest decisions (its record in the "autoscaler" table).
+void PrintAutoscalerOrThrow(const nlohmann::json& status) {
+  std::cout << "\nAutoscaler\n";
+  for (const auto& g : status.value("groups", nlohmann::json::array())) {
+    if (!g.is_object()) continue;
+    std::cout << "  group " << text::EscapeControl(g.value("name", "?")) << " "
+              << text::EscapeControl(g.value("shape", "")) << ": " << g.value("nodes", 0) << " "
+              << g.value("unit", "node") << "(s), " << g.value("launching", 0) << " launching (min "
+              << g.value("min", 0) << ", max " << g.value("max", 0) << ")";
+    if (!g.value("error", "").empty())
+      std::cout << "  last error: " << text::EscapeControl(g.value("error", ""));
+    std::cout << "\n";
+  }
+  auto events = status.value("events", nlohmann::json::array());
+  size_t first = events.size() > 10 ? events.size() - 10 : 0;
+  for (size_t i = first; i < events.size(); ++i) {
+    const auto& e = events[i];
+    if (!e.is_object()) continue;
+    std::cout << "  " << TimeText(e.value("time", 0.0)) << " "
+              << text::EscapeControl(e.value("action", "")) << " " << e.value("count", 0) << " "
+              << text::EscapeControl(e.value("group", "")) << ": "
+              << text::EscapeControl(e.value("reason", "")) << "\n";
+  }
+  for (const auto& u : status.value("unsatisfiable", nlohmann::json::array()))
+    if (u.is_string())
+      std::cout << "  no group can hold " << text::EscapeControl(u.get<std::string>()) << "\n";
+}
+
+// The status is Redis's (untrusted): a field of another type ends the listing with a note.
+void PrintAutoscaler(const nlohmann::json& status) {
+  if (!status.is_object()) return;
+  try {
+    PrintAutoscalerOrThrow(status);
+  } catch (const std::exception&) {
+    std::cout << "  (the rest of the autoscaler's record is unreadable)\n";
+  }
+}
+
 bool Connect(const InspectFlags& flags) {
   if (flags.address.empty()) {
     std::cerr
@@ -144,11 +194,13 @@ int Status(const InspectFlags& flags) {
   nlohmann::json actors = Table(flags.redis_address, flags.redis_password, "actors");
   nlohmann::json pgs = Table(flags.redis_address, flags.redis_password, "placement_groups");
   nlohmann::json pending = Table(flags.redis_address, flags.redis_password, "pending");
+  nlohmann::json scaler = Table(flags.redis_address, flags.redis_password, "autoscaler");
   if (flags.json) {
     std::cout << nlohmann::json{{"nodes", nodes},
                                 {"actors", actors},
                                 {"placement_groups", pgs},
-                                {"pending", pending}}
+                                {"pending", pending},
+                                {"autoscaler", scaler.empty() ? nlohmann::json() : scaler[0]}}
                      .dump(2)
               << "\n";
     Shutdown();
@@ -186,6 +238,7 @@ int Status(const InspectFlags& flags) {
     if (!p.value("reason", "").empty()) std::cout << "  (" << p.value("reason", "") << ")";
     std::cout << "\n";
   }
+  if (!scaler.empty()) PrintAutoscaler(scaler[0]);
   Shutdown();
   return 0;
 }

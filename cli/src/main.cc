@@ -1,10 +1,11 @@
 // The `orrery` command (docs/cli.md): parses the command line and hands each subcommand to
 // the file that implements it: start_cmd.cc (`orrery start`), dashboard_cmd.cc,
 // inspect_cmd.cc (`status`, `list`), job_cmd.cc (`job`, `logs`), metrics_cmd.cc (`metrics
-// targets`), daemons.cc (`head`, `node`); session.cc keeps what a host runs.
+// targets`), autoscaler_cmd.cc, daemons.cc (`head`, `node`); session.cc keeps what a host runs.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/src/autoscaler_cmd.h"
 #include "cli/src/daemons.h"
 #include "cli/src/dashboard_cmd.h"
 #include "cli/src/inspect.h"
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
   oc::AddJobCommands(app, &jobs);
   oc::MetricsCommand metrics;
   oc::AddMetricsCommand(app, &metrics);
+  oc::AutoscalerCommand autoscaler;
+  oc::AddAutoscalerCommand(app, &autoscaler);
   // Daemons (started by `orrery start`).
   oc::DaemonCommands daemons;
   oc::AddDaemonCommands(app, &daemons);
@@ -62,6 +65,7 @@ int main(int argc, char** argv) {
     if (*inspect.status || *inspect.list) return oc::RunInspectCommand(inspect);
     if (oc::JobCommandParsed(jobs)) return oc::RunJobCommand(jobs);
     if (*metrics.targets) return oc::RunMetricsCommand(metrics);
+    if (*autoscaler.app) return oc::RunAutoscalerCommand(autoscaler);
   } catch (const orrery::Error& e) {
     std::cerr << "orrery: " << e.what() << "\n";
     return 2;

@@ -3,6 +3,7 @@
 // just that service's header.
 #pragma once
 
+#include "core/src/protocol_autoscaler.h"
 #include "core/src/protocol_calls.h"
 #include "core/src/protocol_head.h"
 #include "core/src/protocol_node.h"

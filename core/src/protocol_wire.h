@@ -99,6 +99,9 @@ inline constexpr size_t kHeaderSize = 4;
   X(ListWorkersReply, 87) /* ListWorkersReplyMsg */                                        \
   X(ListTasks, 88)        /* CLI -> driver: ListTasksMsg -> kListTasksReply */             \
   X(ListTasksReply, 89)   /* ListTasksReplyMsg */                                          \
+  /* The autoscaler (protocol_autoscaler.h). */                                            \
+  X(AutoscalerSync, 90)  /* autoscaler -> head: AutoscalerSyncMsg -> kAutoscalerState */   \
+  X(AutoscalerState, 91) /* AutoscalerStateMsg */                                          \
   X(Ping, 60)                                                                              \
   X(Pong, 61)
 

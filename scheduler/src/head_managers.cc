@@ -9,7 +9,7 @@ HeadManagers::HeadManagers(HeadContext context, std::string binary_dir)
       pgs(ctx, nodes, queue),
       jobs(ctx, std::move(binary_dir)),
       records(ctx),
-      book(nodes, pgs),
+      book(nodes, pgs, &autoscaler),
       actors(ctx, nodes, book, queue, jobs),
       leases(ctx, nodes, book, queue, jobs, pgs),
       submissions(ctx, nodes, jobs) {

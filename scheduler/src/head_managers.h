@@ -7,6 +7,7 @@
 #include <string>
 
 #include "scheduler/src/actor_manager.h"
+#include "scheduler/src/autoscaler_view.h"
 #include "scheduler/src/driver_records.h"
 #include "scheduler/src/head_context.h"
 #include "scheduler/src/job_manager.h"
@@ -49,6 +50,7 @@ struct HeadManagers {
   PlacementGroupManager pgs;
   JobManager jobs;
   DriverRecords records;
+  AutoscalerView autoscaler;
   ResourceBook book;
   ActorManager actors;
   LeaseManager leases;

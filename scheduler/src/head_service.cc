@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/src/log.h"
+#include "scheduler/src/head_autoscaler.h"
 #include "scheduler/src/head_metrics.h"
 #include "scheduler/src/records.h"
 
@@ -88,6 +89,9 @@ void HeadService::RegisterHandlers() {
   On<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, [this](const auto& m, E&) {
     m_.ctx.outbox->Send(m.reply_to, MsgType::kClusterInfoReply, m_.nodes.Info(m.request_id));
   });
+  On<proto::AutoscalerSyncMsg>(MsgType::kAutoscalerSync, [this](const auto& m, E&) {
+    m_.ctx.outbox->Send(m.reply_to, MsgType::kAutoscalerState, AutoscalerSync(m_, m, Now()));
+  });
   On<proto::PingMsg>(MsgType::kPing, [this](const auto& m, E&) {
     if (!m.reply_to.empty()) m_.ctx.outbox->Send(m.reply_to, MsgType::kPong, m);
   });
@@ -147,6 +151,10 @@ void HeadService::Handle(transport::Envelope& env) {
 }
 
 void HeadService::OnRegisterNode(const proto::RegisterNodeMsg& m) {
+  if (m_.autoscaler.removed(m.node.node_id)) {  // it is on its way out
+    return m_.ctx.Ack(m.reply_to, 0, false, proto::ErrorKind::kConfigError,
+                      "the autoscaler removed this node");
+  }
   int i = -1;
   switch (m_.nodes.OnRegister(m, Now(), &i)) {
     case NodeManager::Registration::kLeft:

@@ -34,7 +34,23 @@ Decision ResourceBook::Reserve(const DemandRef& d, int* bundle) {
   }
   if (decision.outcome == Outcome::kPlaced)
     Subtract(nodes_.available(decision.node_index), d.resources);
+  if (decision.outcome == Outcome::kInfeasible) ConsiderAutoscaler(d, decision);
   return decision;
+}
+
+void ResourceBook::ConsiderAutoscaler(const DemandRef& d, Decision& decision) const {
+  double now = Now();
+  if (autoscaler_ == nullptr || !autoscaler_->active(now)) return;
+  bool pinned = !d.affinity_node.empty() && !d.affinity_soft;  // a new node is another node
+  std::string group = pinned ? "" : autoscaler_->GroupThatHolds(d.resources, d.selector, now);
+  if (!group.empty()) {
+    decision.outcome = Outcome::kWait;
+    decision.reason = "waiting for the autoscaler to add a node of group '" + group + "' (" +
+                      decision.reason + ")";
+  } else {
+    decision.reason +=
+        "; no autoscaler group can hold it either (groups: " + autoscaler_->GroupsText() + ")";
+  }
 }
 
 void ResourceBook::Release(int node, const std::string& pg_id, int bundle,

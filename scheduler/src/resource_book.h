@@ -7,6 +7,7 @@
 #include <string>
 
 #include "orrery/scheduler/policy.h"
+#include "scheduler/src/autoscaler_view.h"
 #include "scheduler/src/node_manager.h"
 #include "scheduler/src/placement_group_manager.h"
 
@@ -25,9 +26,11 @@ struct DemandRef {
 
 class ResourceBook {
  public:
-  ResourceBook(NodeManager& nodes, PlacementGroupManager& pgs) : nodes_(nodes), pgs_(pgs) {}
+  ResourceBook(NodeManager& nodes, PlacementGroupManager& pgs, const AutoscalerView* autoscaler)
+      : nodes_(nodes), pgs_(pgs), autoscaler_(autoscaler) {}
   // Chooses a node (or a bundle of the demand's placement group, set in *bundle, else -1)
-  // and, when placed, reserves the resources there.
+  // and, when placed, reserves the resources there. A demand no node could hold but a node
+  // of an autoscaler group could waits (kWait) for the autoscaler.
   Decision Reserve(const DemandRef& demand, int* bundle);
   // Gives back what a demand placed on `node` (or in `bundle` of `pg_id`) held.
   void Release(int node, const std::string& pg_id, int bundle, const Resources& demand);
@@ -39,8 +42,12 @@ class ResourceBook {
   // At most this many demand shapes keep a packing cursor.
   static constexpr size_t kMaxCursors = 1024;
 
+  // An infeasible decision, seen in the light of the autoscaler's groups.
+  void ConsiderAutoscaler(const DemandRef& demand, Decision& decision) const;
+
   NodeManager& nodes_;
   PlacementGroupManager& pgs_;
+  const AutoscalerView* autoscaler_;
   size_t round_robin_ = 0;
   // Per demand shape (resources and selector): the node the last such demand was packed on,
   // valid while nodes_.epoch() is cursor_epoch_ (ScheduleHybridFrom).

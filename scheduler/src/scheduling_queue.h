@@ -37,6 +37,11 @@ class SchedulingQueue {
   // Tries every queued demand, in arrival order.
   void ScheduleAll(double now);
   size_t size() const { return pending_.size(); }
+  // Calls f(kind, id, since) for each queued demand, in arrival order.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const auto& p : pending_) f(p.kind, p.id, p.since);
+  }
   // Deletes the "pending" records a previous head left (a new head writes its own).
   void DropStoredRecords(const TableRecords& records);
 

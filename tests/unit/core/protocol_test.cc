@@ -94,6 +94,8 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kListWorkersReply,
       MsgType::kListTasks,
       MsgType::kListTasksReply,
+      MsgType::kAutoscalerSync,
+      MsgType::kAutoscalerState,
   };
   return types;
 }
