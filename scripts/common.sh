@@ -32,7 +32,11 @@ ORRERY_TEST_PACKAGES=(
   prometheus  # tests/e2e/prometheus_test.sh: a real Prometheus scrapes the cluster
   clang llvm libclang-rt-dev  # .ci/run: sanitizer builds, libFuzzer, llvm-symbolizer (docs/testing.md)
   clang-format clang-tidy  # scripts/lint.sh (.ci/run's lint stage)
+  python3-yaml kubernetes-client  # tests/deploy: deploy/kubernetes/ parsed offline (kubectl 1.20)
 )
+# A package whose command another package already provides counts as installed: a host
+# with Google Cloud SDK's kubectl cannot install Debian's (both ship /usr/bin/kubectl).
+declare -gA ORRERY_PACKAGE_COMMANDS=([kubernetes-client]=kubectl)
 
 orrery_log() { printf '==> %s\n' "$*"; }
 
@@ -40,6 +44,10 @@ orrery_log() { printf '==> %s\n' "$*"; }
 orrery_missing_packages() {
   local pkg status
   for pkg in "${ORRERY_PACKAGES[@]}" "${ORRERY_TEST_PACKAGES[@]}"; do
+    if [[ -n "${ORRERY_PACKAGE_COMMANDS[$pkg]:-}" ]] &&
+      command -v "${ORRERY_PACKAGE_COMMANDS[$pkg]}" >/dev/null 2>&1; then
+      continue
+    fi
     status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
     if [[ "$status" != "installed" ]]; then
       printf '%s\n' "$pkg"

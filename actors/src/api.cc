@@ -133,9 +133,11 @@ Config ResolveInitConfig(Config config, int argc, char** argv) {
 // The embedded head (docs/getting-started.md, "the embedded default"), on Redis when
 // Config::redis_address names one.
 std::unique_ptr<scheduler::HeadService> StartEmbeddedHead(const Config& config,
-                                                          const std::string& host) {
+                                                          const std::string& host,
+                                                          const std::string& advertise) {
   scheduler::HeadOptions ho;
   ho.bind_host = host;
+  ho.advertise_host = advertise;
   ho.max_message_bytes = config.max_message_bytes;
   if (!config.redis_address.empty()) {
     // The password of an external Redis comes from ORRERY_REDIS_PASSWORD_FILE.
@@ -155,11 +157,12 @@ std::unique_ptr<scheduler::HeadService> StartEmbeddedHead(const Config& config,
 // The embedded node: this host's CPUs, memory and accelerators (plus Config::resources),
 // running this executable as its workers.
 std::unique_ptr<runtime::NodeService> StartEmbeddedNode(
-    const Config& config, const std::string& host, const std::string& head_address,
-    const std::map<std::string, std::string>& credential_env) {
+    const Config& config, const std::string& host, const std::string& advertise,
+    const std::string& head_address, const std::map<std::string, std::string>& credential_env) {
   runtime::NodeOptions no;
   no.head_address = head_address;
   no.bind_host = host;
+  no.advertise_host = advertise;  // its workers read the same $ORRERY_ADVERTISE_ADDRESS
   int cpus = config.num_cpus >= 0 ? config.num_cpus
                                   : int(std::max(1u, std::thread::hardware_concurrency()));
   no.resources["CPU"] = cpus;
@@ -229,20 +232,22 @@ void DoInit(Config config, int argc, char** argv) {
 
   auto state = std::make_unique<Embedded>();
   std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
+  auto advertise = runtime::AdvertiseAddressFromEnv();
+  if (!advertise.ok()) throw ConfigError(advertise.status().message());
   std::string head_address;
   std::map<std::string, std::string> credential_env;
   UseDriverCredentials(config, config.address.empty() ? "" : WithScheme(config.address),
                        &credential_env);
   if (config.address.empty()) {
-    state->head = StartEmbeddedHead(config, host);
+    state->head = StartEmbeddedHead(config, host, advertise.value());
     head_address = state->head->address();
-    state->node = StartEmbeddedNode(config, host, head_address, credential_env);
+    state->node = StartEmbeddedNode(config, host, advertise.value(), head_address, credential_env);
   } else {
     head_address = CheckRemoteHead(config);
   }
   state->runtime = std::make_unique<runtime::Runtime>(config, head_address, JobId::Random(),
                                                       "driver pid " + std::to_string(getpid()));
-  Status s = state->runtime->Start(host);
+  Status s = state->runtime->Start(host, advertise.value());
   if (!s.ok()) throw ConnectionError("cannot start the driver runtime: " + s.message());
   runtime::SetCurrent(state->runtime.get());
   try {

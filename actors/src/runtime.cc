@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 
 #include "actors/src/errors_util.h"
+#include "core/src/advertised_host.h"
 #include "core/src/clock.h"
 #include "core/src/log.h"
 #include "orrery/errors.h"
@@ -67,9 +69,17 @@ Runtime::Runtime(Config config, std::string head_address, JobId job, std::string
 
 Runtime::~Runtime() { Stop(); }
 
-Status Runtime::Start(const std::string& bind_host) {
+Result<std::string> AdvertiseAddressFromEnv() {
+  const char* value = std::getenv("ORRERY_ADVERTISE_ADDRESS");
+  if (!value || !*value) return std::string();
+  if (Status s = text::CheckAdvertisedHost(value); !s.ok())
+    return Status::InvalidArgument("ORRERY_ADVERTISE_ADDRESS: " + s.message());
+  return std::string(value);
+}
+
+Status Runtime::Start(const std::string& bind_host, const std::string& advertise_host) {
   inbox_.SetMaxMessageBytes(config_.max_message_bytes);
-  Status s = inbox_.Bind(bind_host);
+  Status s = inbox_.Bind(bind_host, 0, advertise_host);
   if (!s.ok()) return s;
   self_.address = inbox_.address();
   objects_->SetSelf(self_.address);

@@ -42,11 +42,19 @@
 
 namespace orrery::runtime {
 
+// $ORRERY_ADVERTISE_ADDRESS: the host a driver or worker names its endpoints by when that is
+// not what it binds ($ORRERY_NODE_IP, say 0.0.0.0 in a pod). A node started with
+// --advertise-address sets it for its workers. "" when unset; InvalidArgument naming the
+// variable when it is not a host peers can dial (core/src/text.h).
+Result<std::string> AdvertiseAddressFromEnv();
+
 class Runtime {
  public:
   Runtime(Config config, std::string head_address, JobId job, std::string where);
   ~Runtime();
-  Status Start(const std::string& bind_host);
+  // Binds this process's inbox on `bind_host`, advertised as `advertise_host` when set (else
+  // as bind_host; a wildcard as 127.0.0.1).
+  Status Start(const std::string& bind_host, const std::string& advertise_host = "");
   void Stop();
 
   const std::string& address() const { return inbox_.address(); }

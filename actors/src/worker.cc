@@ -58,8 +58,8 @@ class WorkerServer {
     where_ = "worker pid " + std::to_string(getpid());
   }
 
-  Status StartCallInbox(const std::string& host) {
-    Status s = calls_.Bind(host);
+  Status StartCallInbox(const std::string& host, const std::string& advertise_host) {
+    Status s = calls_.Bind(host, 0, advertise_host);
     if (!s.ok()) return s;
     calls_.Start([this](transport::Envelope& env) { HandleCallInbox(env); }, "orrery-calls");
     return Status::Ok();
@@ -454,8 +454,10 @@ void WorkerMain() {
   std::string host = config.node_ip.empty() ? "127.0.0.1" : config.node_ip;
   // The call inbox is bound first: the runtime's thread reads its address (Handle), so it
   // must be set before that thread starts. No call arrives before kWorkerRegister below.
-  Status s = server->StartCallInbox(host);
-  if (s.ok()) s = rt->Start(host);
+  auto advertise = AdvertiseAddressFromEnv();
+  Status s = advertise.status();
+  if (s.ok()) s = server->StartCallInbox(host, advertise.value());
+  if (s.ok()) s = rt->Start(host, advertise.value());
   if (!s.ok()) {
     std::fprintf(stderr, "orrery worker: %s\n", s.message().c_str());
     _exit(2);

@@ -11,6 +11,7 @@
 #include "cli/src/duration.h"
 #include "cli/src/ready_file.h"
 #include "core/src/accelerators.h"
+#include "core/src/advertised_host.h"
 #include "core/src/log.h"
 #include "core/src/redis_store.h"
 #include "core/src/security.h"
@@ -27,6 +28,14 @@ sigset_t BlockStopSignals() {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
+}
+
+// Workers find the head the node joined, listen where the node does (so callers on other
+// hosts reach them) and are named as the node is (a pod's IP when the node binds 0.0.0.0).
+void SetWorkerAddresses(const NodeFlags& flags, runtime::NodeOptions* no) {
+  no->worker_env["ORRERY_ADDRESS"] = flags.address;
+  if (flags.bind != "127.0.0.1") no->worker_env["ORRERY_NODE_IP"] = flags.bind;
+  if (!flags.advertise.empty()) no->worker_env["ORRERY_ADVERTISE_ADDRESS"] = flags.advertise;
 }
 
 // The port of an address that ends in ":PORT" (an inbox's tcp://host:port).
@@ -66,6 +75,7 @@ int RunHead(const HeadFlags& flags) {
   }
   scheduler::HeadOptions ho;
   ho.bind_host = flags.bind;
+  ho.advertise_host = flags.advertise;
   ho.port = flags.port;
   ho.health_check_period_s = flags.health_period_s;
   ho.health_check_failure_threshold = flags.health_threshold;
@@ -142,6 +152,7 @@ int RunNode(const NodeFlags& flags) {
     no.worker_env["ORRERY_TOKEN_FILE"] = used.value();
   }
   no.bind_host = flags.bind;
+  no.advertise_host = flags.advertise;
   no.heartbeat_period_s = flags.heartbeat_s;
   no.memory_usage_threshold = flags.memory_usage_threshold;
   no.memory_monitor_refresh_ms = flags.memory_monitor_refresh_ms;
@@ -164,9 +175,7 @@ int RunNode(const NodeFlags& flags) {
     std::fprintf(stderr, "orrery node: accelerator detection: %s\n", st.message().c_str());
     return 1;
   }
-  no.worker_env["ORRERY_ADDRESS"] = flags.address;
-  // Workers listen where the node does, so callers on other hosts reach them.
-  if (flags.bind != "127.0.0.1") no.worker_env["ORRERY_NODE_IP"] = flags.bind;
+  SetWorkerAddresses(flags, &no);
   runtime::NodeService node(no);
   Status s = node.Start();
   if (!s.ok()) {
@@ -193,6 +202,17 @@ int RunNode(const NodeFlags& flags) {
   return 0;
 }
 
+void AddAdvertiseFlag(CLI::App* app, std::string* advertise) {
+  auto check = [](const std::string& value) -> std::string {
+    Status s = text::CheckAdvertisedHost(value);
+    return s.ok() ? std::string() : s.message();
+  };
+  app->add_option("--advertise-address", *advertise,
+                  "the address other hosts reach this one at, published instead of the --bind "
+                  "address (an IPv4 address or a host name, e.g. a pod's IP)")
+      ->check(CLI::Validator(check, "HOST"));
+}
+
 void AddCredentialFlags(CLI::App* app, CredentialFlags* flags) {
   app->add_option(
       "--token-file", flags->token_file,
@@ -208,6 +228,7 @@ void AddDaemonCommands(CLI::App& app, DaemonCommands* c) {
   c->head = app.add_subcommand("head", "run a head daemon in the foreground");
   c->head->add_option("--port", hf.port, "port (0: any free port)")->check(CLI::Range(0, 65535));
   c->head->add_option("--bind", hf.bind);
+  AddAdvertiseFlag(c->head, &hf.advertise);
   c->head->add_option("--redis-address", hf.redis_address);
   c->head->add_option("--redis-password-file", hf.redis_password_file,
                       "default $ORRERY_REDIS_PASSWORD_FILE");
@@ -226,6 +247,7 @@ void AddDaemonCommands(CLI::App& app, DaemonCommands* c) {
   c->node = app.add_subcommand("node", "run a node daemon in the foreground");
   c->node->add_option("--address", nf.address, "the head (host:port)")->required();
   c->node->add_option("--bind", nf.bind);
+  AddAdvertiseFlag(c->node, &nf.advertise);
   c->node->add_option("--heartbeat-s", nf.heartbeat_s)->check(CLI::PositiveNumber);
   c->node->add_option("--ready-file", nf.ready_file, kReadyHelp);
   c->node->add_option("--metrics-port", nf.metrics_port, kMetricsHelp)

@@ -25,6 +25,7 @@ struct CredentialFlags {
 struct HeadFlags {
   CredentialFlags credentials;
   std::string bind = "127.0.0.1";
+  std::string advertise;  // "" -> the bind address (127.0.0.1 for 0.0.0.0)
   int port = 6380;
   std::string redis_address;
   std::string redis_password_file;  // "" -> $ORRERY_REDIS_PASSWORD_FILE, else no password
@@ -39,6 +40,7 @@ struct NodeFlags {
   CredentialFlags credentials;
   std::string address;  // head host:port
   std::string bind = "127.0.0.1";
+  std::string advertise;  // "" -> the bind address (127.0.0.1 for 0.0.0.0); also its workers'
   int num_cpus = -1;
   double memory = -1;
   Resources resources;
@@ -63,6 +65,9 @@ Result<std::string> UseDaemonCredentials(const CredentialFlags& flags,
 
 int RunHead(const HeadFlags& flags);
 int RunNode(const NodeFlags& flags);
+
+// Adds --advertise-address (validated: cli/src/daemons.cc) filling `advertise` to `app`.
+void AddAdvertiseFlag(CLI::App* app, std::string* advertise);
 
 // Adds --token-file and --insecure to a daemon or inspection subcommand.
 void AddCredentialFlags(CLI::App* app, CredentialFlags* flags);

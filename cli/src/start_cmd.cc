@@ -96,6 +96,7 @@ int StartHeadSide(Session& s, StartFlags& f, std::string* head_address) {
   std::vector<std::string> argv{SelfExe(), "head", "--port",          std::to_string(f.port),
                                 "--bind",  f.bind, "--redis-address", f.redis_address};
   for (auto& a : CredentialArgs(s)) argv.push_back(a);
+  if (!f.advertise.empty()) argv.insert(argv.end(), {"--advertise-address", f.advertise});
   argv.insert(argv.end(), {"--metrics-port", std::to_string(f.metrics_port)});
   if (!s.values["redis_password_file"].empty())
     argv.insert(argv.end(), {"--redis-password-file", s.values["redis_password_file"]});
@@ -110,6 +111,7 @@ int StartHeadSide(Session& s, StartFlags& f, std::string* head_address) {
 
 int StartNode(Session& s, const std::string& head, const StartFlags& f) {
   std::vector<std::string> argv{SelfExe(), "node", "--address", head, "--bind", f.bind};
+  if (!f.advertise.empty()) argv.insert(argv.end(), {"--advertise-address", f.advertise});
   for (auto& a : CredentialArgs(s)) argv.push_back(a);
   ResourceFlags node_flags = f.resources;
   if (node_flags.log_dir.empty()) node_flags.log_dir = s.dir + "/logs";  // beside the daemons'
@@ -212,7 +214,10 @@ CLI::App* AddStartCommand(CLI::App& app, StartFlags* f) {
       "with --head: the Redis password (one line, mode 0600): of the --redis-address Redis, or for "
       "the Redis started here instead of a random one (default $ORRERY_REDIS_PASSWORD_FILE)");
   start->add_option("--address", f->join_address, "join the head at host:port");
-  start->add_option("--bind", f->bind, "address to bind and advertise (default 127.0.0.1)");
+  start->add_option("--bind", f->bind,
+                    "address to bind, and to advertise unless --advertise-address (default "
+                    "127.0.0.1)");
+  AddAdvertiseFlag(start, &f->advertise);
   start->add_flag("--block", f->block, "stay in the foreground; Ctrl-C stops what was started");
   start->add_flag("--no-dashboard", f->no_dashboard, "with --head: do not start the dashboard");
   start
@@ -253,10 +258,10 @@ int RunStart(StartFlags f) {
                  "this cluster's ports can run code on its nodes\n";
   }
   // The address the head will have, when already known (a fixed --port).
-  std::string planned_head =
-      f.head_mode && f.port != 0
-          ? (f.bind == "0.0.0.0" ? "127.0.0.1" : f.bind) + ":" + std::to_string(f.port)
-          : "";
+  std::string host = !f.advertise.empty()  ? f.advertise
+                     : f.bind == "0.0.0.0" ? "127.0.0.1"
+                                           : f.bind;
+  std::string planned_head = f.head_mode && f.port != 0 ? host + ":" + std::to_string(f.port) : "";
   Session s = NewSession();
   if (Status ts =
           WriteSessionToken(s, f.credentials, f.head_mode ? "" : f.join_address, planned_head);

@@ -18,6 +18,7 @@ struct StartFlags {
   std::string join_address;  // --address
   int port = 6380;           // the head's; 0: any free port
   std::string bind = "127.0.0.1";
+  std::string advertise;      // --advertise-address: "" -> the bind address
   std::string redis_address;  // "" -> start redis-server here
   std::string redis_password_file;
   bool block = false;

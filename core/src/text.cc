@@ -1,7 +1,12 @@
 #include "core/src/text.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+
+#include "core/src/advertised_host.h"
 
 namespace orrery::text {
 
@@ -85,6 +90,44 @@ std::string EscapeUtf8(std::string_view s) {
     }
   }
   return out;
+}
+
+Status CheckAdvertisedHost(std::string_view host) {
+  std::string h(host);
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("'" + EscapeControl(h) + "' " + why);
+  };
+  if (h.empty()) return Status::InvalidArgument("an empty address cannot be advertised");
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) {
+    if (v4.s_addr == 0) return bad("binds every address; advertise one that peers can dial");
+    return Status::Ok();
+  }
+  std::string bare =
+      h.size() > 2 && h.front() == '[' && h.back() == ']' ? h.substr(1, h.size() - 2) : h;
+  if (inet_pton(AF_INET6, bare.c_str(), &v6) == 1)
+    return bad("is an IPv6 address: not supported (the daemons' sockets speak IPv4 only)");
+  if (std::all_of(h.begin(), h.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }))
+    return bad("is not a valid IPv4 address (four numbers 0-255 separated by dots)");
+  if (h.size() > 253) return bad("is longer than a host name may be (253 bytes)");
+  size_t start = 0;
+  while (start <= h.size()) {
+    size_t end = h.find('.', start);
+    if (end == std::string::npos) end = h.size();
+    std::string_view label = std::string_view(h).substr(start, end - start);
+    bool chars_ok = std::all_of(label.begin(), label.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
+    });
+    if (label.empty() || label.size() > 63 || !chars_ok || label.front() == '-' ||
+        label.back() == '-')
+      return bad(
+          "is neither an IPv4 address nor a host name (labels of letters, digits and '-', "
+          "1 to 63 characters, separated by dots)");
+    start = end + 1;
+  }
+  return Status::Ok();
 }
 
 }  // namespace orrery::text
