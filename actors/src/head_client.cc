@@ -94,9 +94,12 @@ proto::PlacementGroupReplyMsg HeadClient::PlacementGroup(MsgType type, proto::Pl
 }
 
 std::vector<proto::NodeInfoMsg> HeadClient::ClusterInfo(int timeout_ms) {
+  return FullClusterInfo(timeout_ms).nodes;
+}
+
+proto::ClusterInfoMsg HeadClient::FullClusterInfo(int timeout_ms) {
   return Call<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, proto::ClusterInfoMsg{},
-                                     MsgType::kClusterInfoReply, timeout_ms)
-      .nodes;
+                                     MsgType::kClusterInfoReply, timeout_ms);
 }
 
 proto::AckMsg HeadClient::RegisterJob(proto::JobMsg m, int timeout_ms) {

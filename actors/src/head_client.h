@@ -46,6 +46,8 @@ class HeadClient {
   proto::PlacementGroupReplyMsg PlacementGroup(proto::MsgType type, proto::PlacementGroupMsg m,
                                                int timeout_ms);
   std::vector<proto::NodeInfoMsg> ClusterInfo(int timeout_ms = kDefaultTimeoutMs);
+  // The nodes and the autoscaler's groups (docs/autoscaler.md).
+  proto::ClusterInfoMsg FullClusterInfo(int timeout_ms = kDefaultTimeoutMs);
   proto::AckMsg RegisterJob(proto::JobMsg m, int timeout_ms = kDefaultTimeoutMs);
   proto::AckMsg PutBinary(proto::BinaryMsg m, const std::string& bytes);
   // Unavailable (never throws) when the head did not answer within timeout_ms.

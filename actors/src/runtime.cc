@@ -220,6 +220,9 @@ proto::PlacementGroupReplyMsg Runtime::PlacementGroupRpc(MsgType type, proto::Pl
 void Runtime::RemovePlacementGroup(const PlacementGroupId& id) { head_.RemovePlacementGroup(id); }
 
 std::vector<proto::NodeInfoMsg> Runtime::ClusterInfo() { return head_.ClusterInfo(); }
+std::vector<proto::AutoscalerGroupMsg> Runtime::AutoscalerGroups() {
+  return head_.FullClusterInfo().autoscaler_groups;
+}
 
 std::string Runtime::NamespaceOr(const std::string& given) const {
   if (!given.empty()) return given;

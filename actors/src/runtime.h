@@ -103,6 +103,8 @@ class Runtime {
   proto::PlacementGroupReplyMsg PlacementGroupRpc(proto::MsgType type, proto::PlacementGroupMsg msg,
                                                   int timeout_ms);
   std::vector<proto::NodeInfoMsg> ClusterInfo();
+  // The node groups of a running autoscaler (empty without one): nodes that may still come.
+  std::vector<proto::AutoscalerGroupMsg> AutoscalerGroups();
   // Fire-and-forget: the head releases the group's bundles and stops its actors.
   void RemovePlacementGroup(const PlacementGroupId& id);
   // Kills the non-detached actors this process created.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/src/protocol_autoscaler.h"
 #include "core/src/protocol_objects.h"
 #include "core/src/protocol_wire.h"
 
@@ -191,7 +192,10 @@ struct ClusterInfoMsg {
   uint64_t request_id = 0;
   std::string reply_to;
   std::vector<NodeInfoMsg> nodes;
-  MSGPACK_DEFINE(request_id, reply_to, nodes);
+  // The node groups of a running `orrery autoscaler` (docs/autoscaler.md): nodes that may
+  // still come, for the trainer's feasibility check. Empty without one.
+  std::vector<AutoscalerGroupMsg> autoscaler_groups;
+  MSGPACK_DEFINE(request_id, reply_to, nodes, autoscaler_groups);
 };
 
 struct JobMsg {

@@ -137,7 +137,7 @@ HttpReply Api(const std::string& path, RedisReader* reader, const std::string& a
         {{"nodes", &t.nodes}, {"actors", &t.actors}, {"placement_groups", &t.placement_groups}});
     return JsonReply(200, NodesResponse(s, t));
   }
-  for (const char* table : {"actors", "placement_groups", "jobs", "submissions"}) {
+  for (const char* table : {"actors", "placement_groups", "jobs", "submissions", "autoscaler"}) {
     if (path == std::string("/api/") + table) {
       Table rows;
       RedisState s = Read(reader, address, {{table, &rows}});

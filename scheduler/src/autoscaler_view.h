@@ -19,6 +19,7 @@ class AutoscalerView {
   // The groups of a sync, valid for `valid_for_s` from `now` (clamped to [1 s, 1 h]).
   void Update(std::vector<proto::AutoscalerGroupMsg> groups, double valid_for_s, double now);
   bool active(double now) const { return !groups_.empty() && now <= until_; }
+  const std::vector<proto::AutoscalerGroupMsg>& groups() const { return groups_; }
   // The name of a group whose nodes could hold `resources` with `selector`, or "" (none, or
   // no autoscaler is active).
   std::string GroupThatHolds(const Resources& resources, const Labels& selector, double now) const;

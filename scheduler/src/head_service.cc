@@ -87,7 +87,9 @@ void HeadService::RegisterHandlers() {
                              [this](const auto& m, E&) { OnRegisterNode(m); });
   On<proto::WorkerEventMsg>(MsgType::kWorkerEvent, [this](const auto& m, E&) { OnWorkerEvent(m); });
   On<proto::ClusterInfoMsg>(MsgType::kGetClusterInfo, [this](const auto& m, E&) {
-    m_.ctx.outbox->Send(m.reply_to, MsgType::kClusterInfoReply, m_.nodes.Info(m.request_id));
+    proto::ClusterInfoMsg reply = m_.nodes.Info(m.request_id);
+    if (m_.autoscaler.active(Now())) reply.autoscaler_groups = m_.autoscaler.groups();
+    m_.ctx.outbox->Send(m.reply_to, MsgType::kClusterInfoReply, reply);
   });
   On<proto::AutoscalerSyncMsg>(MsgType::kAutoscalerSync, [this](const auto& m, E&) {
     m_.ctx.outbox->Send(m.reply_to, MsgType::kAutoscalerState, AutoscalerSync(m_, m, Now()));

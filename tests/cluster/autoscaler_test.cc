@@ -9,7 +9,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "orrery/orrery.h"
+#include "orrery/train/train.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/skip_exit_code.h"
 
@@ -30,6 +34,31 @@ class Holder {
   int Ping() { return 1; }
 };
 ORRERY_REMOTE(Holder::Create, &Holder::Ping);
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "<unset>" : v;
+}
+
+// One SPMD process per TPU host: rank 0 reports the world size, the sum of the TPU worker
+// ids, the slice's host count and whether every rank saw the same slice name.
+void SliceLoop(orrery::train::Context& ctx) {
+  std::string hosts = Env("TPU_WORKER_HOSTNAMES");
+  int64_t host_count = hosts == "<unset>" ? 0 : 1 + std::count(hosts.begin(), hosts.end(), ',');
+  std::vector<int64_t> mine{std::stoll(Env("TPU_WORKER_ID")), host_count,
+                            int64_t(std::hash<std::string>{}(Env("TPU_NAME")) & 0xffff)};
+  std::vector<int64_t> all = ctx.AllGather(mine);
+  int64_t ids = 0, same_slice = 1;
+  for (size_t i = 0; i + 2 < all.size(); i += 3) {
+    ids += all[i];
+    same_slice &= int64_t(all[i + 2] == all[2]);
+  }
+  ctx.Report({{"world", ctx.WorldSize()},
+              {"worker_id_sum", ids},
+              {"slice_hosts", host_count},
+              {"same_slice", same_slice}});
+}
+ORRERY_REMOTE(SliceLoop);
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -184,6 +213,49 @@ groups:
                                cluster_.redis_address());
   EXPECT_NE(status.find("no quota left"), std::string::npos) << status;
   waiting.Kill();
+}
+
+TEST_F(AutoscalerTest, ATpuGroupAddsAndRemovesWholeSlicesForAUseTpuFit) {
+  // This host as a TPU host: four Google chips under a fake root the nodes read.
+  std::string root = cluster_.dir() + "/tpu_host";
+  for (int i = 0; i < 4; ++i) {
+    std::filesystem::create_directories(root + "/dev");
+    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
+    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
+    std::filesystem::create_directories(sys);
+    std::ofstream(sys + "/vendor") << "0x1ae0\n";
+  }
+  StartAutoscaler(WriteConfig("tpu.yaml", R"(interval_s: 0.5
+groups:
+  - name: tpu
+    tpu: {accelerator_type: v4-16, topology: 2x2x2, hosts: 2}
+    resources: {CPU: 2}
+    max: 2
+    idle_timeout_s: 2
+)"),
+                  {{"ORRERY_SYSROOT", root}});
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(log_).find("autoscaler for") != std::string::npos; }));
+  orrery::train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.use_tpu = true;
+  scaling.topology = "2x2x2";
+  scaling.accelerator_type = "TPU-V4";
+  orrery::train::RunConfig run;
+  run.name = "autoscaled_slice";
+  run.storage_path = cluster_.dir() + "/runs";
+  orrery::train::Result result = orrery::train::TorchTrainer(SliceLoop, scaling, run).Fit();
+  ASSERT_FALSE(result.error) << result.error->what() << "\n" << ReadFile(log_);
+  EXPECT_EQ(result.metrics.at("world"), 2);
+  EXPECT_EQ(result.metrics.at("worker_id_sum"), 1) << "TPU_WORKER_ID 0 and 1";
+  EXPECT_EQ(result.metrics.at("slice_hosts"), 2);
+  EXPECT_EQ(result.metrics.at("same_slice"), 1);
+  EXPECT_EQ(NodesOfGroup("tpu"), 2) << "one whole slice: both hosts";
+  std::string log = ReadFile(log_);
+  EXPECT_NE(log.find("scale_up 1 of group tpu"), std::string::npos) << log;
+  // Idle, the slice goes as a whole.
+  EXPECT_TRUE(WaitFor([] { return NodesOfGroup("tpu") == 0; }, 30000)) << ReadFile(log_);
+  EXPECT_NE(ReadFile(log_).find("scale_down 1 of group tpu: slice tpu-0"), std::string::npos)
+      << ReadFile(log_);
 }
 
 TEST_F(AutoscalerTest, BadConfigsAreRefusedSayingWhatToChange) {

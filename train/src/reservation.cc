@@ -35,6 +35,30 @@ PlacementStrategy StrategyOf(const std::string& name) {
 
 }  // namespace
 
+std::vector<NodeInfo> NodesThatMayCome(const std::vector<proto::AutoscalerGroupMsg>& groups) {
+  std::vector<NodeInfo> out;
+  for (const auto& g : groups) {
+    int hosts = std::max(1, g.hosts);
+    int nodes = std::min(g.max_nodes, 64 * hosts);
+    for (int i = 0; i < nodes; ++i) {
+      NodeInfo n;
+      n.address = "(autoscaler group " + g.name + ")";
+      n.alive = true;
+      n.total = g.resources;
+      n.labels = g.labels;
+      if (hosts > 1 || !g.head_resources.empty()) {
+        n.labels["orrery.io/tpu-slice-name"] = g.name + "-" + std::to_string(i / hosts);
+        n.address = "(autoscaler group " + g.name + ", host " + std::to_string(i % hosts) + ")";
+        if (i % hosts == 0)
+          for (const auto& [k, v] : g.head_resources) n.total[k] += v;
+      }
+      n.available = n.total;
+      out.push_back(std::move(n));
+    }
+  }
+  return out;
+}
+
 Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
                      const std::vector<NodeInfo>& nodes, std::string* kind) {
   if (config.backend == "xla_tpu" && !config.pod_type.empty()) {

@@ -12,12 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "core/src/protocol_autoscaler.h"
 #include "orrery/api/placement_group.h"
 #include "orrery/orrery.h"
 #include "orrery/status.h"
 #include "orrery/train/config.h"
 
 namespace orrery::train {
+
+// The nodes an autoscaler's groups may still add (docs/autoscaler.md), as NodeInfos for
+// CheckFeasible: each group's node shape up to its max (at most 64 per group), a TPU group's
+// as whole slices (the first host with the slice's head resource). Their address says
+// which group they stand for.
+std::vector<NodeInfo> NodesThatMayCome(const std::vector<proto::AutoscalerGroupMsg>& groups);
 
 // Fails at once (AcceleratorNotAvailableError / InfeasibleError, as a Status message with
 // *kind set) when no live node could ever hold what the group asks for: the slice type no

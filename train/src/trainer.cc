@@ -398,7 +398,10 @@ Result Run::Fit() {
   double timeout = ReservationTimeout(run_);
   for (const auto& w : rc_.warnings) Say("note: " + w);
   std::string kind;
-  Status feasible = CheckFeasible(rc_, scaling_, Nodes(), &kind);
+  std::vector<NodeInfo> nodes = Nodes();  // and those an autoscaler may add
+  for (auto& n : NodesThatMayCome(runtime::CurrentOrThrow().AutoscalerGroups()))
+    nodes.push_back(std::move(n));
+  Status feasible = CheckFeasible(rc_, scaling_, nodes, &kind);
   if (!feasible.ok()) {
     SetError(result_, kind, feasible.message());
     record_.error_kind = kind;
