@@ -10,7 +10,8 @@
 #   4. authentication: Redis refuses commands without the password, the dashboard answers
 #      401 without the token and 200 with it, a driver without the token is refused
 #   5. from the driver container: hello_actors, train_linear (4 workers over both nodes),
-#      and tests/e2e/docker_counter_driver, which leaves a detached actor at 5
+#      and tests/e2e/docker_counter_driver, which leaves a detached actor at 5; the
+#      dashboard's /api/workers (it asks the nodes) lists that actor's worker
 #   6. `docker kill` of the head container, `docker-compose start head`: the same two nodes
 #      alive, the same actor answers 6, train_linear and hello_actors run again
 #   7. `docker-compose stop`: every container exits 0; `down -v`; then no container,
@@ -228,6 +229,16 @@ run_driver counter1 /usr/local/libexec/orrery/tests/docker_counter_driver surviv
 read -r name value actor_id < <(tail -n 1 "$tmp/counter1.out")
 [[ "$name" == survivor && "$value" == 5 ]] || fail "docker_counter_driver printed: $(cat "$tmp/counter1.out")"
 echo "detached actor survivor = 5 ($actor_id)"
+# The dashboard asks both nodes for their workers (and gets the answers at its own address).
+curl -fsS --max-time 30 -H "Authorization: Bearer $token" "$dashboard/api/workers" >"$tmp/workers.json" ||
+  fail "the dashboard's /api/workers failed"
+python3 - "$tmp/workers.json" "$actor_id" <<'EOF2' || fail "the dashboard's /api/workers: $(cat "$tmp/workers.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["errors"] == [], r["errors"]
+assert sys.argv[2] in json.dumps(r["workers"]), "no worker of the actor"
+EOF2
+echo "the dashboard lists the actor's worker, from both nodes without error"
 timing "drivers" "$t"
 
 step "docker kill of the head container, then docker-compose start head"
