@@ -30,6 +30,7 @@ ORRERY_TEST_PACKAGES=(
   curl python3  # tests/e2e/*.sh
   chromium fonts-dejavu-core  # tests/e2e/dashboard_browser_test.sh: the dashboard in a headless browser
   prometheus  # tests/e2e/prometheus_test.sh: a real Prometheus scrapes the cluster
+  docker.io docker-compose debootstrap  # tests/e2e/docker_test.sh: the image and compose cluster
   clang llvm libclang-rt-dev  # .ci/run: sanitizer builds, libFuzzer, llvm-symbolizer (docs/testing.md)
   clang-format clang-tidy  # scripts/lint.sh (.ci/run's lint stage)
   python3-yaml kubernetes-client  # tests/deploy: deploy/kubernetes/ parsed offline (kubectl 1.20)
