@@ -83,14 +83,18 @@ int RunAutoscalerCommand(AutoscalerCommand& c) {
   log::SetLevel("info");
   log::SetProcessTag("autoscaler");
   PrintGroups(o.config);
-  std::printf("autoscaler for the head at %s, every %.1f s\n", o.head.c_str(), o.config.interval_s);
-  std::fflush(stdout);
+  std::string head = o.head;
   autoscaler::Autoscaler scaler(std::move(o));
   RateLimitedLog unreachable(30.0);
   timespec wait{};
   double interval = config.value().interval_s;
-  for (;;) {
+  for (bool synced = false;;) {
     orrery::Status s = scaler.Tick(MonotonicSeconds());
+    if (s.ok() && !synced) {  // the head knows the groups from now on
+      synced = true;
+      std::printf("autoscaler for the head at %s, every %.1f s\n", head.c_str(), interval);
+      std::fflush(stdout);
+    }
     uint64_t suppressed = 0;
     if (!s.ok() && unreachable.ShouldLog(&suppressed))
       LOG_WARN("autoscaler: the head did not answer: " + s.message() +

@@ -338,6 +338,17 @@ def check_autoscaler(objs, root, slice_facts, cpu_sts):
         check(cm["data"].get("tpu-slice.yaml") == f.read(),
               "the ConfigMap's tpu-slice.yaml is deploy/kubernetes/tpu/tpu-slice.yaml")
     config = yaml.safe_load(cm["data"]["autoscaler.yaml"])
+    cli = os.environ.get("ORRERY_CLI")
+    if cli:  # the autoscaler's own parser takes it (strict: unknown fields are errors)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(cm["data"]["autoscaler.yaml"])
+            f.flush()
+            r = subprocess.run([cli, "autoscaler", "--check", "--config", f.name],
+                               capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0 and "group cpu:" in r.stdout and "group tpu-v4-16:" in r.stdout
+              and "slices of 2 v4-16 hosts" in r.stdout,
+              f"orrery autoscaler --check takes the ConfigMap's config ({r.returncode}: "
+              f"{r.stdout}{r.stderr})")
     check(set(config) <= {"interval_s", "provider", "groups"},
           f"autoscaler.yaml has only known keys ({sorted(config)})")
     group_keys = {"name", "resources", "labels", "min", "max", "idle_timeout_s", "tpu",

@@ -101,8 +101,9 @@ TEST(AutoscalerPlanTest, ATpuGroupAddsAWholeSliceForASliceReservation) {
 }
 
 TEST(AutoscalerPlanTest, RemovesIdleNodesHighestFirstNeverBelowMinNorPastABusyOne) {
-  Config c = Parse("groups:\n  - name: a\n    resources: {CPU: 4}\n    min: 1\n    max: 4\n"
-                   "    idle_timeout_s: 10\n");
+  Config c = Parse(
+      "groups:\n  - name: a\n    resources: {CPU: 4}\n    min: 1\n    max: 4\n"
+      "    idle_timeout_s: 10\n");
   std::vector<proto::AutoscalerNodeMsg> nodes = {Node("a", "a-0", 4, 99), Node("a", "a-1", 4, 99),
                                                  Node("a", "a-2", 4, 99)};
   auto downs = PlanScaleDown(c, nodes, {});
