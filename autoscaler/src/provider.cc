@@ -19,20 +19,31 @@ namespace orrery::autoscaler {
 namespace {
 
 // Runs argv with `env` added to this process's environment, stdout/stderr to `log` (or
-// inherited when empty), in its own process group. Returns the pid or -1.
+// inherited when empty), in its own process group. Returns the pid or -1. Everything the
+// child needs is built before the fork: between fork and exec it only makes system calls.
 int Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
           const std::string& log) {
+  std::vector<std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string var(*e);
+    if (!env.count(var.substr(0, var.find('=')))) vars.push_back(std::move(var));
+  }
+  for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
+  std::vector<char*> envp, args;
+  for (auto& v : vars) envp.push_back(v.data());
+  envp.push_back(nullptr);
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  sigset_t none;
+  sigemptyset(&none);
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid != 0) return pid;
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // the autoscaler's nodes and commands die with it
   if (getppid() != parent) _exit(127);
-  sigset_t none;
-  sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
-  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   if (!log.empty()) {
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
@@ -40,10 +51,7 @@ int Spawn(const std::vector<std::string>& argv, const std::map<std::string, std:
       dup2(fd, 2);
     }
   }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  execv(args[0], args.data());
+  execve(args[0], args.data(), envp.data());
   _exit(127);
 }
 

@@ -528,6 +528,31 @@
 
   // ---- routing and polling ----------------------------------------------------------
 
+  function renderAutoscaler(d) {
+    var rows = list(d.autoscaler);
+    var st = obj(rows.length ? rows[0] : null);
+    var html = '<h1>Autoscaler</h1>';
+    if (!rows.length) return html + '<p class="muted">No autoscaler has synced with this cluster (orrery autoscaler --config F).</p>';
+    html += table('autoscaler-groups', ['Group', 'Shape', 'Unit', 'Nodes', 'Launching', 'Min', 'Max', 'Last error'],
+      list(st.groups).map(function (g) {
+        g = obj(g);
+        return '<tr data-group="' + esc(g.name) + '"><td>' + esc(g.name) + '</td><td><code>' + esc(g.shape) + '</code></td><td>' +
+          esc(g.unit) + '</td><td class="num">' + esc(g.nodes) + '</td><td class="num">' + esc(g.launching) + '</td><td class="num">' +
+          esc(g.min) + '</td><td class="num">' + esc(g.max) + '</td><td class="cause">' + orDash(g.error) + '</td></tr>';
+      }), 'No groups.');
+    var events = list(st.events).slice().reverse();
+    html += '<h2>Decisions</h2>' + table('autoscaler-events', ['Time', 'Group', 'Action', 'Count', 'Reason'], events.map(function (e) {
+      e = obj(e);
+      return '<tr data-action="' + esc(e.action) + '"><td>' + esc(fmtTime(e.time)) + '</td><td>' + esc(e.group) + '</td><td>' +
+        badge(e.action) + '</td><td class="num">' + esc(e.count) + '</td><td class="cause">' + esc(e.reason) + '</td></tr>';
+    }), 'No decisions yet.');
+    var none = list(st.unsatisfiable);
+    if (none.length) {
+      html += '<h2>Demands no group can hold</h2><ul>' + none.map(function (u) { return '<li>' + esc(u) + '</li>'; }).join('') + '</ul>';
+    }
+    return html;
+  }
+
   function route(path) {
     path = path.replace(/\/+$/, '') || '/';
     var m;
@@ -538,6 +563,9 @@
       return { nav: 'placement-groups', title: 'Placement groups', api: '/api/placement_groups', render: renderPlacementGroups };
     }
     if (path === '/jobs') return { nav: 'jobs', title: 'Jobs', api: '/api/jobs', render: renderJobs };
+    if (path === '/autoscaler') {
+      return { nav: 'autoscaler', title: 'Autoscaler', api: '/api/autoscaler', render: renderAutoscaler };
+    }
     if (path === '/submissions') {
       return { nav: 'submissions', title: 'Submitted jobs', api: '/api/submissions', render: renderSubmissions };
     }

@@ -33,8 +33,8 @@ class ChangeFeed {
   static constexpr auto kHeartbeat = std::chrono::seconds(15);
   static constexpr int kMaxStreams = 8;
   // The tables read (the pages' records).
-  static constexpr const char* kTables[] = {"nodes", "actors",     "placement_groups",
-                                            "jobs",  "train_runs", "submissions"};
+  static constexpr const char* kTables[] = {"nodes",      "actors",      "placement_groups", "jobs",
+                                            "train_runs", "submissions", "autoscaler"};
 
   // `reader` may be null (no Redis configured: every state says so); it must outlive this.
   explicit ChangeFeed(RedisReader* reader) : reader_(reader) {}

@@ -164,8 +164,8 @@ HttpReply Api(const std::string& path, RedisReader* reader, const std::string& a
 }
 
 bool IsPage(const std::string& path) {
-  static const char* kPages[] = {"/",     "/nodes", "/actors",     "/placement-groups",
-                                 "/jobs", "/runs",  "/submissions"};
+  static const char* kPages[] = {"/",     "/nodes", "/actors",      "/placement-groups",
+                                 "/jobs", "/runs",  "/submissions", "/autoscaler"};
   for (const char* p : kPages) {
     if (path == p) return true;
   }

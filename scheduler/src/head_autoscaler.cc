@@ -32,15 +32,24 @@ std::vector<proto::AutoscalerGroupMsg> CheckedGroups(const proto::AutoscalerSync
   return out;
 }
 
-// Whether something runs or is reserved on node `i`.
-bool Busy(const HeadManagers& m, int i) {
+// The nodes that hold an actor not dead (one pass over the actors).
+std::vector<bool> NodesWithActors(const HeadManagers& m) {
+  std::vector<bool> out(m.nodes.size(), false);
+  for (const auto& [id, a] : m.actors.all())
+    if (a.node >= 0 && size_t(a.node) < out.size() && a.state != proto::ActorState::kDead)
+      out[size_t(a.node)] = true;
+  return out;
+}
+
+// Whether something runs or is reserved on node `i`: an actor (even one asking for no
+// resources), or anything holding its resources (a lease, a bundle, a job's driver).
+bool Busy(const HeadManagers& m, int i, const std::vector<bool>& with_actors) {
+  if (with_actors[size_t(i)]) return true;
   const NodeView& v = m.nodes.at(i).view;
   for (const auto& [name, total] : v.total) {
     auto it = v.available.find(name);
     if (it == v.available.end() || it->second + 1e-9 < total) return true;
   }
-  for (const auto& [id, a] : m.actors.all())
-    if (a.node == i && a.state != proto::ActorState::kDead) return true;
   return false;
 }
 
@@ -77,12 +86,13 @@ void AddDemand(const HeadManagers& m, DemandKind kind, const std::string& id, do
 // Removes each asked-for set whose nodes are all alive and idle; answers those removed.
 void Remove(HeadManagers& m, const proto::AutoscalerSyncMsg& sync, double now,
             proto::AutoscalerStateMsg& out) {
+  std::vector<bool> with_actors = NodesWithActors(m);
   for (size_t s = 0; s < sync.remove.size() && s < kMaxRemovedSets; ++s) {
     const auto& set = sync.remove[s];
     std::vector<int> nodes;
     for (const auto& hex : set) {
       int i = set.size() <= kMaxSetSize ? m.nodes.IndexOfHex(hex) : -1;
-      if (i < 0 || !m.nodes.alive(i) || Busy(m, i)) break;
+      if (i < 0 || !m.nodes.alive(i) || Busy(m, i, with_actors)) break;
       nodes.push_back(i);
     }
     if (nodes.empty() || nodes.size() != set.size()) continue;
@@ -124,11 +134,13 @@ proto::AutoscalerStateMsg AutoscalerSync(HeadManagers& m, const proto::Autoscale
     if (out.demands.size() < proto::kMaxPendingDemandsListed)
       AddDemand(m, kind, id, now - since, out);
   });
+  std::vector<bool> with_actors = NodesWithActors(m);
   for (size_t i = 0; i < m.nodes.size(); ++i) {
     if (!m.nodes.alive(int(i))) continue;
     const NodeEntry& e = m.nodes.at(int(i));
+    bool busy = Busy(m, int(i), with_actors);
     out.nodes.push_back({e.view.id.Hex(), e.address, e.view.total, e.view.available, e.view.labels,
-                         m.autoscaler.IdleSeconds(int(i), Busy(m, int(i)), now)});
+                         m.autoscaler.IdleSeconds(int(i), busy, now)});
   }
   m.queue.ScheduleAll(now);  // a demand may now wait for a group instead of failing
   return out;
