@@ -419,9 +419,7 @@ int Cluster::AddNodeWithEnv(const std::string& sysroot,
   return pid;
 }
 
-int Cluster::AddTpuV4Node(const std::string& slice, int worker, const std::string& labels,
-                          int cpus) {
-  std::string root = dir_ + "/tpu_" + slice + "_" + std::to_string(worker);
+void MakeTpuHostRoot(const std::string& root) {
   for (int i = 0; i < 4; ++i) {
     std::filesystem::create_directories(root + "/dev");
     std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
@@ -429,6 +427,12 @@ int Cluster::AddTpuV4Node(const std::string& slice, int worker, const std::strin
     std::filesystem::create_directories(sys);
     std::ofstream(sys + "/vendor") << "0x1ae0\n";
   }
+}
+
+int Cluster::AddTpuV4Node(const std::string& slice, int worker, const std::string& labels,
+                          int cpus) {
+  std::string root = dir_ + "/tpu_" + slice + "_" + std::to_string(worker);
+  MakeTpuHostRoot(root);
   return AddNodeWithEnv(root,
                         {{"TPU_ACCELERATOR_TYPE", "v4-16"},
                          {"TPU_TOPOLOGY", "2x2x2"},

@@ -75,6 +75,9 @@ std::string LogTail(const std::string& log, int lines = 20);
 int Spawn(const std::vector<std::string>& argv, const std::string& log,
           const std::vector<std::pair<std::string, std::string>>& env = {});
 void KillHard(int pid);
+// Writes a fake TPU host under `root` (for ORRERY_SYSROOT): four Google chips,
+// /dev/accel0..3 with vendor 0x1ae0.
+void MakeTpuHostRoot(const std::string& root);
 std::string CliPath();
 
 class Cluster {
