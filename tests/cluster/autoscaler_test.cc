@@ -109,9 +109,9 @@ class AutoscalerTest : public ::testing::Test {
   void StartAutoscaler(const std::string& config,
                        const std::vector<std::pair<std::string, std::string>>& env = {}) {
     log_ = cluster_.dir() + "/autoscaler.log";
-    pid_ = orrery_cluster::Spawn({orrery_cluster::CliPath(), "autoscaler", "--config", config,
-                                  "--address", cluster_.head_address()},
-                                 log_, env);
+    pid_ = cluster_.SpawnTied({orrery_cluster::CliPath(), "autoscaler", "--config", config,
+                               "--address", cluster_.head_address()},
+                              log_, env);
   }
   // SIGTERM: the autoscaler stops the nodes it started, then exits.
   void StopAutoscaler() {

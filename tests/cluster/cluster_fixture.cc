@@ -290,6 +290,11 @@ Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {
   if (!used.ok()) throw std::runtime_error(used.status().message());
 }
 
+int Cluster::SpawnTied(const std::vector<std::string>& argv, const std::string& log,
+                       const std::vector<std::pair<std::string, std::string>>& env) {
+  return spawner_->Spawn(argv, log, env);
+}
+
 Cluster::~Cluster() {
   for (int pid : node_pids_) KillHard(pid);
   KillHard(head_pid_);

@@ -116,6 +116,10 @@ class Cluster {
   // /proc/meminfo for the memory monitor); `extra_flags` go to `orrery node`.
   int AddNodeWithSysroot(const std::string& sysroot, const std::string& labels, int cpus,
                          const std::vector<std::string>& extra_flags = {});
+  // Starts another process of the test's (stdout/stderr to `log`) that dies with the test
+  // process as the daemons do; the caller stops it. Returns its pid.
+  int SpawnTied(const std::vector<std::string>& argv, const std::string& log,
+                const std::vector<std::pair<std::string, std::string>>& env = {});
   const std::string& head_address() const { return head_address_; }
   const std::string& dir() const { return dir_; }
   // The cluster's token file (also in this process's ORRERY_TOKEN_FILE).
