@@ -39,11 +39,11 @@
 #include <string>
 #include <vector>
 
-#include "actors/src/node_service.h"
-#include "actors/src/runtime.h"
-#include "actors/src/test_hooks.h"
+#include "node/internal/node_service.h"
+#include "actors/internal/runtime.h"
+#include "actors/internal/test_hooks.h"
 #include "bench/object_bench_limits.h"
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 namespace {
 
@@ -168,13 +168,13 @@ std::vector<Outcome> RunCrossNode(const Flags& f) {
   const size_t n = f.mb << 20;
   std::vector<Outcome> out;
   out.push_back({"raw_tcp_limit", RawTcpGbps(n, f.iterations), "GB/s", "", ""});
-  runtime::NodeOptions no;
+  node::NodeOptions no;
   no.head_address = internal::HeadAddressForTest();
   no.resources = {{"CPU", 2}, {"second_node", 1}};
   no.worker_argv = runtime::SelfCommandLine();
   no.worker_env["ORRERY_TOKEN_FILE"] = f.token_file;
   no.object_store_memory = 4 * n + (64 << 20);
-  runtime::NodeService second(no);
+  node::NodeService second(no);
   if (Status s = second.Start(); !s.ok()) {
     out.push_back({"cross_node_transfer_gigabytes", 0, "GB/s", "raw_tcp_limit", s.message()});
     return out;

@@ -1,4 +1,4 @@
-// orrery_transfer_bench: the object data channel (actors/src/object_transfer.h) next to the
+// orrery_transfer_bench: the object data channel (objects/internal/object_transfer.h) next to the
 // limit it runs on, both in this process over loopback TCP.
 //
 //   raw_tcp_Bps        one TCP stream of N bytes: send() from one pre-touched buffer, recv()
@@ -30,8 +30,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/src/object_transfer.h"
-#include "actors/src/object_transfer_wire.h"
+#include "objects/internal/object_transfer.h"
+#include "objects/internal/object_transfer_wire.h"
 #include "bench/object_bench_limits.h"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <thread>
 
-#include "core/src/security.h"
+#include "core/internal/security.h"
 #include "orrery/ids.h"
 
 namespace orrery::bench {

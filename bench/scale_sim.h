@@ -1,5 +1,5 @@
 // Simulated nodes and a simulated driver for orrery_scale_bench (docs/benchmarks.md "Head at
-// scale"): they speak the head's real protocol (core/src/protocol.h) over the real transport,
+// scale"): they speak the head's real protocol (core/internal/protocol.h) over the real transport,
 // from this one process, with no worker processes.
 //
 // N nodes share a few inboxes (SimOptions::inboxes), so that neither this process nor the
@@ -26,8 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/src/protocol.h"
-#include "core/src/transport.h"
+#include "core/internal/protocol.h"
+#include "core/internal/transport.h"
 
 namespace orrery::bench {
 

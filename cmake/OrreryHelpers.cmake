@@ -1,22 +1,26 @@
 # orrery_module(NAME SOURCES ... DEPS ... PRIVATE_DEPS ...)
 # One library per module: public headers in <module>/include, private code in <module>/src.
-# Cross-module internal headers are included as "<module>/src/x.h" from the source root,
-# which is a build-tree-only include directory and is never installed.
+# Headers other modules may include live in <module>/internal/ and are included as
+# "<module>/internal/x.h" from the source root, a build-tree-only include directory that is
+# never installed; <module>/src/ is the module's own (scripts/lint.sh checks both rules and
+# the direction of every dependency, docs/architecture.md "Modules").
 function(orrery_module name)
   cmake_parse_arguments(M "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(orrery_${name} ${M_SOURCES})
   add_library(Orrery::${name} ALIAS orrery_${name})
   set_target_properties(orrery_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME orrery_${name})
-  target_include_directories(orrery_${name}
-    PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
-           $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
-    PRIVATE ${PROJECT_SOURCE_DIR})
+  target_include_directories(orrery_${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/include)
+    target_include_directories(orrery_${name}
+      PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endif()
   target_link_libraries(orrery_${name} PUBLIC ${M_DEPS} PRIVATE ${M_PRIVATE_DEPS})
   orrery_warnings(orrery_${name})
   install(TARGETS orrery_${name} EXPORT OrreryTargets
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endfunction()
 
 function(orrery_warnings target)

@@ -5,7 +5,7 @@
 #   ORRERY_SANITIZE=address,undefined   ASan + UBSan; any UBSan report aborts the process
 #   ORRERY_SANITIZE=thread              TSan (tests/sanitizers/tsan.supp lists what it cannot see)
 #   ORRERY_THREAD_SAFETY=ON             clang's -Wthread-safety analysis as errors
-#                                       (annotations: core/src/thread_annotations.h)
+#                                       (annotations: core/internal/thread_annotations.h)
 #   ORRERY_BUILD_FUZZERS=ON             libFuzzer targets in fuzz/ (clang only); every library
 #                                       gets coverage instrumentation (-fsanitize=fuzzer-no-link)
 set(ORRERY_SANITIZE "" CACHE STRING "Sanitizers for the whole build: address,undefined | thread | empty")

@@ -1,7 +1,7 @@
 // libFuzzer target: the bytes of one HTTP request as a browser (or anyone who can reach the
 // port) sends them to the dashboard: cpp-httplib parses the request line, headers, query and
 // body, and the dashboard's handlers (dashboard/src/server.h InstallHandlers) check the
-// credentials (dashboard/src/auth.h: cookie, bearer header, login form, one-time ticket) of
+// credentials (dashboard/internal/auth.h: cookie, bearer header, login form, one-time ticket) of
 // a dashboard that requires a token, then route the path (HandleRequest) with no Redis
 // configured. Whatever the bytes, the server must answer or drop the connection, never crash.
 //

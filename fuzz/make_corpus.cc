@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/src/protocol.h"
+#include "core/internal/protocol.h"
 #include "fuzz/registry_args_fuzzer.h"
 #include "scheduler/src/records.h"
 

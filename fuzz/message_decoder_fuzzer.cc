@@ -1,4 +1,4 @@
-// libFuzzer target: frame 0 of a wire message as a peer can send it (core/src/protocol.h).
+// libFuzzer target: frame 0 of a wire message as a peer can send it (core/internal/protocol.h).
 // DecodeHeader validates magic, version and type; the meta bytes are then decoded into every
 // message body, as any receiver might (a receiver picks the body by type, but a hostile peer
 // picks the type). Decoding must never crash, hang or allocate without bound: a bad frame
@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/src/protocol.h"
+#include "core/internal/protocol.h"
 
 namespace {
 

@@ -12,19 +12,19 @@
 #include <thread>
 
 #include "actors/src/errors_util.h"
-#include "actors/src/node_service.h"
-#include "actors/src/runtime.h"
-#include "actors/src/test_hooks.h"
+#include "node/internal/node_service.h"
+#include "actors/internal/runtime.h"
+#include "actors/internal/test_hooks.h"
 #include "actors/src/worker.h"
-#include "actors/src/zygote.h"
-#include "core/src/accelerators.h"
-#include "core/src/log.h"
-#include "core/src/redis_store.h"
-#include "core/src/security.h"
-#include "core/src/thread_annotations.h"
+#include "node/internal/zygote.h"
+#include "core/internal/accelerators.h"
+#include "core/internal/log.h"
+#include "core/internal/redis_store.h"
+#include "core/internal/security.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
-#include "scheduler/src/head_service.h"
+#include "scheduler/internal/head_service.h"
 
 namespace orrery {
 
@@ -32,7 +32,7 @@ namespace {
 
 struct Embedded {
   std::unique_ptr<scheduler::HeadService> head;
-  std::unique_ptr<runtime::NodeService> node;
+  std::unique_ptr<node::NodeService> node;
   std::unique_ptr<runtime::Runtime> runtime;
 };
 
@@ -156,10 +156,10 @@ std::unique_ptr<scheduler::HeadService> StartEmbeddedHead(const Config& config,
 
 // The embedded node: this host's CPUs, memory and accelerators (plus Config::resources),
 // running this executable as its workers.
-std::unique_ptr<runtime::NodeService> StartEmbeddedNode(
+std::unique_ptr<node::NodeService> StartEmbeddedNode(
     const Config& config, const std::string& host, const std::string& advertise,
     const std::string& head_address, const std::map<std::string, std::string>& credential_env) {
-  runtime::NodeOptions no;
+  node::NodeOptions no;
   no.head_address = head_address;
   no.bind_host = host;
   no.advertise_host = advertise;  // its workers read the same $ORRERY_ADVERTISE_ADDRESS
@@ -182,7 +182,7 @@ std::unique_ptr<runtime::NodeService> StartEmbeddedNode(
   no.worker_env["ORRERY_INFEASIBLE_TIMEOUT_S"] = std::to_string(config.infeasible_timeout_s);
   no.worker_env["ORRERY_ADDRESS"] = "";
   for (const auto& [k, v] : credential_env) no.worker_env[k] = v;
-  auto node = std::make_unique<runtime::NodeService>(no);
+  auto node = std::make_unique<node::NodeService>(no);
   Status s = node->Start();
   if (!s.ok()) throw ConnectionError("cannot start the embedded node: " + s.message());
   return node;
@@ -275,7 +275,7 @@ void RunWorkerIfRequested(int, char**) {
   std::string r = role;
   if (r == "zygote") {
     const char* fd = std::getenv("ORRERY_ZYGOTE_FD");
-    runtime::ZygoteMain(fd ? std::atoi(fd) : -1, &runtime::WorkerMain);
+    node::ZygoteMain(fd ? std::atoi(fd) : -1, &runtime::WorkerMain);
   }
   if (r == "worker") runtime::WorkerMain();
 }

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 
 namespace orrery::runtime {
 

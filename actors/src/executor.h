@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 
 namespace orrery::runtime {
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "actors/src/submission.h"
-#include "core/src/protocol.h"
-#include "core/src/thread_annotations.h"
-#include "core/src/transport.h"
+#include "core/internal/protocol.h"
+#include "core/internal/thread_annotations.h"
+#include "core/internal/transport.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {

@@ -8,8 +8,8 @@
 #include <iterator>
 
 #include "actors/src/errors_util.h"
-#include "core/src/file_hash.h"
-#include "core/src/log.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {

@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "core/src/clock.h"
+#include "core/internal/clock.h"
 
 namespace orrery::runtime {
 

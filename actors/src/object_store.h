@@ -14,9 +14,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/src/error_kind.h"
-#include "core/src/protocol_objects.h"
-#include "core/src/thread_annotations.h"
+#include "core/internal/error_kind.h"
+#include "core/internal/protocol_objects.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/api/object_ref.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"

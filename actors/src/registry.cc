@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/errors.h"
 
 namespace orrery::internal {

@@ -1,4 +1,4 @@
-#include "actors/src/runtime.h"
+#include "actors/internal/runtime.h"
 
 #include <unistd.h>
 
@@ -7,9 +7,9 @@
 #include <fstream>
 
 #include "actors/src/errors_util.h"
-#include "core/src/advertised_host.h"
-#include "core/src/clock.h"
-#include "core/src/log.h"
+#include "core/internal/advertised_host.h"
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
 #include "orrery/errors.h"
 #include "orrery/resources.h"
 

@@ -2,8 +2,8 @@
 // and a worker's side of kCancel (which calls may not start, which running ones are told).
 #include <cstdlib>
 
-#include "actors/src/runtime.h"
-#include "core/src/log.h"
+#include "actors/internal/runtime.h"
+#include "core/internal/log.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {

@@ -2,8 +2,8 @@
 // source, as "(Counter pid=4242, node=ab12cd) text", on stdout or stderr as it was written.
 #include <cstdio>
 
-#include "actors/src/runtime.h"
-#include "core/src/text.h"
+#include "actors/internal/runtime.h"
+#include "core/internal/text.h"
 
 namespace orrery::runtime {
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "actors/src/errors_util.h"
-#include "actors/src/object_transfer.h"
-#include "actors/src/runtime.h"
-#include "core/src/log.h"
-#include "core/src/rate_limit.h"
-#include "core/src/text.h"
+#include "objects/internal/object_transfer.h"
+#include "actors/internal/runtime.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+#include "core/internal/text.h"
 #include "orrery/api/runtime_context.h"
 #include "orrery/errors.h"
 
@@ -89,9 +89,9 @@ internal::BytesView Runtime::ReadStored(const ObjectId& id,
   }
   // No store on this host (a driver on a machine without a node): pulled into this process.
   auto bytes = std::make_shared<std::string>(location.size, '\0');
-  PullOptions options;
-  Status s = PullObject(location.data_address, id, location.size, bytes->data(), options,
-                        ProcessTransferKey());
+  objects::PullOptions options;
+  Status s = objects::PullObject(location.data_address, id, location.size, bytes->data(), options,
+                        objects::ProcessTransferKey());
   if (!s.ok()) {
     throw ObjectLostError("object " + id.Hex() + " could not be pulled from " +
                           location.data_address + ": " + s.message());

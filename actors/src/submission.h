@@ -1,6 +1,5 @@
 // What the client runtime's pieces share (docs/architecture.md "Client runtime"): a call
-// waiting to be sent, who this process is as its submissions name it, and the Outbox every
-// piece sends through (the transport in a process, a recording fake in unit tests).
+// waiting to be sent, and who this process is as its submissions name it.
 #pragma once
 
 #include <atomic>
@@ -10,7 +9,8 @@
 #include <vector>
 
 #include "actors/src/object_store.h"
-#include "core/src/protocol.h"
+#include "core/internal/outbox.h"
+#include "core/internal/protocol.h"
 #include "orrery/api/runtime_api.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
@@ -51,33 +51,9 @@ struct ProcessIdentity {
   mutable std::atomic<uint64_t> submitted{0};
 };
 
-// Where the runtime's messages go. Thread-safety: every method may be called from any thread.
-class Outbox {
- public:
-  virtual ~Outbox() = default;
-  // Sends frame 0 (+ payload); Unavailable when the message was dropped (transport::TrySend).
-  [[nodiscard]] virtual Status TrySendFrame(const std::string& address, const std::string& frame0,
-                                            const std::string* payload) = 0;
-  // Fire-and-forget: a drop is logged (transport::Send).
-  virtual void SendFrame(const std::string& address, const std::string& frame0,
-                         const std::string* payload) = 0;
-  // The peer at `address` is gone: drop what is queued for it (transport::MarkPeerGone).
-  virtual void MarkPeerGone(const std::string& address) = 0;
-
-  template <typename Meta>
-  [[nodiscard]] Status TrySend(const std::string& address, proto::MsgType type, const Meta& meta,
-                               const std::string* payload = nullptr) {
-    return TrySendFrame(address, proto::EncodeFrame(type, meta), payload);
-  }
-  template <typename Meta>
-  void Send(const std::string& address, proto::MsgType type, const Meta& meta,
-            const std::string* payload = nullptr) {
-    SendFrame(address, proto::EncodeFrame(type, meta), payload);
-  }
-};
-
-// The Outbox of a real process: the transport's sockets.
-Outbox& TransportOutbox();
+// The pieces send through orrery::Outbox (core/internal/outbox.h).
+using ::orrery::Outbox;
+using ::orrery::TransportOutbox;
 
 // Stores `error` as the call's result.
 inline void FailCall(ObjectStore& store, const PendingCall& call, const ObjectError& error) {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
-#include "core/src/clock.h"
-#include "core/src/log.h"
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
 
 namespace orrery::runtime {
 

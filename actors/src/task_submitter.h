@@ -20,8 +20,8 @@
 #include "actors/src/head_client.h"
 #include "actors/src/object_store.h"
 #include "actors/src/submission.h"
-#include "core/src/protocol.h"
-#include "core/src/thread_annotations.h"
+#include "core/internal/protocol.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/config.h"
 
 namespace orrery::runtime {

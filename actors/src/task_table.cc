@@ -1,7 +1,7 @@
 #include "actors/src/task_table.h"
 
-#include "core/src/clock.h"
-#include "core/src/error_kind.h"
+#include "core/internal/clock.h"
+#include "core/internal/error_kind.h"
 
 namespace orrery::runtime {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "actors/src/object_store.h"
-#include "core/src/protocol_ops.h"
-#include "core/src/thread_annotations.h"
+#include "core/internal/protocol_ops.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/ids.h"
 
 namespace orrery::runtime {

@@ -8,14 +8,14 @@
 #include <map>
 #include <memory>
 
-#include "actors/src/call_stats.h"
+#include "core/internal/call_stats.h"
 #include "actors/src/errors_util.h"
 #include "actors/src/executor.h"
-#include "actors/src/runtime.h"
-#include "core/src/file_hash.h"
-#include "core/src/log.h"
-#include "core/src/security.h"
-#include "core/src/thread_annotations.h"
+#include "actors/internal/runtime.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
+#include "core/internal/security.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/api/registry.h"
 #include "orrery/errors.h"
 

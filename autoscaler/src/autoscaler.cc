@@ -1,11 +1,11 @@
-#include "autoscaler/src/autoscaler.h"
+#include "autoscaler/internal/autoscaler.h"
 
 #include <algorithm>
 #include <set>
 
-#include "core/src/ask.h"
-#include "core/src/clock.h"
-#include "core/src/log.h"
+#include "core/internal/ask.h"
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
 
 namespace orrery::autoscaler {
 

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/src/text.h"
+#include "core/internal/text.h"
 #include "orrery/tpu.h"
 
 namespace orrery::autoscaler {

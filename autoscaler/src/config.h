@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/protocol_autoscaler.h"
+#include "core/internal/protocol_autoscaler.h"
 #include "orrery/resources.h"
 #include "orrery/status.h"
 

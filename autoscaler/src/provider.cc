@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/src/log.h"
+#include "core/internal/log.h"
 
 extern char** environ;
 

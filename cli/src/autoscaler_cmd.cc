@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <iostream>
 
-#include "autoscaler/src/autoscaler.h"
+#include "autoscaler/internal/autoscaler.h"
 #include "cli/src/head_request.h"
 #include "cli/src/inspect.h"
-#include "core/src/clock.h"
-#include "core/src/log.h"
-#include "core/src/rate_limit.h"
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
 
 namespace orrery::cli {
 

@@ -7,15 +7,15 @@
 #include <cstdio>
 #include <thread>
 
-#include "actors/src/node_service.h"
+#include "node/internal/node_service.h"
 #include "cli/src/duration.h"
 #include "cli/src/ready_file.h"
-#include "core/src/accelerators.h"
-#include "core/src/advertised_host.h"
-#include "core/src/log.h"
-#include "core/src/redis_store.h"
-#include "core/src/security.h"
-#include "scheduler/src/head_service.h"
+#include "core/internal/accelerators.h"
+#include "core/internal/advertised_host.h"
+#include "core/internal/log.h"
+#include "core/internal/redis_store.h"
+#include "core/internal/security.h"
+#include "scheduler/internal/head_service.h"
 
 namespace orrery::cli {
 
@@ -32,7 +32,7 @@ sigset_t BlockStopSignals() {
 
 // Workers find the head the node joined, listen where the node does (so callers on other
 // hosts reach them) and are named as the node is (a pod's IP when the node binds 0.0.0.0).
-void SetWorkerAddresses(const NodeFlags& flags, runtime::NodeOptions* no) {
+void SetWorkerAddresses(const NodeFlags& flags, node::NodeOptions* no) {
   no->worker_env["ORRERY_ADDRESS"] = flags.address;
   if (flags.bind != "127.0.0.1") no->worker_env["ORRERY_NODE_IP"] = flags.bind;
   if (!flags.advertise.empty()) no->worker_env["ORRERY_ADVERTISE_ADDRESS"] = flags.advertise;
@@ -129,7 +129,7 @@ int RunNode(const NodeFlags& flags) {
   sigset_t set = BlockStopSignals();
   log::SetLevel("info");
   log::SetProcessTag("node");
-  runtime::NodeOptions no;
+  node::NodeOptions no;
   no.head_address =
       flags.address.find("://") == std::string::npos ? "tcp://" + flags.address : flags.address;
   auto used = UseDaemonCredentials(flags.credentials, no.head_address);
@@ -176,7 +176,7 @@ int RunNode(const NodeFlags& flags) {
     return 1;
   }
   SetWorkerAddresses(flags, &no);
-  runtime::NodeService node(no);
+  node::NodeService node(no);
   Status s = node.Start();
   if (!s.ok()) {
     std::fprintf(stderr, "orrery node: %s\n", s.message().c_str());

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "cli/src/ready_file.h"
-#include "core/src/redis_store.h"
-#include "core/src/security.h"
-#include "dashboard/src/auth.h"
+#include "core/internal/redis_store.h"
+#include "core/internal/security.h"
+#include "dashboard/internal/auth.h"
 #include "orrery/dashboard.h"
 
 namespace orrery::cli {

@@ -1,11 +1,11 @@
-// One request from the CLI to the head, a node or a driver and its answer (core/src/ask.h),
+// One request from the CLI to the head, a node or a driver and its answer (core/internal/ask.h),
 // over an inbox on the host a driver would use: `orrery job submit|stop`, `orrery list
 // workers|tasks`.
 #pragma once
 
 #include <string>
 
-#include "core/src/ask.h"
+#include "core/internal/ask.h"
 
 namespace orrery::cli {
 

@@ -5,7 +5,7 @@
 
 #include "cli/src/inspect.h"
 #include "cli/src/session.h"
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 namespace orrery::cli {
 

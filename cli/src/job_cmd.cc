@@ -14,9 +14,9 @@
 
 #include "cli/src/head_request.h"
 #include "cli/src/log_reader.h"
-#include "core/src/file_hash.h"
-#include "core/src/redis_store.h"
-#include "core/src/text.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/redis_store.h"
+#include "core/internal/text.h"
 #include "orrery/resources.h"
 
 namespace orrery::cli {

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/src/head_request.h"
-#include "core/src/protocol.h"
-#include "core/src/transport.h"
+#include "core/internal/protocol.h"
+#include "core/internal/transport.h"
 #include "orrery/config.h"
 #include "orrery/orrery.h"
 

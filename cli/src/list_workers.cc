@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/src/head_request.h"
-#include "core/src/listings.h"
+#include "core/internal/listings.h"
 #include "orrery/orrery.h"
 
 namespace orrery::cli {

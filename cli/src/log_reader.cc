@@ -2,8 +2,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "core/src/redis_connection.h"
-#include "core/src/text.h"
+#include "core/internal/redis_connection.h"
+#include "core/internal/text.h"
 
 namespace orrery::cli {
 

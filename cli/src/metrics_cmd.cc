@@ -5,7 +5,7 @@
 
 #include "cli/src/metrics_targets.h"
 #include "cli/src/session.h"
-#include "core/src/redis_store.h"
+#include "core/internal/redis_store.h"
 
 namespace orrery::cli {
 

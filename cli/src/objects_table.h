@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/protocol_objects.h"
+#include "core/internal/protocol_objects.h"
 
 namespace orrery::cli {
 

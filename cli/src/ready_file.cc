@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli/src/session.h"
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 namespace orrery::cli {
 

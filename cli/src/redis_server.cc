@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cli/src/ready_file.h"
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 namespace orrery::cli {
 

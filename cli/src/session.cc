@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "core/src/redis_store.h"
+#include "core/internal/redis_store.h"
 
 extern char** environ;
 

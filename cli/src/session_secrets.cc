@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 namespace orrery::cli {
 

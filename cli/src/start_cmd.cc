@@ -12,8 +12,8 @@
 #include "cli/src/redis_server.h"
 #include "cli/src/session.h"
 #include "cli/src/session_secrets.h"
-#include "core/src/redis_store.h"
-#include "dashboard/src/auth.h"
+#include "core/internal/redis_store.h"
+#include "dashboard/internal/auth.h"
 
 namespace orrery::cli {
 

@@ -1,4 +1,4 @@
-#include "core/src/accelerators.h"
+#include "core/internal/accelerators.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "core/src/error_kind.h"
+#include "core/internal/error_kind.h"
 
 namespace orrery::proto {
 

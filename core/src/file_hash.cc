@@ -1,10 +1,10 @@
-#include "core/src/file_hash.h"
+#include "core/internal/file_hash.h"
 
 #include <sys/utsname.h>
 
 #include <cstdlib>
 
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 namespace orrery {
 

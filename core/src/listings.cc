@@ -1,6 +1,6 @@
-#include "core/src/listings.h"
+#include "core/internal/listings.h"
 
-#include "core/src/text.h"
+#include "core/internal/text.h"
 
 namespace orrery::listings {
 

@@ -1,4 +1,4 @@
-#include "core/src/log.h"
+#include "core/internal/log.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

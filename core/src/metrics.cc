@@ -1,4 +1,4 @@
-#include "core/src/metrics.h"
+#include "core/internal/metrics.h"
 
 #include <cmath>
 #include <cstdio>

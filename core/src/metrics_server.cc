@@ -1,4 +1,4 @@
-#include "core/src/metrics_server.h"
+#include "core/internal/metrics_server.h"
 
 #include <httplib.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 
 namespace orrery::metrics {
 

@@ -1,4 +1,4 @@
-#include "core/src/protocol.h"
+#include "core/internal/protocol.h"
 
 #include <unistd.h>
 

@@ -1,13 +1,13 @@
 // Connecting and authenticating to Redis, and running one command (docs/redis-schema.md
 // "Password").
-#include "core/src/redis_connection.h"
+#include "core/internal/redis_connection.h"
 
 #include <hiredis/hiredis.h>
 
 #include <cstdlib>
 
-#include "core/src/redis_store.h"
-#include "core/src/security.h"
+#include "core/internal/redis_store.h"
+#include "core/internal/security.h"
 
 namespace orrery {
 

@@ -1,12 +1,12 @@
-#include "core/src/redis_store.h"
+#include "core/internal/redis_store.h"
 
 #include <hiredis/hiredis.h>
 
 #include <chrono>
 #include <cstdlib>
 
-#include "core/src/log.h"
-#include "core/src/redis_connection.h"
+#include "core/internal/log.h"
+#include "core/internal/redis_connection.h"
 
 namespace orrery {
 

@@ -1,7 +1,7 @@
 // The process's credentials and how sockets use them, the handshake probe, and where a
 // process finds the cluster's token (docs/security.md). Token files and key derivation are
 // in security_secrets.cc, the ZAP handler and handshake monitors in security_zap.cc.
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include <zmq.hpp>
 
 #include "core/src/security_internal.h"
-#include "core/src/thread_annotations.h"
-#include "core/src/transport.h"
+#include "core/internal/thread_annotations.h"
+#include "core/internal/transport.h"
 
 namespace orrery::security {
 

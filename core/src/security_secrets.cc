@@ -10,10 +10,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/src/log.h"
-#include "core/src/rate_limit.h"
-#include "core/src/security.h"
-#include "core/src/text.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+#include "core/internal/security.h"
+#include "core/internal/text.h"
 
 namespace orrery::security {
 

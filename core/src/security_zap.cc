@@ -17,11 +17,11 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
-#include "core/src/log.h"
-#include "core/src/rate_limit.h"
-#include "core/src/security.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+#include "core/internal/security.h"
 #include "core/src/security_internal.h"
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 
 namespace orrery::security {
 

@@ -1,4 +1,4 @@
-#include "core/src/state_store.h"
+#include "core/internal/state_store.h"
 
 namespace orrery {
 

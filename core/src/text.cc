@@ -1,4 +1,4 @@
-#include "core/src/text.h"
+#include "core/internal/text.h"
 
 #include <arpa/inet.h>
 
@@ -6,7 +6,7 @@
 #include <cctype>
 #include <cstdint>
 
-#include "core/src/advertised_host.h"
+#include "core/internal/advertised_host.h"
 
 namespace orrery::text {
 

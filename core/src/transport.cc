@@ -1,13 +1,13 @@
-#include "core/src/transport.h"
+#include "core/internal/transport.h"
 
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "core/src/log.h"
-#include "core/src/rate_limit.h"
-#include "core/src/security.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+#include "core/internal/security.h"
 
 namespace orrery::transport {
 

@@ -5,12 +5,12 @@
 #include <list>
 #include <unordered_map>
 
-#include "core/src/clock.h"
-#include "core/src/log.h"
-#include "core/src/rate_limit.h"
-#include "core/src/security.h"
-#include "core/src/thread_annotations.h"
-#include "core/src/transport.h"
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+#include "core/internal/security.h"
+#include "core/internal/thread_annotations.h"
+#include "core/internal/transport.h"
 
 namespace orrery::transport {
 

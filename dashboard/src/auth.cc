@@ -1,10 +1,10 @@
-#include "dashboard/src/auth.h"
+#include "dashboard/internal/auth.h"
 
 #include <algorithm>
 #include <cctype>
 #include <utility>
 
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 namespace orrery::dashboard {
 

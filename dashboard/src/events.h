@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 #include "dashboard/src/redis_reader.h"
 
 namespace orrery::dashboard {

@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/src/ask.h"
-#include "core/src/listings.h"
+#include "core/internal/ask.h"
+#include "core/internal/listings.h"
 
 namespace orrery::dashboard {
 

@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "core/src/redis_store.h"
+#include "core/internal/redis_store.h"
 
 namespace orrery::dashboard {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/status.h"
 
 struct redisContext;

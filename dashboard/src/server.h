@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "dashboard/src/auth.h"
+#include "dashboard/internal/auth.h"
 #include "dashboard/src/events.h"
 #include "dashboard/src/http_reply.h"
 #include "dashboard/src/redis_reader.h"

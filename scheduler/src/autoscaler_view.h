@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/protocol.h"
+#include "core/internal/protocol.h"
 #include "orrery/resources.h"
 
 namespace orrery::scheduler {

@@ -2,8 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/src/log.h"
-#include "core/src/text.h"
+#include "core/internal/log.h"
+#include "core/internal/text.h"
 #include "orrery/placement.h"
 #include "scheduler/src/records.h"
 

@@ -2,16 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/src/log.h"
-#include "core/src/transport.h"
+#include "core/internal/log.h"
+#include "core/internal/transport.h"
 #include "scheduler/src/records.h"
 
 namespace orrery::scheduler {
-
-void TransportOutbox::SendFrame(const std::string& to, std::string frame0,
-                                const std::string* payload) {
-  transport::SendFrames(to, frame0, payload);
-}
 
 void HeadContext::Publish(const std::string& table, const std::string& id,
                           const std::string& state) const {

@@ -8,9 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "core/src/clock.h"
-#include "core/src/protocol.h"
-#include "core/src/state_store.h"
+#include "core/internal/clock.h"
+#include "core/internal/outbox.h"
+#include "core/internal/protocol.h"
+#include "core/internal/state_store.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
 
@@ -29,24 +30,10 @@ inline std::string Hex(const std::string& binary_id) {
 // The records of one table of the state store, by key (what a manager restores itself from).
 using TableRecords = std::map<std::string, std::string>;
 
-// Where the managers' messages go: the transport in the head, a recorder in unit tests.
-// SendFrame may be called from any thread (an acknowledgement sent from the store's writer).
-class Outbox {
- public:
-  virtual ~Outbox() = default;
-  virtual void SendFrame(const std::string& to, std::string frame0, const std::string* payload) = 0;
-  template <typename Meta>
-  void Send(const std::string& to, proto::MsgType type, const Meta& meta,
-            const std::string* payload = nullptr) {
-    SendFrame(to, proto::EncodeFrame(type, meta), payload);
-  }
-};
-
-// The Outbox of a running head: transport::SendFrames from the calling thread.
-class TransportOutbox final : public Outbox {
- public:
-  void SendFrame(const std::string& to, std::string frame0, const std::string* payload) override;
-};
+// The managers send through orrery::Outbox (core/internal/outbox.h): the transport in the
+// head, a recorder in unit tests. It may be called from any thread (an acknowledgement sent
+// from the store's writer).
+using ::orrery::Outbox;
 
 struct HeadContext {
   std::shared_ptr<StateStore> store;

@@ -3,7 +3,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "core/src/metrics.h"
+#include "core/internal/metrics.h"
 #include "scheduler/src/records.h"
 
 namespace orrery::scheduler {

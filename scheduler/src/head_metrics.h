@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/src/state_store.h"
+#include "core/internal/state_store.h"
 #include "scheduler/src/head_managers.h"
 
 namespace orrery::scheduler {

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
-#include "core/src/log.h"
-#include "scheduler/src/head_service.h"
+#include "core/internal/log.h"
+#include "scheduler/internal/head_service.h"
 
 namespace orrery::scheduler {
 

@@ -1,9 +1,9 @@
-#include "scheduler/src/head_service.h"
+#include "scheduler/internal/head_service.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "core/src/log.h"
+#include "core/internal/log.h"
 #include "scheduler/src/head_autoscaler.h"
 #include "scheduler/src/head_metrics.h"
 #include "scheduler/src/records.h"
@@ -30,7 +30,7 @@ HeadService::HeadService(HeadOptions options)
       retention_(options_.history_ttl_s > 0
                      ? std::make_shared<RetentionStore>(options_.store, options_.history_ttl_s)
                      : nullptr),
-      m_(HeadContext{retention_ ? retention_ : options_.store, std::make_shared<TransportOutbox>()},
+      m_(HeadContext{retention_ ? retention_ : options_.store, std::shared_ptr<Outbox>(&TransportOutbox(), [](Outbox*) {})},
          options_.binary_dir) {
   if (retention_) {
     retention_->SetForget(

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/src/file_hash.h"
-#include "core/src/log.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
 #include "scheduler/src/records.h"
 
 namespace orrery::scheduler {

@@ -1,6 +1,6 @@
 #include "scheduler/src/lease_manager.h"
 
-#include "core/src/log.h"
+#include "core/internal/log.h"
 #include "orrery/resources.h"
 #include "scheduler/src/records.h"
 

@@ -4,9 +4,9 @@
 #include <cctype>
 #include <cmath>
 
-#include "core/src/log.h"
-#include "core/src/rate_limit.h"
-#include "core/src/security.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+#include "core/internal/security.h"
 #include "orrery/resources.h"
 #include "scheduler/src/records.h"
 

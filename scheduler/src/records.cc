@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "core/src/file_hash.h"
+#include "core/internal/file_hash.h"
 #include "orrery/placement.h"
 
 namespace orrery::scheduler::records {

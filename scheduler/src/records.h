@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/src/protocol.h"
-#include "core/src/text.h"
+#include "core/internal/protocol.h"
+#include "core/internal/text.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
@@ -26,7 +26,7 @@ namespace orrery::scheduler::records {
 
 // ---- strings
 
-// IsUtf8 and EscapeUtf8 ("\xNN" for every byte of no valid UTF-8 sequence): core/src/text.h.
+// IsUtf8 and EscapeUtf8 ("\xNN" for every byte of no valid UTF-8 sequence): core/internal/text.h.
 using text::EscapeUtf8;
 using text::IsUtf8;
 // InvalidArgument "<what> is not valid UTF-8: <escaped>" unless `s` is UTF-8.

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "core/src/log.h"
+#include "core/internal/log.h"
 
 namespace orrery::scheduler {
 

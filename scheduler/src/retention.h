@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/src/state_store.h"
-#include "core/src/thread_annotations.h"
+#include "core/internal/state_store.h"
+#include "core/internal/thread_annotations.h"
 
 namespace orrery::scheduler {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "core/src/file_hash.h"
-#include "core/src/log.h"
-#include "core/src/text.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
+#include "core/internal/text.h"
 #include "orrery/resources.h"
 #include "orrery/scheduler/policy.h"
 #include "scheduler/src/records.h"

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "core/src/security.h"
+#include "core/internal/security.h"
 #include "tests/cluster/redis_client.h"
 
 extern char** environ;

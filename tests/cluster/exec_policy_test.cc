@@ -18,10 +18,10 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "core/src/file_hash.h"
-#include "core/src/protocol.h"
-#include "core/src/security.h"
-#include "core/src/transport.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/protocol.h"
+#include "core/internal/security.h"
+#include "core/internal/transport.h"
 #include "orrery/ids.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"

@@ -24,8 +24,8 @@
 #include <string>
 #include <thread>
 
-#include "core/src/protocol.h"
-#include "core/src/transport.h"
+#include "core/internal/protocol.h"
+#include "core/internal/transport.h"
 #include "orrery/ids.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/security.h"
+#include "core/internal/security.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/skip_exit_code.h"

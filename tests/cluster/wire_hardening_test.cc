@@ -18,11 +18,11 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "actors/src/test_hooks.h"
-#include "core/src/file_hash.h"
-#include "core/src/protocol.h"
-#include "core/src/security.h"
-#include "core/src/transport.h"
+#include "actors/internal/test_hooks.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/protocol.h"
+#include "core/internal/security.h"
+#include "core/internal/transport.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
 #include "tests/skip_exit_code.h"

@@ -10,9 +10,9 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "actors/src/test_hooks.h"
-#include "core/src/protocol.h"
-#include "core/src/security.h"
+#include "actors/internal/test_hooks.h"
+#include "core/internal/protocol.h"
+#include "core/internal/security.h"
 #include "remote_functions.h"
 #include "test_support.h"
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "actors/src/test_hooks.h"
+#include "actors/internal/test_hooks.h"
 
 namespace {
 constexpr int kInnerGetTimeoutMs = 60000;

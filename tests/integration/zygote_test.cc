@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/src/test_hooks.h"
-#include "core/src/security.h"
+#include "actors/internal/test_hooks.h"
+#include "core/internal/security.h"
 #include "remote_functions.h"
 #include "test_support.h"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <zmq.hpp>
 
-#include "core/src/security.h"
+#include "core/internal/security.h"
 #include "orrery/errors.h"
 
 namespace orrery::train {

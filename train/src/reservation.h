@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/protocol_autoscaler.h"
+#include "core/internal/protocol_autoscaler.h"
 #include "orrery/api/placement_group.h"
 #include "orrery/orrery.h"
 #include "orrery/status.h"

@@ -20,8 +20,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include "core/src/log.h"
-#include "core/src/thread_annotations.h"
+#include "core/internal/log.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/api/runtime_context.h"
 #include "orrery/errors.h"
 

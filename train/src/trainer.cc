@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <set>
 
-#include "actors/src/runtime.h"
-#include "core/src/clock.h"
-#include "core/src/error_kind.h"
-#include "core/src/log.h"
+#include "actors/internal/runtime.h"
+#include "core/internal/clock.h"
+#include "core/internal/error_kind.h"
+#include "core/internal/log.h"
 #include "orrery/orrery.h"
 #include "train/src/backend.h"
 #include "train/src/checkpoint_manager.h"

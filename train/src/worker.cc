@@ -18,8 +18,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/src/clock.h"
-#include "core/src/thread_annotations.h"
+#include "core/internal/clock.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/orrery.h"
 #include "orrery/train/trainer.h"
 #include "train/src/checkpoint_manager.h"

@@ -1,7 +1,7 @@
 // The TPU model (docs/accelerators.md "The TPU model"): generations, pod types, topologies
 // and the arithmetic between them, plus what a worker process owning some chips is told.
 //
-// A pure library: no I/O, no environment reads, no clock. Detection (core/src/accelerators.h)
+// A pure library: no I/O, no environment reads, no clock. Detection (core/internal/accelerators.h)
 // reads the host; this header only interprets the strings it found, and validates what users
 // ask for (Train's use_tpu, topology, accelerator_type) before anything is reserved.
 //

@@ -196,7 +196,7 @@ TEST_F(ActorSubmitterTest, AnUnsentCallFailsAndTheNextStillGoes) {
   actors_.AddOwned(actor_, false, 0);
   Update(ActorState::kAlive, 0, "tcp://a0");
   int sends = 0;
-  outbox_.on_send = [&sends](const testing::SentMessage& m) {
+  outbox_.on_send = [&sends](const ::orrery::testing::SentMessage& m) {
     if (m.type == MsgType::kCall && ++sends == 1) return Status::Unavailable("queue full");
     return Status::Ok();
   };

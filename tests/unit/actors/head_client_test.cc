@@ -9,15 +9,15 @@
 #include <set>
 
 #include "orrery/errors.h"
-#include "tests/unit/actors/fake_outbox.h"
+#include "tests/fakes/recording_outbox.h"
 
 namespace orrery::runtime {
 namespace {
 
 using proto::MsgType;
-using testing::FakeOutbox;
-using testing::MakeEnvelope;
-using testing::SentMessage;
+using ::orrery::testing::RecordingOutbox;
+using ::orrery::testing::MakeEnvelope;
+using ::orrery::testing::SentMessage;
 
 constexpr char kHead[] = "tcp://head";
 constexpr int kFastResendMs = 2;
@@ -40,7 +40,7 @@ class HeadClientTest : public ::testing::Test {
     };
   }
 
-  FakeOutbox outbox_;
+  RecordingOutbox outbox_;
   HeadClient client_;
   std::atomic<int> sends_{0};
 };

@@ -8,15 +8,15 @@
 #include <fstream>
 #include <iterator>
 
-#include "core/src/file_hash.h"
+#include "core/internal/file_hash.h"
 #include "orrery/errors.h"
-#include "tests/unit/actors/fake_outbox.h"
+#include "tests/fakes/recording_outbox.h"
 
 namespace orrery::runtime {
 namespace {
 
 using proto::MsgType;
-using testing::SentMessage;
+using ::orrery::testing::SentMessage;
 
 class JobRegistrationTest : public ::testing::Test {
  protected:
@@ -38,7 +38,7 @@ class JobRegistrationTest : public ::testing::Test {
         ack = register_answers[registers_];
       if (m.type == MsgType::kRegisterJob) ++registers_;
       ack.request_id = m.RequestId();
-      auto env = testing::MakeEnvelope(MsgType::kAck, ack);
+      auto env = ::orrery::testing::MakeEnvelope(MsgType::kAck, ack);
       head_.Complete(env);
       return Status::Ok();
     };
@@ -46,7 +46,7 @@ class JobRegistrationTest : public ::testing::Test {
 
   ProcessIdentity self_;
   Config config_;
-  testing::FakeOutbox outbox_;
+  ::orrery::testing::RecordingOutbox outbox_;
   HeadClient head_;
   JobRegistration job_;
   size_t registers_ = 0;

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "actors/src/object_store.h"
-#include "core/src/clock.h"
-#include "core/src/peer_watch.h"
+#include "core/internal/clock.h"
+#include "core/internal/peer_watch.h"
 
 namespace orrery::runtime {
 namespace {

@@ -12,9 +12,12 @@
 #include "actors/src/object_store.h"
 #include "actors/src/submission.h"
 #include "orrery/api/object_ref.h"
-#include "tests/unit/actors/fake_outbox.h"
+#include "tests/fakes/recording_outbox.h"
 
 namespace orrery::runtime::testing {
+
+using ::orrery::testing::RecordingOutbox;
+using ::orrery::testing::SentMessage;
 
 class SubmitterFixture : public ::testing::Test {
  protected:
@@ -55,7 +58,7 @@ class SubmitterFixture : public ::testing::Test {
   }
 
   ProcessIdentity self_;
-  FakeOutbox outbox_;
+  RecordingOutbox outbox_;
   ObjectStore store_;
   HeadClient head_;
   ArgResolver resolver_;

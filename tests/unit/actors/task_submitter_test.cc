@@ -8,7 +8,7 @@
 #include <future>
 #include <thread>
 
-#include "core/src/clock.h"
+#include "core/internal/clock.h"
 #include "tests/unit/actors/submitter_fixture.h"
 
 namespace orrery::runtime {

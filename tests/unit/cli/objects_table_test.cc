@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cli/src/list_objects.h"
-#include "core/src/protocol.h"
-#include "core/src/transport.h"
+#include "core/internal/protocol.h"
+#include "core/internal/transport.h"
 
 namespace orrery::cli {
 namespace {

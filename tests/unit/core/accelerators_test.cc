@@ -1,6 +1,6 @@
 // Accelerator detection against fake sysroots (ORRERY_SYSROOT): the hosts of the
 // accelerators issue, built in a temporary directory per test.
-#include "core/src/accelerators.h"
+#include "core/internal/accelerators.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "core/src/file_hash.h"
+#include "core/internal/file_hash.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
-// The Prometheus text exposition (core/src/metrics.h) and the /metrics endpoint
-// (core/src/metrics_server.h), including hostile HTTP clients.
-#include "core/src/metrics.h"
+// The Prometheus text exposition (core/internal/metrics.h) and the /metrics endpoint
+// (core/internal/metrics_server.h), including hostile HTTP clients.
+#include "core/internal/metrics.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <limits>
 #include <string>
 
-#include "core/src/metrics_server.h"
+#include "core/internal/metrics_server.h"
 
 namespace orrery::metrics {
 namespace {

@@ -1,6 +1,6 @@
-// Wire frames (core/src/protocol.h): well-formed frames decode to what was encoded, and
+// Wire frames (core/internal/protocol.h): well-formed frames decode to what was encoded, and
 // every kind of malformed input becomes a non-OK Status: never a crash, never a throw.
-#include "core/src/protocol.h"
+#include "core/internal/protocol.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// The cluster credential's building blocks (core/src/security.h): token files, secrets,
+// The cluster credential's building blocks (core/internal/security.h): token files, secrets,
 // hashes and the key pair derived from a token.
-#include "core/src/security.h"
+#include "core/internal/security.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

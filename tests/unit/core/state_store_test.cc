@@ -1,5 +1,5 @@
 // The in-memory state store: tables, and streams that append each entry at most once.
-#include "core/src/state_store.h"
+#include "core/internal/state_store.h"
 
 #include <gtest/gtest.h>
 

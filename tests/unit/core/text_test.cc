@@ -1,9 +1,9 @@
 // Escaping text from elsewhere before a terminal or a record shows it.
-#include "core/src/text.h"
+#include "core/internal/text.h"
 
 #include <gtest/gtest.h>
 
-#include "core/src/advertised_host.h"
+#include "core/internal/advertised_host.h"
 
 namespace orrery::text {
 namespace {

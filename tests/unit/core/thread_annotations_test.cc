@@ -1,7 +1,7 @@
-// orrery::Mutex and MutexLock (core/src/thread_annotations.h): a real mutex under the
+// orrery::Mutex and MutexLock (core/internal/thread_annotations.h): a real mutex under the
 // annotations. Built with -DORRERY_THREAD_SAFETY=ON this file is also checked by clang's
 // analysis, so it must stay free of thread-safety warnings.
-#include "core/src/thread_annotations.h"
+#include "core/internal/thread_annotations.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// The transport's own bounds (core/src/transport.h): an inbox loop survives whatever its
+// The transport's own bounds (core/internal/transport.h): an inbox loop survives whatever its
 // tick, posted functions and handlers throw; a thread's sockets and the bytes queued for
 // peers that do not read are capped; request ids start at a random point per process.
 // Everything talks over loopback between threads of this test; "dead" peers are ports
 // nobody listens on.
-#include "core/src/transport.h"
+#include "core/internal/transport.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/src/protocol.h"
+#include "core/internal/protocol.h"
 #include "orrery/api/serialize.h"
 
 namespace orrery::internal {

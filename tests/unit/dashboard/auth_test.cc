@@ -1,6 +1,6 @@
-// The dashboard's authentication (dashboard/src/auth.h) as pure logic: requests in, answers
+// The dashboard's authentication (dashboard/internal/auth.h) as pure logic: requests in, answers
 // out, a clock passed in. No sockets.
-#include "dashboard/src/auth.h"
+#include "dashboard/internal/auth.h"
 
 #include <gtest/gtest.h>
 

@@ -9,58 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "core/src/protocol.h"
-#include "core/src/state_store.h"
+#include "core/internal/protocol.h"
+#include "tests/fakes/recording_outbox.h"
+#include "core/internal/state_store.h"
 #include "scheduler/src/head_managers.h"
 
 namespace orrery::scheduler::testing {
 
-// An Outbox that keeps every message sent, for the test to take and decode.
-class RecordingOutbox final : public Outbox {
- public:
-  struct Sent {
-    std::string to;
-    proto::MsgType type;
-    std::string frame0;
-    std::string payload;
-  };
-  void SendFrame(const std::string& to, std::string frame0, const std::string* payload) override {
-    auto header = proto::DecodeHeader(frame0.data(), frame0.size());
-    std::lock_guard<std::mutex> lock(mu_);
-    sent_.push_back({to, header.ok() ? header->type : proto::MsgType::kError, std::move(frame0),
-                     payload ? *payload : std::string()});
-  }
-  // Takes (removes) the oldest message of `type` sent to `to` ("" = anyone), decoded.
-  template <typename Meta>
-  std::optional<Meta> Take(proto::MsgType type, const std::string& to = "") {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = sent_.begin(); it != sent_.end(); ++it) {
-      if (it->type != type || (!to.empty() && it->to != to)) continue;
-      Meta m;
-      std::string_view meta(it->frame0);
-      meta.remove_prefix(proto::kHeaderSize);
-      Status s = proto::DecodeMeta(meta, &m);
-      sent_.erase(it);
-      if (!s.ok()) return std::nullopt;
-      return m;
-    }
-    return std::nullopt;
-  }
-  size_t Count(proto::MsgType type) {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t n = 0;
-    for (const auto& s : sent_) n += s.type == type;
-    return n;
-  }
-  void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    sent_.clear();
-  }
-
- private:
-  std::mutex mu_;
-  std::deque<Sent> sent_;
-};
+using ::orrery::testing::RecordingOutbox;
 
 // The managers of one head, over `store` (a restarted head: a second harness on the same
 // store), wired as a HeadService wires them (HeadManagers), with a recording outbox.

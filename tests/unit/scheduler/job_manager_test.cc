@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "core/src/file_hash.h"
+#include "core/internal/file_hash.h"
 #include "tests/unit/scheduler/head_harness.h"
 
 namespace orrery::scheduler {

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "core/src/file_hash.h"
+#include "core/internal/file_hash.h"
 #include "tests/unit/scheduler/head_harness.h"
 
 namespace orrery::scheduler {

@@ -1,0 +1,248 @@
+// The per-process runtime behind the public API: one in every driver and every worker
+// (docs/architecture.md "Client runtime").
+//
+// A thin composition: the Runtime owns the process's inbox (where replies, actor updates and
+// object fetches arrive) and the object store, dispatches each inbox message to the piece
+// that owns it, and implements the public API's operations on top of its pieces:
+//   HeadClient       control RPCs to the head (resent until answered) and notifications
+//   ActorSubmitter   actor calls: per-actor queues, ordering, resend on restart, updates
+//   TaskSubmitter    tasks and the worker leases they run on
+//   JobRegistration  a driver's job: registration, executable upload, heartbeat, end
+//   ArgResolver      a call's ObjectRef arguments, fetched and packed before it is sent
+// Thread-safety: every public method may be called from any thread; inbox handlers run on
+// the inbox thread. Each piece owns its state and its locks. One path crosses pieces: a
+// submitter fails a call under its own lock, and completing that result in the store runs
+// the callbacks of calls waiting for it, which may take another submitter's lock (as in the
+// single-class runtime this replaced; see docs/architecture.md "Client runtime").
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "actors/src/actor_submitter.h"
+#include "actors/src/arg_resolver.h"
+#include "actors/src/head_client.h"
+#include "actors/src/job_registration.h"
+#include "objects/internal/object_client.h"
+#include "actors/src/object_store.h"
+#include "actors/src/submission.h"
+#include "actors/src/task_submitter.h"
+#include "actors/src/task_table.h"
+#include "core/internal/peer_watch.h"
+#include "core/internal/protocol.h"
+#include "core/internal/transport.h"
+#include "orrery/api/runtime_api.h"
+#include "orrery/config.h"
+
+namespace orrery::runtime {
+
+using objects::MappedObject;
+using objects::ObjectClient;
+using objects::ObjectRegion;
+
+// $ORRERY_ADVERTISE_ADDRESS: the host a driver or worker names its endpoints by when that is
+// not what it binds ($ORRERY_NODE_IP, say 0.0.0.0 in a pod). A node started with
+// --advertise-address sets it for its workers. "" when unset; InvalidArgument naming the
+// variable when it is not a host peers can dial (core/internal/text.h).
+Result<std::string> AdvertiseAddressFromEnv();
+
+class Runtime {
+ public:
+  Runtime(Config config, std::string head_address, JobId job, std::string where);
+  ~Runtime();
+  // Binds this process's inbox on `bind_host`, advertised as `advertise_host` when set (else
+  // as bind_host; a wildcard as 127.0.0.1).
+  Status Start(const std::string& bind_host, const std::string& advertise_host = "");
+  void Stop();
+
+  const std::string& address() const { return inbox_.address(); }
+  // Tasks and actor calls this process submitted so far (docs/metrics.md).
+  uint64_t submitted() const { return self_.submitted.load(std::memory_order_relaxed); }
+  const std::string& head_address() const { return head_.head_address(); }
+  const Config& config() const { return config_; }
+  ObjectStore& store() { return store_; }
+  transport::Inbox& inbox() { return inbox_; }
+  // A worker's: the SHA-256 of its executable, which the actors and tasks it submits name
+  // (a driver's is set by RegisterJob). Call before Start.
+  void SetExecutableHash(std::string hash) { self_.binary_hash = std::move(hash); }
+  // Extra handler for messages the runtime does not handle itself (the worker's).
+  void SetExtraHandler(std::function<bool(transport::Envelope&)> handler) {
+    extra_ = std::move(handler);
+  }
+
+  // ---- the public API's operations (throw orrery::Error subclasses) ----
+  std::shared_ptr<internal::RefHolder> SubmitTask(const std::string& function,
+                                                  std::vector<internal::ArgSlot> args,
+                                                  const internal::CallOptions& options);
+  ActorId CreateActor(const std::string& factory, std::vector<internal::ArgSlot> args,
+                      const internal::CallOptions& options);
+  std::shared_ptr<internal::RefHolder> SubmitActorTask(const ActorId& actor,
+                                                       const std::string& method,
+                                                       std::vector<internal::ArgSlot> args);
+  std::shared_ptr<internal::RefHolder> Put(std::string bytes);
+  // A new object written in place into the node's store (internal::CreateObject).
+  std::shared_ptr<internal::RefHolder> CreateObject(size_t size, char** data);
+  void SealObject(const internal::RefHolder& ref);
+  // A call's result written in place into the node's store (internal::BeginStoredResult):
+  // only on a thread running a call (a ScopedCallResult is alive).
+  bool BeginStoredResult(size_t size, char** data);
+  void EndStoredResult();
+  internal::BytesView Get(const internal::RefHolder& ref, int timeout_ms);
+  // The bytes of a value kept in a node's store: read in place from this node's store (pulled
+  // here first when elsewhere), or, with no store on this host, pulled into this process.
+  // Throws ObjectLostError when no copy can be read, GetTimeoutError past timeout_ms.
+  internal::BytesView ReadStored(const ObjectId& id, const proto::ObjectLocationMsg& location,
+                                 int timeout_ms);
+  ObjectClient& objects() { return *objects_; }
+  std::vector<bool> Wait(const std::vector<const internal::RefHolder*>& refs, int num_returns,
+                         int timeout_ms);
+  ActorId GetNamedActor(const std::string& name, const std::string& ns);
+  void KillActor(const ActorId& actor, bool no_restart);
+  proto::PlacementGroupReplyMsg PlacementGroupRpc(proto::MsgType type, proto::PlacementGroupMsg msg,
+                                                  int timeout_ms);
+  std::vector<proto::NodeInfoMsg> ClusterInfo();
+  // The node groups of a running autoscaler (empty without one): nodes that may still come.
+  std::vector<proto::AutoscalerGroupMsg> AutoscalerGroups();
+  // Fire-and-forget: the head releases the group's bundles and stops its actors.
+  void RemovePlacementGroup(const PlacementGroupId& id);
+  // Kills the non-detached actors this process created.
+  void KillOwnedActors();
+  // Drivers: registers the job with the head (and heartbeats it from the tick); Shutdown
+  // ends it, waiting up to timeout_ms for the head to acknowledge (docs/protocol.md "Ending
+  // a job").
+  void RegisterJob();
+  void EndJob(int timeout_ms = 1000);
+  // orrery::Cancel: the caller's side (docs/api.md "Cancellation"). Throws orrery::Error.
+  void Cancel(const internal::RefHolder& ref, bool force);
+  // The worker's side: a call starts only when not cancelled (false: answer it with
+  // kTaskCancelledError instead); a running call polls IsCallCancelled. An actor's worker
+  // refuses force (it would kill the actor).
+  bool BeginCall(const ObjectId& id) EXCLUDES(cancel_mu_);
+  void EndCall(const ObjectId& id) EXCLUDES(cancel_mu_);
+  bool IsCallCancelled(const ObjectId& id) EXCLUDES(cancel_mu_);
+  void SetActorWorker() { actor_worker_ = true; }
+  // kCancel, from the runtime's inbox (or a worker's call inbox). Throws on a malformed one.
+  void OnCancel(const proto::CancelMsg& msg) EXCLUDES(cancel_mu_);
+  // Workers' log lines the head passed on: printed with their source when
+  // Config::log_to_driver (runtime_logs.cc; docs/logs.md).
+  void PrintLogs(const proto::LogBatchMsg& batch) const;
+
+  // Asks the head to keep a driver-written record (and a stream entry) in the state store
+  // (proto::RecordMsg). Unavailable when the head did not answer within timeout_ms.
+  Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
+
+ private:
+  void Handle(transport::Envelope& env);
+  void OnCallReply(transport::Envelope& env);
+  void OnGetObject(const proto::GetObjectMsg& msg);
+  void OnObjectReply(transport::Envelope& env);
+  void OnBorrow(const proto::BorrowMsg& msg);
+  // The refs a call's result contains (ReplyMsg::contained): kept with the result.
+  void KeepReplyRefs(const ObjectId& result, const std::vector<proto::ContainedRefMsg>& refs);
+  void Tick();
+  void WatchBorrowers(double now);
+  // Frees the store-kept values this process still owns (it is stopping).
+  void FreeOwnedObjects();
+
+  std::shared_ptr<internal::RefHolder> NewReturn(ObjectId* id);
+  std::shared_ptr<PendingCall> NewCall(const std::string& function,
+                                       std::vector<internal::ArgSlot> args,
+                                       std::shared_ptr<internal::RefHolder>* ref);
+  proto::CreateActorMsg ActorSpec(const ActorId& id, const std::string& factory,
+                                  std::vector<internal::ArgSlot> args,
+                                  const internal::CallOptions& options) const;
+  std::string NamespaceOr(const std::string& given) const;
+
+  // Declaration order is construction order: the pieces hold references to what precedes.
+  Config config_;
+  ProcessIdentity self_;
+  transport::Inbox inbox_;
+  ObjectStore store_;
+  TaskTable task_table_;  // what this process submitted, for `orrery list tasks`
+  Outbox& outbox_;
+  std::shared_ptr<ObjectClient> objects_;
+  Mutex creating_mu_;
+  // Objects created in place and not yet sealed: their locations.
+  std::map<ObjectId, proto::ObjectLocationMsg> creating_ GUARDED_BY(creating_mu_);
+  HeadClient head_;
+  ArgResolver resolver_;
+  ActorSubmitter actors_;
+  TaskSubmitter tasks_;
+  JobRegistration job_;
+  std::function<bool(transport::Envelope&)> extra_;
+  // The processes that borrow objects owned here, pinged from the tick: the borrows of one
+  // that stopped answering end (docs/objects.md "Lifetime").
+  Mutex watch_mu_;
+  PeerWatch borrowers_ GUARDED_BY(watch_mu_){kBorrowerPingS, kBorrowerDeadS};
+  // A worker's calls: those running, and those their callers cancelled (the newest
+  // kMaxCancelled, oldest forgotten first).
+  Mutex cancel_mu_;
+  std::unordered_set<ObjectId, IdHash> running_ GUARDED_BY(cancel_mu_);
+  std::unordered_set<ObjectId, IdHash> cancelled_ GUARDED_BY(cancel_mu_);
+  std::deque<ObjectId> cancelled_order_ GUARDED_BY(cancel_mu_);
+  std::atomic<bool> actor_worker_{false};
+
+ public:
+  static constexpr double kBorrowerPingS = 2;
+  static constexpr double kBorrowerDeadS = 10;
+  static constexpr size_t kMaxCancelled = 10000;
+};
+
+// The result of the call running on this thread, when written into the node's store: set by
+// the worker around each call (ScopedCallResult), read back to build its reply.
+struct CallResult {
+  ObjectId id;        // the call's return object
+  std::string owner;  // the caller: it owns the result
+  bool stored = false;
+  proto::ObjectLocationMsg location;
+  // The refs packed inside the result (internal::KeepResultRefs): the reply names them, and
+  // the worker holds them until it has sent the reply.
+  std::vector<std::shared_ptr<internal::RefHolder>> contained;
+};
+class ScopedCallResult {
+ public:
+  explicit ScopedCallResult(CallResult* result);
+  ~ScopedCallResult();
+  ScopedCallResult(const ScopedCallResult&) = delete;
+  ScopedCallResult& operator=(const ScopedCallResult&) = delete;
+
+ private:
+  CallResult* previous_;
+};
+
+// The store-kept values among a call's arguments (ObjectArgMsg exts), read in place: each
+// element is replaced by the value it names, which `out` keeps alive (mappings, unpacked
+// objects and the keepers that let a Buffer share them) while the call runs.
+struct ResolvedArgs {
+  std::vector<std::shared_ptr<const MappedObject>> mapped;
+  std::vector<internal::BytesView> views;
+  std::vector<msgpack::object_handle> handles;
+  std::vector<std::unique_ptr<internal::ScopedUnpackKeeper>> keepers;
+  ~ResolvedArgs() {
+    while (!keepers.empty()) keepers.pop_back();  // innermost first
+  }
+};
+// Throws ObjectLostError when an argument cannot be read.
+void ResolveObjectArgs(Runtime& rt, const msgpack::object& args, ResolvedArgs* out);
+
+// A worker process may hold 1, 2, 4 or 8 TPU chips (docs/accelerators.md "Devices per worker
+// process"): anything else is refused with ConfigError (naming `what`) before it is
+// scheduled.
+void CheckTpuAmount(const Resources& r, const std::string& what);
+
+// This process's command line, argv[0] replaced by the absolute path of its executable.
+std::vector<std::string> SelfCommandLine();
+
+// The runtime of this process, or null before Init / after Shutdown.
+Runtime* Current();
+// The runtime of this process; throws orrery::Error before Init / after Shutdown.
+Runtime& CurrentOrThrow();
+void SetCurrent(Runtime* runtime);
+
+}  // namespace orrery::runtime

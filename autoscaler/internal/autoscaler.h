@@ -1,0 +1,72 @@
+// The autoscaler's loop (docs/autoscaler.md): every interval it syncs with the head
+// (core/internal/protocol_autoscaler.h), asks the providers for the nodes the waiting demands
+// need, removes the nodes idle past their timeout, and reports every decision and its
+// reason (log, the head's events channel, the "autoscaler" table read by `orrery status`
+// and the dashboard). A provider that fails is retried with backoff, per group.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autoscaler/src/config.h"
+#include "autoscaler/src/planner.h"
+#include "autoscaler/src/provider.h"
+
+namespace orrery::autoscaler {
+
+struct Options {
+  std::string head;  // host:port
+  Config config;
+  std::string orrery_path;                 // for the local provider
+  std::map<std::string, std::string> env;  // for the nodes and commands
+  std::vector<std::string> node_args;      // for local nodes
+  std::string answer_host = "127.0.0.1";   // where the head's answers come back
+};
+
+class Autoscaler {
+ public:
+  explicit Autoscaler(Options options);
+  ~Autoscaler();
+  // One round at `now` (monotonic seconds). An error when the head did not answer.
+  Status Tick(double now);
+  // Stops what the local providers started.
+  void Shutdown();
+
+ private:
+  struct Pending {
+    Launching launch;
+    Unit unit;
+    double started = 0;
+  };
+  struct Backoff {
+    double next_try = 0, delay = 0;
+    std::string error;
+  };
+
+  Result<proto::AutoscalerStateMsg> Sync(std::vector<ScaleDown> remove);
+  void ScaleUpGroup(const ScaleUp& up, const std::vector<proto::AutoscalerNodeMsg>& nodes,
+                    double now);
+  void Removed(const ScaleDown& down, const std::vector<proto::AutoscalerNodeMsg>& nodes);
+  void TrackLaunches(const std::vector<proto::AutoscalerNodeMsg>& nodes, double now);
+  void Failed(const std::string& group, const std::string& error, double now);
+  void Event(const std::string& group, const std::string& action, int count,
+             const std::string& reason);
+  const GroupConfig* Group(const std::string& name) const;
+  int Units(const std::string& group, const std::vector<proto::AutoscalerNodeMsg>& nodes) const;
+  std::string StatusJson(const std::vector<proto::AutoscalerNodeMsg>& nodes) const;
+
+  Options o_;
+  std::map<std::string, std::unique_ptr<Provider>> providers_;  // by group
+  std::vector<Pending> launching_;
+  std::map<std::string, Backoff> backoff_;
+  std::deque<nlohmann::json> events_;  // the latest decisions
+  nlohmann::json new_events_ = nlohmann::json::array();
+  std::vector<std::string> unsatisfiable_;
+  std::vector<proto::AutoscalerNodeMsg> last_nodes_;
+};
+
+}  // namespace orrery::autoscaler

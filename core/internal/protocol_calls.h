@@ -1,0 +1,81 @@
+// Calls: any process -> a worker (an actor method or a task), the worker's reply, and object
+// fetches from an object's owner (docs/protocol.md "Calls").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/internal/protocol_objects.h"
+#include "core/internal/protocol_wire.h"
+
+namespace orrery::proto {
+
+struct CallMsg {
+  uint64_t request_id = 0;
+  std::string object_id;  // id of the return object
+  std::string reply_to;   // caller's inbox address
+  std::string actor_id;   // empty: a task
+  uint64_t seq = 0;       // per (caller, actor incarnation) order
+  std::string function;   // registered name
+  std::string lease_id;   // tasks: the lease it runs under
+  MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id);
+};
+
+// A ref packed inside a value (docs/objects.md "Lifetime"): whoever keeps the value keeps
+// the ref, so that its object outlives the value.
+struct ContainedRefMsg {
+  std::string object_id;
+  std::string owner;  // the inbox of the process that owns the object
+  MSGPACK_DEFINE(object_id, owner);
+};
+// At most this many refs are named in one reply; a result holding more keeps the rest in the
+// worker for as long as it lives.
+inline constexpr size_t kMaxContainedRefs = 100000;
+
+struct ReplyMsg {
+  std::string object_id;
+  bool ok = true;
+  ErrorKind error_kind = ErrorKind::kNone;  // kRemoteError, kFunctionNotFoundError, ...
+  std::string error_type;                   // RemoteError: the C++ type of the user's exception
+  std::string message;
+  std::string function;
+  std::string where;     // node and pid
+  std::string actor_id;  // echoed from the call
+  uint64_t seq = 0;
+  std::string lease_id;
+  // Set when the value was kept in a node's store (no payload then): where to read it.
+  ObjectLocationMsg location;
+  // The refs packed inside the result: the caller keeps them for as long as it keeps the
+  // result (appended last: a reply without it decodes as an empty list).
+  std::vector<ContainedRefMsg> contained;
+  MSGPACK_DEFINE(object_id, ok, error_kind, error_type, message, function, where, actor_id, seq,
+                 lease_id, location, contained);
+};
+
+struct GetObjectMsg {
+  std::string object_id;
+  std::string reply_to;
+  MSGPACK_DEFINE(object_id, reply_to);
+};
+
+// A process that is not an object's owner started (+1) or stopped (-1) holding refs to it
+// (kBorrow, to the owner): the owner keeps the object while any borrower holds a ref.
+struct BorrowMsg {
+  std::string object_id;
+  std::string borrower;  // the borrowing process's inbox
+  int32_t delta = 0;     // +1 or -1
+  MSGPACK_DEFINE(object_id, borrower, delta);
+};
+
+// The caller of a call cancels it (orrery::Cancel), to the worker's control address (its
+// runtime's inbox, which a running call does not block): a call not started yet is answered
+// with kTaskCancelledError instead of running; a running one sees the flag
+// (RuntimeContext::IsCancelled); with `force`, a task's worker exits while it runs it.
+struct CancelMsg {
+  std::string object_id;  // the call's return object
+  bool force = false;
+  MSGPACK_DEFINE(object_id, force);
+};
+
+}  // namespace orrery::proto

@@ -1,0 +1,195 @@
+// ZeroMQ transport (docs/protocol.md).
+//
+// Every process that receives messages owns one Inbox: a ROUTER socket bound to an
+// ephemeral TCP port and a thread that drains it and calls a handler. Sending is done from
+// any thread with Send(address, ...), which uses a DEALER socket owned by the calling thread
+// (one per destination, created on first use), so senders never contend on a lock and no
+// thread hand-off sits on the call path. Replies are just messages sent to the caller's
+// inbox address, which every request carries.
+//
+// Everything a peer can make this process hold is bounded (SendLimits): a thread keeps at
+// most max_sockets_per_thread sockets and closes those idle for idle_close_s, and the bytes
+// queued for peers that do not read them are capped per peer and in total. A send that
+// would pass a bound is dropped, never blocks: TrySend says so to a caller that can report
+// it, Send logs it (rate-limited).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "core/internal/protocol.h"
+#include "core/internal/thread_annotations.h"
+#include "orrery/status.h"
+
+namespace orrery::transport {
+
+// The process-wide ZeroMQ context. Never destroyed (sockets of exiting threads may outlive
+// static destruction), so the process never blocks in zmq_ctx_term at exit.
+zmq::context_t& Context();
+
+struct Envelope {
+  proto::MsgType type = proto::MsgType::kError;
+  zmq::message_t frame0;   // header + meta
+  zmq::message_t payload;  // empty when the message had none
+  bool has_payload = false;
+  std::string identity;  // the sending socket's ROUTER identity
+
+  std::string_view meta() const {
+    return std::string_view(static_cast<const char*>(frame0.data()) + proto::kHeaderSize,
+                            frame0.size() - proto::kHeaderSize);
+  }
+  std::string PayloadString() const {
+    return std::string(static_cast<const char*>(payload.data()), payload.size());
+  }
+  template <typename T>
+  Status Decode(T* out) const {
+    return proto::DecodeMeta(meta(), out);
+  }
+  // The one way a handler decodes or rejects: the meta as T, or a std::runtime_error that
+  // names the message type (the inbox answers it with kError and keeps serving).
+  template <typename T>
+  T DecodeOrThrow() const {
+    T out;
+    Status s = proto::DecodeMeta(meta(), &out);
+    if (!s.ok())
+      throw std::runtime_error(std::string("malformed ") + proto::TypeName(type) + ": " +
+                               s.message());
+    return out;
+  }
+};
+
+class Inbox {
+ public:
+  using Handler = std::function<void(Envelope&)>;
+
+  Inbox();
+  ~Inbox();
+  Inbox(const Inbox&) = delete;
+  Inbox& operator=(const Inbox&) = delete;
+
+  // Binds tcp://<host>:<port> (port 0: ephemeral). Advertised address uses `advertise_host`
+  // when given (binding 0.0.0.0 for other hosts to reach).
+  Status Bind(const std::string& host, int port = 0, const std::string& advertise_host = "");
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+  void SetMaxMessageBytes(long long bytes) { max_message_bytes_ = bytes; }
+
+  // Polls `fd` on the inbox thread; on_readable runs there. Call before Start() or from
+  // the inbox thread.
+  void AddFd(int fd, std::function<void()> on_readable);
+  // Calls `tick` on the inbox thread about every `period_ms`.
+  void SetTick(int period_ms, std::function<void()> tick);
+  // Changes the tick period (thread-safe); takes effect after the next tick.
+  void SetTickPeriod(int period_ms);
+
+  // Starts the inbox thread. `handler` runs on it for every well-formed message; malformed
+  // ones are answered with a kError and logged, and the inbox keeps serving. An exception
+  // from the handler, the tick, a posted function or an fd callback is caught and logged
+  // (rate-limited); the loop goes on.
+  void Start(Handler handler, const std::string& thread_name = "orrery-inbox");
+  // Runs `fn` on the inbox thread soon (thread-safe).
+  void Post(std::function<void()> fn);
+  // Stops and joins the thread. Idempotent.
+  void Stop();
+  // True on the thread that currently runs this inbox's loop.
+  bool OwnsLoop() const;
+  // From inside a handler on the loop thread: a new thread takes the loop over (running
+  // `first` before it polls), and this thread leaves the loop once its handler returns.
+  // Lets a handler that runs user code block without stopping the inbox. An inbox that has
+  // handed off is never stopped (its loop thread is detached); workers end with _exit.
+  void HandOff(std::function<void()> first);
+
+ private:
+  void Loop();
+  void RunLoop(uint64_t generation);
+  void Wake();
+  void HandleRaw(std::vector<zmq::message_t>& frames);
+  // Runs `fn` (`what` names it in the log), catching whatever it throws.
+  void Guarded(const char* what, const std::function<void()>& fn);
+  void ReplyError(const std::string& identity, const std::string& message);
+
+  std::unique_ptr<zmq::socket_t> router_;
+  uint64_t handshake_watch_ = 0;  // security::WatchHandshakes
+  std::string address_;
+  int port_ = 0;
+  long long max_message_bytes_ = 512ll << 20;
+  int wake_fd_ = -1;
+  std::vector<std::pair<int, std::function<void()>>> fds_;
+  std::atomic<int> tick_ms_{1000};
+  std::atomic<bool> tick_changed_{false};
+  std::function<void()> tick_;
+  Handler handler_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> generation_{0};
+  Mutex posted_mu_;
+  std::vector<std::function<void()>> posted_ GUARDED_BY(posted_mu_);
+};
+
+// Bounds on the sending side of this process (docs/protocol.md "Limits").
+struct SendLimits {
+  int hwm_messages = 1 << 20;         // ZeroMQ high-water mark of each sending socket
+  int64_t peer_bytes = 64ll << 20;    // queued, unsent bytes to one peer
+  int64_t total_bytes = 512ll << 20;  // queued, unsent bytes to all peers together
+  size_t max_sockets_per_thread = 256;
+  double idle_close_s = 10;  // a socket unused this long is closed
+  // A socket that must give way (to the cap above, or idle) while it still holds messages
+  // (a slow CURVE handshake, a peer still starting) stays open outside the cap until they
+  // are delivered, for at most drain_s (ZeroMQ's handshake timeout), and at most
+  // max_draining_per_thread of them; then what it holds is dropped, with a warning.
+  double drain_s = 30;
+  size_t max_draining_per_thread = 4096;
+};
+// Applies to sockets opened afterwards (the byte caps: to every later send).
+void SetSendLimits(const SendLimits& limits);
+SendLimits GetSendLimits();
+
+// Bytes queued and not yet handed to the kernel, over all peers (with a fixed per-frame
+// overhead, so that many small messages count too).
+int64_t QueuedBytes();
+// The number of sending sockets the calling thread holds, not counting those draining
+// (SendLimits::drain_s), which ThreadDrainingCount counts.
+size_t ThreadSocketCount();
+size_t ThreadDrainingCount();
+
+// Sends frame0 (+ payload) to the inbox at `address` from the calling thread, without
+// blocking. Unavailable, with the message dropped, when the queue to that peer or all
+// queues together are full: a message is queued when it fits under the caps, or when it is
+// the only one queued (so that one large value always goes).
+[[nodiscard]] Status TrySendFrames(const std::string& address, const std::string& frame0,
+                                   const std::string* payload);
+// TrySendFrames for fire-and-forget messages: a drop is logged (rate-limited).
+void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload);
+
+template <typename Meta>
+void Send(const std::string& address, proto::MsgType type, const Meta& meta,
+          const std::string* payload = nullptr) {
+  SendFrames(address, proto::EncodeFrame(type, meta), payload);
+}
+
+template <typename Meta>
+[[nodiscard]] Status TrySend(const std::string& address, proto::MsgType type, const Meta& meta,
+                             const std::string* payload = nullptr) {
+  return TrySendFrames(address, proto::EncodeFrame(type, meta), payload);
+}
+
+// Closes the calling thread's sending sockets (they close at thread exit anyway).
+void CloseThreadSockets();
+// Closes the calling thread's sockets that have been idle for SendLimits::idle_close_s.
+// Every send does this too; inbox loops call it on every pass so that a thread that stops
+// sending lets its sockets go.
+void SweepThreadSockets();
+// The peer at `address` is gone for good: every thread closes its socket to it on its next
+// send, so ZeroMQ stops reconnecting to it.
+void MarkPeerGone(const std::string& address);
+
+}  // namespace orrery::transport

@@ -1,0 +1,230 @@
+// The node daemon (docs/architecture.md "Node"): registers the host's resources and labels
+// with the head, starts one worker process per actor (and task workers for leases) through
+// the zygote, hands them their assignment, supervises them and reports exits to the head.
+// All state lives on the node's inbox thread.
+//
+// One class, in five files along its seams: node_service.cc (the head link: registration,
+// heartbeat, dispatch, the memory monitor's tick), node_spawn.cc (executables checked by
+// SHA-256 and fetched from the head, spawns through the zygotes), node_workers.cc (worker
+// registration, assignment, devices, kills, deaths and exits), node_leases.cc (task leases),
+// node_jobs.cc (submitted jobs' drivers, workers' logs).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/internal/call_stats.h"
+#include "node/src/log_monitor.h"
+#include "node/src/memory_monitor.h"
+#include "objects/internal/node_object_plane.h"
+#include "node/src/zygote_pool.h"
+#include "core/internal/metrics_server.h"
+#include "core/internal/protocol.h"
+#include "core/internal/thread_annotations.h"
+#include "core/internal/transport.h"
+#include "orrery/config.h"
+#include "orrery/ids.h"
+#include "orrery/status.h"
+
+namespace orrery::node {
+
+using objects::NodeObjectPlane;
+using objects::ObjectPlaneOptions;
+
+struct NodeOptions {
+  std::string head_address;
+  std::string bind_host = "127.0.0.1";
+  std::string advertise_host;
+  Resources resources;
+  Labels labels;
+  // The command line of the executable workers run when a request names none (the
+  // embedded node: the driver itself). Requests from drivers elsewhere name theirs.
+  std::vector<std::string> worker_argv;
+  std::map<std::string, std::string> worker_env;  // passed to every worker
+  int idle_workers_kept = 2;
+  double idle_worker_timeout_s = 10;
+  double heartbeat_period_s = 1.0;
+  // Where executables fetched from the head are cached; empty: $ORRERY_TMPDIR (or
+  // /tmp/orrery) + "/node_binaries".
+  std::string binary_cache_dir;
+  // Device ids per accelerator kind ("TPU", "GPU", "XPU") that workers are given; kinds
+  // with a resource but no entry get 0..n-1.
+  std::map<std::string, std::vector<int>> accelerator_ids;
+  // The memory monitor (memory_monitor.h): above this fraction of memory in use a worker is
+  // killed; it reads every refresh period (0: it only reads for the heartbeat and kills
+  // nothing). Memory is read under `sysroot` ("": $ORRERY_SYSROOT, else the real host).
+  double memory_usage_threshold = 0.95;
+  int memory_monitor_refresh_ms = 250;
+  std::string sysroot;
+  // The shared-memory object store (node_object_plane.h): capacity in bytes (0: 30% of
+  // memory) and the directory it spills into (a directory of its own is made inside).
+  uint64_t object_store_memory = 0;
+  std::string object_spill_dir;
+  // Where workers' and submitted jobs' stdout and stderr go (docs/logs.md); empty:
+  // $ORRERY_TMPDIR (or /tmp/orrery) + "/logs/node-<id>". A file is rotated past
+  // log_rotate_bytes, keeping log_rotate_backups old copies.
+  std::string log_dir;
+  uint64_t log_rotate_bytes = 100ull << 20;
+  int log_rotate_backups = 5;
+  // The metrics endpoint (docs/metrics.md) on bind_host: -1 none, 0 any free port.
+  int metrics_port = -1;
+};
+
+class NodeService {
+ public:
+  explicit NodeService(NodeOptions options);
+  ~NodeService();
+  // Starts the zygote and the inbox, then registers with the head and waits for its answer.
+  Status Start(int register_timeout_ms = 10000);
+  void Stop();
+  const std::string& address() const { return inbox_.address(); }
+  const NodeId& id() const { return id_; }
+  // "host:port" of GET /metrics; "" when metrics are off.
+  const std::string& metrics_address() const { return metrics_address_; }
+
+ private:
+  struct Worker {
+    std::string id;  // binary WorkerId
+    int pid = 0;
+    std::string address;       // control
+    std::string call_address;  // calls
+    bool is_actor = false;
+    proto::StartActorMsg actor;
+    bool has_lease = false;
+    proto::LeaseRequestMsg lease;
+    bool ready = false;     // assignment accepted
+    bool reported = false;  // death already reported to the head
+    bool kill_requested = false;
+    std::string kill_reason;
+    // The error kind its death reports when not the default.
+    proto::ErrorKind kill_kind = proto::ErrorKind::kNone;
+    double started = 0;  // when it took its current actor or lease (for the memory monitor)
+    double idle_since = 0;
+    double wall_started = 0;        // when its process was asked for, seconds since the epoch
+    std::vector<std::string> argv;  // while waiting for the executable
+    std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
+    std::map<std::string, std::vector<int>> devices;  // accelerator ids this process owns
+    std::map<std::string, std::string> device_env;    // what makes them visible to it
+  };
+
+  // Marks a submitted job among the waiters for an executable (awaiting_binary_).
+  static constexpr const char* kJobWaiter = "job:";
+  // A submitted job's driver process (node_jobs.cc).
+  struct JobProcess {
+    proto::StartJobMsg start;
+    int pid = 0;
+    bool stop_requested = false;
+    double stop_since = 0;
+    double wall_started = 0;
+  };
+
+  void Handle(transport::Envelope& env);
+  void OnStartJob(const proto::StartJobMsg& m);
+  void OnStopJob(const proto::StopJobMsg& m);
+  // `orrery list workers`: this node's worker processes and job drivers.
+  void OnListWorkers(const proto::ListWorkersMsg& m);
+  // Starts the job's driver from the executable at `path` (its SHA-256 checked).
+  void LaunchJob(JobProcess& j, const std::string& path);
+  // Reaps ended drivers and reports them; kills those that ignored a stop for too long.
+  void CheckJobs();
+  void SendJobEvent(const std::string& submission_id, proto::JobEventKind kind, int pid,
+                    int exit_code, const std::string& cause);
+  // The executable with this hash was fetched (error empty) or could not be: start the job.
+  void OnJobExecutable(const std::string& submission_id, const std::string& hash,
+                       const std::string& error);
+  void StopJobs();
+  // What a worker's log lines are attributed to (its actor or lease, its job).
+  proto::LogLinesMsg LogSource(const Worker& w) const;
+  void WatchLogs(const Worker& w);
+  // Asks the head for the executable `hash` (and whether a job registered it) unless a
+  // request for it is out already; `waiter` (a worker id, or kJobWaiter + a submission id)
+  // is resumed by OnBinaryReply.
+  void AwaitExecutable(const std::string& hash, const std::string& path, const std::string& waiter);
+  void OnStartActor(const proto::StartActorMsg& m);
+  void OnGrantLease(const proto::LeaseRequestMsg& r);
+  void OnReleaseLease(const std::string& lease_id);
+  void OnKillWorker(const proto::KillWorkerMsg& m);
+  void OnWorkerRegister(const proto::WorkerRegisterMsg& m);
+  void OnAssignReply(const proto::AssignReplyMsg& m);
+  void OnSpawned(uint64_t request, int pid);
+  void OnExited(int pid, const std::string& how);
+  void Tick();
+  // Renders the metrics for the server (every tick at most once a second).
+  void RenderMetrics(double now);
+  // On every tick: reads memory and, above the threshold, kills one worker (memory_monitor.h).
+  void CheckMemory();
+  void SendRegistration(bool alive);
+
+  // Creates the worker record and spawns its process, or queues it until the driver's
+  // executable (named by hash) has been fetched from the head. On failure the record has
+  // kill_requested set with the reason.
+  Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
+                    const std::string& arch, const Resources& demand);
+  void Spawn(Worker& w, const std::vector<std::string>& argv);
+  // The local path of the executable with this SHA-256: `path` when its content has it, else
+  // the cached copy when its content has it; empty when it must be fetched.
+  std::string LocalExecutable(const std::string& path, const std::string& hash);
+  // Whether the file at `path` has this SHA-256 (remembered per file identity).
+  bool HasContent(const std::string& path, const std::string& hash);
+  void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
+  void FailWorker(Worker& w, const std::string& reason);
+  // Takes whole devices for `demand` (TPU/GPU/XPU) and returns the environment that makes
+  // exactly them visible to the worker; InvalidArgument for a TPU amount a process cannot
+  // hold, Unavailable when the devices are not free.
+  Result<std::map<std::string, std::string>> AssignDevices(Worker& w, const Resources& demand);
+  void ReleaseDevices(Worker& w);
+  void Erase(const std::string& worker_id);
+  // A spawn request its zygote will never answer (it died, or could not take it).
+  void OnSpawnFailed(uint64_t request, const std::string& cause);
+  void Kill(Worker& w, const std::string& reason);
+  void GrantTo(Worker& w);
+  void LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
+                   const std::string& message);
+  void ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause);
+  Worker* ByActor(const std::string& actor_id);
+  Worker* ByLease(const std::string& lease_id);
+
+  NodeOptions options_;
+  NodeId id_;
+  std::string secret_;  // sent with every node-scoped message (RegisterNodeMsg::node_secret)
+  transport::Inbox inbox_;
+  // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
+  // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
+  std::unique_ptr<ZygotePool> zygotes_;
+  std::map<std::string, Worker> workers_;
+  std::map<int, std::string> by_pid_;
+  std::map<uint64_t, std::string> by_spawn_;
+  uint64_t next_spawn_ = 1;
+  std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
+  std::map<std::string, uint64_t> fetch_nonce_;  // hash -> request id of the head's expected reply
+  // Executables the head said a job registered: the only ones this node runs (besides its
+  // own worker_argv), and only from a file whose SHA-256 matches.
+  std::set<std::string> vouched_;
+  std::map<std::string, std::pair<ExecutableIdentity, std::string>>
+      hash_cache_;                                        // path -> (file, hash)
+  std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
+  MemoryMonitor memory_;
+  // Started with the inbox; its own lock guards what its server threads share.
+  std::unique_ptr<NodeObjectPlane> objects_;
+  std::string oom_victim_;  // the worker killed for memory, until its process is gone
+  double oom_victim_since_ = 0;
+  double last_heartbeat_ = 0;
+  std::unique_ptr<LogMonitor> logs_;
+  bool own_log_dir_ = false;  // made for this node (no log_dir given): removed when it stops
+  std::map<std::string, JobProcess> jobs_;  // by submission id
+  NodeCallStats call_stats_;                // the workers' kWorkerStats reports
+  std::unique_ptr<metrics::MetricsServer> metrics_;
+  std::string metrics_address_;  // set before the inbox starts
+  double metrics_rendered_ = 0;
+
+  // Everything above is used on the inbox thread only (Stop touches workers_ once that
+  // thread has ended): no lock. Only the registration handshake crosses threads.
+  Mutex mu_;
+  CondVar cv_;
+  bool registered_ GUARDED_BY(mu_) = false;
+};
+
+}  // namespace orrery::node

@@ -1,0 +1,294 @@
+// Submitted jobs and logs on the node (node_service.h; docs/jobs.md, docs/logs.md): the
+// drivers that `orrery job submit` asked the head to run here, started from the executable
+// the head vouched for (checked by SHA-256), watched until they exit; and what each
+// worker's log lines are attributed to.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "node/internal/node_service.h"
+#include "core/internal/clock.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
+
+extern char** environ;
+
+namespace orrery::node {
+
+using proto::MsgType;
+
+namespace {
+
+// A driver told to stop is killed (its whole process group) after this long.
+constexpr double kStopGraceS = 5;
+constexpr size_t kMaxJobs = 1000;
+constexpr size_t kMaxJobArgs = 4096;
+constexpr size_t kMaxJobArgBytes = 1 << 20;
+
+bool ValidSubmissionId(const std::string& id) {
+  return !id.empty() && id.size() <= 64 &&
+         id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+}
+
+std::string HexId(const std::string& binary) {
+  return binary.size() == UniqueId::kSize ? UniqueId::FromBinary(binary).Hex() : "";
+}
+
+// How a process ended, as an exit code: its status, or 128 + the signal that killed it.
+int ExitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::string Describe(int status) {
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  return "exited with code " + std::to_string(ExitCode(status));
+}
+
+}  // namespace
+
+proto::LogLinesMsg NodeService::LogSource(const Worker& w) const {
+  proto::LogLinesMsg s;
+  s.pid = w.pid;
+  if (w.is_actor) {
+    s.job_id = HexId(w.actor.spec.job_id);
+    s.actor_id = HexId(w.actor.spec.actor_id);
+    // The factory is "Counter::Create": the prefix names the class, as Ray's does.
+    s.name = w.actor.spec.factory;
+    if (size_t colons = s.name.rfind("::"); colons != std::string::npos && colons > 0)
+      s.name.resize(colons);
+  } else {
+    s.job_id = w.has_lease ? HexId(w.lease.job_id) : "";
+    s.name = "task";
+  }
+  return s;
+}
+
+void NodeService::WatchLogs(const Worker& w) {
+  if (w.pid <= 0) return;
+  logs_->Watch(w.pid, options_.log_dir + "/worker-" + std::to_string(w.pid), LogSource(w));
+}
+
+void NodeService::SendJobEvent(const std::string& submission_id, proto::JobEventKind kind, int pid,
+                               int exit_code, const std::string& cause) {
+  proto::JobEventMsg ev;
+  ev.kind = int(kind);
+  ev.submission_id = submission_id;
+  ev.node_id = id_.Binary();
+  ev.node_secret = secret_;
+  ev.pid = pid;
+  ev.exit_code = exit_code;
+  ev.cause = cause;
+  transport::Send(options_.head_address, MsgType::kJobEvent, ev);
+}
+
+void NodeService::OnStartJob(const proto::StartJobMsg& m) {
+  if (!ValidSubmissionId(m.submission_id)) {
+    LOG_WARN("node: ignored a job start with a malformed submission id");
+    return;
+  }
+  if (jobs_.count(m.submission_id)) return;  // a resend: it runs already
+  auto refuse = [&](const std::string& why) {
+    SendJobEvent(m.submission_id, proto::JobEventKind::kFailedToStart, 0, -1, why);
+  };
+  size_t arg_bytes = 0;
+  for (const auto& a : m.argv) arg_bytes += a.size();
+  for (const auto& [k, v] : m.env) arg_bytes += k.size() + v.size();
+  if (m.argv.empty() || m.argv.size() > kMaxJobArgs || arg_bytes > kMaxJobArgBytes)
+    return refuse("the job's command line is empty or too long");
+  if (!IsContentHash(m.binary_hash))
+    return refuse("the job's executable hash is not a SHA-256 (64 lowercase hex characters)");
+  if (!m.arch.empty() && m.arch != MachineArch())
+    return refuse("node " + id_.Hex().substr(0, 12) + " runs on " + MachineArch() +
+                  ", but the job's executable is built for " + m.arch);
+  if (jobs_.size() >= kMaxJobs) return refuse("node runs too many jobs already");
+  JobProcess& j = jobs_[m.submission_id];
+  j.start = m;
+  std::string local = vouched_.count(m.binary_hash) ? LocalExecutable("", m.binary_hash) : "";
+  if (!local.empty()) return LaunchJob(j, local);
+  AwaitExecutable(m.binary_hash, "", kJobWaiter + m.submission_id);
+}
+
+void NodeService::OnJobExecutable(const std::string& submission_id, const std::string& hash,
+                                  const std::string& error) {
+  auto it = jobs_.find(submission_id);
+  if (it == jobs_.end() || it->second.pid != 0) return;
+  std::string local = error.empty() ? LocalExecutable("", hash) : "";
+  if (local.empty()) {
+    SendJobEvent(submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
+                 "the job's executable could not be fetched from the head" +
+                     (error.empty() ? std::string() : ": " + error));
+    jobs_.erase(it);
+    return;
+  }
+  LaunchJob(it->second, local);
+}
+
+void NodeService::LaunchJob(JobProcess& j, const std::string& path) {
+  const std::string& sid = j.start.submission_id;
+  std::string cwd = options_.log_dir + "/../jobs/" + sid;
+  std::error_code ec;
+  std::filesystem::create_directories(cwd, ec);
+  std::string stem = options_.log_dir + "/job-" + sid;
+  std::string out_path = stem + ".out", err_path = stem + ".err";
+  // Everything the child needs is made before fork(): after it, only async-signal-safe calls.
+  std::vector<std::string> args = j.start.argv;
+  args[0] = path;
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = kv.substr(0, eq);
+    // The node's own role and sockets are not the driver's.
+    if (key.rfind("ORRERY_", 0) == 0 && key != "ORRERY_TMPDIR") continue;
+    env[key] = kv.substr(eq + 1);
+  }
+  for (const auto& [k, v] : options_.worker_env) env[k] = v;  // credentials, tunables
+  for (const auto& [k, v] : j.start.env) env[k] = v;
+  std::vector<std::string> env_strings;
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t self = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);  // `orrery job stop` signals the driver's whole group
+    // The node daemon blocks its stop signals and ignores SIGPIPE; exec keeps both, and the
+    // driver must start as any program does (SIGTERM from `orrery job stop` must reach it).
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != self) _exit(127);
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (out >= 0) dup2(out, 1);
+    if (err >= 0) dup2(err, 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    if (chdir(cwd.c_str()) != 0) _exit(126);
+    execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "orrery: the job's executable could not be started\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  if (pid < 0) {
+    std::string why = std::string("fork: ") + std::strerror(errno);
+    SendJobEvent(sid, proto::JobEventKind::kFailedToStart, 0, -1, why);
+    jobs_.erase(sid);
+    return;
+  }
+  j.pid = pid;
+  j.wall_started = WallSeconds();
+  proto::LogLinesMsg source;
+  source.submission_id = sid;
+  source.name = "driver";
+  logs_->Watch(pid, stem, source);
+  LOG_INFO("node: started job " + sid + " as pid " + std::to_string(pid));
+  SendJobEvent(sid, proto::JobEventKind::kStarted, pid, 0, "");
+}
+
+void NodeService::OnStopJob(const proto::StopJobMsg& m) {
+  auto it = jobs_.find(m.submission_id);
+  if (it == jobs_.end()) return;
+  JobProcess& j = it->second;
+  if (j.pid == 0) {  // still waiting for its executable
+    SendJobEvent(m.submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
+                 "stopped before it started");
+    jobs_.erase(it);
+    return;
+  }
+  if (!j.stop_requested) {
+    j.stop_requested = true;
+    j.stop_since = MonotonicSeconds();
+    kill(-j.pid, SIGTERM);
+  }
+}
+
+void NodeService::CheckJobs() {
+  double now = MonotonicSeconds();
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    JobProcess& j = it->second;
+    int status = 0;
+    if (j.pid > 0 && waitpid(j.pid, &status, WNOHANG) == j.pid) {
+      kill(-j.pid, SIGKILL);  // what the driver left behind in its group goes with it
+      logs_->Finish(j.pid);
+      std::string cause =
+          (j.stop_requested ? "stopped: its driver " : "its driver ") + Describe(status);
+      SendJobEvent(it->first, proto::JobEventKind::kExited, j.pid, ExitCode(status), cause);
+      it = jobs_.erase(it);
+      continue;
+    }
+    if (j.pid > 0 && j.stop_requested && now - j.stop_since > kStopGraceS) kill(-j.pid, SIGKILL);
+    ++it;
+  }
+}
+
+void NodeService::OnListWorkers(const proto::ListWorkersMsg& m) {
+  if (m.reply_to.empty()) return;
+  proto::ListWorkersReplyMsg reply;
+  reply.request_id = m.request_id;
+  reply.node_id = id_.Hex();
+  for (const auto& [id, w] : workers_) {
+    if (reply.workers.size() >= proto::kMaxListedWorkers) {
+      reply.truncated = true;
+      break;
+    }
+    proto::WorkerInfoMsg info;
+    info.pid = w.pid;
+    info.kind = w.is_actor ? "actor" : "task";
+    info.state = w.kill_requested            ? "STOPPING"
+                 : !w.ready                  ? "STARTING"
+                 : w.is_actor || w.has_lease ? "BUSY"
+                                             : "IDLE";
+    proto::LogLinesMsg source = LogSource(w);
+    info.job_id = source.job_id;
+    info.actor_id = source.actor_id;
+    info.lease_id = w.has_lease ? w.lease.lease_id : "";
+    info.name = source.name;
+    info.start_time = w.wall_started;
+    info.resources = w.is_actor ? w.actor.spec.options.resources : w.lease.resources;
+    reply.workers.push_back(std::move(info));
+  }
+  for (const auto& [sid, j] : jobs_) {
+    if (reply.workers.size() >= proto::kMaxListedWorkers) {
+      reply.truncated = true;
+      break;
+    }
+    proto::WorkerInfoMsg info;
+    info.pid = j.pid;
+    info.kind = "job";
+    info.state = j.stop_requested ? "STOPPING" : j.pid > 0 ? "BUSY" : "STARTING";
+    info.name = "driver";
+    info.job_id = sid;  // a submitted job is known by its submission id
+    info.start_time = j.wall_started;
+    reply.workers.push_back(std::move(info));
+  }
+  transport::Send(m.reply_to, MsgType::kListWorkersReply, reply);
+}
+
+void NodeService::StopJobs() {
+  for (auto& [sid, j] : jobs_) {
+    if (j.pid <= 0) continue;
+    kill(-j.pid, SIGKILL);
+    int status = 0;
+    waitpid(j.pid, &status, 0);
+  }
+  jobs_.clear();
+}
+
+}  // namespace orrery::node

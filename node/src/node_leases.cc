@@ -1,0 +1,83 @@
+// Task leases on the node (node_service.h, docs/protocol.md "Tasks and leases"): a granted
+// lease goes to an idle task worker of the same executable or to a new one; its end or its
+// worker's death is answered to the lease's holder and reported to the head.
+#include "node/internal/node_service.h"
+#include "core/internal/clock.h"
+
+namespace orrery::node {
+
+using proto::MsgType;
+
+namespace {
+double Now() { return MonotonicSeconds(); }
+}  // namespace
+
+void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
+  bool wants_devices = false;
+  for (const char* kind : {"TPU", "GPU", "XPU"})
+    wants_devices = wants_devices || r.resources.count(kind);
+  const std::string& executable = r.binary_hash;
+  for (auto& [id, w] : workers_) {
+    // An idle task worker serves another lease only for the same executable and when
+    // neither needs devices (a process's visible devices are fixed when it starts).
+    if (!w.is_actor && w.ready && !w.has_lease && !w.kill_requested && !wants_devices &&
+        w.devices.empty() && w.executable == executable) {
+      w.has_lease = true;
+      w.lease = r;
+      w.started = Now();
+      GrantTo(w);
+      return;
+    }
+  }
+  Worker& w = NewWorker(false, r.argv, r.binary_hash, r.arch, r.resources);
+  w.has_lease = true;
+  w.lease = r;
+  if (w.kill_requested) FailWorker(w, w.kill_reason);
+}
+
+void NodeService::GrantTo(Worker& w) {
+  proto::LeaseReplyMsg reply;
+  reply.request_id = w.lease.request_id;
+  reply.lease_id = w.lease.lease_id;
+  reply.ok = true;
+  reply.worker_address = w.call_address;
+  reply.control_address = w.address;
+  reply.worker_id = w.id;
+  reply.node_id = id_.Binary();
+  transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
+  if (w.pid > 0) logs_->Describe(w.pid, LogSource(w));
+}
+
+void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
+                              const std::string& message) {
+  proto::LeaseReplyMsg reply;
+  reply.request_id = r.request_id;
+  reply.lease_id = r.lease_id;
+  reply.ok = false;
+  reply.error_kind = kind;
+  reply.message = message;
+  transport::Send(r.reply_to, MsgType::kLeaseReply, reply);
+  proto::WorkerEventMsg ev;
+  ev.kind = int(proto::WorkerEventKind::kLeaseWorkerDied);
+  ev.node_id = id_.Binary();
+  ev.node_secret = secret_;
+  ev.lease_id = r.lease_id;
+  ev.cause = message;
+  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+}
+
+void NodeService::OnReleaseLease(const std::string& lease_id) {
+  if (Worker* w = ByLease(lease_id)) {
+    w->has_lease = false;
+    w->idle_since = Now();
+    if (!w->devices.empty()) Kill(*w, "its lease ended; its devices go back to the node");
+  }
+}
+
+NodeService::Worker* NodeService::ByLease(const std::string& lease_id) {
+  for (auto& [id, w] : workers_)
+    if (w.has_lease && w.lease.lease_id == lease_id) return &w;
+  return nullptr;
+}
+
+}  // namespace orrery::node

@@ -1,0 +1,320 @@
+// The node daemon's link to the head and its clock (node_service.h): registration and
+// heartbeat, the inbox's dispatch, and the memory monitor's tick (docs/architecture.md
+// "Node").
+#include "node/internal/node_service.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "node/src/node_metrics.h"
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
+#include "core/internal/security.h"
+#include "orrery/resources.h"
+
+namespace orrery::node {
+
+namespace {
+// Where a node keeps its files when told nothing else: $ORRERY_TMPDIR, else /tmp/orrery.
+std::string TmpRoot() {
+  const char* t = std::getenv("ORRERY_TMPDIR");
+  return t && *t ? t : "/tmp/orrery";
+}
+}  // namespace
+
+using proto::MsgType;
+
+namespace {
+double Now() { return MonotonicSeconds(); }
+
+// A worker killed for memory that has not exited after this long no longer holds back the
+// next kill.
+constexpr double kOomVictimGraceS = 10;
+
+std::string SysrootOf(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* env = std::getenv("ORRERY_SYSROOT");
+  return env ? env : "";
+}
+}  // namespace
+
+NodeService::NodeService(NodeOptions options)
+    : options_(std::move(options)),
+      id_(NodeId::Random()),
+      secret_(security::NewToken()),
+      memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)),
+              options_.memory_usage_threshold) {
+  for (const char* kind : {"TPU", "GPU", "XPU"}) {
+    auto it = options_.resources.find(kind);
+    if (it == options_.resources.end() || it->second < 1) continue;
+    auto ids = options_.accelerator_ids.find(kind);
+    if (ids != options_.accelerator_ids.end() && !ids->second.empty()) {
+      free_devices_[kind] = ids->second;
+    } else {
+      for (int i = 0; i < int(it->second); ++i) free_devices_[kind].push_back(i);
+    }
+  }
+  if (options_.binary_cache_dir.empty()) options_.binary_cache_dir = TmpRoot() + "/node_binaries";
+  own_log_dir_ = options_.log_dir.empty();
+  if (own_log_dir_) options_.log_dir = TmpRoot() + "/logs/node-" + id_.Hex().substr(0, 12);
+  options_.labels["orrery.io/node-id"] = id_.Hex();
+  // Workers allocate large values fresh (a task's vector argument, a result): with glibc's
+  // transparent huge pages for its big allocations such a vector fills 2.5 times faster on
+  // hosts whose THP mode is "madvise" (docs/objects.md "Speed"). A setting of the user's wins.
+  if (!std::getenv("GLIBC_TUNABLES") && !options_.worker_env.count("GLIBC_TUNABLES"))
+    options_.worker_env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1";
+  ZygoteEvents events;
+  events.spawned = [this](uint64_t req, int pid) { OnSpawned(req, pid); };
+  events.exited = [this](int pid, const std::string& how) { OnExited(pid, how); };
+  events.failed = [this](uint64_t req, const std::string& cause) { OnSpawnFailed(req, cause); };
+  zygotes_ = std::make_unique<ZygotePool>(options_.worker_env, std::move(events));
+}
+
+NodeService::~NodeService() { Stop(); }
+
+Status NodeService::Start(int register_timeout_ms) {
+  Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
+  if (!s.ok()) return s;
+  std::error_code ec;
+  std::filesystem::create_directories(options_.log_dir, ec);
+  if (ec)
+    return Status::Internal("cannot make the log directory " + options_.log_dir + ": " +
+                            ec.message());
+  LogMonitorOptions lo;
+  lo.head_address = options_.head_address;
+  lo.node_id = id_.Hex();
+  lo.node_secret = secret_;
+  lo.rotate_bytes = options_.log_rotate_bytes;
+  lo.rotate_backups = options_.log_rotate_backups;
+  logs_ = std::make_unique<LogMonitor>(lo);
+  logs_->Start();
+  ObjectPlaneOptions po;
+  po.node_id = id_;
+  po.bind_host = options_.bind_host;
+  po.advertise_host = options_.advertise_host;
+  po.capacity = options_.object_store_memory;
+  po.spill_root =
+      options_.object_spill_dir.empty() ? TmpRoot() + "/spill" : options_.object_spill_dir;
+  objects_ = std::make_unique<NodeObjectPlane>(po, inbox_);
+  s = objects_->Start();
+  if (!s.ok()) return Status(s.code(), "the node's object store: " + s.message());
+  // The tick is the heartbeat's, or the memory monitor's when that is shorter.
+  int tick_ms = int(options_.heartbeat_period_s * 1000);
+  if (options_.memory_monitor_refresh_ms > 0)
+    tick_ms = std::min(tick_ms, options_.memory_monitor_refresh_ms);
+  (void)memory_.Refresh();  // the registration carries a first reading
+  if (options_.metrics_port >= 0) {
+    metrics_ = std::make_unique<metrics::MetricsServer>();
+    auto address = metrics::StartIfEnabled(*metrics_, options_.bind_host, options_.metrics_port,
+                                           options_.advertise_host);
+    if (!address.ok()) return address.status();
+    metrics_address_ = address.value();
+    LOG_INFO("node metrics at http://" + metrics_address_ + "/metrics");
+  }
+  inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
+  inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
+  inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
+  if (!options_.worker_argv.empty()) {
+    // Start the default zygote now, so the first actor does not wait for it.
+    Mutex mu;  // guards done and st (locals: not annotated)
+    CondVar cv;
+    bool done = false;
+    Status st;
+    inbox_.Post([&] {
+      Status z = zygotes_->Prepare(options_.worker_argv);
+      MutexLock lock(&mu);
+      st = z;
+      done = true;
+      cv.NotifyAll();
+    });
+    MutexLock lock(&mu);
+    while (!done) cv.Wait(&mu);
+    if (!st.ok()) return st;
+  }
+  inbox_.Post([this] { SendRegistration(true); });
+  {
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(register_timeout_ms);
+    MutexLock lock(&mu_);
+    while (!registered_ && cv_.WaitUntil(&mu_, deadline)) {
+    }
+    if (!registered_) {
+      return Status::Unavailable("the head at " + options_.head_address +
+                                 " did not answer the node's registration");
+    }
+  }
+  LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " +
+           ToString(options_.resources));
+  return Status::Ok();
+}
+
+void NodeService::SendRegistration(bool alive) {
+  proto::RegisterNodeMsg reg;
+  reg.node = {id_.Binary(),       inbox_.address(),   alive,
+              options_.resources, options_.resources, options_.labels};
+  if (alive) {  // on the inbox thread, which owns the monitor (Stop's goodbye is not)
+    reg.node.memory_used_bytes = memory_.last().used_bytes;
+    reg.node.memory_total_bytes = memory_.last().total_bytes;
+    reg.node.memory_usage_threshold = memory_.threshold();
+    reg.node.object_store = objects_->Usage();
+    reg.node.object_store_path = objects_->arena_path();
+    reg.node.object_store_tag = objects_->tag();
+    reg.node.metrics_address = metrics_address_;
+  }
+  reg.reply_to = inbox_.address();
+  reg.node_secret = secret_;
+  transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
+}
+
+void NodeService::Stop() {
+  bool was_running = false;
+  {
+    MutexLock lock(&mu_);
+    was_running = registered_;
+    registered_ = false;
+  }
+  if (was_running) SendRegistration(false);  // from this thread: the inbox is stopping
+  inbox_.Stop();
+  StopJobs();
+  zygotes_->StopAll();  // workers die with their zygote
+  if (logs_) logs_->Stop();
+  if (own_log_dir_) {  // the embedded node's: its driver printed what mattered
+    std::error_code ec;
+    std::filesystem::remove_all(options_.log_dir, ec);
+  }
+  if (objects_) objects_->Stop();
+  if (metrics_) metrics_->Stop();
+  for (auto& [id, w] : workers_)
+    if (w.pid > 0) kill(w.pid, SIGKILL);
+  workers_.clear();
+}
+
+void NodeService::Handle(transport::Envelope& env) {
+  if (objects_ && objects_->Handle(env)) return;
+  switch (env.type) {
+    case MsgType::kAck: {
+      MutexLock lock(&mu_);
+      registered_ = true;
+      cv_.NotifyAll();
+      return;
+    }
+    case MsgType::kStartActor:
+      return OnStartActor(env.DecodeOrThrow<proto::StartActorMsg>());
+    case MsgType::kGrantLease:
+      return OnGrantLease(env.DecodeOrThrow<proto::GrantLeaseMsg>().request);
+    case MsgType::kReleaseLease:
+      return OnReleaseLease(env.DecodeOrThrow<proto::ReleaseLeaseMsg>().lease_id);
+    case MsgType::kKillWorker:
+      return OnKillWorker(env.DecodeOrThrow<proto::KillWorkerMsg>());
+    case MsgType::kWorkerRegister:
+      return OnWorkerRegister(env.DecodeOrThrow<proto::WorkerRegisterMsg>());
+    case MsgType::kAssignReply:
+      return OnAssignReply(env.DecodeOrThrow<proto::AssignReplyMsg>());
+    case MsgType::kPing: {
+      auto m = env.DecodeOrThrow<proto::PingMsg>();
+      if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
+      return;
+    }
+    case MsgType::kStartJob:
+      return OnStartJob(env.DecodeOrThrow<proto::StartJobMsg>());
+    case MsgType::kStopJob:
+      return OnStopJob(env.DecodeOrThrow<proto::StopJobMsg>());
+    case MsgType::kListWorkers:
+      return OnListWorkers(env.DecodeOrThrow<proto::ListWorkersMsg>());
+    case MsgType::kWorkerStats: {
+      auto m = env.DecodeOrThrow<proto::WorkerStatsMsg>();
+      // Only a worker of this node's counts count (it names itself in hex, as its
+      // environment does); a bad report is dropped, with no reply.
+      m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
+      if (workers_.count(m.worker_id) && !call_stats_.Update(m))
+        LOG_DEBUG("node: dropped a malformed worker stats report");
+      return;
+    }
+    case MsgType::kBinaryReply:
+      return OnBinaryReply(env.DecodeOrThrow<proto::BinaryMsg>(), env.PayloadString());
+    case MsgType::kError: {
+      proto::ErrorMsg m;
+      (void)env.Decode(&m);
+      LOG_WARN("node: a peer rejected a message: " + m.message);
+      return;
+    }
+    default:
+      throw std::runtime_error(std::string("the node does not handle ") +
+                               proto::TypeName(env.type));
+  }
+}
+
+void NodeService::Tick() {
+  CheckMemory();
+  CheckJobs();
+  RenderMetrics(Now());
+  // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
+  // heartbeat on the tick nearest to its period, never later.
+  double now = Now(), hb = options_.heartbeat_period_s;
+  double tick = options_.memory_monitor_refresh_ms > 0
+                    ? std::min(hb, options_.memory_monitor_refresh_ms / 1000.0)
+                    : hb;
+  if (now - last_heartbeat_ < hb - tick / 2) return;
+  last_heartbeat_ = now;
+  SendRegistration(true);  // the heartbeat
+  objects_->Tick(now);
+  // Idle task workers beyond the kept pool go after a while.
+  int idle = 0;
+  for (auto& [id, w] : workers_) {
+    if (w.is_actor || !w.ready || w.has_lease || w.kill_requested) continue;
+    if (++idle > options_.idle_workers_kept &&
+        now - w.idle_since > options_.idle_worker_timeout_s) {
+      Kill(w, "idle");
+    }
+  }
+}
+
+void NodeService::RenderMetrics(double now) {
+  if (!metrics_ || now - metrics_rendered_ < 1.0) return;
+  metrics_rendered_ = now;
+  NodeMetricsInput in;
+  in.node_id = id_.Hex();
+  for (const auto& [id, w] : workers_) {
+    if (w.pid > 0) ++in.worker_kinds[w.is_actor ? "actor" : w.has_lease ? "task" : "idle"];
+  }
+  in.object_store = objects_->Usage();
+  in.calls = call_stats_.Sum();
+  metrics_->SetSnapshot(NodeMetricsText(in));
+}
+
+void NodeService::CheckMemory() {
+  if (!memory_.Refresh() || options_.memory_monitor_refresh_ms <= 0) return;
+  double now = Now();
+  // One kill at a time: the victim's memory is back only once its process is gone.
+  if (!oom_victim_.empty() && workers_.count(oom_victim_) &&
+      now - oom_victim_since_ < kOomVictimGraceS)
+    return;
+  std::vector<OomCandidate> candidates;
+  std::vector<Worker*> running;
+  for (auto& [id, w] : workers_) {
+    if (w.pid <= 0 || w.kill_requested || !(w.is_actor || w.has_lease)) continue;
+    const auto& o = w.actor.spec.options;
+    // An actor is restarted while restarts are left (its incarnation counts those used).
+    bool retriable = w.is_actor ? o.max_restarts < 0 || w.actor.incarnation < o.max_restarts
+                                : w.lease.max_retries != 0;
+    candidates.push_back({id, retriable, w.started});
+    running.push_back(&w);
+  }
+  int i = ChooseOomVictim(candidates);
+  if (i < 0) return;
+  Worker& w = *running[i];
+  std::string victim = "the worker (pid " + std::to_string(w.pid) + ") " +
+                       (w.is_actor ? "of actor " + UniqueId::FromBinary(w.actor.spec.actor_id).Hex()
+                                   : "running a task");
+  std::string message = OutOfMemoryMessage(id_.Hex(), memory_.last(), memory_.threshold(), victim);
+  LOG_WARN(message);
+  w.kill_kind = proto::ErrorKind::kOutOfMemoryError;
+  oom_victim_ = w.id;
+  oom_victim_since_ = now;
+  Kill(w, message);
+}
+
+}  // namespace orrery::node

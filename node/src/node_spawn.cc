@@ -1,0 +1,271 @@
+// How the node starts worker processes (node_service.h): the executable a request names is
+// checked by its SHA-256 (fetched from the head when this host lacks it), then spawned
+// through the zygote of that executable (docs/protocol.md "Executables", docs/security.md
+// "What a node runs").
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "node/internal/node_service.h"
+#include "core/internal/clock.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+
+namespace orrery::node {
+
+using proto::MsgType;
+
+namespace {
+double Now() { return MonotonicSeconds(); }
+
+// Paths whose content hash is remembered (argv[0] of requests and cached copies).
+constexpr size_t kMaxHashedPaths = 256;
+
+RateLimitedLog stray_reply_log;
+RateLimitedLog refused_log;
+
+// A request this node will not run (an executable it cannot verify): logged, rate-limited,
+// since any authenticated peer can send such requests at will.
+void WarnRefused(const std::string& reason) {
+  uint64_t suppressed = 0;
+  if (refused_log.ShouldLog(&suppressed)) {
+    LOG_WARN("node: refused to start a worker: " + reason + RateLimitedLog::More(suppressed));
+  }
+}
+
+uint64_t RandomNonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+}
+}  // namespace
+
+NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std::string>& argv,
+                                            const std::string& hash, const std::string& arch,
+                                            const Resources& demand) {
+  std::string id = WorkerId::Random().Binary();
+  Worker& w = workers_[id];
+  w.id = id;
+  w.is_actor = is_actor;
+  w.started = Now();
+  w.wall_started = WallSeconds();
+  w.executable = hash;
+  auto env = AssignDevices(w, demand);
+  if (!env.ok()) {
+    w.kill_requested = true;
+    w.kill_reason = env.status().message();
+    return w;
+  }
+  w.device_env = env.value();
+  std::string local_arch = MachineArch();
+  if (!arch.empty() && arch != local_arch) {
+    w.kill_requested = true;
+    w.kill_reason = "node " + id_.Hex().substr(0, 12) + " runs on " + local_arch +
+                    ", but the driver's executable is built for " + arch;
+    return w;
+  }
+  if (hash.empty()) {
+    // No executable named: only this node's own worker program (the embedded node's: the
+    // driver itself). A path in a message never names what runs.
+    if (options_.worker_argv.empty()) {
+      w.kill_requested = true;
+      w.kill_reason = "the request names no executable by SHA-256, and node " +
+                      id_.Hex().substr(0, 12) + " runs nothing else";
+      WarnRefused(w.kill_reason);
+      return w;
+    }
+    Spawn(w, options_.worker_argv);
+    return w;
+  }
+  if (!IsContentHash(hash)) {
+    w.kill_requested = true;
+    w.kill_reason = "the request's executable hash is not a SHA-256 (64 lowercase hex characters)";
+    WarnRefused(w.kill_reason);
+    return w;
+  }
+  // The path is only where the executable may be found on this host; what runs is the
+  // content the head vouched for, checked here by its SHA-256.
+  w.argv = argv.empty() ? std::vector<std::string>{""} : argv;
+  if (vouched_.count(hash)) {
+    std::string path = LocalExecutable(w.argv[0], hash);
+    if (!path.empty()) {
+      std::vector<std::string> resolved = w.argv;
+      resolved[0] = path;
+      Spawn(w, resolved);
+      return w;
+    }
+  }
+  AwaitExecutable(hash, w.argv[0], id);
+  return w;
+}
+
+void NodeService::AwaitExecutable(const std::string& hash, const std::string& path,
+                                  const std::string& waiter) {
+  auto& waiting = awaiting_binary_[hash];
+  if (waiting.empty()) {
+    // Ask the head whether a job registered this executable, and for its content when this
+    // node has no copy. The nonce makes the head's the only reply that counts.
+    bool have = !LocalExecutable(path, hash).empty();
+    uint64_t nonce = RandomNonce();
+    fetch_nonce_[hash] = nonce;
+    if (!have) LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
+    proto::BinaryMsg ask{nonce, inbox_.address(), hash, "", true, ""};
+    ask.want_bytes = !have;
+    transport::Send(options_.head_address, MsgType::kFetchBinary, ask);
+  }
+  waiting.push_back(waiter);
+}
+
+bool NodeService::HasContent(const std::string& path, const std::string& hash) {
+  Result<ExecutableIdentity> file = IdentityOf(path);
+  if (!file.ok()) return false;
+  if (hash_cache_.size() >= kMaxHashedPaths && !hash_cache_.count(path)) hash_cache_.clear();
+  auto& cached = hash_cache_[path];
+  if (cached.first != file.value() || cached.second.empty())
+    cached = {file.value(), HashFile(path)};
+  return cached.second == hash;
+}
+
+std::string NodeService::LocalExecutable(const std::string& path, const std::string& hash) {
+  if (!path.empty() && HasContent(path, hash)) return path;
+  std::string cached_path = options_.binary_cache_dir + "/" + hash;
+  if (access(cached_path.c_str(), X_OK) == 0 && HasContent(cached_path, hash)) return cached_path;
+  return "";
+}
+
+void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
+  auto nonce = fetch_nonce_.find(m.hash);
+  if (nonce == fetch_nonce_.end() || nonce->second != m.request_id) {
+    uint64_t suppressed = 0;
+    if (stray_reply_log.ShouldLog(&suppressed)) {
+      LOG_WARN("node: dropped an executable reply that answers no request of this node" +
+               RateLimitedLog::More(suppressed));
+    }
+    return;
+  }
+  fetch_nonce_.erase(nonce);
+  auto waiting = std::move(awaiting_binary_[m.hash]);
+  awaiting_binary_.erase(m.hash);
+  std::string error;
+  std::string path = options_.binary_cache_dir + "/" + m.hash;
+  if (!m.ok) {
+    error = "the head does not vouch for it: " + m.message;
+  } else if (bytes.empty()) {
+    vouched_.insert(m.hash);  // this node has a copy (checked again below)
+  } else if (HashBytes(bytes) != m.hash) {
+    error = "the executable fetched from the head does not match its SHA-256 " + m.hash;
+  } else {
+    vouched_.insert(m.hash);
+    std::error_code ec;
+    std::filesystem::create_directories(options_.binary_cache_dir, ec);
+    chmod(options_.binary_cache_dir.c_str(), 0700);
+    std::string tmp = path + ".tmp" + std::to_string(getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(bytes.data(), std::streamsize(bytes.size()));
+      if (!out) error = "cannot write " + tmp;
+    }
+    if (error.empty()) {
+      chmod(tmp.c_str(), 0755);
+      std::filesystem::rename(tmp, path, ec);
+      if (ec) error = "cannot store " + path + ": " + ec.message();
+    }
+  }
+  if (error.empty() && !bytes.empty()) LOG_INFO("node: cached the driver's executable as " + path);
+  if (!error.empty()) WarnRefused("executable " + m.hash + ": " + error);
+  for (const auto& id : waiting) {
+    if (id.rfind(kJobWaiter, 0) == 0) {
+      OnJobExecutable(id.substr(std::strlen(kJobWaiter)), m.hash, error);
+      continue;
+    }
+    auto it = workers_.find(id);
+    if (it == workers_.end()) continue;
+    Worker& w = it->second;
+    if (!error.empty()) {
+      FailWorker(w,
+                 "the driver's executable is not on this node and could not be fetched: " + error);
+      continue;
+    }
+    if (w.kill_requested) {
+      FailWorker(w, w.kill_reason);
+      continue;
+    }
+    // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
+    std::string local = LocalExecutable(w.argv[0], m.hash);
+    if (local.empty()) {
+      WarnRefused("no file on this node has the SHA-256 " + m.hash);
+      FailWorker(w,
+                 "no file on this node has the SHA-256 " + m.hash + " of the driver's executable");
+      continue;
+    }
+    std::vector<std::string> argv = w.argv;
+    argv[0] = local;
+    Spawn(w, argv);
+  }
+}
+
+void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
+  uint64_t req = next_spawn_++;
+  by_spawn_[req] = w.id;
+  std::map<std::string, std::string> env;
+  env["ORRERY_ROLE"] = "worker";
+  env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(w.id)).Hex();
+  env["ORRERY_NODE_ADDRESS"] = inbox_.address();
+  env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
+  env["ORRERY_NODE_ID"] = id_.Hex();
+  // What the worker names as its executable when it submits work itself.
+  if (!w.executable.empty()) env["ORRERY_EXECUTABLE_HASH"] = w.executable;
+  for (const auto& [k, v] : w.device_env) env[k] = v;
+  // The worker writes its stdout and stderr to worker-<pid>.out/.err there (zygote.cc).
+  env["ORRERY_WORKER_LOG_DIR"] = options_.log_dir;
+  Status s = zygotes_->Spawn(argv, req, env);
+  if (!s.ok()) {
+    by_spawn_.erase(req);
+    LOG_ERROR("cannot start a worker: " + s.message());
+    w.kill_requested = true;
+    w.kill_reason = "the worker process could not be started: " + s.message();
+  }
+}
+
+void NodeService::OnSpawned(uint64_t request, int pid) {
+  auto it = by_spawn_.find(request);
+  if (it == by_spawn_.end()) return;
+  std::string id = it->second;
+  by_spawn_.erase(it);
+  auto w = workers_.find(id);
+  if (w == workers_.end()) {
+    if (pid > 0) kill(pid, SIGKILL);
+    return;
+  }
+  if (pid <= 0) {
+    std::string cause = "the worker process could not be forked";
+    if (w->second.is_actor) ActorDied(w->second, proto::ErrorKind::kActorDiedError, cause);
+    if (w->second.has_lease) LeaseFailed(w->second.lease, proto::ErrorKind::kError, cause);
+    Erase(id);
+    return;
+  }
+  if (w->second.pid == 0) {
+    w->second.pid = pid;
+    by_pid_[pid] = id;
+    WatchLogs(w->second);
+  }
+  if (w->second.kill_requested) kill(pid, SIGKILL);
+}
+
+void NodeService::OnSpawnFailed(uint64_t request, const std::string& cause) {
+  auto it = by_spawn_.find(request);
+  if (it == by_spawn_.end()) return;
+  std::string id = it->second;
+  by_spawn_.erase(it);
+  auto w = workers_.find(id);
+  if (w == workers_.end()) return;
+  if (w->second.pid > 0) kill(w->second.pid, SIGKILL);  // registered before the answer came
+  FailWorker(w->second, "the worker process could not be started: " + cause);
+}
+
+}  // namespace orrery::node

@@ -1,0 +1,229 @@
+// The node's workers once started (node_service.h): their registration and assignment,
+// their devices, kills, deaths and exits, reported to the head (docs/architecture.md "Node").
+#include <signal.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "node/internal/node_service.h"
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
+#include "orrery/tpu.h"
+
+namespace orrery::node {
+
+using proto::MsgType;
+
+namespace {
+double Now() { return MonotonicSeconds(); }
+}  // namespace
+
+void NodeService::FailWorker(Worker& w, const std::string& reason) {
+  if (w.is_actor) ActorDied(w, proto::ErrorKind::kActorDiedError, reason);
+  if (w.has_lease) LeaseFailed(w.lease, proto::ErrorKind::kError, reason);
+  Erase(w.id);
+}
+
+Result<std::map<std::string, std::string>> NodeService::AssignDevices(Worker& w,
+                                                                      const Resources& demand) {
+  std::map<std::string, std::string> env;
+  nlohmann::json ids_json = nlohmann::json::object();
+  for (const char* kind : {"TPU", "GPU", "XPU"}) {
+    auto it = demand.find(kind);
+    if (it == demand.end() || it->second <= 0) continue;
+    auto& free = free_devices_[kind];
+    int total = int(options_.resources.count(kind) ? options_.resources.at(kind) : 0);
+    std::vector<int> ids;
+    if (it->second < 1) {
+      // A fraction shares one device with other fractional holders: not exclusive.
+      auto all = options_.accelerator_ids.count(kind) ? options_.accelerator_ids.at(kind)
+                                                      : std::vector<int>{0};
+      ids.push_back(free.empty() ? all.front() : free.front());
+    } else {
+      int n = int(it->second);
+      if (std::string(kind) == "TPU") {
+        Status s = tpu::ValidateChipsPerProcess(n, total);
+        if (!s.ok())
+          return Status::InvalidArgument("a worker cannot take " + std::to_string(n) +
+                                         " TPU chips: " + s.message());
+      }
+      if (int(free.size()) < n) {
+        return Status::Unavailable("node " + id_.Hex().substr(0, 12) + " has " +
+                                   std::to_string(free.size()) + " free " + kind +
+                                   " device(s), the worker needs " + std::to_string(n));
+      }
+      ids.assign(free.begin(), free.begin() + n);
+      free.erase(free.begin(), free.begin() + n);
+      w.devices[kind] = ids;
+    }
+    std::string list;
+    for (int i : ids) list += (list.empty() ? "" : ",") + std::to_string(i);
+    if (std::string(kind) == "TPU") {
+      for (const auto& [k, v] : tpu::VisibleChipsEnv(ids, total)) env[k] = v;
+    } else if (std::string(kind) == "GPU") {
+      env["CUDA_VISIBLE_DEVICES"] = list;
+    } else {
+      env["ZE_AFFINITY_MASK"] = list;
+    }
+    ids_json[kind] = ids;
+  }
+  env["ORRERY_ACCELERATOR_IDS"] = ids_json.dump();
+  return env;
+}
+
+void NodeService::ReleaseDevices(Worker& w) {
+  for (auto& [kind, ids] : w.devices) {
+    auto& free = free_devices_[kind];
+    free.insert(free.end(), ids.begin(), ids.end());
+    std::sort(free.begin(), free.end());
+  }
+  w.devices.clear();
+}
+
+void NodeService::Erase(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  auto pid = by_pid_.find(it->second.pid);
+  if (pid != by_pid_.end() && pid->second == worker_id) by_pid_.erase(pid);
+  ReleaseDevices(it->second);
+  call_stats_.Retire(worker_id);
+  workers_.erase(it);
+}
+
+void NodeService::OnStartActor(const proto::StartActorMsg& m) {
+  Worker& w =
+      NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch, m.spec.options.resources);
+  w.actor = m;
+  if (w.kill_requested) FailWorker(w, w.kill_reason);
+}
+
+void NodeService::Kill(Worker& w, const std::string& reason) {
+  if (!w.kill_requested) {
+    w.kill_requested = true;
+    w.kill_reason = reason;
+  }
+  if (w.pid > 0) {
+    kill(w.pid, SIGKILL);
+    // The head counts a killed worker's resources free at once and may place the next
+    // worker on its devices before this one is reaped: they go back now, not at the reap
+    // (a new worker that found none free failed at start).
+    ReleaseDevices(w);
+  }
+}
+
+void NodeService::OnKillWorker(const proto::KillWorkerMsg& m) {
+  Worker* w = !m.actor_id.empty() ? ByActor(m.actor_id) : ByLease(m.lease_id);
+  if (w) Kill(*w, m.reason);
+}
+
+void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
+  auto it = workers_.find(UniqueId::FromHex(m.worker_id).Binary());
+  if (it == workers_.end()) {
+    LOG_WARN("node: unknown worker " + m.worker_id + " registered; telling it to exit");
+    transport::Send(m.address, MsgType::kExit, proto::PingMsg{});
+    return;
+  }
+  Worker& w = it->second;
+  w.address = m.address;
+  w.call_address = m.call_address.empty() ? m.address : m.call_address;
+  if (w.pid == 0) {
+    w.pid = m.pid;
+    by_pid_[m.pid] = w.id;
+    WatchLogs(w);
+  }
+  if (w.kill_requested) {
+    Kill(w, w.kill_reason);
+    return;
+  }
+  proto::AssignMsg a;
+  a.worker_id = m.worker_id;
+  a.is_actor = w.is_actor;
+  if (w.is_actor) a.actor = w.actor;
+  a.node_id = id_.Binary();
+  a.head_address = options_.head_address;
+  transport::Send(w.address, MsgType::kAssign, a);
+}
+
+void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
+  auto it = workers_.find(UniqueId::FromHex(m.worker_id).Binary());
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  if (!m.ok) {
+    std::string cause =
+        "the creation of the actor failed: " + (m.error_type.empty() ? "" : m.error_type + ": ") +
+        m.message;
+    if (w.is_actor) {
+      ActorDied(w, proto::ErrorKind::kCreationFailed, cause);
+    } else if (w.has_lease) {
+      LeaseFailed(w.lease, proto::ErrorKind::kError, cause);
+      w.has_lease = false;
+    }
+    Kill(w, cause);
+    return;
+  }
+  w.ready = true;
+  if (w.is_actor) {
+    proto::WorkerEventMsg ev;
+    ev.kind = int(proto::WorkerEventKind::kActorAlive);
+    ev.node_id = id_.Binary();
+    ev.node_secret = secret_;
+    ev.actor_id = w.actor.spec.actor_id;
+    ev.incarnation = w.actor.incarnation;
+    ev.address = w.call_address;
+    ev.control_address = w.address;
+    ev.pid = w.pid;
+    transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  } else if (w.has_lease) {
+    GrantTo(w);
+  } else {
+    w.idle_since = Now();
+  }
+}
+
+void NodeService::ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause) {
+  if (w.reported || !w.is_actor) return;
+  w.reported = true;
+  proto::WorkerEventMsg ev;
+  ev.kind = int(proto::WorkerEventKind::kActorDied);
+  ev.node_id = id_.Binary();
+  ev.node_secret = secret_;
+  ev.actor_id = w.actor.spec.actor_id;
+  ev.incarnation = w.actor.incarnation;
+  ev.pid = w.pid;
+  ev.error_kind = kind;
+  ev.cause = cause;
+  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+}
+
+void NodeService::OnExited(int pid, const std::string& how) {
+  logs_->Finish(pid);
+  auto it = by_pid_.find(pid);
+  if (it == by_pid_.end()) return;
+  std::string id = it->second;
+  by_pid_.erase(it);
+  auto wit = workers_.find(id);
+  if (wit == workers_.end()) return;
+  Worker& w = wit->second;
+  std::string cause = w.kill_requested
+                          ? w.kill_reason
+                          : "its worker process (pid " + std::to_string(pid) + ") " + how;
+  if (w.is_actor)
+    ActorDied(
+        w, w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kActorDiedError : w.kill_kind,
+        cause);
+  if (w.has_lease)
+    LeaseFailed(
+        w.lease,
+        w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kWorkerDied : w.kill_kind,
+        cause);
+  if (objects_) objects_->OnProcessExit(w.address);
+  Erase(id);
+}
+
+NodeService::Worker* NodeService::ByActor(const std::string& actor_id) {
+  for (auto& [id, w] : workers_)
+    if (w.is_actor && w.actor.spec.actor_id == actor_id) return &w;
+  return nullptr;
+}
+
+}  // namespace orrery::node

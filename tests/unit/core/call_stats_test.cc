@@ -1,0 +1,105 @@
+// Call counts for the metrics (core/internal/call_stats.h, node_metrics.h): a worker's counter,
+// the node's sums over live and retired workers, malformed reports, and the node's text.
+#include "core/internal/call_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "node/src/node_metrics.h"
+
+namespace orrery {
+namespace {
+
+proto::WorkerStatsMsg Report(const std::string& worker, uint64_t finished, uint64_t failed) {
+  proto::WorkerStatsMsg m;
+  m.worker_id = worker;
+  m.started = finished + failed;
+  m.finished = finished;
+  m.failed = failed;
+  m.latency_buckets.assign(proto::kCallLatencyBuckets, 0);
+  m.latency_buckets[0] = finished + failed;
+  m.latency_sum_s = 0.0005 * double(finished + failed);
+  return m;
+}
+
+TEST(CallCounterTest, ReportsOnlyWhenSomethingChanged) {
+  CallCounter c;
+  proto::WorkerStatsMsg m;
+  EXPECT_FALSE(c.TakeIfChanged(&m));
+  c.Started();
+  c.Ended(true, 0.003);  // in the 4 ms bucket (index 2)
+  c.Started();
+  c.Ended(false, 100);  // beyond the last bound: +Inf
+  c.Started();          // still running
+  ASSERT_TRUE(c.TakeIfChanged(&m));
+  EXPECT_EQ(m.started, 3u);
+  EXPECT_EQ(m.finished, 1u);
+  EXPECT_EQ(m.failed, 1u);
+  ASSERT_EQ(m.latency_buckets.size(), proto::kCallLatencyBuckets);
+  EXPECT_EQ(m.latency_buckets[2], 1u);
+  EXPECT_EQ(m.latency_buckets.back(), 1u);
+  EXPECT_DOUBLE_EQ(m.latency_sum_s, 100.003);
+  EXPECT_FALSE(c.TakeIfChanged(&m));
+}
+
+TEST(NodeCallStatsTest, SumsLiveAndRetiredWorkersAndKeepsTheLatestReport) {
+  NodeCallStats s;
+  EXPECT_TRUE(s.Update(Report("a", 1, 0)));
+  EXPECT_TRUE(s.Update(Report("a", 5, 1)));  // cumulative: replaces the first
+  EXPECT_TRUE(s.Update(Report("b", 2, 0)));
+  s.Retire("a");  // its last report still counts
+  s.Retire("unknown");
+  auto t = s.Sum();
+  EXPECT_EQ(t.finished, 7u);
+  EXPECT_EQ(t.failed, 1u);
+  EXPECT_EQ(t.started, 8u);
+  EXPECT_EQ(t.latency.count(), 8u);
+  EXPECT_TRUE(s.Update(Report("b", 3, 0)));
+  EXPECT_EQ(s.Sum().finished, 8u);
+}
+
+TEST(NodeCallStatsTest, RefusesMalformedReports) {
+  NodeCallStats s;
+  auto short_buckets = Report("a", 1, 0);
+  short_buckets.latency_buckets.resize(3);
+  EXPECT_FALSE(s.Update(short_buckets));
+  auto long_buckets = Report("a", 1, 0);
+  long_buckets.latency_buckets.resize(1000, 1);
+  EXPECT_FALSE(s.Update(long_buckets));
+  auto nan_sum = Report("a", 1, 0);
+  nan_sum.latency_sum_s = std::nan("");
+  EXPECT_FALSE(s.Update(nan_sum));
+  auto negative = Report("a", 1, 0);
+  negative.latency_sum_s = -1;
+  EXPECT_FALSE(s.Update(negative));
+  EXPECT_EQ(s.Sum().started, 0u);
+}
+
+TEST(NodeMetricsTest, TextHasEveryFamilyWithTheNodeLabel) {
+  NodeCallStats s;
+  ASSERT_TRUE(s.Update(Report("a", 4, 1)));
+  NodeMetricsInput in;
+  in.node_id = "00ff";
+  in.worker_kinds = {{"actor", 2}};
+  in.object_store.capacity_bytes = 1000;
+  in.object_store.used_bytes = 10;
+  in.calls = s.Sum();
+  std::string text = NodeMetricsText(in);
+  for (const char* line :
+       {"orrery_worker_processes{node=\"00ff\",kind=\"actor\"} 2",
+        "orrery_worker_processes{node=\"00ff\",kind=\"idle\"} 0",
+        "orrery_object_store_used_bytes{node=\"00ff\"} 10",
+        "orrery_object_store_capacity_bytes{node=\"00ff\"} 1000",
+        "orrery_tasks_started_total{node=\"00ff\"} 5",
+        "orrery_tasks_finished_total{node=\"00ff\"} 4",
+        "orrery_tasks_failed_total{node=\"00ff\"} 1", "orrery_tasks_running{node=\"00ff\"} 0",
+        "orrery_call_latency_seconds_bucket{node=\"00ff\",le=\"0.001\"} 5",
+        "orrery_call_latency_seconds_bucket{node=\"00ff\",le=\"+Inf\"} 5",
+        "orrery_call_latency_seconds_count{node=\"00ff\"} 5"}) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
+  }
+}
+
+}  // namespace
+}  // namespace orrery

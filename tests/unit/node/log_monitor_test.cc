@@ -1,0 +1,162 @@
+// LogMonitor: files tailed into batches for the head, lines cut and escaped, rotation, and
+// the per-process rate limit. The "head" is an inbox of the test's.
+#include "node/src/log_monitor.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "core/internal/transport.h"
+#include "orrery/ids.h"
+
+namespace orrery::node {
+namespace {
+
+TEST(LogMonitorSplitTest, LinesAreCutEscapedAndKeptWhenUnfinished) {
+  std::string pending;
+  std::vector<std::string> lines;
+  LogMonitor::SplitLines("one\ntwo\r\nthr", false, &pending, &lines);
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "two"}));
+  EXPECT_EQ(pending, "thr");
+  LogMonitor::SplitLines("ee\n\x1b[31mred\n", false, &pending, &lines);
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "two", "three", "\\x1b[31mred"}));
+  EXPECT_TRUE(pending.empty());
+  LogMonitor::SplitLines("tail", true, &pending, &lines);
+  EXPECT_EQ(lines.back(), "tail");
+  lines.clear();
+  LogMonitor::SplitLines(std::string(LogMonitor::kMaxLineBytes * 2 + 5, 'x'), true, &pending,
+                         &lines);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].size(), LogMonitor::kMaxLineBytes);
+  EXPECT_EQ(lines[2], "xxxxx");
+}
+
+// Receives the monitor's batches.
+class FakeHead {
+ public:
+  FakeHead() {
+    EXPECT_TRUE(inbox_.Bind("127.0.0.1").ok());
+    inbox_.Start([this](transport::Envelope& env) {
+      if (env.type != proto::MsgType::kLogBatch) return;
+      auto b = env.DecodeOrThrow<proto::LogBatchMsg>();
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& g : b.groups) groups_.push_back(g);
+      node_secret_ = b.node_secret;
+      cv_.notify_all();
+    });
+  }
+  ~FakeHead() { inbox_.Stop(); }
+  const std::string& address() const { return inbox_.address(); }
+  // The lines received for `pid` on stdout or stderr, once at least `n` came (10 s at most).
+  std::vector<std::string> Lines(int pid, bool err, size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::vector<std::string> out;
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] {
+      out.clear();
+      for (const auto& g : groups_)
+        if (g.pid == pid && g.is_stderr == err)
+          out.insert(out.end(), g.lines.begin(), g.lines.end());
+      return out.size() >= n;
+    });
+    return out;
+  }
+  std::vector<proto::LogLinesMsg> Groups() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return groups_;
+  }
+
+ private:
+  transport::Inbox inbox_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<proto::LogLinesMsg> groups_;
+  std::string node_secret_;
+};
+
+class LogMonitorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("orrery-logs-test-" + UniqueId::Random().Hex());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::filesystem::remove_all(dir_);
+    transport::CloseThreadSockets();
+  }
+  void Append(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::app) << text;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(LogMonitorTest, NewLinesOfBothFilesReachTheHeadWithTheirSource) {
+  FakeHead head;
+  LogMonitorOptions o;
+  o.head_address = head.address();
+  o.node_id = "ab12cd";
+  LogMonitor m(o);
+  m.Start();
+  std::string stem = (dir_ / "worker-4242").string();
+  proto::LogLinesMsg source;
+  source.name = "Counter";
+  source.job_id = std::string(32, 'a');
+  m.Watch(4242, stem, source);
+  Append(stem + ".out", "first\nsecond\n");
+  Append(stem + ".err", "oops\n");
+  EXPECT_EQ(head.Lines(4242, false, 2), (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(head.Lines(4242, true, 1), (std::vector<std::string>{"oops"}));
+  source.name = "task";
+  m.Describe(4242, source);
+  Append(stem + ".out", "unfinished");
+  m.Finish(4242);  // read to the end once more: the unfinished line counts
+  EXPECT_EQ(head.Lines(4242, false, 3).back(), "unfinished");
+  for (const auto& g : head.Groups()) EXPECT_EQ(g.job_id, std::string(32, 'a'));
+  m.Stop();
+}
+
+TEST_F(LogMonitorTest, AFileAboveItsLimitIsRotated) {
+  LogMonitorOptions o;  // no head: lines are read and dropped
+  o.rotate_bytes = 1000;
+  o.rotate_backups = 2;
+  LogMonitor m(o);
+  std::string stem = (dir_ / "worker-7").string();
+  m.Watch(7, stem, {});
+  for (int round = 0; round < 3; ++round) {
+    Append(stem + ".out", std::string(1500, char('a' + round)) + "\n");
+    m.Flush();
+    EXPECT_EQ(std::filesystem::file_size(stem + ".out"), 0u);
+  }
+  std::ifstream one(stem + ".out.1"), two(stem + ".out.2");
+  std::string newest, older;
+  std::getline(one, newest);
+  std::getline(two, older);
+  EXPECT_EQ(newest, std::string(1500, 'c'));
+  EXPECT_EQ(older, std::string(1500, 'b'));
+  EXPECT_FALSE(std::filesystem::exists(stem + ".out.3"));
+}
+
+TEST_F(LogMonitorTest, AChattyProcessIsLimitedButItsFileKeepsEverything) {
+  FakeHead head;
+  LogMonitorOptions o;
+  o.head_address = head.address();
+  o.forward_bytes_per_s = 200;
+  LogMonitor m(o);
+  std::string stem = (dir_ / "worker-9").string();
+  m.Watch(9, stem, {});
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "line number " + std::to_string(i) + "\n";
+  Append(stem + ".out", text);
+  m.Flush();
+  auto got = head.Lines(9, false, 1);
+  EXPECT_GE(got.size(), 1u);
+  EXPECT_LT(got.size(), 100u);
+  EXPECT_EQ(std::filesystem::file_size(stem + ".out"), text.size());
+}
+
+}  // namespace
+}  // namespace orrery::node
