@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -71,8 +72,9 @@ class Runtime {
   // A worker's: the SHA-256 of its executable, which the actors and tasks it submits name
   // (a driver's is set by RegisterJob). Call before Start.
   void SetExecutableHash(std::string hash) { self_.binary_hash = std::move(hash); }
-  // Extra handler for messages the runtime does not handle itself (the worker's).
-  void SetExtraHandler(std::function<bool(transport::Envelope&)> handler) {
+  // Extra handler for messages the runtime does not handle itself (the worker's): what became
+  // of the message, or nullopt for a type it does not take either.
+  void SetExtraHandler(std::function<std::optional<Status>(transport::Envelope&)> handler) {
     extra_ = std::move(handler);
   }
 
@@ -138,10 +140,11 @@ class Runtime {
   Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
 
  private:
-  void Handle(transport::Envelope& env);
-  void OnCallReply(transport::Envelope& env);
+  Status Handle(transport::Envelope& env);
+  Status OnCallReply(transport::Envelope& env);
+  void OnListTasks(const proto::ListTasksMsg& msg);
   void OnGetObject(const proto::GetObjectMsg& msg);
-  void OnObjectReply(transport::Envelope& env);
+  Status OnObjectReply(transport::Envelope& env);
   void OnBorrow(const proto::BorrowMsg& msg);
   // The refs a call's result contains (ReplyMsg::contained): kept with the result.
   void KeepReplyRefs(const ObjectId& result, const std::vector<proto::ContainedRefMsg>& refs);
@@ -175,7 +178,7 @@ class Runtime {
   ActorSubmitter actors_;
   TaskSubmitter tasks_;
   JobRegistration job_;
-  std::function<bool(transport::Envelope&)> extra_;
+  std::function<std::optional<Status>(transport::Envelope&)> extra_;
   // The processes that borrow objects owned here, pinged from the tick: the borrows of one
   // that stopped answering end (docs/objects.md "Lifetime").
   Mutex watch_mu_;

@@ -1,5 +1,9 @@
 #include "actors/src/actor_submitter.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
@@ -32,13 +36,55 @@ std::shared_ptr<ActorSubmitter::ActorState> ActorSubmitter::ActorFor(const Actor
   return a;
 }
 
-void ActorSubmitter::AddOwned(const ActorId& id, bool detached, int max_task_retries) {
+void ActorSubmitter::AddOwned(const ActorId& id, bool detached, int max_task_retries,
+                              int max_pending_calls) {
   auto a = ActorFor(id, false);
   MutexLock lock(&a->mu);
   a->subscribed = true;  // the owner is subscribed by the head
   a->owned = true;
   a->detached = detached;
   a->max_task_retries = max_task_retries;
+  a->max_pending_calls = max_pending_calls;
+}
+
+uint64_t ActorSubmitter::DefaultPendingBytes() {
+  static const uint64_t budget = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t memory = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 8ull << 30;
+    return std::min<uint64_t>(1ull << 30, memory / 8);
+  }();
+  return budget;
+}
+
+void ActorSubmitter::CheckPending(const ActorId& actor, uint64_t arg_bytes) {
+  auto a = FindActor(actor);
+  if (!a) return;  // nothing pending yet
+  MutexLock lock(&a->mu);
+  size_t pending = a->queue.size() + a->inflight.size();
+  if (a->max_pending_calls < 0 || pending == 0) return;
+  if (a->max_pending_calls > 0) {
+    if (pending < size_t(a->max_pending_calls)) return;
+    throw PendingCallsLimitExceededError(
+        "actor " + actor.Hex() + " has " + std::to_string(pending) +
+        " calls pending from this process, its limit (SetMaxPendingCalls(" +
+        std::to_string(a->max_pending_calls) + ")); wait for some to finish");
+  }
+  uint64_t cost = arg_bytes + kCallOverheadBytes;
+  if (a->pending_bytes + cost <= default_pending_bytes_) return;
+  throw PendingCallsLimitExceededError(
+      "actor " + actor.Hex() + " has " + std::to_string(pending) + " calls pending from this " +
+      "process, holding " + std::to_string(a->pending_bytes >> 20) + " MiB: the default " +
+      "budget of " + std::to_string(default_pending_bytes_ >> 20) + " MiB is reached; wait for " +
+      "some to finish, or set ActorCreator::SetMaxPendingCalls");
+}
+
+void ActorSubmitter::Done(ActorState& a, const PendingCall& call) {
+  a.pending_bytes -= std::min(a.pending_bytes, call.pending_bytes);
+}
+
+void ActorSubmitter::Fail(ActorState& a, const PendingCall& call, const ObjectError& error) {
+  Done(a, call);
+  FailCall(store_, call, error);
 }
 
 void ActorSubmitter::Forget(const ActorId& id) {
@@ -58,6 +104,9 @@ void ActorSubmitter::Submit(const ActorId& actor, std::shared_ptr<PendingCall> c
     }
     call->retries_left = a->max_task_retries;
     call->unresolved = 1;
+    call->pending_bytes = kCallOverheadBytes;
+    for (const auto& slot : call->slots) call->pending_bytes += slot.bytes.size();
+    a->pending_bytes += call->pending_bytes;
     a->queue.push_back(call);
   }
   resolver_.Resolve(call, [this, actor, a, call] {
@@ -68,47 +117,105 @@ void ActorSubmitter::Submit(const ActorId& actor, std::shared_ptr<PendingCall> c
   });
 }
 
+proto::CallMsg ActorSubmitter::CallFor(const ActorId& id, const ActorState& a,
+                                       const PendingCall& call) const {
+  proto::CallMsg m;
+  m.object_id = call.return_id.Binary();
+  m.reply_to = self_.address;
+  m.actor_id = id.Binary();
+  m.seq = a.next_seq;
+  m.function = call.function;
+  m.first_pending = a.inflight.empty() ? a.next_seq : a.inflight.begin()->first;
+  return m;
+}
+
 void ActorSubmitter::Dispatch(const ActorId& id, ActorState& a) {
   while (!a.queue.empty()) {
     auto call = a.queue.front();
     if (call->unresolved > 0) break;
     if (call->dep_error) {
       a.queue.pop_front();
-      FailCall(store_, *call, *call->dep_error);
+      Fail(a, *call, *call->dep_error);
       continue;
     }
     if (a.state == proto::ActorState::kDead) {
       a.queue.pop_front();
-      FailCall(store_, *call, a.death);
+      Fail(a, *call, a.death);
       continue;
     }
     if (a.state != proto::ActorState::kAlive) break;
+    // The number is spent only once the transport has taken the call: a refused call keeps
+    // its place (and the number) for the next try, so the worker never waits for a number
+    // that was never sent.
+    Status sent = outbox_.TrySend(a.address, MsgType::kCall, CallFor(id, a, *call), &call->args);
+    if (sent.code() == StatusCode::kUnavailable) {
+      a.blocked = true;  // the queue to the actor is full: RetryBlocked or a reply resumes
+      break;
+    }
     a.queue.pop_front();
-    call->seq = a.next_seq++;
-    proto::CallMsg m;
-    m.object_id = call->return_id.Binary();
-    m.reply_to = self_.address;
-    m.actor_id = id.Binary();
-    m.seq = call->seq;
-    m.function = call->function;
-    Status sent = outbox_.TrySend(a.address, MsgType::kCall, m, &call->args);
-    if (!sent.ok()) {
-      FailCall(store_, *call,
-               ObjectError{proto::ErrorKind::kError, "",
-                           "the call to " + call->function + " was not sent: " + sent.message(),
-                           call->function, ""});
+    if (!sent.ok()) {  // it can never go (a malformed address)
+      Fail(a, *call,
+           ObjectError{proto::ErrorKind::kConnectionError, "",
+                       "the call to " + call->function + " was not sent: " + sent.message(),
+                       call->function, ""});
       continue;
     }
+    a.blocked = false;
+    call->seq = a.next_seq++;
     a.inflight[call->seq] = call;
   }
 }
 
+void ActorSubmitter::Tick(double now) {
+  ObjectStore::DeferCallbacks defer;
+  std::vector<std::pair<ActorId, std::shared_ptr<ActorState>>> actors;
+  {
+    MutexLock lock(&actors_mu_);
+    for (const auto& [id, a] : actors_) actors.emplace_back(id, a);
+  }
+  for (const auto& [id, a] : actors) {
+    MutexLock lock(&a->mu);
+    if (a->blocked) Dispatch(id, *a);
+    if (a->state != proto::ActorState::kAlive || a->inflight.empty()) continue;
+    if (now - a->announced < kAnnounceS) continue;
+    a->announced = now;
+    outbox_.Send(a->address, MsgType::kCallsSent,
+                 proto::CallsSentMsg{id.Binary(), self_.address, a->next_seq,
+                                         a->inflight.begin()->first});
+  }
+}
+
 void ActorSubmitter::OnReply(const ActorId& actor, uint64_t seq) {
+  ObjectStore::DeferCallbacks defer;
   // A reply naming an actor this process never called changes nothing (and adds no entry).
   if (auto a = FindActor(actor)) {
     MutexLock lock(&a->mu);
-    a->inflight.erase(seq);
+    auto it = a->inflight.find(seq);
+    if (it == a->inflight.end()) return;
+    Done(*a, *it->second);
+    a->inflight.erase(it);
+    if (a->blocked) Dispatch(actor, *a);  // the worker read a call: room, likely
   }
+}
+
+void ActorSubmitter::OnCallsLost(const proto::CallsLostMsg& lost) {
+  ObjectStore::DeferCallbacks defer;
+  ActorId id(UniqueId::FromBinary(lost.actor_id));
+  auto a = FindActor(id);
+  if (!a || lost.end_seq <= lost.first_seq) return;
+  MutexLock lock(&a->mu);
+  if (a->state != proto::ActorState::kAlive || lost.call_address != a->address) return;
+  auto first = a->inflight.lower_bound(lost.first_seq);
+  auto end = a->inflight.lower_bound(lost.end_seq);
+  for (auto it = first; it != end; ++it) {
+    const auto& call = *it->second;
+    Fail(*a, call,
+         ObjectError{proto::ErrorKind::kConnectionError, "",
+                     "the call to " + call.function + " of actor " + id.Hex() +
+                         " did not run: " + lost.message,
+                     call.function, ""});
+  }
+  a->inflight.erase(first, end);
 }
 
 void ActorSubmitter::RequeueInflight(ActorState& a, const proto::ActorUpdateMsg& u) {
@@ -116,13 +223,16 @@ void ActorSubmitter::RequeueInflight(ActorState& a, const proto::ActorUpdateMsg&
   bool oom = u.death_kind == proto::ErrorKind::kOutOfMemoryError;
   for (auto it = a.inflight.rbegin(); it != a.inflight.rend(); ++it) {
     auto& call = it->second;
-    if (call->cancelled) continue;  // its result is TaskCancelledError already
+    if (call->cancelled) {  // its result is TaskCancelledError already
+      Done(a, *call);
+      continue;
+    }
     if (call->retries_left != 0) {
       if (call->retries_left > 0) --call->retries_left;
       a.queue.push_front(call);
     } else {
-      FailCall(store_, *call,
-               ObjectError{oom ? u.death_kind : proto::ErrorKind::kActorDiedError, "",
+      Fail(a, *call,
+           ObjectError{oom ? u.death_kind : proto::ErrorKind::kActorDiedError, "",
                            (oom ? "actor method " + call->function + " failed: "
                                 : "the actor died while running " + call->function + ": ") +
                                u.death_cause,
@@ -135,7 +245,7 @@ void ActorSubmitter::RequeueInflight(ActorState& a, const proto::ActorUpdateMsg&
 void ActorSubmitter::MarkDead(const ActorId& id, ActorState& a, ObjectError death) {
   a.state = proto::ActorState::kDead;
   a.death = std::move(death);
-  for (auto& [seq, call] : a.inflight) FailCall(store_, *call, a.death);
+  for (auto& [seq, call] : a.inflight) Fail(a, *call, a.death);
   a.inflight.clear();
   Dispatch(id, a);  // fails the queue
 }
@@ -199,6 +309,7 @@ bool ActorSubmitter::Cancel(const ObjectId& id, bool force, std::string* functio
       refuse_force(**it);
       (*it)->cancelled = true;
       *function = (*it)->function;
+      Done(*a, **it);
       a->queue.erase(it);
       return true;
     }

@@ -3,6 +3,14 @@
 // flight when an incarnation dies are resent to the next one (while they have retries left)
 // or failed; the head's actor updates drive each actor's state.
 //
+// The call path has no gaps (docs/protocol.md "Call order"): a sequence number is spent only
+// on a call the transport took. A call the transport refuses (the send queue to the actor is
+// full) stays first in line and is sent again on the next reply from the actor or the next
+// tick; the calls pending to one actor are bounded (SetMaxPendingCalls, or a memory budget),
+// and a submission past the bound throws PendingCallsLimitExceededError at once. Calls the
+// worker reports lost (kCallsLost: handed over, then dropped by the transport) fail with
+// ConnectionError.
+//
 // Thread-safety: every method may be called from any thread; OnReply and OnUpdate run on
 // the inbox thread. Lock order: actors_mu_, then an ActorState's mu. Sends happen under an
 // ActorState's mu (that is what keeps an actor's calls in order).
@@ -31,12 +39,22 @@ class ActorSubmitter {
       : self_(self), outbox_(outbox), head_(head), store_(store), resolver_(resolver) {}
 
   // An actor this process creates: its owner is subscribed to its updates by the head.
-  void AddOwned(const ActorId& id, bool detached, int max_task_retries) EXCLUDES(actors_mu_);
+  // max_pending_calls: as CallOptions::max_pending_calls.
+  void AddOwned(const ActorId& id, bool detached, int max_task_retries,
+                int max_pending_calls = 0) EXCLUDES(actors_mu_);
   // Drops an actor whose creation the head refused.
   void Forget(const ActorId& id) EXCLUDES(actors_mu_);
   // Queues a call (its return_id set, its arguments in slots); it is sent once its
   // arguments are resolved, the actor is alive and every earlier call has been sent.
+  // Throws PendingCallsLimitExceededError, submitting nothing, when the actor's pending calls
+  // are at their bound (checked before the call's result exists: call it first).
+  void CheckPending(const ActorId& actor, uint64_t arg_bytes) EXCLUDES(actors_mu_);
   void Submit(const ActorId& actor, std::shared_ptr<PendingCall> call) EXCLUDES(actors_mu_);
+  // The runtime's tick: sends again the calls of actors whose send queue was full, and tells
+  // the workers of actors with unanswered calls how far it has sent (kCallsSent), at most
+  // every kAnnounceS.
+  void Tick(double now) EXCLUDES(actors_mu_);
+  static constexpr double kAnnounceS = 5;
   // Asks the head to kill the actor. no_restart: later calls fail; else they wait for the
   // next incarnation.
   void Kill(const ActorId& actor, bool no_restart) EXCLUDES(actors_mu_);
@@ -46,6 +64,17 @@ class ActorSubmitter {
   // Inbox thread: the actor answered call `seq` (the result itself goes to the store).
   void OnReply(const ActorId& actor, uint64_t seq) EXCLUDES(actors_mu_);
   void OnUpdate(const proto::ActorUpdateMsg& update) EXCLUDES(actors_mu_);
+  // Inbox thread: the actor's worker never got calls [first_seq, end_seq): they fail with
+  // ConnectionError. Ignored unless it comes from the actor's current call address.
+  void OnCallsLost(const proto::CallsLostMsg& lost) EXCLUDES(actors_mu_);
+
+  // What each pending call counts against the default budget besides its arguments.
+  static constexpr uint64_t kCallOverheadBytes = 1024;
+  // The default budget of one actor's pending calls: 1 GiB, or an eighth of this host's
+  // memory when that is less.
+  static uint64_t DefaultPendingBytes();
+  // Replaces that budget (unit tests).
+  void set_default_pending_bytes(uint64_t bytes) { default_pending_bytes_ = bytes; }
   // orrery::Cancel of the call whose result is `id`: removed when not sent yet, else its
   // worker is told (kCancel) and answers it TaskCancelledError unless it has started. False
   // when no actor call of this process has that result; *function: the call's method.
@@ -62,6 +91,10 @@ class ActorSubmitter {
     // Kill(no_restart=false): ignore this one's updates.
     int killed_incarnation GUARDED_BY(mu) = -1;
     uint64_t next_seq GUARDED_BY(mu) = 0;
+    int max_pending_calls GUARDED_BY(mu) = 0;
+    uint64_t pending_bytes GUARDED_BY(mu) = 0;  // of the calls in queue and inflight
+    bool blocked GUARDED_BY(mu) = false;        // the transport refused the queue's first call
+    double announced GUARDED_BY(mu) = 0;        // when kCallsSent last went
     int max_task_retries GUARDED_BY(mu) = 0;
     bool subscribed GUARDED_BY(mu) = false;
     bool owned GUARDED_BY(mu) = false;
@@ -81,12 +114,19 @@ class ActorSubmitter {
   // their order, before the queue), failed otherwise.
   void RequeueInflight(ActorState& a, const proto::ActorUpdateMsg& u) REQUIRES(a.mu);
   void MarkDead(const ActorId& id, ActorState& a, ObjectError death) REQUIRES(a.mu);
+  // A call leaves the actor's pending calls (answered, failed or cancelled).
+  static void Done(ActorState& a, const PendingCall& call) REQUIRES(a.mu);
+  // Fails a pending call that leaves with `error`.
+  void Fail(ActorState& a, const PendingCall& call, const ObjectError& error) REQUIRES(a.mu);
+  proto::CallMsg CallFor(const ActorId& id, const ActorState& a, const PendingCall& call) const
+      REQUIRES(a.mu);
 
   const ProcessIdentity& self_;
   Outbox& outbox_;
   HeadClient& head_;
   ObjectStore& store_;
   ArgResolver& resolver_;
+  uint64_t default_pending_bytes_ = DefaultPendingBytes();
 
   Mutex actors_mu_;
   std::unordered_map<ActorId, std::shared_ptr<ActorState>, IdHash> actors_ GUARDED_BY(actors_mu_);

@@ -86,7 +86,7 @@ Status Runtime::Start(const std::string& bind_host, const std::string& advertise
   head_.SetReplyTo(self_.address);
   // Ticks return idle task leases; they run often only while this process holds leases.
   inbox_.SetTick(TaskSubmitter::kIdleTickMs, [this] { Tick(); });
-  inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-rt");
+  inbox_.Start([this](transport::Envelope& env) { return Handle(env); }, "orrery-rt");
   return Status::Ok();
 }
 
@@ -102,66 +102,72 @@ void Runtime::Stop() {
 
 // ------------------------------------------------------------------ messages
 
-void Runtime::Handle(transport::Envelope& env) {
+Status Runtime::Handle(transport::Envelope& env) {
+  using transport::DecodeAnd;
   switch (env.type) {
     case MsgType::kCallReply:
       return OnCallReply(env);
     case MsgType::kActorUpdate:
-      return actors_.OnUpdate(env.DecodeOrThrow<proto::ActorUpdateMsg>());
+      return DecodeAnd<proto::ActorUpdateMsg>(env, [this](auto& m) { actors_.OnUpdate(m); });
+    case MsgType::kCallsLost:
+      return DecodeAnd<proto::CallsLostMsg>(env, [this](auto& m) { actors_.OnCallsLost(m); });
     case MsgType::kLeaseReply:
-      return tasks_.OnLeaseReply(env.DecodeOrThrow<proto::LeaseReplyMsg>());
+      return DecodeAnd<proto::LeaseReplyMsg>(env, [this](auto& m) { tasks_.OnLeaseReply(m); });
     case MsgType::kGetObject:
-      return OnGetObject(env.DecodeOrThrow<proto::GetObjectMsg>());
+      return DecodeAnd<proto::GetObjectMsg>(env, [this](auto& m) { OnGetObject(m); });
     case MsgType::kObjectReply:
       return OnObjectReply(env);
     case MsgType::kBorrow:
-      return OnBorrow(env.DecodeOrThrow<proto::BorrowMsg>());
+      return DecodeAnd<proto::BorrowMsg>(env, [this](auto& m) { OnBorrow(m); });
     case MsgType::kCancel:
-      return OnCancel(env.DecodeOrThrow<proto::CancelMsg>());
+      return DecodeAnd<proto::CancelMsg>(env, [this](auto& m) { OnCancel(m); });
     case MsgType::kLogBatch:
-      return PrintLogs(env.DecodeOrThrow<proto::LogBatchMsg>());
-    case MsgType::kListTasks: {
-      auto m = env.DecodeOrThrow<proto::ListTasksMsg>();
-      if (m.reply_to.empty()) return;
-      proto::ListTasksReplyMsg reply = task_table_.List();
-      reply.request_id = m.request_id;
-      reply.job_id = self_.job.Hex();
-      outbox_.Send(m.reply_to, MsgType::kListTasksReply, reply);
-      return;
-    }
+      return DecodeAnd<proto::LogBatchMsg>(env, [this](auto& m) { PrintLogs(m); });
+    case MsgType::kListTasks:
+      return DecodeAnd<proto::ListTasksMsg>(env, [this](auto& m) { OnListTasks(m); });
     case MsgType::kObjectStoreReply:
-      return objects_->OnReply(env.DecodeOrThrow<proto::ObjectStoreReplyMsg>());
+      return DecodeAnd<proto::ObjectStoreReplyMsg>(env, [this](auto& m) { objects_->OnReply(m); });
     case MsgType::kAck:
     case MsgType::kGetNamedActorReply:
     case MsgType::kClusterInfoReply:
     case MsgType::kPlacementGroupReply:
       head_.Complete(env);
-      return;
+      return Status::Ok();
     case MsgType::kError: {
       proto::ErrorMsg m;
       (void)env.Decode(&m);
       LOG_WARN("a peer rejected a message from " + address() + ": " + m.message);
-      return;
+      return Status::Ok();
     }
-    case MsgType::kPong: {
-      auto m = env.DecodeOrThrow<proto::PingMsg>();
-      MutexLock lock(&watch_mu_);
-      borrowers_.OnPong(m.request_id);
-      return;
-    }
-    case MsgType::kPing: {
-      auto m = env.DecodeOrThrow<proto::PingMsg>();
-      if (!m.reply_to.empty()) outbox_.Send(m.reply_to, MsgType::kPong, m);
-      return;
-    }
+    case MsgType::kPong:
+      return DecodeAnd<proto::PingMsg>(env, [this](auto& m) {
+        MutexLock lock(&watch_mu_);
+        borrowers_.OnPong(m.request_id);
+      });
+    case MsgType::kPing:
+      return DecodeAnd<proto::PingMsg>(env, [this](auto& m) {
+        if (!m.reply_to.empty()) outbox_.Send(m.reply_to, MsgType::kPong, m);
+      });
     default:
-      if (extra_ && extra_(env)) return;
-      throw std::runtime_error(std::string("unexpected message ") + proto::TypeName(env.type));
+      if (extra_) {
+        if (auto handled = extra_(env)) return *handled;
+      }
+      return Status::InvalidArgument(std::string("unexpected message ") +
+                                     proto::TypeName(env.type));
   }
 }
 
-void Runtime::OnCallReply(transport::Envelope& env) {
-  auto r = env.DecodeOrThrow<proto::ReplyMsg>();
+void Runtime::OnListTasks(const proto::ListTasksMsg& m) {
+  if (m.reply_to.empty()) return;
+  proto::ListTasksReplyMsg reply = task_table_.List();
+  reply.request_id = m.request_id;
+  reply.job_id = self_.job.Hex();
+  outbox_.Send(m.reply_to, MsgType::kListTasksReply, reply);
+}
+
+Status Runtime::OnCallReply(transport::Envelope& env) {
+  proto::ReplyMsg r;
+  if (Status s = env.Decode(&r); !s.ok()) return s;
   ObjectId id(UniqueId::FromBinary(r.object_id));
   LOG_DEBUG("reply " + r.function + " " + id.Hex().substr(0, 8) + (r.ok ? " ok" : " error"));
   if (!r.actor_id.empty()) {
@@ -177,6 +183,7 @@ void Runtime::OnCallReply(transport::Envelope& env) {
   } else {
     store_.PutError(id, ObjectError{r.error_kind, r.error_type, r.message, r.function, r.where});
   }
+  return Status::Ok();
 }
 
 void Runtime::Tick() {
@@ -184,6 +191,7 @@ void Runtime::Tick() {
   job_.Heartbeat(now);
   tasks_.ReturnIdleLeases(now);
   store_.ReleaseExpired(now);
+  actors_.Tick(now);
   WatchBorrowers(now);
 }
 
@@ -282,6 +290,9 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
 std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& actor,
                                                               const std::string& method,
                                                               std::vector<internal::ArgSlot> args) {
+  uint64_t arg_bytes = 0;
+  for (const auto& slot : args) arg_bytes += slot.bytes.size();
+  actors_.CheckPending(actor, arg_bytes);  // throws before anything is submitted
   std::shared_ptr<internal::RefHolder> ref;
   auto call = NewCall(method, std::move(args), &ref);
   task_table_.Submitted(ref->id(), method, &actor);
@@ -325,6 +336,9 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   Status s = ValidateResources(options.resources);
   if (!s.ok()) throw ConfigError("actor " + factory + ": " + s.message());
   CheckTpuAmount(options.resources, "actor " + factory);
+  if (options.max_pending_calls < -1)
+    throw ConfigError("actor " + factory + ": max_pending_calls must be -1 (unbounded), 0 " +
+                      "(the default budget) or a positive count");
   if (options.max_concurrency < 1)
     throw ConfigError("actor " + factory + ": max_concurrency must be at least 1");
   if (options.bundle_index >= 0 && options.placement_group.IsNil()) {
@@ -345,7 +359,8 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   }
   ActorId id = ActorId::Random();
   proto::CreateActorMsg m = ActorSpec(id, factory, std::move(args), options);
-  actors_.AddOwned(id, options.lifetime == ActorLifetime::kDetached, options.max_task_retries);
+  actors_.AddOwned(id, options.lifetime == ActorLifetime::kDetached, options.max_task_retries,
+                   options.max_pending_calls);
   if (m.spec.options.name.empty()) {
     // Nothing to check synchronously: any failure reaches the caller as an actor update
     // (the owner is subscribed), so creation does not wait for the head.

@@ -252,8 +252,9 @@ void Runtime::KeepReplyRefs(const ObjectId& result,
   store_.AttachContained(result, std::move(holders));
 }
 
-void Runtime::OnObjectReply(transport::Envelope& env) {
-  auto r = env.DecodeOrThrow<proto::ReplyMsg>();
+Status Runtime::OnObjectReply(transport::Envelope& env) {
+  proto::ReplyMsg r;
+  if (Status s = env.Decode(&r); !s.ok()) return s;
   ObjectId id(UniqueId::FromBinary(r.object_id));
   if (r.ok && !r.location.empty()) {
     store_.PutLocation(id, std::move(r.location), /*owned=*/false);
@@ -262,6 +263,7 @@ void Runtime::OnObjectReply(transport::Envelope& env) {
   } else {
     store_.PutError(id, ObjectError{r.error_kind, r.error_type, r.message, r.function, r.where});
   }
+  return Status::Ok();
 }
 
 }  // namespace orrery::runtime

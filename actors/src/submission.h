@@ -27,6 +27,7 @@ struct PendingCall {
   // reference must outlive the worker's read of it.
   std::vector<std::shared_ptr<internal::RefHolder>> arg_refs;
   int unresolved = 0;  // dependencies not yet ready
+  uint64_t pending_bytes = 0;  // what it counts against its actor's pending-call budget
   int retries_left = 0;
   uint64_t seq = 0;
   std::shared_ptr<const ObjectError> dep_error;

@@ -7,11 +7,14 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 
-#include "core/internal/call_stats.h"
+#include "actors/src/call_order.h"
 #include "actors/src/errors_util.h"
 #include "actors/src/executor.h"
 #include "actors/internal/runtime.h"
+#include "core/internal/call_stats.h"
+#include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
 #include "core/internal/security.h"
@@ -61,26 +64,27 @@ class WorkerServer {
   Status StartCallInbox(const std::string& host, const std::string& advertise_host) {
     Status s = calls_.Bind(host, 0, advertise_host);
     if (!s.ok()) return s;
-    calls_.Start([this](transport::Envelope& env) { HandleCallInbox(env); }, "orrery-calls");
+    calls_.SetTick(1000, [this] { OnOrderTick(); });
+    calls_.Start([this](transport::Envelope& env) { return HandleCallInbox(env); },
+                 "orrery-calls");
     return Status::Ok();
   }
   const std::string& call_address() const { return calls_.address(); }
 
-  // On the runtime's inbox thread.
-  bool Handle(transport::Envelope& env) {
+  // On the runtime's inbox thread: what became of a message the runtime does not take;
+  // nullopt for one this worker does not take either.
+  std::optional<Status> Handle(transport::Envelope& env) {
     switch (env.type) {
-      case MsgType::kAssign: {
-        OnAssign(env.DecodeOrThrow<proto::AssignMsg>());
-        return true;
-      }
+      case MsgType::kAssign:
+        return transport::DecodeAnd<proto::AssignMsg>(env, [this](auto& m) { OnAssign(m); });
       case MsgType::kCall:
-        throw std::runtime_error("calls go to this worker's call address " + calls_.address());
-      case MsgType::kExit: {
+        return Status::InvalidArgument("calls go to this worker's call address " +
+                                       calls_.address());
+      case MsgType::kExit:
         RequestExit();
-        return true;
-      }
+        return Status::Ok();
       default:
-        return false;
+        return std::nullopt;
     }
   }
 
@@ -124,20 +128,23 @@ class WorkerServer {
   }
 
   // On the call inbox's loop thread.
-  void HandleCallInbox(transport::Envelope& env) {
-    if (env.type == MsgType::kCancel) {
-      // A caller that knows no control address for this worker (after a head restart).
-      Current()->OnCancel(env.DecodeOrThrow<proto::CancelMsg>());
-      return;
+  Status HandleCallInbox(transport::Envelope& env) {
+    using transport::DecodeAnd;
+    switch (env.type) {
+      case MsgType::kCall: {
+        auto call = std::make_shared<proto::CallMsg>();
+        if (Status s = env.Decode(call.get()); !s.ok()) return s;
+        OnCall(std::move(call), std::make_shared<std::string>(env.PayloadString()));
+        return Status::Ok();
+      }
+      case MsgType::kCallsSent:
+        return DecodeAnd<proto::CallsSentMsg>(env, [this](auto& m) { OnCallsSent(m); });
+      case MsgType::kCancel:  // from a caller that knows no control address (a restarted head)
+        return DecodeAnd<proto::CancelMsg>(env, [](auto& m) { Current()->OnCancel(m); });
+      default:
+        return Status::InvalidArgument(std::string("the call address only takes calls, not ") +
+                                       proto::TypeName(env.type));
     }
-    if (env.type != MsgType::kCall) {
-      throw std::runtime_error(std::string("the call address only takes calls, not ") +
-                               proto::TypeName(env.type));
-    }
-    auto call = std::make_shared<proto::CallMsg>();
-    Status s = env.Decode(call.get());
-    if (!s.ok()) throw std::runtime_error(s.message());
-    OnCall(std::move(call), std::make_shared<std::string>(env.PayloadString()));
   }
 
   void OnAssign(const proto::AssignMsg& m) {
@@ -211,17 +218,44 @@ class WorkerServer {
       return;
     }
     // Start calls of one caller in sequence order.
-    auto& order = order_[call->reply_to];
-    if (call->seq < order.next) {
-      Reply(*call, false, proto::ErrorKind::kError, "", "duplicate call sequence number", nullptr);
+    std::vector<ReadyCall> ready;
+    auto admit = order_.Add(call->reply_to, call->seq, call->first_pending, {call, payload},
+                            MonotonicSeconds(), &ready);
+    if (admit != CallOrder<ReadyCall>::Admit::kQueued) {
+      Reply(*call, false, proto::ErrorKind::kError, "",
+            admit == CallOrder<ReadyCall>::Admit::kDuplicate
+                ? "duplicate call sequence number"
+                : "too many calls of this caller wait for an earlier one that has not arrived",
+            nullptr);
       return;
     }
-    order.waiting.emplace(call->seq, std::make_pair(call, payload));
-    while (!order.waiting.empty() && order.waiting.begin()->first == order.next) {
-      ready_calls_.push_back(order.waiting.begin()->second);
-      order.waiting.erase(order.waiting.begin());
-      ++order.next;
+    for (auto& r : ready) ready_calls_.push_back(std::move(r));
+    RunReady();
+  }
+
+  void OnCallsSent(const proto::CallsSentMsg& m) {
+    if (m.actor_id != actor_id_ || !ready_) return;
+    std::vector<ReadyCall> ready;
+    order_.Expect(m.reply_to, m.first_pending, m.end_seq, MonotonicSeconds(), &ready);
+    for (auto& r : ready) ready_calls_.push_back(std::move(r));
+    RunReady();
+  }
+
+  // On the call loop's tick: numbers missing too long are given up on; their callers hear of
+  // it (kCallsLost) and fail those calls with ConnectionError instead of waiting forever.
+  void OnOrderTick() {
+    std::vector<ReadyCall> ready;
+    std::vector<LostCalls> lost;
+    order_.Tick(MonotonicSeconds(), &ready, &lost);
+    for (const auto& l : lost) {
+      std::string why = "calls " + std::to_string(l.first_seq) + " to " +
+                        std::to_string(l.end_seq - 1) + " from " + l.caller +
+                        " never reached " + where_ + " (lost on the way)";
+      LOG_WARN(why + "; the calls behind them go on");
+      transport::Send(l.caller, MsgType::kCallsLost,
+                      proto::CallsLostMsg{actor_id_, calls_.address(), l.first_seq, l.end_seq, why});
     }
+    for (auto& r : ready) ready_calls_.push_back(std::move(r));
     RunReady();
   }
 
@@ -308,20 +342,15 @@ class WorkerServer {
     transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
   }
 
-  // Counts the call for the metrics: begun here, ended (finished or failed) when it goes.
-  struct CountedCall {
-    CallCounter& counter;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    bool ok = false;
-    explicit CountedCall(CallCounter& c) : counter(c) { counter.Started(); }
-    ~CountedCall() {
-      std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-      counter.Ended(ok, took.count());
-    }
-  };
-
   void Execute(const proto::CallMsg& call, const std::shared_ptr<std::string>& args) {
     CountedCall counted(counter_);
+    struct Ordered {  // an actor call's end lets its caller be forgotten once idle
+      CallOrder<ReadyCall>* order;
+      const std::string& caller;
+      ~Ordered() {
+        if (order) order->Finished(caller, MonotonicSeconds());
+      }
+    } ordered{call.actor_id.empty() ? nullptr : &order_, call.reply_to};
     const internal::FunctionEntry* e = internal::FindByName(call.function);
     bool is_actor = !call.actor_id.empty();
     if (!e) {
@@ -376,11 +405,6 @@ class WorkerServer {
     }
   }
 
-  struct CallerOrder {
-    uint64_t next = 0;
-    std::map<uint64_t, std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>>
-        waiting;
-  };
   using ReadyCall = std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>;
 
   std::string worker_id_;
@@ -392,8 +416,8 @@ class WorkerServer {
   void* instance_ = nullptr;
   std::atomic<bool> assigned_{false};
   std::atomic<bool> ready_{false};
+  CallOrder<ReadyCall> order_;  // any thread
   // Owned by the call loop's current thread.
-  std::map<std::string, CallerOrder> order_;
   std::deque<ReadyCall> ready_calls_;
   CallSlot slot_;
   CallCounter counter_;  // any call thread; read by WaitForExit

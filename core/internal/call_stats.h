@@ -4,6 +4,7 @@
 // its inbox thread), a dead worker's last report included.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -35,6 +36,20 @@ class CallCounter {
   uint64_t started_ GUARDED_BY(mu_) = 0, finished_ GUARDED_BY(mu_) = 0, failed_ GUARDED_BY(mu_) = 0;
   metrics::Histogram latency_ GUARDED_BY(mu_);
   uint64_t version_ GUARDED_BY(mu_) = 0, reported_ GUARDED_BY(mu_) = 0;
+};
+
+// Counts one call: begun when made, ended (finished, or failed unless ok is set) when it goes.
+struct CountedCall {
+  CallCounter& counter;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  bool ok = false;
+  explicit CountedCall(CallCounter& c) : counter(c) { counter.Started(); }
+  ~CountedCall() {
+    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    counter.Ended(ok, took.count());
+  }
+  CountedCall(const CountedCall&) = delete;
+  CountedCall& operator=(const CountedCall&) = delete;
 };
 
 class NodeCallStats {

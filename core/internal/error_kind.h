@@ -32,6 +32,7 @@ namespace orrery::proto {
   X(ObjectLostError, 14)                                                           \
   X(ObjectStoreFullError, 15)                                                      \
   X(TaskCancelledError, 16)                                                        \
+  X(PendingCallsLimitExceededError, 17)                                            \
   X(NeedBinary, 32)     /* head -> driver: upload the job's executable first */    \
   X(WorkerDied, 33)     /* a lease's worker or node died: the tasks are retried */ \
   X(CreationFailed, 34) /* node -> head: the actor's constructor failed: no restart */
@@ -69,6 +70,7 @@ void VisitError(ErrorKind kind, const std::string& message, Visit&& visit) {
     ORRERY_ERROR_VISIT(ObjectLostError)
     ORRERY_ERROR_VISIT(ObjectStoreFullError)
     ORRERY_ERROR_VISIT(TaskCancelledError)
+    ORRERY_ERROR_VISIT(PendingCallsLimitExceededError)
 #undef ORRERY_ERROR_VISIT
     case ErrorKind::kRemoteError:
       return visit(RemoteError("", message, "", ""));

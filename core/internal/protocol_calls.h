@@ -19,7 +19,36 @@ struct CallMsg {
   uint64_t seq = 0;       // per (caller, actor incarnation) order
   std::string function;   // registered name
   std::string lease_id;   // tasks: the lease it runs under
-  MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id);
+  // Actor calls: the caller waits for no reply below this sequence number (each was answered,
+  // or reported lost): a worker that has forgotten this caller starts again from here
+  // (docs/protocol.md "Call order"). Appended last: a call without it decodes as 0.
+  uint64_t first_pending = 0;
+  MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id,
+                 first_pending);
+};
+
+// A caller -> an actor's worker (kCallsSent, to its call address), every few seconds while
+// calls to it are unanswered: every number below end_seq was handed to the transport. A
+// worker that has not had them all starts timing the gap (docs/protocol.md "Call order").
+struct CallsSentMsg {
+  std::string actor_id;
+  std::string reply_to;  // the caller, as its calls name it
+  uint64_t end_seq = 0;
+  uint64_t first_pending = 0;  // as in CallMsg: it waits for no reply below this
+  MSGPACK_DEFINE(actor_id, reply_to, end_seq, first_pending);
+};
+
+// An actor's worker -> a caller (kCallsLost): the caller's calls [first_seq, end_seq) to this
+// incarnation never arrived (the transport dropped them after they were handed over) and
+// the worker stopped waiting for them after its gap timeout; they did not run. The caller
+// fails those it still waits for with ConnectionError (docs/protocol.md "Call order").
+struct CallsLostMsg {
+  std::string actor_id;
+  std::string call_address;  // the worker's: a caller ignores a report of an older incarnation
+  uint64_t first_seq = 0;
+  uint64_t end_seq = 0;
+  std::string message;
+  MSGPACK_DEFINE(actor_id, call_address, first_seq, end_seq, message);
 };
 
 // A ref packed inside a value (docs/objects.md "Lifetime"): whoever keeps the value keeps

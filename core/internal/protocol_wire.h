@@ -42,6 +42,8 @@ inline constexpr size_t kHeaderSize = 4;
   X(ObjectReply, 13) /* ReplyMsg + payload */                                              \
   X(Borrow, 14)      /* BorrowMsg: a borrower -> an object's owner */                      \
   X(Cancel, 15)      /* CancelMsg: a caller -> the worker of its call (control address) */ \
+  X(CallsLost, 16)   /* CallsLostMsg: an actor's worker -> a caller: calls never arrived */ \
+  X(CallsSent, 17)   /* CallsSentMsg: a caller -> an actor's worker: how far it has sent */ \
   /* Driver/worker -> head. */                                                             \
   X(CreateActor, 20)                                                                       \
   X(CreateActorReply, 21)                                                                  \

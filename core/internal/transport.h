@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -50,12 +51,17 @@ struct Envelope {
   std::string PayloadString() const {
     return std::string(static_cast<const char*>(payload.data()), payload.size());
   }
+  // The one way a handler decodes: the meta as T, or an InvalidArgument naming the message
+  // type, which the handler returns for the inbox to answer (kError) and log.
   template <typename T>
   Status Decode(T* out) const {
-    return proto::DecodeMeta(meta(), out);
+    Status s = proto::DecodeMeta(meta(), out);
+    if (s.ok()) return s;
+    return Status::InvalidArgument(std::string("malformed ") + proto::TypeName(type) + ": " +
+                                   s.message());
   }
-  // The one way a handler decodes or rejects: the meta as T, or a std::runtime_error that
-  // names the message type (the inbox answers it with kError and keeps serving).
+  // Decode for handlers not yet returning Status: throws std::runtime_error instead (the
+  // inbox answers it as it answers a failed Status).
   template <typename T>
   T DecodeOrThrow() const {
     T out;
@@ -67,9 +73,26 @@ struct Envelope {
   }
 };
 
+// For handlers: decodes env's meta as Msg and calls fn(msg), which returns void or Status;
+// a meta that does not decode is the handler's failure.
+template <typename Msg, typename Fn>
+Status DecodeAnd(const Envelope& env, Fn&& fn) {
+  Msg m;
+  if (Status s = env.Decode(&m); !s.ok()) return s;
+  if constexpr (std::is_void_v<std::invoke_result_t<Fn&, const Msg&>>) {
+    fn(m);
+    return Status::Ok();
+  } else {
+    return fn(m);
+  }
+}
+
 class Inbox {
  public:
-  using Handler = std::function<void(Envelope&)>;
+  // A handler returns what became of the message: a failed Status (bad input, an unknown
+  // type) is answered with kError to the sender and logged, rate-limited; the inbox keeps
+  // serving. There is no other error path: handlers throw nothing for bad input.
+  using Handler = std::function<Status(Envelope&)>;
 
   Inbox();
   ~Inbox();
@@ -96,6 +119,16 @@ class Inbox {
   // from the handler, the tick, a posted function or an fd callback is caught and logged
   // (rate-limited); the loop goes on.
   void Start(Handler handler, const std::string& thread_name = "orrery-inbox");
+  // A handler that returns nothing: every message it takes counts as handled.
+  template <typename F, typename = std::enable_if_t<
+                            std::is_void_v<std::invoke_result_t<F&, Envelope&>>>>
+  void Start(F handler, const std::string& thread_name = "orrery-inbox") {
+    Start(Handler([h = std::move(handler)](Envelope& env) mutable {
+            h(env);
+            return Status::Ok();
+          }),
+          thread_name);
+  }
   // Runs `fn` on the inbox thread soon (thread-safe).
   void Post(std::function<void()> fn);
   // Stops and joins the thread. Idempotent.

@@ -366,7 +366,7 @@ Status TrySendFrames(const std::string& address, const std::string& frame0,
     c.socket->send(f1, zmq::send_flags::dontwait);
     return Status::Ok();
   } catch (const zmq::error_t& e) {
-    return Status::Unavailable("cannot send to " + address + ": " + e.what());
+    return Status::InvalidArgument("cannot send to " + address + ": " + e.what());
   }
 }
 

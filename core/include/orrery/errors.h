@@ -48,6 +48,11 @@ ORRERY_DECLARE_ERROR(ObjectStoreFullError);
 // The task or actor call was cancelled (orrery::Cancel) before it finished: Get of its result
 // throws this. The message names the function.
 ORRERY_DECLARE_ERROR(TaskCancelledError);
+// Raised at submission (Remote) of an actor call when this process already has as many calls
+// to that actor pending (queued or sent, not answered) as ActorCreator::SetMaxPendingCalls
+// allows (by default: as many as fit the pending-call memory budget). The call was not
+// submitted; nothing hangs. As Ray's PendingCallsLimitExceededError.
+ORRERY_DECLARE_ERROR(PendingCallsLimitExceededError);
 
 #undef ORRERY_DECLARE_ERROR
 

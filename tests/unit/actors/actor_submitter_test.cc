@@ -192,22 +192,131 @@ TEST_F(ActorSubmitterTest, KillOwnedKillsOnlyOwnedNonDetachedActors) {
   EXPECT_EQ(ErrorKind(*pending), "ActorDiedError");
 }
 
-TEST_F(ActorSubmitterTest, AnUnsentCallFailsAndTheNextStillGoes) {
+TEST_F(ActorSubmitterTest, ARefusedCallKeepsItsPlaceAndItsNumber) {
+  // A send the transport refuses (the queue to the actor is full) spends no sequence number:
+  // the worker never waits for a number that was not sent.
+  actors_.AddOwned(actor_, false, 0);
+  Update(ActorState::kAlive, 0, "tcp://a0");
+  bool full = true;
+  outbox_.on_send = [&full](const ::orrery::testing::SentMessage& m) {
+    if (m.type == MsgType::kCall && full) return Status::Unavailable("queue full");
+    return Status::Ok();
+  };
+  auto first = NewCall("first", "x");
+  auto second = NewCall("second", "x");
+  actors_.Submit(actor_, first);
+  actors_.Submit(actor_, second);  // waits behind the first
+  EXPECT_EQ(Calls(), (std::vector<Call>{{"tcp://a0", "first", 0}, {"tcp://a0", "first", 0}}));
+  EXPECT_EQ(ErrorKind(*first), "");
+  outbox_.Clear();
+  full = false;
+  actors_.Tick(1);  // the runtime's tick tries again
+  EXPECT_EQ(Calls(), (std::vector<Call>{{"tcp://a0", "first", 0}, {"tcp://a0", "second", 1}}));
+  // A reply from the actor resumes a blocked queue as well.
+  full = true;
+  auto third = NewCall("third", "x");
+  actors_.Submit(actor_, third);
+  outbox_.Clear();
+  full = false;
+  actors_.OnReply(actor_, 0);
+  EXPECT_EQ(Calls(), (std::vector<Call>{{"tcp://a0", "third", 2}}));
+  EXPECT_EQ(outbox_.Sent(MsgType::kCall)[0].As<proto::CallMsg>().first_pending, 1u);
+}
+
+TEST_F(ActorSubmitterTest, ACallThatCanNeverBeSentFailsWithoutSpendingANumber) {
   actors_.AddOwned(actor_, false, 0);
   Update(ActorState::kAlive, 0, "tcp://a0");
   int sends = 0;
   outbox_.on_send = [&sends](const ::orrery::testing::SentMessage& m) {
-    if (m.type == MsgType::kCall && ++sends == 1) return Status::Unavailable("queue full");
+    if (m.type == MsgType::kCall && ++sends == 1) return Status::InvalidArgument("bad address");
     return Status::Ok();
   };
-  auto dropped = NewCall("dropped", "x");
-  actors_.Submit(actor_, dropped);
+  auto bad = NewCall("bad", "x");
+  actors_.Submit(actor_, bad);
   actors_.Submit(actor_, NewCall("kept", "x"));
-  EXPECT_EQ(ErrorKind(*dropped), "Error");
+  EXPECT_EQ(ErrorKind(*bad), "ConnectionError");
   auto calls = Calls();
   ASSERT_EQ(calls.size(), 2u);
-  EXPECT_EQ(std::get<1>(calls[1]), "kept");
-  EXPECT_EQ(std::get<2>(calls[1]), 1u);  // the dropped call used seq 0
+  EXPECT_EQ(calls[1], (Call{"tcp://a0", "kept", 0}));
+}
+
+TEST_F(ActorSubmitterTest, SetMaxPendingCallsBoundsWhatIsPendingAtSubmission) {
+  actors_.AddOwned(actor_, false, 0, /*max_pending_calls=*/2);
+  Update(ActorState::kAlive, 0, "tcp://a0");
+  actors_.CheckPending(actor_, 10);
+  actors_.Submit(actor_, NewCall("a", "x"));
+  actors_.CheckPending(actor_, 10);
+  actors_.Submit(actor_, NewCall("b", "x"));
+  EXPECT_THROW(actors_.CheckPending(actor_, 10), PendingCallsLimitExceededError);
+  actors_.OnReply(actor_, 0);  // one answered: room for one more
+  actors_.CheckPending(actor_, 10);
+  // An actor with no limit (-1) takes any number.
+  ActorId other = ActorId::Random();
+  actors_.AddOwned(other, false, 0, -1);
+  for (int i = 0; i < 100; ++i) actors_.Submit(other, NewCall("c", "x"));
+  actors_.CheckPending(other, 10);
+}
+
+TEST_F(ActorSubmitterTest, TheDefaultBoundIsAMemoryBudget) {
+  EXPECT_GE(ActorSubmitter::DefaultPendingBytes(), 64u << 20);
+  EXPECT_LE(ActorSubmitter::DefaultPendingBytes(), 1u << 30);
+  uint64_t budget = 4u << 20;
+  actors_.set_default_pending_bytes(budget);
+  actors_.AddOwned(actor_, false, 0);  // not alive yet: everything waits in the queue
+  std::string big(budget / 4, 'x');
+  for (int i = 0; i < 3; ++i) {
+    actors_.CheckPending(actor_, big.size());
+    actors_.Submit(actor_, NewCall("big", big));
+  }
+  try {
+    actors_.CheckPending(actor_, big.size());
+    FAIL() << "a fourth quarter of the budget was admitted";
+  } catch (const PendingCallsLimitExceededError& e) {
+    EXPECT_NE(std::string(e.what()).find("SetMaxPendingCalls"), std::string::npos) << e.what();
+  }
+  actors_.CheckPending(actor_, 100);  // a small one still fits
+}
+
+TEST_F(ActorSubmitterTest, CallsTheWorkerReportsLostFailWithConnectionError) {
+  actors_.AddOwned(actor_, false, 0);
+  Update(ActorState::kAlive, 0, "tcp://a0");
+  std::vector<std::shared_ptr<PendingCall>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.push_back(NewCall("m", "x"));
+    actors_.Submit(actor_, calls.back());
+  }
+  // A report from another incarnation's worker changes nothing.
+  actors_.OnCallsLost(proto::CallsLostMsg{actor_.Binary(), "tcp://old", 1, 3, "lost"});
+  EXPECT_EQ(ErrorKind(*calls[1]), "");
+  actors_.OnCallsLost(proto::CallsLostMsg{actor_.Binary(), "tcp://a0", 1, 3, "lost on the way"});
+  EXPECT_EQ(ErrorKind(*calls[0]), "");
+  EXPECT_EQ(ErrorKind(*calls[1]), "ConnectionError");
+  EXPECT_EQ(ErrorKind(*calls[2]), "ConnectionError");
+  EXPECT_EQ(ErrorKind(*calls[3]), "");
+  EXPECT_NE(ErrorMessage(*calls[1]).find("lost on the way"), std::string::npos);
+  // A hostile range touches only this process's own calls.
+  actors_.OnCallsLost(proto::CallsLostMsg{actor_.Binary(), "tcp://a0", 0, UINT64_MAX, "x"});
+  EXPECT_EQ(ErrorKind(*calls[3]), "ConnectionError");
+}
+
+TEST_F(ActorSubmitterTest, TheTickTellsTheWorkerHowFarCallsWereSent) {
+  actors_.AddOwned(actor_, false, 0);
+  Update(ActorState::kAlive, 0, "tcp://a0");
+  actors_.Tick(100);
+  EXPECT_TRUE(outbox_.Sent(MsgType::kCallsSent).empty());  // nothing unanswered
+  actors_.Submit(actor_, NewCall("a", "x"));
+  actors_.Submit(actor_, NewCall("b", "x"));
+  actors_.Tick(101);
+  auto sent = outbox_.Sent(MsgType::kCallsSent);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].address, "tcp://a0");
+  auto m = sent[0].As<proto::CallsSentMsg>();
+  EXPECT_EQ(m.end_seq, 2u);
+  EXPECT_EQ(m.reply_to, self_.address);
+  actors_.Tick(102);  // not again before kAnnounceS
+  EXPECT_EQ(outbox_.Sent(MsgType::kCallsSent).size(), 1u);
+  actors_.Tick(101 + ActorSubmitter::kAnnounceS);
+  EXPECT_EQ(outbox_.Sent(MsgType::kCallsSent).size(), 2u);
 }
 
 }  // namespace

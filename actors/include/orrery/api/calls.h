@@ -151,6 +151,15 @@ class ActorCreator<T* (*)(Params...)>
     this->options_.max_concurrency = n;
     return *this;
   }
+  // At most n calls from this process to the actor may be pending (submitted and not yet
+  // answered); a Remote() past that throws PendingCallsLimitExceededError at once, so a
+  // caller that outpaces a slow actor learns it at submission, never by a hang. Default: as
+  // many as fit a memory budget for their arguments (docs/api.md "Pending calls"); -1:
+  // unbounded. Applies to the calls of the process that creates the actor.
+  ActorCreator& SetMaxPendingCalls(int n) {
+    this->options_.max_pending_calls = n;
+    return *this;
+  }
   ActorCreator& SetLifetime(ActorLifetime lifetime) {
     this->options_.lifetime = lifetime;
     return *this;

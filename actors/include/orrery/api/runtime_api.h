@@ -68,6 +68,9 @@ struct CallOptions {
   int max_task_retries = 0;
   int max_retries = 0;  // tasks
   int max_concurrency = 1;
+  // Actors: calls this process may have pending to the actor; 0: as many as fit the default
+  // memory budget (docs/api.md "Pending calls"), -1: unbounded.
+  int max_pending_calls = 0;
   ActorLifetime lifetime = ActorLifetime::kOwned;
   PlacementGroupId placement_group;
   int bundle_index = -1;
