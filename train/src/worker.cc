@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/internal/clock.h"
+#include "core/internal/error_kind.h"
 #include "core/internal/thread_annotations.h"
 #include "orrery/orrery.h"
 #include "orrery/train/trainer.h"
@@ -230,7 +231,7 @@ PollReplyMsg TrainWorker::Poll(int64_t after, int timeout_ms) {
 void TrainWorker::RunLoop(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m) {
   auto loop = orrery::internal::FindLocalFunction<TrainLoop>(m.loop_name);
   if (loop == nullptr) {
-    sink.Finish(true, "FunctionNotFoundError",
+    sink.Finish(true, proto::ErrorKindName(proto::ErrorKind::kFunctionNotFoundError),
                 "the train loop " + m.loop_name + " is not registered in this worker's executable");
     return;
   }
