@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -292,11 +293,19 @@ void Shutdown() {
   if (!g_state) return;
   std::unique_ptr<Embedded> state(g_state);
   g_state = nullptr;
-  try {
-    state->runtime->KillOwnedActors();
-    state->runtime->EndJob();
-  } catch (...) {
-  }
+  // A step that fails (the head gone, say) must not stop the rest of the shutdown nor
+  // escape it (Shutdown also runs from atexit), but it is logged so it is not lost.
+  auto step = [](const char* what, const std::function<void()>& run) {
+    try {
+      run();
+    } catch (const std::exception& e) {
+      LOG_WARN(std::string("Shutdown: ") + what + " failed: " + e.what());
+    } catch (...) {
+      LOG_WARN(std::string("Shutdown: ") + what + " failed with a non-standard exception");
+    }
+  };
+  step("killing the job's actors", [&] { state->runtime->KillOwnedActors(); });
+  step("ending the job", [&] { state->runtime->EndJob(); });
   runtime::SetCurrent(nullptr);
   state->runtime->Stop();
   if (state->node) state->node->Stop();

@@ -2,10 +2,12 @@
 // (core/internal/protocol_autoscaler.h), asks the providers for the nodes the waiting demands
 // need, removes the nodes idle past their timeout, and reports every decision and its
 // reason (log, the head's events channel, the "autoscaler" table read by `orrery status`
-// and the dashboard). A provider that fails is retried with backoff, per group.
+// and the dashboard). A provider that fails is retried with backoff: a failed create per
+// group, a failed removal per unit (its name stays taken until the removal succeeds).
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,6 +27,8 @@ struct Options {
   std::map<std::string, std::string> env;  // for the nodes and commands
   std::vector<std::string> node_args;      // for local nodes
   std::string answer_host = "127.0.0.1";   // where the head's answers come back
+  // Makes each group's provider; MakeProvider when empty (tests pass a fake).
+  std::function<std::unique_ptr<Provider>(const GroupConfig&)> make_provider;
 };
 
 class Autoscaler {
@@ -33,6 +37,11 @@ class Autoscaler {
   ~Autoscaler();
   // One round at `now` (monotonic seconds). An error when the head did not answer.
   Status Tick(double now);
+  // The adding half of a round, given what the head said (Tick calls it after its sync;
+  // unit tests call it directly): launches that joined or timed out, then new nodes.
+  void Grow(const proto::AutoscalerStateMsg& state, double now);
+  // The latest decisions, oldest first (what the log and the head's events channel got).
+  const std::deque<nlohmann::json>& Events() const { return events_; }
   // Stops what the local providers started.
   void Shutdown();
 
@@ -46,11 +55,24 @@ class Autoscaler {
     double next_try = 0, delay = 0;
     std::string error;
   };
+  // A unit the provider failed to remove: its machine may still run under its name, so it
+  // stays recorded, its removal is retried with backoff until it succeeds, and no new unit
+  // gets its ordinal meanwhile (the names would clash).
+  struct Unremoved {
+    Unit unit;
+    double next_try = 0, delay = 0;
+  };
 
   Result<proto::AutoscalerStateMsg> Sync(std::vector<ScaleDown> remove);
   void ScaleUpGroup(const ScaleUp& up, const std::vector<proto::AutoscalerNodeMsg>& nodes,
                     double now);
-  void Removed(const ScaleDown& down, const std::vector<proto::AutoscalerNodeMsg>& nodes);
+  void Removed(const ScaleDown& down, const std::vector<proto::AutoscalerNodeMsg>& nodes,
+               double now);
+  // Removes `unit` through its group's provider; a failure is reported and kept in
+  // unremoved_ for RetryRemovals.
+  Status Remove(const Unit& unit, double now);
+  void RemovalFailed(Unremoved r, const Status& status, double now);
+  void RetryRemovals(double now);
   void TrackLaunches(const std::vector<proto::AutoscalerNodeMsg>& nodes, double now);
   void Failed(const std::string& group, const std::string& error, double now);
   void Event(const std::string& group, const std::string& action, int count,
@@ -62,6 +84,7 @@ class Autoscaler {
   Options o_;
   std::map<std::string, std::unique_ptr<Provider>> providers_;  // by group
   std::vector<Pending> launching_;
+  std::vector<Unremoved> unremoved_;
   std::map<std::string, Backoff> backoff_;
   std::deque<nlohmann::json> events_;  // the latest decisions
   nlohmann::json new_events_ = nlohmann::json::array();

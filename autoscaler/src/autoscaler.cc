@@ -20,16 +20,26 @@ std::string Label(const Labels& labels, const std::string& key) {
   return it == labels.end() ? "" : it->second;
 }
 
+std::string Describe(const Unit& unit) {
+  return unit.slice.empty() ? "node " + unit.names[0] : "slice " + unit.slice;
+}
+
 }  // namespace
 
 Autoscaler::Autoscaler(Options options) : o_(std::move(options)) {
   for (const auto& g : o_.config.groups)
-    providers_[g.name] = MakeProvider(g.provider, o_.head, o_.orrery_path, o_.env, o_.node_args);
+    providers_[g.name] =
+        o_.make_provider ? o_.make_provider(g)
+                         : MakeProvider(g.provider, o_.head, o_.orrery_path, o_.env, o_.node_args);
 }
 
 Autoscaler::~Autoscaler() { Shutdown(); }
 
 void Autoscaler::Shutdown() {
+  for (const auto& r : unremoved_)
+    LOG_WARN("autoscaler: " + Describe(r.unit) + " of group " + r.unit.group->name +
+             " was never removed; it may still run");
+  unremoved_.clear();
   for (auto& [name, p] : providers_) p->Shutdown();
 }
 
@@ -111,7 +121,7 @@ void Autoscaler::TrackLaunches(const std::vector<proto::AutoscalerNodeMsg>& node
       it = launching_.erase(it);
     } else if (now - it->started > o_.config.launch_timeout_s) {
       std::string group = it->launch.group;
-      (void)providers_[group]->Remove(it->unit);
+      (void)Remove(it->unit, now);
       Failed(group,
              "node " + it->launch.names[0] + " did not join within " +
                  std::to_string(int(o_.config.launch_timeout_s)) + " s",
@@ -138,6 +148,9 @@ void Autoscaler::ScaleUpGroup(const ScaleUp& up, const std::vector<proto::Autosc
   for (const auto& p : launching_)
     if (p.launch.group == g->name)
       used.insert(Ordinal(p.unit.slice.empty() ? p.launch.names[0] : p.unit.slice));
+  for (const auto& r : unremoved_)
+    if (r.unit.group == g)
+      used.insert(Ordinal(r.unit.slice.empty() ? r.unit.names[0] : r.unit.slice));
   int added = 0;
   for (int i = 0; i < up.count; ++i) {
     int ord = 0;
@@ -165,8 +178,43 @@ void Autoscaler::ScaleUpGroup(const ScaleUp& up, const std::vector<proto::Autosc
   Event(g->name, "scale_up", added, up.reason);
 }
 
-void Autoscaler::Removed(const ScaleDown& down,
-                         const std::vector<proto::AutoscalerNodeMsg>& nodes) {
+Status Autoscaler::Remove(const Unit& unit, double now) {
+  Status s = providers_[unit.group->name]->Remove(unit);
+  if (!s.ok()) RemovalFailed(Unremoved{unit}, s, now);
+  return s;
+}
+
+void Autoscaler::RemovalFailed(Unremoved r, const Status& status, double now) {
+  r.delay = r.delay <= 0 ? kFirstBackoffS : std::min(kMaxBackoffS, r.delay * 2);
+  r.next_try = now + r.delay;
+  char retry[64];
+  std::snprintf(retry, sizeof(retry), "; retrying in %.0f s", r.delay);
+  Event(r.unit.group->name, "error", 0,
+        "removing " + Describe(r.unit) + " failed: " + status.message() + retry);
+  unremoved_.push_back(std::move(r));
+}
+
+void Autoscaler::RetryRemovals(double now) {
+  std::vector<Unremoved> due;
+  for (auto it = unremoved_.begin(); it != unremoved_.end();) {
+    if (it->next_try > now) {
+      ++it;
+      continue;
+    }
+    due.push_back(std::move(*it));
+    it = unremoved_.erase(it);
+  }
+  for (auto& r : due) {
+    Status s = providers_[r.unit.group->name]->Remove(r.unit);
+    if (s.ok())
+      Event(r.unit.group->name, "scale_down", 1, "removed " + Describe(r.unit) + " on retry");
+    else
+      RemovalFailed(std::move(r), s, now);
+  }
+}
+
+void Autoscaler::Removed(const ScaleDown& down, const std::vector<proto::AutoscalerNodeMsg>& nodes,
+                         double now) {
   const GroupConfig* g = Group(down.group);
   if (g == nullptr) return;
   Unit unit;
@@ -174,27 +222,31 @@ void Autoscaler::Removed(const ScaleDown& down,
   unit.names = down.names;
   unit.slice = down.slice;
   unit.group_size = std::max(0, Units(g->name, nodes) - 1);
-  Status s = providers_[g->name]->Remove(unit);
-  Event(g->name, "scale_down", 1,
-        (down.slice.empty() ? "node " + down.names[0] : "slice " + down.slice) + " " + down.reason +
-            (s.ok() ? "" : "; removing it failed: " + s.message()));
+  Event(g->name, "scale_down", 1, Describe(unit) + " " + down.reason);
+  (void)Remove(unit, now);  // a failure is reported and retried
 }
 
-Status Autoscaler::Tick(double now) {
-  auto state = Sync({});
-  if (!state.ok()) return state.status();
-  std::vector<proto::AutoscalerNodeMsg> nodes = state.value().nodes;
+void Autoscaler::Grow(const proto::AutoscalerStateMsg& state, double now) {
+  const std::vector<proto::AutoscalerNodeMsg>& nodes = state.nodes;
   last_nodes_ = nodes;
+  RetryRemovals(now);
   TrackLaunches(nodes, now);
   std::vector<Launching> launching;
   for (const auto& p : launching_) launching.push_back(p.launch);
-  Plan plan = PlanScaleUp(o_.config, nodes, state.value().demands, launching);
+  Plan plan = PlanScaleUp(o_.config, nodes, state.demands, launching);
   if (plan.unsatisfiable != unsatisfiable_ && !plan.unsatisfiable.empty())
     LOG_WARN("autoscaler: no group can hold " + plan.unsatisfiable[0] +
              (plan.unsatisfiable.size() > 1 ? " (and others)" : ""));
   unsatisfiable_ = plan.unsatisfiable;
   for (const auto& up : plan.add) ScaleUpGroup(up, nodes, now);
-  launching.clear();
+}
+
+Status Autoscaler::Tick(double now) {
+  auto state = Sync({});
+  if (!state.ok()) return state.status();
+  const std::vector<proto::AutoscalerNodeMsg>& nodes = state.value().nodes;
+  Grow(state.value(), now);
+  std::vector<Launching> launching;
   for (const auto& p : launching_) launching.push_back(p.launch);
   std::vector<ScaleDown> downs = PlanScaleDown(o_.config, nodes, launching);
   if (downs.empty()) return Status::Ok();
@@ -202,7 +254,7 @@ Status Autoscaler::Tick(double now) {
   if (!removed.ok()) return removed.status();
   for (const auto& set : removed.value().removed)
     for (const auto& d : downs)
-      if (d.node_ids == set) Removed(d, nodes);
+      if (d.node_ids == set) Removed(d, nodes, now);
   last_nodes_ = removed.value().nodes;
   return Status::Ok();
 }

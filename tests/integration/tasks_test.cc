@@ -163,11 +163,14 @@ TEST(TaskTest, CrashedTaskWithoutRetriesFails) {
   orrery_test::TempMarker marker;
   try {
     orrery::Get(orrery::Task(CrashOnce).Remote(marker.path()), kGetTimeoutMs);
-    FAIL() << "expected an error: the worker died and no retries were allowed";
+    FAIL() << "expected WorkerCrashedError: the worker died and no retries were allowed";
+  } catch (const orrery::WorkerCrashedError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("CrashOnce")) << "the message names the task";
+    EXPECT_THAT(e.what(), HasSubstr("died")) << "the message says its worker died";
   } catch (const orrery::GetTimeoutError&) {
     FAIL() << "a crashed task must fail, not hang";
   } catch (const orrery::Error& e) {
-    SUCCEED() << e.kind() << ": " << e.what();
+    FAIL() << "expected WorkerCrashedError, got " << e.kind() << ": " << e.what();
   }
   // Other tasks are unaffected.
   EXPECT_EQ(*orrery::Get(orrery::Task(Add).Remote(2, 2), kGetTimeoutMs), 4);

@@ -22,7 +22,7 @@ struct WorkerPlacement {
   std::string hostname;
   Labels node_labels;  // the node's labels (TPU: orrery.io/tpu-worker-id, slice name)
   std::map<std::string, std::vector<int>> accelerator_ids;  // what the node gave the worker
-  int free_port = 0;  // a port free on the worker's host (rank 0's becomes MASTER_PORT)
+  int free_port = 0;  // a port the worker holds on its host (rank 0's becomes MASTER_PORT)
 };
 
 struct WorkerAssignment {

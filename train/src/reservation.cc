@@ -60,7 +60,7 @@ std::vector<NodeInfo> NodesThatMayCome(const std::vector<proto::AutoscalerGroupM
 }
 
 Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
-                     const std::vector<NodeInfo>& nodes, std::string* kind) {
+                     const std::vector<NodeInfo>& nodes, proto::ErrorKind* kind) {
   if (config.backend == "xla_tpu" && !config.pod_type.empty()) {
     std::string head = "TPU-" + config.pod_type + "-head";
     int heads = 0;
@@ -75,7 +75,7 @@ Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
             n.address);
     }
     if (heads >= config.num_slices) return Status::Ok();
-    *kind = "AcceleratorNotAvailableError";
+    *kind = proto::ErrorKind::kAcceleratorNotAvailableError;
     std::string have;
     for (const auto& [s, hosts] : slices)
       have += (have.empty() ? "" : ", ") + s + " (" + std::to_string(hosts.size()) + " hosts)";
@@ -108,7 +108,8 @@ Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
   }
   if (capacity >= config.num_workers) return Status::Ok();
   bool accel = config.resources_per_worker.count("GPU") || config.resources_per_worker.count("TPU");
-  *kind = accel ? "AcceleratorNotAvailableError" : "InfeasibleError";
+  *kind =
+      accel ? proto::ErrorKind::kAcceleratorNotAvailableError : proto::ErrorKind::kInfeasibleError;
   std::string have;
   for (const auto& n : nodes)
     if (n.alive) have += (have.empty() ? "" : "; ") + n.address + " " + ResourcesText(n.total);

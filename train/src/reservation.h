@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal/error_kind.h"
 #include "core/internal/protocol_autoscaler.h"
 #include "orrery/api/placement_group.h"
 #include "orrery/orrery.h"
@@ -31,7 +32,7 @@ std::vector<NodeInfo> NodesThatMayCome(const std::vector<proto::AutoscalerGroupM
 // host offers (naming the slices that exist), fewer slices than asked for, or a worker's
 // resources that no node has in total.
 Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
-                     const std::vector<NodeInfo>& nodes, std::string* kind);
+                     const std::vector<NodeInfo>& nodes, proto::ErrorKind* kind);
 
 // The placement groups' options (one per slice for TPUs, else one).
 std::vector<PlacementGroupCreationOptions> GroupOptions(const ResolvedConfig& config,

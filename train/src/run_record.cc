@@ -33,7 +33,7 @@ std::string RunRecord::ToJson() const {
                    {"workers", workers_json},
                    {"checkpoints", checkpoints_json},
                    {"latest_metrics", nlohmann::json(latest_metrics)},
-                   {"error_kind", error_kind},
+                   {"error_kind", proto::ErrorKindName(error_kind)},
                    {"error", error}};
   return j.dump();
 }

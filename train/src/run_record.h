@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal/error_kind.h"
 #include "orrery/train/config.h"
 #include "orrery/train/context.h"
 #include "train/src/checkpoint_manager.h"
@@ -39,7 +40,8 @@ struct RunRecord {
   std::vector<RunWorkerRecord> workers;  // the current (or last) group, by rank
   std::vector<KeptCheckpoint> checkpoints;
   Metrics latest_metrics;
-  std::string error_kind, error;
+  proto::ErrorKind error_kind = proto::ErrorKind::kNone;  // stored by its name ("" for none)
+  std::string error;
 
   std::string ToJson() const;
 };

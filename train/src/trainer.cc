@@ -66,17 +66,18 @@ std::string FormatMetrics(const Metrics& m) {
 struct Outcome {
   enum Kind { kFinished, kWorkerFailed, kFatal } kind = kFinished;
   std::string message;
-  std::string error_kind;  // kFatal: the orrery::Error subclass to return
+  proto::ErrorKind error_kind = proto::ErrorKind::kNone;  // kFatal: the error to return
 };
 
-void SetError(Result& r, const std::string& kind, const std::string& message) {
-  // A run fails with one of these kinds as such, and with TrainingFailedError otherwise.
-  proto::ErrorKind k = proto::ErrorKindFromName(kind);
+// Sets the run's error; returns the kind it has. A run fails with one of these kinds as
+// such, and with TrainingFailedError otherwise.
+proto::ErrorKind SetError(Result& r, proto::ErrorKind k, const std::string& message) {
   if (k != proto::ErrorKind::kPlacementGroupError &&
       k != proto::ErrorKind::kAcceleratorNotAvailableError &&
       k != proto::ErrorKind::kInfeasibleError && k != proto::ErrorKind::kConnectionError)
     k = proto::ErrorKind::kTrainingFailedError;
   proto::VisitError(k, message, [&r](const auto& e) { r.SetError(e); });
+  return k;
 }
 
 // The state of one Fit(): the configs, the run's record and what was reported so far.
@@ -243,16 +244,16 @@ Outcome Run::Attempt(double reservation_timeout) {
                    " s: the resources exist but are in use (see " +
                    "`orrery status`); RunConfig::reservation_timeout_s or "
                    "TRAIN_PLACEMENT_GROUP_TIMEOUT_S waits longer",
-               "PlacementGroupError"};
+               proto::ErrorKind::kPlacementGroupError};
         break;
       }
     }
     if (out.kind == Outcome::kFinished) out = StartAndWatch(pgs, actors, &incomplete);
   } catch (const ActorDiedError& e) {  // a worker died while the group was starting
     out = {Outcome::kWorkerFailed,
-           std::string("a worker died while the group was starting: ") + e.what(), ""};
+           std::string("a worker died while the group was starting: ") + e.what()};
   } catch (const Error& e) {
-    out = {Outcome::kFatal, e.what(), e.kind()};
+    out = {Outcome::kFatal, e.what(), proto::ErrorKindFromName(e.kind())};
   }
   // Whatever happened: stop the workers and release the reservation.
   for (const auto& a : actors) {
@@ -277,7 +278,8 @@ Outcome Run::StartAndWatch(const std::vector<PlacementGroup>& pgs,
   Outcome started = StartWorkers(pgs, actors, &placements, &infos);
   if (started.kind != Outcome::kFinished) return started;
   auto assigned = AssignRanks(rc_, placements);
-  if (!assigned.ok()) return {Outcome::kFatal, assigned.status().message(), "TrainingFailedError"};
+  if (!assigned.ok())
+    return {Outcome::kFatal, assigned.status().message(), proto::ErrorKind::kTrainingFailedError};
   auto by_rank = StartRanks(assigned.value(), actors, infos);
   Write("RUNNING");
   return Watch(by_rank, incomplete);
@@ -309,7 +311,7 @@ Outcome Run::StartWorkers(const std::vector<PlacementGroup>& pgs,
       infos->push_back(*Get(info_refs[i], kSetupTimeoutMs));
     } catch (const ActorDiedError& e) {
       return {Outcome::kWorkerFailed,
-              "worker " + std::to_string(i) + " died while starting: " + e.what(), ""};
+              "worker " + std::to_string(i) + " died while starting: " + e.what()};
     }
     auto& p = (*placements)[i];
     const auto& info = (*infos)[i];
@@ -320,7 +322,7 @@ Outcome Run::StartWorkers(const std::vector<PlacementGroup>& pgs,
     p.free_port = info.free_port;
     if (auto it = nodes.find(p.node_id); it != nodes.end()) p.node_labels = it->second.labels;
   }
-  return {Outcome::kFinished, "", ""};
+  return {Outcome::kFinished, ""};
 }
 
 WorkerStartMsg Run::StartMessage(const WorkerAssignment& a, const std::vector<std::string>& peers,
@@ -382,29 +384,28 @@ Outcome Run::Watch(const std::vector<ActorHandle<TrainWorker>>& by_rank,
     if (auto failure = reports.PollOnce(kPollMs)) {
       incomplete->merge(reports.Unfinished());
       if (failure->died)
-        return {Outcome::kWorkerFailed, Who(failure->rank) + " died: " + failure->message, ""};
+        return {Outcome::kWorkerFailed, Who(failure->rank) + " died: " + failure->message};
       return {Outcome::kFatal,
               "the train loop failed on " + Who(failure->rank) + ": " + failure->message,
-              "TrainingFailedError"};
+              proto::ErrorKind::kTrainingFailedError};
     }
     while (auto complete = reports.TakeComplete()) Finalize(complete->first, complete->second);
     if (reports.AllDone()) break;
   }
   incomplete->merge(reports.OrphanCheckpoints());  // reported, never by rank 0
-  return {Outcome::kFinished, "", ""};
+  return {Outcome::kFinished, ""};
 }
 
 Result Run::Fit() {
   double timeout = ReservationTimeout(run_);
   for (const auto& w : rc_.warnings) Say("note: " + w);
-  std::string kind;
+  proto::ErrorKind kind = proto::ErrorKind::kNone;
   std::vector<NodeInfo> nodes = Nodes();  // and those an autoscaler may add
   for (auto& n : NodesThatMayCome(runtime::CurrentOrThrow().AutoscalerGroups()))
     nodes.push_back(std::move(n));
   Status feasible = CheckFeasible(rc_, scaling_, nodes, &kind);
   if (!feasible.ok()) {
-    SetError(result_, kind, feasible.message());
-    record_.error_kind = kind;
+    record_.error_kind = SetError(result_, kind, feasible.message());
     record_.error = feasible.message();
     record_.end_time = WallSeconds();
     Write("ERRORED");
@@ -420,15 +421,16 @@ Result Run::Fit() {
     Outcome o = Attempt(timeout);
     if (o.kind == Outcome::kFinished) break;
     if (o.kind == Outcome::kFatal) {
-      SetError(result_, o.error_kind, o.message);
+      record_.error_kind = SetError(result_, o.error_kind, o.message);
       break;
     }
     ++result_.num_failures;
     if (max_failures >= 0 && result_.num_failures > max_failures) {
-      SetError(result_, "TrainingFailedError",
-               "training failed after " + std::to_string(result_.num_failures) + " failure" +
-                   (result_.num_failures > 1 ? "s" : "") +
-                   " (max_failures=" + std::to_string(max_failures) + "); the last: " + o.message);
+      record_.error_kind = SetError(
+          result_, proto::ErrorKind::kTrainingFailedError,
+          "training failed after " + std::to_string(result_.num_failures) + " failure" +
+              (result_.num_failures > 1 ? "s" : "") +
+              " (max_failures=" + std::to_string(max_failures) + "); the last: " + o.message);
       break;
     }
     auto latest = checkpoints_.Latest();
@@ -442,7 +444,6 @@ Result Run::Fit() {
     result_.best_checkpoints.emplace_back(Checkpoint(c.path), c.metrics);
   record_.end_time = WallSeconds();
   if (result_.error) {
-    record_.error_kind = result_.error->kind();
     record_.error = result_.error->what();
     Say("failed: " + record_.error);
   } else {

@@ -6,10 +6,7 @@
 // keeps answering Poll, through which the trainer collects reports and the loop's end.
 #include "train/src/worker.h"
 
-#include <arpa/inet.h>
 #include <cxxabi.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,11 +16,13 @@
 #include <thread>
 
 #include "core/internal/clock.h"
+#include "core/internal/error_kind.h"
 #include "core/internal/thread_annotations.h"
 #include "orrery/orrery.h"
 #include "orrery/train/trainer.h"
 #include "train/src/checkpoint_manager.h"
 #include "train/src/collective.h"
+#include "train/src/port_reservation.h"
 
 namespace orrery::train::internal {
 
@@ -35,25 +34,6 @@ std::string Demangle(const char* name) {
   std::string out = status == 0 && d ? d : name;
   std::free(d);
   return out;
-}
-
-// A TCP port free on `ip` right now (MASTER_PORT for c10d's store, say).
-int FreePort(const std::string& ip) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = 0;
-  if (inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1)
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
 }
 
 std::string Hostname() {
@@ -189,7 +169,10 @@ class ContextImpl : public GroupCollectives {
 struct TrainWorker::State {
   CollectiveGroup group;
   std::string address;
-  int free_port = 0;
+  // The port offered as MASTER_PORT (rank 0's is used), held until the worker goes: the
+  // store is started by the loop, if at all, and the worker cannot tell when it is up;
+  // holding it costs one socket and does not stop the store from binding it.
+  PortReservation master_port;
   bool started = false;
   ReportSink sink;
   std::thread loop;
@@ -223,10 +206,11 @@ WorkerInfoMsg TrainWorker::Info() {
     auto bound = s_->group.Bind(info.node_ip);
     if (!bound.ok()) throw Error(bound.status().message());
     s_->address = bound.value();
-    s_->free_port = FreePort(info.node_ip);
+    Status reserved = s_->master_port.Reserve();
+    if (!reserved.ok()) throw Error(reserved.message());
   }
   info.collective_address = s_->address;
-  info.free_port = s_->free_port;
+  info.free_port = s_->master_port.port();
   return info;
 }
 
@@ -247,7 +231,7 @@ PollReplyMsg TrainWorker::Poll(int64_t after, int timeout_ms) {
 void TrainWorker::RunLoop(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m) {
   auto loop = orrery::internal::FindLocalFunction<TrainLoop>(m.loop_name);
   if (loop == nullptr) {
-    sink.Finish(true, "FunctionNotFoundError",
+    sink.Finish(true, proto::ErrorKindName(proto::ErrorKind::kFunctionNotFoundError),
                 "the train loop " + m.loop_name + " is not registered in this worker's executable");
     return;
   }

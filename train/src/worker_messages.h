@@ -19,7 +19,7 @@ struct WorkerInfoMsg {
   int pid = 0;
   std::map<std::string, std::vector<int>> accelerator_ids;
   std::string collective_address;  // its collective group's receiving socket
-  int free_port = 0;               // a port free on its host, for MASTER_PORT
+  int free_port = 0;               // a port it holds for MASTER_PORT (PortReservation)
   MSGPACK_DEFINE(node_id, node_ip, hostname, pid, accelerator_ids, collective_address, free_port);
 };
 

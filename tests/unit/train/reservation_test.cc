@@ -45,10 +45,10 @@ ScalingConfig V4Slice(int workers) {
                        .placement_strategy = "SPREAD"};
 }
 
-// CheckFeasible's status and kind ("" when it set none).
+// CheckFeasible's status and kind (kNone when it set none).
 struct Feasibility {
   Status status;
-  std::string kind;
+  proto::ErrorKind kind = proto::ErrorKind::kNone;
 };
 
 Feasibility Check(const ScalingConfig& scaling, const std::vector<NodeInfo>& nodes) {
@@ -65,7 +65,7 @@ TEST(CheckFeasible, NoHostOffersTheSliceHeadNamesTheSlicesThatExist) {
       TpuHost("10.0.0.3", "pod-b", "v5litepod-4", true), Node("10.0.0.9", {{"CPU", 16}})};
   Feasibility f = Check(V4Slice(2), nodes);
   ASSERT_FALSE(f.status.ok());
-  EXPECT_EQ(f.kind, "AcceleratorNotAvailableError");
+  EXPECT_EQ(f.kind, proto::ErrorKind::kAcceleratorNotAvailableError);
   EXPECT_THAT(f.status.message(), HasSubstr("TPU-v4-16-head"));
   EXPECT_THAT(f.status.message(), HasSubstr("slice-a"));
   EXPECT_THAT(f.status.message(), HasSubstr("v4-8"));
@@ -76,7 +76,7 @@ TEST(CheckFeasible, NoHostOffersTheSliceHeadNamesTheSlicesThatExist) {
 TEST(CheckFeasible, NoTpuAtAllSaysSo) {
   Feasibility f = Check(V4Slice(2), {Node("10.0.0.9", {{"CPU", 16}})});
   ASSERT_FALSE(f.status.ok());
-  EXPECT_EQ(f.kind, "AcceleratorNotAvailableError");
+  EXPECT_EQ(f.kind, proto::ErrorKind::kAcceleratorNotAvailableError);
   EXPECT_THAT(f.status.message(), HasSubstr("none"));
 }
 
@@ -85,10 +85,10 @@ TEST(CheckFeasible, OneSliceHeadFitsOneSliceNotTwo) {
                               TpuHost("10.0.0.2", "slice-a", "v4-16", false)};
   Feasibility one = Check(V4Slice(2), nodes);
   EXPECT_TRUE(one.status.ok()) << one.status.message();
-  EXPECT_EQ(one.kind, "");
+  EXPECT_EQ(one.kind, proto::ErrorKind::kNone);
   Feasibility two = Check(V4Slice(4), nodes);
   ASSERT_FALSE(two.status.ok());
-  EXPECT_EQ(two.kind, "AcceleratorNotAvailableError");
+  EXPECT_EQ(two.kind, proto::ErrorKind::kAcceleratorNotAvailableError);
   EXPECT_THAT(two.status.message(), HasSubstr("2 v4-16 slices"));
 }
 
@@ -97,7 +97,7 @@ TEST(CheckFeasible, ADeadSliceHeadDoesNotCount) {
   nodes[0].alive = false;
   Feasibility f = Check(V4Slice(2), nodes);
   EXPECT_FALSE(f.status.ok());
-  EXPECT_EQ(f.kind, "AcceleratorNotAvailableError");
+  EXPECT_EQ(f.kind, proto::ErrorKind::kAcceleratorNotAvailableError);
 }
 
 TEST(CheckFeasible, TooFewCpusInTotalIsInfeasible) {
@@ -105,7 +105,7 @@ TEST(CheckFeasible, TooFewCpusInTotalIsInfeasible) {
                               Node("10.0.0.3", {{"CPU", 8}}, {}, /*alive=*/false)};
   Feasibility f = Check(ScalingConfig{.num_workers = 4}, nodes);
   ASSERT_FALSE(f.status.ok());
-  EXPECT_EQ(f.kind, "InfeasibleError");
+  EXPECT_EQ(f.kind, proto::ErrorKind::kInfeasibleError);
   EXPECT_THAT(f.status.message(), HasSubstr("3 of the 4"));
   nodes.push_back(Node("10.0.0.4", {{"CPU", 1}}));
   Feasibility fits = Check(ScalingConfig{.num_workers = 4}, nodes);
@@ -121,7 +121,7 @@ TEST(CheckFeasible, StrategiesBoundWhatEachNodeHolds) {
   Feasibility pack =
       Check(ScalingConfig{.num_workers = 3, .placement_strategy = "STRICT_PACK"}, nodes);
   EXPECT_FALSE(pack.status.ok());
-  EXPECT_EQ(pack.kind, "InfeasibleError");
+  EXPECT_EQ(pack.kind, proto::ErrorKind::kInfeasibleError);
   EXPECT_TRUE(Check(ScalingConfig{.num_workers = 2, .placement_strategy = "STRICT_SPREAD"}, nodes)
                   .status.ok());
   EXPECT_FALSE(Check(ScalingConfig{.num_workers = 3, .placement_strategy = "STRICT_SPREAD"}, nodes)
@@ -133,7 +133,7 @@ TEST(CheckFeasible, MissingGpusAreAnAcceleratorError) {
       Check(ScalingConfig{.num_workers = 2, .use_gpu = true},
             {Node("10.0.0.1", {{"CPU", 8}, {"GPU", 1}}), Node("10.0.0.2", {{"CPU", 8}})});
   ASSERT_FALSE(f.status.ok());
-  EXPECT_EQ(f.kind, "AcceleratorNotAvailableError");
+  EXPECT_EQ(f.kind, proto::ErrorKind::kAcceleratorNotAvailableError);
 }
 
 TEST(CheckFeasible, TheLabelSelectorExcludesNodes) {
@@ -143,7 +143,7 @@ TEST(CheckFeasible, TheLabelSelectorExcludesNodes) {
       Check(ScalingConfig{.num_workers = 4, .label_selector = {{"zone", "a"}}}, nodes).status.ok());
   Feasibility f = Check(ScalingConfig{.num_workers = 5, .label_selector = {{"zone", "a"}}}, nodes);
   EXPECT_FALSE(f.status.ok());
-  EXPECT_EQ(f.kind, "InfeasibleError");
+  EXPECT_EQ(f.kind, proto::ErrorKind::kInfeasibleError);
 }
 
 TEST(GroupOptions, TpuGetsOneStrictSpreadGroupPerSliceWithTheHeadInBundleZero) {

@@ -47,6 +47,15 @@ TEST(RunRecord, HasExactlyTheDocumentedFields) {
                                    "checkpoints", "latest_metrics", "error_kind", "error"}));
 }
 
+TEST(RunRecord, StoresTheErrorKindByItsName) {
+  RunRecord r = SampleRecord();
+  r.error_kind = proto::ErrorKind::kInfeasibleError;
+  r.error = "the cluster can hold 1 of the 2 workers";
+  json j = json::parse(r.ToJson());
+  EXPECT_EQ(j.at("error_kind"), "InfeasibleError");
+  EXPECT_EQ(j.at("error"), "the cluster can hold 1 of the 2 workers");
+}
+
 TEST(RunRecord, FieldsHaveTheDocumentedTypes) {
   json j = json::parse(SampleRecord().ToJson());
   for (const char* s : {"id", "name", "status", "loop", "path", "backend", "error_kind", "error"}) {
