@@ -21,6 +21,7 @@
 #include "core/internal/log.h"
 #include "core/internal/redis_store.h"
 #include "core/internal/security.h"
+#include "core/internal/session_dir.h"
 #include "core/internal/thread_annotations.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
@@ -60,8 +61,7 @@ long long TotalMemoryBytes() {
 std::string EmbeddedTokenFile() {
   static std::string file;
   if (!file.empty() && access(file.c_str(), R_OK) == 0) return file;
-  const char* t = std::getenv("ORRERY_TMPDIR");
-  std::string root = t && *t ? t : "/tmp/orrery";
+  std::string root = SessionRoot();
   mkdir(root.c_str(), 0777);  // shared by this host's users, as the session directories
   std::string dir = root + "/embedded_" + std::to_string(getpid()) + "_XXXXXX";
   if (!mkdtemp(dir.data()))
