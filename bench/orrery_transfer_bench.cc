@@ -30,9 +30,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench/object_bench_limits.h"
 #include "objects/internal/object_transfer.h"
 #include "objects/internal/object_transfer_wire.h"
-#include "bench/object_bench_limits.h"
 
 namespace {
 
