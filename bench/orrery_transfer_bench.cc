@@ -37,7 +37,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-namespace rt = orrery::runtime;
+namespace rt = orrery::objects;
 
 // A buffer whose pages are all mapped before the timing starts.
 std::vector<char> Touched(size_t n, char fill) { return std::vector<char>(n, fill); }
