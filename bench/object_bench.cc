@@ -39,11 +39,11 @@
 #include <string>
 #include <vector>
 
-#include "node/internal/node_service.h"
 #include "actors/internal/runtime.h"
 #include "actors/internal/test_hooks.h"
 #include "bench/object_bench_limits.h"
 #include "core/internal/security.h"
+#include "node/internal/node_service.h"
 
 namespace {
 

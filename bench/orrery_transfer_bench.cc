@@ -30,14 +30,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench/object_bench_limits.h"
 #include "objects/internal/object_transfer.h"
 #include "objects/internal/object_transfer_wire.h"
-#include "bench/object_bench_limits.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-namespace rt = orrery::runtime;
+namespace rt = orrery::objects;
 
 // A buffer whose pages are all mapped before the timing starts.
 std::vector<char> Touched(size_t n, char fill) { return std::vector<char>(n, fill); }

@@ -10,11 +10,17 @@
 #              of a configure-only build directory, headers included. A source the database
 #              lacks (train/src/torch.cc: clang 14 cannot parse Debian's libtorch headers, so
 #              the database is made without libtorch) is measured by brace matching instead
+#   layers     the modules' layering (docs/architecture.md "Layout"): no module includes
+#              another's src/, and none includes (or links, in its CMakeLists.txt) a module
+#              above it: core <- scheduler <- objects <- node <- actors <- train, dashboard
+#              and autoscaler on core only, cli on any (kMayUse). A public header orrery/...
+#              belongs to the module whose include/ holds it. bench/, tests/, fuzz/ and
+#              examples/ are not modules: they may include anything
 #
-# Product sources: the *.h and *.cc tracked under core/ actors/ scheduler/ train/ dashboard/
-# cli/ bench/ (not tests/, fuzz/ or examples/).
+# Product sources: the *.h and *.cc tracked under core/ scheduler/ objects/ node/ actors/
+# train/ dashboard/ autoscaler/ cli/ bench/ (not tests/, fuzz/ or examples/).
 #
-# Usage: bash scripts/lint.sh [format] [size] [functions]     (default: all three)
+# Usage: bash scripts/lint.sh [format] [size] [functions] [layers]     (default: all four)
 # Environment: ORRERY_LINT_BUILD_DIR (default build-lint: configured, never built),
 # ORRERY_JOBS (default 2: parallel clang-tidy processes).
 set -uo pipefail
@@ -22,7 +28,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 readonly kMaxFileLines=500
 readonly kMaxFunctionLines=80
-readonly kProductDirs=(core actors scheduler train dashboard cli bench)
+readonly kProductDirs=(core scheduler objects node actors train dashboard autoscaler cli bench)
+# The modules, and the modules each one may include and link besides itself ("*": any).
+readonly kModules=(core scheduler objects node actors train dashboard autoscaler cli)
+declare -rA kMayUse=(
+  [core]="" [scheduler]="core" [objects]="core scheduler" [node]="core scheduler objects"
+  [actors]="core scheduler objects node" [train]="core scheduler objects node actors"
+  [dashboard]="core" [autoscaler]="core" [cli]="*")
 lint_dir="${ORRERY_LINT_BUILD_DIR:-build-lint}"
 jobs="${ORRERY_JOBS:-2}"
 
@@ -131,8 +143,80 @@ check_functions() {
   return $rc
 }
 
+# Prints "FILE:LINE: ..." for each #include in a module's *.h and *.cc that breaks the
+# layering: another module's src/, or a module (by its directory, or by the public header
+# orrery/... that its include/ holds) that kMayUse does not list.
+bad_includes() {
+  local rules="" owners m
+  for m in "${kModules[@]}"; do rules+="$m=${kMayUse[$m]};"; done
+  owners=$(git ls-files -- '*/include/orrery/*' | sed -nE 's#^([^/]+)/include/(orrery/.*)$#\2=\1#p' |
+    tr '\n' ';')
+  git grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' -- "${kModules[@]}" |
+    awk -v rules="$rules" -v owners="$owners" '
+    BEGIN {
+      n = split(rules, r, ";")
+      for (i = 1; i <= n; i++) if (split(r[i], kv, "=") >= 1 && kv[1] != "") {
+        module[kv[1]] = 1; allow[kv[1]] = " " kv[2] " "
+        may[kv[1]] = kv[2] == "" ? "no other module" : kv[2] == "*" ? "any module" : kv[2]
+      }
+      n = split(owners, o, ";")
+      for (i = 1; i <= n; i++) if (split(o[i], kv, "=") == 2) owner[kv[1]] = kv[2]
+    }
+    {
+      file = $0; sub(/:.*/, "", file); rest = substr($0, length(file) + 2)
+      line = rest; sub(/:.*/, "", line); text = substr(rest, length(line) + 2)
+      if (file !~ /\.(h|cc)$/ || !match(text, /[<"][^<">]+[>"]/)) next
+      from = file; sub(/\/.*/, "", from)
+      inc = substr(text, RSTART + 1, RLENGTH - 2); quoted = substr(text, RSTART, 1) == "\""
+      split(inc, part, "/"); to = ""
+      if (quoted && (part[1] in module) && part[2] != "") {
+        to = part[1]
+        if (part[2] == "src" && to != from) {
+          printf "%s:%s: includes %s: %s/src/ is private to module %s (what other modules " \
+                 "may include lives in %s/internal/)\n", file, line, inc, to, to, to
+          next
+        }
+      } else if (inc in owner) {
+        to = owner[inc]
+      }
+      if (to != "" && to != from && allow[from] != " * " && index(allow[from], " " to " ") == 0)
+        printf "%s:%s: includes %s: module %s must not depend on module %s (%s may use: %s)\n",
+               file, line, inc, from, to, from, may[from]
+    }'
+}
+
+# Prints "FILE:LINE: ..." for each module's CMakeLists.txt that links a module kMayUse does
+# not list (Orrery::<module> or orrery_<module>; Orrery::orrery is actors).
+bad_links() {
+  local m f token to
+  for m in "${kModules[@]}"; do
+    f=$m/CMakeLists.txt
+    [[ -f $f && ${kMayUse[$m]} != "*" ]] || continue
+    grep -noE '\b(Orrery::|orrery_)[A-Za-z_]+' "$f" | while IFS=: read -r line token; do
+      to=${token#orrery_}
+      to=${to#Orrery::}
+      [[ $to == orrery ]] && to=actors
+      [[ -v kMayUse[$to] && $to != "$m" && " ${kMayUse[$m]} " != *" $to "* ]] || continue
+      echo "$f:$line: links $token: module $m must not depend on module $to ($m may use:" \
+        "${kMayUse[$m]:-no other module})"
+    done
+  done
+}
+
+check_layers() {
+  local -a bad
+  echo "== layers: includes and CMake links of ${#kModules[@]} modules (core <- scheduler <-" \
+    "objects <- node <- actors <- train; dashboard, autoscaler <- core; cli <- any)"
+  mapfile -t bad < <(bad_includes; bad_links)
+  if [[ ${#bad[@]} -gt 0 ]]; then
+    printf '  %s\n' "${bad[@]}"
+    echo "FAIL: ${#bad[@]} include(s) or link(s) against the layering" >&2
+    return 1
+  fi
+}
+
 checks=("$@")
-[[ ${#checks[@]} -eq 0 ]] && checks=(format size functions)
+[[ ${#checks[@]} -eq 0 ]] && checks=(format size functions layers)
 status=0
 for c in "${checks[@]}"; do
   t0=$SECONDS
@@ -140,7 +224,8 @@ for c in "${checks[@]}"; do
     format) check_format || status=1 ;;
     size) check_size || status=1 ;;
     functions) check_functions || status=1 ;;
-    *) echo "unknown check '$c' (format, size, functions)" >&2; status=1; continue ;;
+    layers) check_layers || status=1 ;;
+    *) echo "unknown check '$c' (format, size, functions, layers)" >&2; status=1; continue ;;
   esac
   echo "   ($c: $((SECONDS - t0)) s)"
 done

@@ -10,19 +10,19 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
-#include "actors/src/errors_util.h"
-#include "node/internal/node_service.h"
 #include "actors/internal/runtime.h"
 #include "actors/internal/test_hooks.h"
+#include "actors/src/errors_util.h"
 #include "actors/src/worker.h"
-#include "node/internal/zygote.h"
-#include "core/internal/accelerators.h"
 #include "core/internal/log.h"
 #include "core/internal/redis_store.h"
 #include "core/internal/security.h"
+#include "core/internal/session_dir.h"
 #include "core/internal/thread_annotations.h"
+#include "node/internal/node_options.h"
+#include "node/internal/node_service.h"
+#include "node/internal/zygote.h"
 #include "orrery/orrery.h"
 #include "orrery/resources.h"
 #include "scheduler/internal/head_service.h"
@@ -50,19 +50,13 @@ void RaiseFileLimit() {
   }
 }
 
-long long TotalMemoryBytes() {
-  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && size > 0 ? (long long)pages * size : 0;
-}
-
 // The embedded cluster's token: made once per process and kept across Init/Shutdown, in a
 // file only this user can read (in a 0700 directory), which its workers are pointed at.
 // Removed when the process exits.
 std::string EmbeddedTokenFile() {
   static std::string file;
   if (!file.empty() && access(file.c_str(), R_OK) == 0) return file;
-  const char* t = std::getenv("ORRERY_TMPDIR");
-  std::string root = t && *t ? t : "/tmp/orrery";
+  std::string root = SessionRoot();
   mkdir(root.c_str(), 0777);  // shared by this host's users, as the session directories
   std::string dir = root + "/embedded_" + std::to_string(getpid()) + "_XXXXXX";
   if (!mkdtemp(dir.data()))
@@ -160,19 +154,16 @@ std::unique_ptr<scheduler::HeadService> StartEmbeddedHead(const Config& config,
 std::unique_ptr<node::NodeService> StartEmbeddedNode(
     const Config& config, const std::string& host, const std::string& advertise,
     const std::string& head_address, const std::map<std::string, std::string>& credential_env) {
-  node::NodeOptions no;
+  node::HostResources this_host;
+  this_host.num_cpus = config.num_cpus;
+  this_host.resources = config.resources;
+  this_host.labels = config.labels;
+  Result<node::NodeOptions> from_host = node::NodeOptionsFromHost(this_host);
+  if (!from_host.ok()) throw ConfigError(from_host.status().message());
+  node::NodeOptions no = std::move(from_host).value();
   no.head_address = head_address;
   no.bind_host = host;
   no.advertise_host = advertise;  // its workers read the same $ORRERY_ADVERTISE_ADDRESS
-  int cpus = config.num_cpus >= 0 ? config.num_cpus
-                                  : int(std::max(1u, std::thread::hardware_concurrency()));
-  no.resources["CPU"] = cpus;
-  if (long long mem = TotalMemoryBytes()) no.resources["memory"] = double(mem);
-  for (const auto& [k, v] : config.resources) no.resources[k] = v;
-  no.labels = config.labels;
-  if (Status st = accel::AddDetected(&no.resources, &no.labels, &no.accelerator_ids); !st.ok()) {
-    throw ConfigError("accelerator detection: " + st.message());
-  }
   no.memory_usage_threshold = config.memory_usage_threshold;
   no.memory_monitor_refresh_ms = config.memory_monitor_refresh_ms;
   no.object_store_memory = uint64_t(config.object_store_memory);

@@ -5,6 +5,7 @@
 
 #include "core/internal/ask.h"
 #include "core/internal/clock.h"
+#include "core/internal/labels.h"
 #include "core/internal/log.h"
 
 namespace orrery::autoscaler {
@@ -54,7 +55,7 @@ int Autoscaler::Units(const std::string& group,
   std::set<std::string> units;
   for (const auto& n : nodes) {
     if (Label(n.labels, kGroupLabel) != group) continue;
-    std::string slice = Label(n.labels, "orrery.io/tpu-slice-name");
+    std::string slice = Label(n.labels, kTpuSliceNameLabel);
     units.insert(slice.empty() ? n.node_id : slice);
   }
   int launching = 0;
@@ -142,8 +143,8 @@ void Autoscaler::ScaleUpGroup(const ScaleUp& up, const std::vector<proto::Autosc
   std::set<int> used;
   for (const auto& n : nodes) {
     if (Label(n.labels, kGroupLabel) != g->name) continue;
-    used.insert(Ordinal(g->is_tpu ? Label(n.labels, "orrery.io/tpu-slice-name")
-                                  : Label(n.labels, kNodeLabel)));
+    used.insert(
+        Ordinal(g->is_tpu ? Label(n.labels, kTpuSliceNameLabel) : Label(n.labels, kNodeLabel)));
   }
   for (const auto& p : launching_)
     if (p.launch.group == g->name)

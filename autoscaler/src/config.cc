@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/internal/labels.h"
 #include "core/internal/text.h"
 #include "orrery/tpu.h"
 
@@ -187,9 +188,9 @@ proto::AutoscalerGroupMsg GroupConfig::Shape() const {
   m.max_nodes = max * hosts();
   m.hosts = hosts();
   if (is_tpu) {
-    m.labels["orrery.io/accelerator-type"] = tpu.accelerator_type;
-    m.labels["orrery.io/tpu-pod-type"] = tpu.pod_type;
-    m.labels["orrery.io/tpu-topology"] = tpu.topology;
+    m.labels[kAcceleratorTypeLabel] = tpu.accelerator_type;
+    m.labels[kTpuPodTypeLabel] = tpu.pod_type;
+    m.labels[kTpuTopologyLabel] = tpu.topology;
     m.head_resources["TPU-" + tpu.pod_type + "-head"] = 1;
   }
   return m;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "orrery/scheduler/policy.h"
+#include "core/internal/labels.h"
 
 namespace orrery::autoscaler {
 
@@ -27,7 +27,7 @@ std::vector<Bin> UnitBins(const GroupConfig& g, const std::string& slice) {
   for (int h = 0; h < g.hosts(); ++h) {
     Bin b{shape.resources, shape.labels};
     if (g.is_tpu) {
-      b.labels["orrery.io/tpu-slice-name"] = slice;
+      b.labels[kTpuSliceNameLabel] = slice;
       if (h == 0)
         for (const auto& [k, v] : shape.head_resources) b.free[k] += v;
     }
@@ -69,7 +69,7 @@ bool PlaceOn(const proto::PendingDemandMsg& d, std::vector<Bin>& bins) {
   };
   std::map<std::string, std::vector<size_t>> by_value;  // same_label's value -> bins
   for (size_t i = 0; i < bins.size(); ++i) {
-    if (!scheduler::MatchesSelector(bins[i].labels, d.label_selector)) continue;
+    if (!MatchesSelector(bins[i].labels, d.label_selector)) continue;
     std::string v = d.same_label.empty() ? "" : Label(bins[i].labels, d.same_label);
     if (!d.same_label.empty() && v.empty()) continue;
     by_value[v].push_back(i);
@@ -86,8 +86,7 @@ bool GroupCanHold(const GroupConfig& g, const proto::PendingDemandMsg& d) {
   for (const auto& b : d.bundles) {
     bool fits = false;
     for (const auto& bin : one)
-      fits =
-          fits || (scheduler::MatchesSelector(bin.labels, d.label_selector) && Fits(b, bin.free));
+      fits = fits || (MatchesSelector(bin.labels, d.label_selector) && Fits(b, bin.free));
     if (!fits) return false;
   }
   return true;
@@ -118,7 +117,7 @@ Plan PlanScaleUp(const Config& config, const std::vector<proto::AutoscalerNodeMs
   for (const auto& n : nodes) {
     bins.push_back({n.available, n.labels});
     std::string group = Label(n.labels, kGroupLabel);
-    std::string slice = Label(n.labels, "orrery.io/tpu-slice-name");
+    std::string slice = Label(n.labels, kTpuSliceNameLabel);
     if (group.empty()) continue;
     if (slice.empty() || slices_seen.insert(slice).second) ++units[group];
   }
@@ -181,7 +180,7 @@ std::vector<ScaleDown> PlanScaleDown(const Config& config,
     std::map<int, double> idle;  // ordinal -> the least idle time among its hosts
     for (const auto& n : nodes) {
       if (Label(n.labels, kGroupLabel) != g.name) continue;
-      std::string slice = Label(n.labels, "orrery.io/tpu-slice-name");
+      std::string slice = Label(n.labels, kTpuSliceNameLabel);
       std::string name = Label(n.labels, kNodeLabel);
       int ord = Ordinal(g.is_tpu ? slice : name);
       ScaleDown& s = by_ordinal[ord];

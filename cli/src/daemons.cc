@@ -5,16 +5,15 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <thread>
 
-#include "node/internal/node_service.h"
 #include "cli/src/duration.h"
 #include "cli/src/ready_file.h"
-#include "core/internal/accelerators.h"
 #include "core/internal/advertised_host.h"
 #include "core/internal/log.h"
 #include "core/internal/redis_store.h"
 #include "core/internal/security.h"
+#include "node/internal/node_options.h"
+#include "node/internal/node_service.h"
 #include "scheduler/internal/head_service.h"
 
 namespace orrery::cli {
@@ -129,7 +128,19 @@ int RunNode(const NodeFlags& flags) {
   sigset_t set = BlockStopSignals();
   log::SetLevel("info");
   log::SetProcessTag("node");
-  node::NodeOptions no;
+  // This host's resources, labels and accelerators (flags and --resources override what is
+  // detected).
+  node::HostResources host;
+  host.num_cpus = flags.num_cpus;
+  host.memory = flags.memory;
+  host.resources = flags.resources;
+  host.labels = flags.labels;
+  Result<node::NodeOptions> from_host = node::NodeOptionsFromHost(host);
+  if (!from_host.ok()) {
+    std::fprintf(stderr, "orrery node: %s\n", from_host.status().message().c_str());
+    return 1;
+  }
+  node::NodeOptions no = std::move(from_host).value();
   no.head_address =
       flags.address.find("://") == std::string::npos ? "tcp://" + flags.address : flags.address;
   auto used = UseDaemonCredentials(flags.credentials, no.head_address);
@@ -162,19 +173,6 @@ int RunNode(const NodeFlags& flags) {
   if (flags.log_rotate_bytes > 0) no.log_rotate_bytes = flags.log_rotate_bytes;
   if (flags.log_rotate_backups >= 0) no.log_rotate_backups = flags.log_rotate_backups;
   no.metrics_port = flags.metrics_port;
-  int cpus =
-      flags.num_cpus >= 0 ? flags.num_cpus : int(std::max(1u, std::thread::hardware_concurrency()));
-  no.resources["CPU"] = cpus;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  double memory = flags.memory >= 0 ? flags.memory : double(pages) * double(page);
-  if (memory > 0) no.resources["memory"] = memory;
-  for (const auto& [k, v] : flags.resources) no.resources[k] = v;
-  no.labels = flags.labels;
-  // Accelerators this host has (flags and --resources override what is detected).
-  if (Status st = accel::AddDetected(&no.resources, &no.labels, &no.accelerator_ids); !st.ok()) {
-    std::fprintf(stderr, "orrery node: accelerator detection: %s\n", st.message().c_str());
-    return 1;
-  }
   SetWorkerAddresses(flags, &no);
   node::NodeService node(no);
   Status s = node.Start();

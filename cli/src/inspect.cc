@@ -8,6 +8,7 @@
 #include "cli/src/list_objects.h"
 #include "cli/src/list_workers.h"
 #include "cli/src/objects_table.h"
+#include "core/internal/labels.h"
 #include "core/internal/redis_store.h"
 #include "core/internal/text.h"
 #include "orrery/orrery.h"
@@ -41,15 +42,15 @@ std::string Accelerators(const Labels& labels) {
     auto it = labels.find(k);
     return it == labels.end() ? std::string() : it->second;
   };
-  std::string type = get("orrery.io/accelerator-type");
+  std::string type = get(kAcceleratorTypeLabel);
   if (type.empty()) return "";
   std::string out = type;
-  std::string pod = get("orrery.io/tpu-pod-type");
+  std::string pod = get(kTpuPodTypeLabel);
   if (!pod.empty()) out += " " + pod;
-  std::string topo = get("orrery.io/tpu-topology");
+  std::string topo = get(kTpuTopologyLabel);
   if (!topo.empty()) out += " " + topo;
-  std::string slice = get("orrery.io/tpu-slice-name");
-  if (!slice.empty()) out += ", slice " + slice + " worker " + get("orrery.io/tpu-worker-id");
+  std::string slice = get(kTpuSliceNameLabel);
+  if (!slice.empty()) out += ", slice " + slice + " worker " + get(kTpuWorkerIdLabel);
   if (auto gen = tpu::ParseAcceleratorType(type); gen.ok()) {
     char hbm[64];
     std::snprintf(hbm, sizeof(hbm), ", %.0f GiB HBM/chip",

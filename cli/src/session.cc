@@ -23,11 +23,6 @@ namespace orrery::cli {
 
 namespace fs = std::filesystem;
 
-std::string SessionRoot() {
-  const char* t = std::getenv("ORRERY_TMPDIR");
-  return t && *t ? t : "/tmp/orrery";
-}
-
 void Session::Save() const {
   nlohmann::json j{{"values", values}, {"pids", pids}};
   std::ofstream(dir + "/session.json") << j.dump(2) << "\n";

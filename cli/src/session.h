@@ -1,12 +1,13 @@
 // Sessions of the `orrery` command: what `orrery start` launched on this host (pids, the
 // head and Redis addresses, log files), kept in a directory so `orrery stop` and
-// `orrery status` find them. Default root: /tmp/orrery (env ORRERY_TMPDIR).
+// `orrery status` find them, under SessionRoot() (core/internal/session_dir.h).
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/internal/session_dir.h"
 #include "orrery/status.h"
 
 namespace orrery::cli {
@@ -19,7 +20,6 @@ struct Session {
   void Save() const;
 };
 
-std::string SessionRoot();
 Session NewSession();
 // Every session directory on this host that still has live processes.
 std::vector<Session> LiveSessions();

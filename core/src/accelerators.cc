@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/internal/labels.h"
 #include "orrery/tpu.h"
 
 namespace orrery::accel {
@@ -233,22 +234,21 @@ Result<Advertised> Advertise(const Detected& d) {
       auto pod = tpu::ParsePodType(d.tpu.pod_type);
       if (!pod.ok())
         return Status::InvalidArgument("TPU_ACCELERATOR_TYPE: " + pod.status().message());
-      out.labels["orrery.io/accelerator-type"] = tpu::AcceleratorTypeName(pod->generation);
-      out.labels["orrery.io/tpu-pod-type"] = pod->name;
+      out.labels[kAcceleratorTypeLabel] = tpu::AcceleratorTypeName(pod->generation);
+      out.labels[kTpuPodTypeLabel] = pod->name;
       if (d.tpu.worker_id == 0) out.resources["TPU-" + pod->name + "-head"] = 1;
     }
-    if (!d.tpu.topology.empty()) out.labels["orrery.io/tpu-topology"] = d.tpu.topology;
-    if (!d.tpu.slice_name.empty()) out.labels["orrery.io/tpu-slice-name"] = d.tpu.slice_name;
-    if (d.tpu.worker_id >= 0)
-      out.labels["orrery.io/tpu-worker-id"] = std::to_string(d.tpu.worker_id);
+    if (!d.tpu.topology.empty()) out.labels[kTpuTopologyLabel] = d.tpu.topology;
+    if (!d.tpu.slice_name.empty()) out.labels[kTpuSliceNameLabel] = d.tpu.slice_name;
+    if (d.tpu.worker_id >= 0) out.labels[kTpuWorkerIdLabel] = std::to_string(d.tpu.worker_id);
   } else if (d.device_type == "cuda" && !d.gpu.ids.empty()) {
     out.resources["GPU"] = double(d.gpu.ids.size());
     out.device_ids["GPU"] = d.gpu.ids;
-    if (!d.gpu.model.empty()) out.labels["orrery.io/accelerator-type"] = d.gpu.model;
+    if (!d.gpu.model.empty()) out.labels[kAcceleratorTypeLabel] = d.gpu.model;
   } else if (d.device_type == "xpu" && d.xpus > 0) {
     out.resources["XPU"] = d.xpus;
     for (int i = 0; i < d.xpus; ++i) out.device_ids["XPU"].push_back(i);
-    out.labels["orrery.io/accelerator-type"] = "XPU";
+    out.labels[kAcceleratorTypeLabel] = "XPU";
   }
   return out;
 }

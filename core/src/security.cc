@@ -14,9 +14,10 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "core/src/security_internal.h"
+#include "core/internal/session_dir.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
+#include "core/src/security_internal.h"
 
 namespace orrery::security {
 
@@ -157,8 +158,7 @@ std::string FindSessionTokenFile(const std::string& head_address) {
     return a;
   };
   std::string want = strip(head_address);
-  const char* t = std::getenv("ORRERY_TMPDIR");
-  std::string root = t && *t ? t : "/tmp/orrery";
+  std::string root = SessionRoot();
   std::vector<std::pair<fs::file_time_type, std::string>> dirs;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {

@@ -20,8 +20,8 @@
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
-#include "core/src/security_internal.h"
 #include "core/internal/thread_annotations.h"
+#include "core/src/security_internal.h"
 
 namespace orrery::security {
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/internal/labels.h"
+
 namespace orrery::dashboard {
 
 using nlohmann::json;
@@ -143,19 +145,19 @@ json TpuSlices(const std::vector<json>& nodes) {
   std::map<std::string, Slice> slices;
   for (const auto& n : nodes) {
     const json& labels = Obj(n, "labels");
-    std::string name = Str(labels, "orrery.io/tpu-slice-name");
+    std::string name = Str(labels, kTpuSliceNameLabel);
     if (name.empty()) continue;
     Slice& s = slices[name];
     bool alive = Bool(n, "alive");
     if (s.info.is_null() || (alive && !s.info_from_alive)) {
       s.info = {{"name", name},
-                {"pod_type", Str(labels, "orrery.io/tpu-pod-type")},
-                {"topology", Str(labels, "orrery.io/tpu-topology")},
-                {"accelerator_type", Str(labels, "orrery.io/accelerator-type")}};
+                {"pod_type", Str(labels, kTpuPodTypeLabel)},
+                {"topology", Str(labels, kTpuTopologyLabel)},
+                {"accelerator_type", Str(labels, kAcceleratorTypeLabel)}};
       s.info_from_alive = alive;
     }
     int64_t worker = -1;
-    if (!ParseInt(Str(labels, "orrery.io/tpu-worker-id"), &worker)) worker = -1;
+    if (!ParseInt(Str(labels, kTpuWorkerIdLabel), &worker)) worker = -1;
     s.hosts.push_back({worker,
                        alive,
                        {{"node_id", Str(n, "node_id")},

@@ -13,16 +13,14 @@
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
 #include "core/internal/security.h"
+#include "core/internal/session_dir.h"
 #include "orrery/resources.h"
 
 namespace orrery::node {
 
 namespace {
 // Where a node keeps its files when told nothing else: $ORRERY_TMPDIR, else /tmp/orrery.
-std::string TmpRoot() {
-  const char* t = std::getenv("ORRERY_TMPDIR");
-  return t && *t ? t : "/tmp/orrery";
-}
+std::string TmpRoot() { return SessionRoot(); }
 }  // namespace
 
 using proto::MsgType;

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <thread>
 
-#include "objects/src/node_objects.h"
-#include "objects/internal/object_transfer.h"
 #include "core/internal/log.h"
+#include "objects/internal/object_transfer.h"
+#include "objects/src/node_objects.h"
 
 namespace orrery::objects {
 

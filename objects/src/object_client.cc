@@ -2,8 +2,8 @@
 
 #include <chrono>
 
-#include "objects/internal/shm_arena.h"
 #include "core/internal/log.h"
+#include "objects/internal/shm_arena.h"
 
 namespace orrery::objects {
 

@@ -19,12 +19,12 @@
 #include <list>
 #include <thread>
 
-#include "objects/internal/object_transfer_wire.h"
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
 #include "core/internal/thread_annotations.h"
+#include "objects/internal/object_transfer_wire.h"
 
 namespace orrery::objects {
 

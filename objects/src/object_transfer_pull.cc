@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "objects/internal/object_transfer.h"
-#include "objects/internal/object_transfer_wire.h"
 #include "core/internal/clock.h"
 #include "core/internal/thread_annotations.h"
+#include "objects/internal/object_transfer.h"
+#include "objects/internal/object_transfer_wire.h"
 
 namespace orrery::objects {
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/internal/log.h"
+#include "core/internal/session_dir.h"
 #include "scheduler/src/head_autoscaler.h"
 #include "scheduler/src/head_metrics.h"
 #include "scheduler/src/records.h"
@@ -13,10 +14,7 @@ namespace orrery::scheduler {
 using proto::MsgType;
 
 namespace {
-std::string DefaultBinaryDir() {
-  const char* t = std::getenv("ORRERY_TMPDIR");
-  return std::string(t && *t ? t : "/tmp/orrery") + "/head_binaries";
-}
+std::string DefaultBinaryDir() { return SessionRoot() + "/head_binaries"; }
 
 HeadOptions WithDefaults(HeadOptions o) {
   if (!o.store) o.store = std::make_shared<InMemoryStateStore>();
@@ -30,7 +28,8 @@ HeadService::HeadService(HeadOptions options)
       retention_(options_.history_ttl_s > 0
                      ? std::make_shared<RetentionStore>(options_.store, options_.history_ttl_s)
                      : nullptr),
-      m_(HeadContext{retention_ ? retention_ : options_.store, std::shared_ptr<Outbox>(&TransportOutbox(), [](Outbox*) {})},
+      m_(HeadContext{retention_ ? retention_ : options_.store,
+                     std::shared_ptr<Outbox>(&TransportOutbox(), [](Outbox*) {})},
          options_.binary_dir) {
   if (retention_) {
     retention_->SetForget(

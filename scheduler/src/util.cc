@@ -1,6 +1,12 @@
 #include "scheduler/src/util.h"
 
+#include "core/internal/labels.h"
+
 namespace orrery::scheduler {
+
+bool MatchesSelector(const Labels& labels, const Labels& selector) {
+  return orrery::MatchesSelector(labels, selector);
+}
 
 double Utilisation(const NodeView& node, const Resources& demand) {
   double u = 0;
@@ -56,9 +62,8 @@ std::string InfeasibleReason(const Resources& demand, const Labels& selector,
         return it == n.labels.end() ? std::string("?") : it->second;
       };
       inventory += (inventory.empty() ? "" : "; ") + n.id.Hex().substr(0, 12) + ": " +
-                   std::to_string(int(chips->second)) + " chips of " +
-                   label("orrery.io/tpu-pod-type") + " slice " + label("orrery.io/tpu-slice-name") +
-                   " worker " + label("orrery.io/tpu-worker-id");
+                   std::to_string(int(chips->second)) + " chips of " + label(kTpuPodTypeLabel) +
+                   " slice " + label(kTpuSliceNameLabel) + " worker " + label(kTpuWorkerIdLabel);
     }
     out += ". TPU inventory: " + (inventory.empty() ? std::string("no TPU hosts") : inventory);
   }

@@ -20,6 +20,7 @@
 #include <stdexcept>
 
 #include "core/internal/security.h"
+#include "core/internal/session_dir.h"
 #include "tests/cluster/redis_client.h"
 
 extern char** environ;
@@ -303,8 +304,7 @@ Cluster::~Cluster() {
   std::error_code ec;
   // What a node killed with SIGKILL leaves (docs/objects.md "Lifetime"): its arena file and
   // its (empty) spill directory.
-  const char* tmp = std::getenv("ORRERY_TMPDIR");
-  std::string spill = std::string(tmp && *tmp ? tmp : "/tmp/orrery") + "/spill/node-";
+  std::string spill = orrery::SessionRoot() + "/spill/node-";
   for (const auto& id : node_ids_) {
     std::filesystem::remove("/dev/shm/orrery-" + id, ec);
     std::filesystem::remove_all(spill + id, ec);

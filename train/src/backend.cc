@@ -4,6 +4,8 @@
 #include <numeric>
 #include <set>
 
+#include "core/internal/labels.h"
+
 namespace orrery::train {
 
 namespace {
@@ -40,7 +42,7 @@ std::vector<int> Unravel(int id, const std::vector<int>& shape) {
 }
 
 int TpuWorkerId(const WorkerPlacement& p) {
-  auto it = p.node_labels.find("orrery.io/tpu-worker-id");
+  auto it = p.node_labels.find(kTpuWorkerIdLabel);
   if (it == p.node_labels.end()) return -1;
   try {
     return std::stoi(it->second);

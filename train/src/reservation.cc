@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/internal/labels.h"
 #include "orrery/resources.h"
 
 namespace orrery::train {
@@ -47,7 +48,7 @@ std::vector<NodeInfo> NodesThatMayCome(const std::vector<proto::AutoscalerGroupM
       n.total = g.resources;
       n.labels = g.labels;
       if (hosts > 1 || !g.head_resources.empty()) {
-        n.labels["orrery.io/tpu-slice-name"] = g.name + "-" + std::to_string(i / hosts);
+        n.labels[kTpuSliceNameLabel] = g.name + "-" + std::to_string(i / hosts);
         n.address = "(autoscaler group " + g.name + ", host " + std::to_string(i % hosts) + ")";
         if (i % hosts == 0)
           for (const auto& [k, v] : g.head_resources) n.total[k] += v;
@@ -69,10 +70,9 @@ Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
       if (!n.alive) continue;
       auto it = n.total.find(head);
       if (it != n.total.end() && it->second > 0) ++heads;
-      std::string slice = Get(n.labels, "orrery.io/tpu-slice-name");
+      std::string slice = Get(n.labels, kTpuSliceNameLabel);
       if (!slice.empty())
-        slices[Get(n.labels, "orrery.io/tpu-pod-type") + " slice \"" + slice + "\""].insert(
-            n.address);
+        slices[Get(n.labels, kTpuPodTypeLabel) + " slice \"" + slice + "\""].insert(n.address);
     }
     if (heads >= config.num_slices) return Status::Ok();
     *kind = proto::ErrorKind::kAcceleratorNotAvailableError;
@@ -130,7 +130,7 @@ std::vector<PlacementGroupCreationOptions> GroupOptions(const ResolvedConfig& co
       PlacementGroupCreationOptions o;
       o.name = name_prefix + "-slice" + std::to_string(s);
       o.strategy = PlacementStrategy::STRICT_SPREAD;
-      o.same_label = "orrery.io/tpu-slice-name";
+      o.same_label = kTpuSliceNameLabel;
       for (int h = 0; h < config.hosts_per_slice; ++h) {
         Resources b = config.resources_per_worker;
         if (h == 0) b["TPU-" + config.pod_type + "-head"] = 1;

@@ -14,10 +14,10 @@
 namespace orrery::runtime {
 namespace {
 
-using proto::MsgType;
-using ::orrery::testing::RecordingOutbox;
 using ::orrery::testing::MakeEnvelope;
+using ::orrery::testing::RecordingOutbox;
 using ::orrery::testing::SentMessage;
+using proto::MsgType;
 
 constexpr char kHead[] = "tcp://head";
 constexpr int kFastResendMs = 2;

@@ -15,8 +15,8 @@
 namespace orrery::runtime {
 namespace {
 
-using proto::MsgType;
 using ::orrery::testing::SentMessage;
+using proto::MsgType;
 
 class JobRegistrationTest : public ::testing::Test {
  protected:

@@ -1,12 +1,10 @@
-// Call counts for the metrics (core/internal/call_stats.h, node_metrics.h): a worker's counter,
-// the node's sums over live and retired workers, malformed reports, and the node's text.
+// Call counts for the metrics (core/internal/call_stats.h): a worker's counter, the node's
+// sums over live and retired workers, and malformed reports.
 #include "core/internal/call_stats.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "node/src/node_metrics.h"
 
 namespace orrery {
 namespace {
@@ -74,31 +72,6 @@ TEST(NodeCallStatsTest, RefusesMalformedReports) {
   negative.latency_sum_s = -1;
   EXPECT_FALSE(s.Update(negative));
   EXPECT_EQ(s.Sum().started, 0u);
-}
-
-TEST(NodeMetricsTest, TextHasEveryFamilyWithTheNodeLabel) {
-  NodeCallStats s;
-  ASSERT_TRUE(s.Update(Report("a", 4, 1)));
-  NodeMetricsInput in;
-  in.node_id = "00ff";
-  in.worker_kinds = {{"actor", 2}};
-  in.object_store.capacity_bytes = 1000;
-  in.object_store.used_bytes = 10;
-  in.calls = s.Sum();
-  std::string text = NodeMetricsText(in);
-  for (const char* line :
-       {"orrery_worker_processes{node=\"00ff\",kind=\"actor\"} 2",
-        "orrery_worker_processes{node=\"00ff\",kind=\"idle\"} 0",
-        "orrery_object_store_used_bytes{node=\"00ff\"} 10",
-        "orrery_object_store_capacity_bytes{node=\"00ff\"} 1000",
-        "orrery_tasks_started_total{node=\"00ff\"} 5",
-        "orrery_tasks_finished_total{node=\"00ff\"} 4",
-        "orrery_tasks_failed_total{node=\"00ff\"} 1", "orrery_tasks_running{node=\"00ff\"} 0",
-        "orrery_call_latency_seconds_bucket{node=\"00ff\",le=\"0.001\"} 5",
-        "orrery_call_latency_seconds_bucket{node=\"00ff\",le=\"+Inf\"} 5",
-        "orrery_call_latency_seconds_count{node=\"00ff\"} 5"}) {
-    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
-  }
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/internal/protocol.h"
-#include "tests/fakes/recording_outbox.h"
 #include "core/internal/state_store.h"
 #include "scheduler/src/head_managers.h"
+#include "tests/fakes/recording_outbox.h"
 
 namespace orrery::scheduler::testing {
 

@@ -68,7 +68,7 @@ struct Decision {
   std::string reason;  // for kWait and kInfeasible: why, in words
 };
 
-// True when `labels` satisfy every entry of `selector`.
+// True when `labels` satisfy every entry of `selector` (core/internal/labels.h).
 bool MatchesSelector(const Labels& labels, const Labels& selector);
 
 // Hybrid default: pack onto the first nodes (in view order) while their utilisation stays

@@ -1,9 +1,9 @@
 // Label selectors: "key": "value" (equality), "in(a,b)" and "!in(a,b)".
 #include <sstream>
 
-#include "orrery/scheduler/policy.h"
+#include "core/internal/labels.h"
 
-namespace orrery::scheduler {
+namespace orrery {
 
 namespace {
 bool InList(const std::string& list, const std::string& value) {
@@ -33,4 +33,4 @@ bool MatchesSelector(const Labels& labels, const Labels& selector) {
   return true;
 }
 
-}  // namespace orrery::scheduler
+}  // namespace orrery

@@ -1,0 +1,49 @@
+// The node's metrics text (node/src/node_metrics.h): every family, with the node's label.
+#include "node/src/node_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "core/internal/call_stats.h"
+
+namespace orrery::node {
+namespace {
+
+proto::WorkerStatsMsg Report(const std::string& worker, uint64_t finished, uint64_t failed) {
+  proto::WorkerStatsMsg m;
+  m.worker_id = worker;
+  m.started = finished + failed;
+  m.finished = finished;
+  m.failed = failed;
+  m.latency_buckets.assign(proto::kCallLatencyBuckets, 0);
+  m.latency_buckets[0] = finished + failed;
+  m.latency_sum_s = 0.0005 * double(finished + failed);
+  return m;
+}
+
+TEST(NodeMetricsTest, TextHasEveryFamilyWithTheNodeLabel) {
+  NodeCallStats s;
+  ASSERT_TRUE(s.Update(Report("a", 4, 1)));
+  NodeMetricsInput in;
+  in.node_id = "00ff";
+  in.worker_kinds = {{"actor", 2}};
+  in.object_store.capacity_bytes = 1000;
+  in.object_store.used_bytes = 10;
+  in.calls = s.Sum();
+  std::string text = NodeMetricsText(in);
+  for (const char* line :
+       {"orrery_worker_processes{node=\"00ff\",kind=\"actor\"} 2",
+        "orrery_worker_processes{node=\"00ff\",kind=\"idle\"} 0",
+        "orrery_object_store_used_bytes{node=\"00ff\"} 10",
+        "orrery_object_store_capacity_bytes{node=\"00ff\"} 1000",
+        "orrery_tasks_started_total{node=\"00ff\"} 5",
+        "orrery_tasks_finished_total{node=\"00ff\"} 4",
+        "orrery_tasks_failed_total{node=\"00ff\"} 1", "orrery_tasks_running{node=\"00ff\"} 0",
+        "orrery_call_latency_seconds_bucket{node=\"00ff\",le=\"0.001\"} 5",
+        "orrery_call_latency_seconds_bucket{node=\"00ff\",le=\"+Inf\"} 5",
+        "orrery_call_latency_seconds_count{node=\"00ff\"} 5"}) {
+    EXPECT_NE(text.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << text;
+  }
+}
+
+}  // namespace
+}  // namespace orrery::node
