@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <thread>
 
-#include "node/internal/node_service.h"
 #include "cli/src/duration.h"
 #include "cli/src/ready_file.h"
 #include "core/internal/accelerators.h"
@@ -15,6 +14,7 @@
 #include "core/internal/log.h"
 #include "core/internal/redis_store.h"
 #include "core/internal/security.h"
+#include "node/internal/node_service.h"
 #include "scheduler/internal/head_service.h"
 
 namespace orrery::cli {
@@ -176,6 +176,9 @@ int RunNode(const NodeFlags& flags) {
     return 1;
   }
   SetWorkerAddresses(flags, &no);
+  // A node the head refuses later (a heartbeat answered with a refusal) ends as a stop
+  // signal would end it, then exits non-zero with the head's reason.
+  no.on_refused = [](const Status&) { kill(getpid(), SIGTERM); };
   node::NodeService node(no);
   Status s = node.Start();
   if (!s.ok()) {
@@ -199,6 +202,10 @@ int RunNode(const NodeFlags& flags) {
   int sig = 0;
   sigwait(&set, &sig);
   node.Stop();
+  if (Status refused = node.refusal(); !refused.ok()) {
+    std::fprintf(stderr, "orrery node: %s\n", refused.message().c_str());
+    return 1;
+  }
   return 0;
 }
 

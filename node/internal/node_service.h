@@ -10,6 +10,8 @@
 // node_jobs.cc (submitted jobs' drivers, workers' logs).
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -17,14 +19,16 @@
 #include <vector>
 
 #include "core/internal/call_stats.h"
-#include "node/src/log_monitor.h"
-#include "node/src/memory_monitor.h"
-#include "objects/internal/node_object_plane.h"
-#include "node/src/zygote_pool.h"
 #include "core/internal/metrics_server.h"
+#include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
+#include "node/src/head_link.h"
+#include "node/src/log_monitor.h"
+#include "node/src/memory_monitor.h"
+#include "node/src/zygote_pool.h"
+#include "objects/internal/node_object_plane.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
@@ -71,17 +75,26 @@ struct NodeOptions {
   int log_rotate_backups = 5;
   // The metrics endpoint (docs/metrics.md) on bind_host: -1 none, 0 any free port.
   int metrics_port = -1;
+  // Called once, on the inbox thread, when the head refuses this node after Start returned
+  // (a heartbeat answered ok=false, e.g. the autoscaler removed the node): the node has
+  // stopped heartbeating and its owner should Stop it (refusal() says why). A refusal of
+  // the first registration is Start's error instead.
+  std::function<void(const Status&)> on_refused;
 };
 
 class NodeService {
  public:
   explicit NodeService(NodeOptions options);
   ~NodeService();
-  // Starts the zygote and the inbox, then registers with the head and waits for its answer.
+  // Starts the zygote and the inbox, then registers with the head and waits for its answer:
+  // PermissionDenied with the head's reason when the head refuses the node, Unavailable when
+  // it does not answer within register_timeout_ms.
   Status Start(int register_timeout_ms = 10000);
   void Stop();
   const std::string& address() const { return inbox_.address(); }
   const NodeId& id() const { return id_; }
+  // OK, or why the head refused this node (then it no longer heartbeats). Any thread.
+  Status refusal() const { return head_.refusal(); }
   // "host:port" of GET /metrics; "" when metrics are off.
   const std::string& metrics_address() const { return metrics_address_; }
 
@@ -122,6 +135,9 @@ class NodeService {
   };
 
   void Handle(transport::Envelope& env);
+  // The head's answer to a registration or heartbeat (kAck): a refusal after Start ends the
+  // heartbeats and calls options_.on_refused.
+  void OnRegistrationAnswer(const transport::Envelope& env);
   void OnStartJob(const proto::StartJobMsg& m);
   void OnStopJob(const proto::StopJobMsg& m);
   // `orrery list workers`: this node's worker processes and job drivers.
@@ -190,6 +206,9 @@ class NodeService {
   NodeOptions options_;
   NodeId id_;
   std::string secret_;  // sent with every node-scoped message (RegisterNodeMsg::node_secret)
+  Outbox& outbox_;
+  HeadLink head_;  // the registration and heartbeats; its own lock (Start waits on it)
+  std::atomic<bool> started_{false};  // Start has returned OK
   transport::Inbox inbox_;
   // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
   // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
@@ -221,10 +240,7 @@ class NodeService {
   double metrics_rendered_ = 0;
 
   // Everything above is used on the inbox thread only (Stop touches workers_ once that
-  // thread has ended): no lock. Only the registration handshake crosses threads.
-  Mutex mu_;
-  CondVar cv_;
-  bool registered_ GUARDED_BY(mu_) = false;
+  // thread has ended): no lock. Only the registration handshake (head_) crosses threads.
 };
 
 }  // namespace orrery::node

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <filesystem>
 
-#include "node/src/node_metrics.h"
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
 #include "core/internal/security.h"
+#include "node/src/node_metrics.h"
 #include "orrery/resources.h"
 
 namespace orrery::node {
@@ -45,6 +45,8 @@ NodeService::NodeService(NodeOptions options)
     : options_(std::move(options)),
       id_(NodeId::Random()),
       secret_(security::NewToken()),
+      outbox_(TransportOutbox()),
+      head_(outbox_, options_.head_address),
       memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)),
               options_.memory_usage_threshold) {
   for (const char* kind : {"TPU", "GPU", "XPU"}) {
@@ -135,17 +137,8 @@ Status NodeService::Start(int register_timeout_ms) {
     if (!st.ok()) return st;
   }
   inbox_.Post([this] { SendRegistration(true); });
-  {
-    auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(register_timeout_ms);
-    MutexLock lock(&mu_);
-    while (!registered_ && cv_.WaitUntil(&mu_, deadline)) {
-    }
-    if (!registered_) {
-      return Status::Unavailable("the head at " + options_.head_address +
-                                 " did not answer the node's registration");
-    }
-  }
+  if (Status r = head_.WaitRegistered(register_timeout_ms); !r.ok()) return r;
+  started_ = true;
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " +
            ToString(options_.resources));
   return Status::Ok();
@@ -166,17 +159,12 @@ void NodeService::SendRegistration(bool alive) {
   }
   reg.reply_to = inbox_.address();
   reg.node_secret = secret_;
-  transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
+  head_.Send(reg);
 }
 
 void NodeService::Stop() {
-  bool was_running = false;
-  {
-    MutexLock lock(&mu_);
-    was_running = registered_;
-    registered_ = false;
-  }
-  if (was_running) SendRegistration(false);  // from this thread: the inbox is stopping
+  started_ = false;
+  if (head_.TakeRegistered()) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
   StopJobs();
   zygotes_->StopAll();  // workers die with their zygote
@@ -195,12 +183,8 @@ void NodeService::Stop() {
 void NodeService::Handle(transport::Envelope& env) {
   if (objects_ && objects_->Handle(env)) return;
   switch (env.type) {
-    case MsgType::kAck: {
-      MutexLock lock(&mu_);
-      registered_ = true;
-      cv_.NotifyAll();
-      return;
-    }
+    case MsgType::kAck:
+      return OnRegistrationAnswer(env);
     case MsgType::kStartActor:
       return OnStartActor(env.DecodeOrThrow<proto::StartActorMsg>());
     case MsgType::kGrantLease:
@@ -244,6 +228,23 @@ void NodeService::Handle(transport::Envelope& env) {
     default:
       throw std::runtime_error(std::string("the node does not handle ") +
                                proto::TypeName(env.type));
+  }
+}
+
+void NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
+  proto::AckMsg ack;
+  if (Status d = env.Decode(&ack); !d.ok()) {
+    LOG_WARN("node: a malformed answer to its registration: " + d.message());
+    return;
+  }
+  bool was_refused = !head_.refusal().ok();
+  Status s = head_.OnAck(ack);
+  if (s.ok() || was_refused) return;
+  // Refused while running (Start reports a refusal of the first registration itself): no
+  // more heartbeats; the owner stops the node.
+  if (started_) {
+    LOG_ERROR("node " + id_.Hex() + " stops heartbeating: " + s.message());
+    if (options_.on_refused) options_.on_refused(s);
   }
 }
 
