@@ -3,11 +3,14 @@
 // the zygote, hands them their assignment, supervises them and reports exits to the head.
 // All state lives on the node's inbox thread.
 //
-// One class, in five files along its seams: node_service.cc (the head link: registration,
-// heartbeat, dispatch, the memory monitor's tick), node_spawn.cc (executables checked by
-// SHA-256 and fetched from the head, spawns through the zygotes), node_workers.cc (worker
-// registration, assignment, devices, kills, deaths and exits), node_leases.cc (task leases),
-// node_jobs.cc (submitted jobs' drivers, workers' logs).
+// NodeService dispatches the node's messages (Dispatch) to its handlers, in five files along
+// their seams: node_service.cc (dispatch, the tick, the memory monitor's kills),
+// node_spawn.cc (spawns through the zygotes), node_workers.cc (worker registration,
+// assignment, kills, deaths and exits), node_leases.cc (task leases), node_jobs.cc
+// (submitted jobs' drivers, workers' logs). Parts that each own one thing: HeadLink (the
+// registration and heartbeats), DeviceAllocator (accelerator devices), ExecutableCache
+// (what the node may run, fetched from the head), WorkerProcesses (the zygotes, behind an
+// interface), LogMonitor, MemoryMonitor. Everything it sends goes through one Outbox.
 #pragma once
 
 #include <atomic>
@@ -24,9 +27,12 @@
 #include "core/internal/protocol.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
+#include "node/src/device_allocator.h"
+#include "node/src/executable_cache.h"
 #include "node/src/head_link.h"
 #include "node/src/log_monitor.h"
 #include "node/src/memory_monitor.h"
+#include "node/src/worker_processes.h"
 #include "node/src/zygote_pool.h"
 #include "objects/internal/node_object_plane.h"
 #include "orrery/config.h"
@@ -85,6 +91,9 @@ struct NodeOptions {
 class NodeService {
  public:
   explicit NodeService(NodeOptions options);
+  // With what it sends through and how it starts worker processes given (unit tests: a
+  // RecordingOutbox and a fake; tests/unit/node/node_harness.h).
+  NodeService(NodeOptions options, Outbox& outbox, const WorkerProcessesFactory& processes);
   ~NodeService();
   // Starts the zygote and the inbox, then registers with the head and waits for its answer:
   // PermissionDenied with the head's reason when the head refuses the node, Unavailable when
@@ -95,6 +104,11 @@ class NodeService {
   const NodeId& id() const { return id_; }
   // OK, or why the head refused this node (then it no longer heartbeats). Any thread.
   Status refusal() const { return head_.refusal(); }
+  // Decodes a message and hands it to its handler, as the inbox does (Start), on the calling
+  // thread: InvalidArgument for a message that does not decode as its type says, or of a
+  // type the node does not handle; nothing is changed then. Without Start, tests feed the
+  // node's messages through it (one thread; workers' logs are not watched).
+  Status Dispatch(const transport::Envelope& env);
   // "host:port" of GET /metrics; "" when metrics are off.
   const std::string& metrics_address() const { return metrics_address_; }
 
@@ -119,11 +133,11 @@ class NodeService {
     double wall_started = 0;        // when its process was asked for, seconds since the epoch
     std::vector<std::string> argv;  // while waiting for the executable
     std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
-    std::map<std::string, std::vector<int>> devices;  // accelerator ids this process owns
-    std::map<std::string, std::string> device_env;    // what makes them visible to it
+    DeviceIds devices;       // accelerator ids this process owns
+    std::map<std::string, std::string> device_env;  // what makes them visible to it
   };
 
-  // Marks a submitted job among the waiters for an executable (awaiting_binary_).
+  // Marks a submitted job among the waiters for an executable (ExecutableCache::Await).
   static constexpr const char* kJobWaiter = "job:";
   // A submitted job's driver process (node_jobs.cc).
   struct JobProcess {
@@ -134,10 +148,12 @@ class NodeService {
     double wall_started = 0;
   };
 
+  // The inbox's handler: Dispatch, and a failed Status answered with kError and logged.
   void Handle(transport::Envelope& env);
   // The head's answer to a registration or heartbeat (kAck): a refusal after Start ends the
   // heartbeats and calls options_.on_refused.
-  void OnRegistrationAnswer(const transport::Envelope& env);
+  Status OnRegistrationAnswer(const transport::Envelope& env);
+  void OnWorkerStats(proto::WorkerStatsMsg m);
   void OnStartJob(const proto::StartJobMsg& m);
   void OnStopJob(const proto::StopJobMsg& m);
   // `orrery list workers`: this node's worker processes and job drivers.
@@ -155,10 +171,6 @@ class NodeService {
   // What a worker's log lines are attributed to (its actor or lease, its job).
   proto::LogLinesMsg LogSource(const Worker& w) const;
   void WatchLogs(const Worker& w);
-  // Asks the head for the executable `hash` (and whether a job registered it) unless a
-  // request for it is out already; `waiter` (a worker id, or kJobWaiter + a submission id)
-  // is resumed by OnBinaryReply.
-  void AwaitExecutable(const std::string& hash, const std::string& path, const std::string& waiter);
   void OnStartActor(const proto::StartActorMsg& m);
   void OnGrantLease(const proto::LeaseRequestMsg& r);
   void OnReleaseLease(const std::string& lease_id);
@@ -180,17 +192,9 @@ class NodeService {
   Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
                     const std::string& arch, const Resources& demand);
   void Spawn(Worker& w, const std::vector<std::string>& argv);
-  // The local path of the executable with this SHA-256: `path` when its content has it, else
-  // the cached copy when its content has it; empty when it must be fetched.
-  std::string LocalExecutable(const std::string& path, const std::string& hash);
-  // Whether the file at `path` has this SHA-256 (remembered per file identity).
-  bool HasContent(const std::string& path, const std::string& hash);
   void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
   void FailWorker(Worker& w, const std::string& reason);
-  // Takes whole devices for `demand` (TPU/GPU/XPU) and returns the environment that makes
-  // exactly them visible to the worker; InvalidArgument for a TPU amount a process cannot
-  // hold, Unavailable when the devices are not free.
-  Result<std::map<std::string, std::string>> AssignDevices(Worker& w, const Resources& demand);
+  // Gives the worker's devices back to devices_.
   void ReleaseDevices(Worker& w);
   void Erase(const std::string& worker_id);
   // A spawn request its zygote will never answer (it died, or could not take it).
@@ -212,19 +216,15 @@ class NodeService {
   transport::Inbox inbox_;
   // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
   // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
-  std::unique_ptr<ZygotePool> zygotes_;
+  std::unique_ptr<WorkerProcesses> zygotes_;
   std::map<std::string, Worker> workers_;
   std::map<int, std::string> by_pid_;
   std::map<uint64_t, std::string> by_spawn_;
   uint64_t next_spawn_ = 1;
-  std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
-  std::map<std::string, uint64_t> fetch_nonce_;  // hash -> request id of the head's expected reply
-  // Executables the head said a job registered: the only ones this node runs (besides its
-  // own worker_argv), and only from a file whose SHA-256 matches.
-  std::set<std::string> vouched_;
-  std::map<std::string, std::pair<ExecutableIdentity, std::string>>
-      hash_cache_;                                        // path -> (file, hash)
-  std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
+  // The executables this node runs, checked by SHA-256 and fetched from the head; its
+  // waiters are worker ids, or kJobWaiter + a submission id, resumed by OnBinaryReply.
+  ExecutableCache cache_;
+  DeviceAllocator devices_;
   MemoryMonitor memory_;
   // Started with the inbox; its own lock guards what its server threads share.
   std::unique_ptr<NodeObjectPlane> objects_;

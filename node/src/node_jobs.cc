@@ -11,10 +11,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "node/internal/node_service.h"
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
+#include "node/internal/node_service.h"
 
 extern char** environ;
 
@@ -73,7 +73,7 @@ proto::LogLinesMsg NodeService::LogSource(const Worker& w) const {
 }
 
 void NodeService::WatchLogs(const Worker& w) {
-  if (w.pid <= 0) return;
+  if (w.pid <= 0 || !logs_) return;  // no monitor before Start (tests feed Dispatch)
   logs_->Watch(w.pid, options_.log_dir + "/worker-" + std::to_string(w.pid), LogSource(w));
 }
 
@@ -87,7 +87,7 @@ void NodeService::SendJobEvent(const std::string& submission_id, proto::JobEvent
   ev.pid = pid;
   ev.exit_code = exit_code;
   ev.cause = cause;
-  transport::Send(options_.head_address, MsgType::kJobEvent, ev);
+  outbox_.Send(options_.head_address, MsgType::kJobEvent, ev);
 }
 
 void NodeService::OnStartJob(const proto::StartJobMsg& m) {
@@ -112,16 +112,17 @@ void NodeService::OnStartJob(const proto::StartJobMsg& m) {
   if (jobs_.size() >= kMaxJobs) return refuse("node runs too many jobs already");
   JobProcess& j = jobs_[m.submission_id];
   j.start = m;
-  std::string local = vouched_.count(m.binary_hash) ? LocalExecutable("", m.binary_hash) : "";
+  std::string local =
+      cache_.Vouched(m.binary_hash) ? cache_.LocalExecutable("", m.binary_hash) : "";
   if (!local.empty()) return LaunchJob(j, local);
-  AwaitExecutable(m.binary_hash, "", kJobWaiter + m.submission_id);
+  cache_.Await(m.binary_hash, "", kJobWaiter + m.submission_id, inbox_.address());
 }
 
 void NodeService::OnJobExecutable(const std::string& submission_id, const std::string& hash,
                                   const std::string& error) {
   auto it = jobs_.find(submission_id);
   if (it == jobs_.end() || it->second.pid != 0) return;
-  std::string local = error.empty() ? LocalExecutable("", hash) : "";
+  std::string local = error.empty() ? cache_.LocalExecutable("", hash) : "";
   if (local.empty()) {
     SendJobEvent(submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
                  "the job's executable could not be fetched from the head" +
@@ -278,7 +279,7 @@ void NodeService::OnListWorkers(const proto::ListWorkersMsg& m) {
     info.start_time = j.wall_started;
     reply.workers.push_back(std::move(info));
   }
-  transport::Send(m.reply_to, MsgType::kListWorkersReply, reply);
+  outbox_.Send(m.reply_to, MsgType::kListWorkersReply, reply);
 }
 
 void NodeService::StopJobs() {

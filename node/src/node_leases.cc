@@ -1,8 +1,8 @@
 // Task leases on the node (node_service.h, docs/protocol.md "Tasks and leases"): a granted
 // lease goes to an idle task worker of the same executable or to a new one; its end or its
 // worker's death is answered to the lease's holder and reported to the head.
-#include "node/internal/node_service.h"
 #include "core/internal/clock.h"
+#include "node/internal/node_service.h"
 
 namespace orrery::node {
 
@@ -44,8 +44,8 @@ void NodeService::GrantTo(Worker& w) {
   reply.control_address = w.address;
   reply.worker_id = w.id;
   reply.node_id = id_.Binary();
-  transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
-  if (w.pid > 0) logs_->Describe(w.pid, LogSource(w));
+  outbox_.Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
+  if (w.pid > 0 && logs_) logs_->Describe(w.pid, LogSource(w));
 }
 
 void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
@@ -56,14 +56,14 @@ void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind 
   reply.ok = false;
   reply.error_kind = kind;
   reply.message = message;
-  transport::Send(r.reply_to, MsgType::kLeaseReply, reply);
+  outbox_.Send(r.reply_to, MsgType::kLeaseReply, reply);
   proto::WorkerEventMsg ev;
   ev.kind = int(proto::WorkerEventKind::kLeaseWorkerDied);
   ev.node_id = id_.Binary();
   ev.node_secret = secret_;
   ev.lease_id = r.lease_id;
   ev.cause = message;
-  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
 }
 
 void NodeService::OnReleaseLease(const std::string& lease_id) {

@@ -11,6 +11,7 @@
 
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
 #include "node/src/node_metrics.h"
 #include "orrery/resources.h"
@@ -42,24 +43,25 @@ std::string SysrootOf(const std::string& given) {
 }  // namespace
 
 NodeService::NodeService(NodeOptions options)
+    : NodeService(std::move(options), TransportOutbox(),
+                  [](std::map<std::string, std::string> env, ZygoteEvents events) {
+                    return std::make_unique<ZygotePool>(std::move(env), std::move(events));
+                  }) {}
+
+NodeService::NodeService(NodeOptions options, Outbox& outbox,
+                         const WorkerProcessesFactory& processes)
     : options_(std::move(options)),
       id_(NodeId::Random()),
       secret_(security::NewToken()),
-      outbox_(TransportOutbox()),
+      outbox_(outbox),
       head_(outbox_, options_.head_address),
+      cache_(outbox_, options_.head_address,
+             options_.binary_cache_dir.empty() ? TmpRoot() + "/node_binaries"
+                                               : options_.binary_cache_dir),
+      devices_(options_.resources, options_.accelerator_ids),
       memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)),
               options_.memory_usage_threshold) {
-  for (const char* kind : {"TPU", "GPU", "XPU"}) {
-    auto it = options_.resources.find(kind);
-    if (it == options_.resources.end() || it->second < 1) continue;
-    auto ids = options_.accelerator_ids.find(kind);
-    if (ids != options_.accelerator_ids.end() && !ids->second.empty()) {
-      free_devices_[kind] = ids->second;
-    } else {
-      for (int i = 0; i < int(it->second); ++i) free_devices_[kind].push_back(i);
-    }
-  }
-  if (options_.binary_cache_dir.empty()) options_.binary_cache_dir = TmpRoot() + "/node_binaries";
+  options_.binary_cache_dir = cache_.dir();
   own_log_dir_ = options_.log_dir.empty();
   if (own_log_dir_) options_.log_dir = TmpRoot() + "/logs/node-" + id_.Hex().substr(0, 12);
   options_.labels["orrery.io/node-id"] = id_.Hex();
@@ -72,7 +74,7 @@ NodeService::NodeService(NodeOptions options)
   events.spawned = [this](uint64_t req, int pid) { OnSpawned(req, pid); };
   events.exited = [this](int pid, const std::string& how) { OnExited(pid, how); };
   events.failed = [this](uint64_t req, const std::string& cause) { OnSpawnFailed(req, cause); };
-  zygotes_ = std::make_unique<ZygotePool>(options_.worker_env, std::move(events));
+  zygotes_ = processes(options_.worker_env, std::move(events));
 }
 
 NodeService::~NodeService() { Stop(); }
@@ -91,7 +93,7 @@ Status NodeService::Start(int register_timeout_ms) {
   lo.node_secret = secret_;
   lo.rotate_bytes = options_.log_rotate_bytes;
   lo.rotate_backups = options_.log_rotate_backups;
-  logs_ = std::make_unique<LogMonitor>(lo);
+  logs_ = std::make_unique<LogMonitor>(lo, outbox_);
   logs_->Start();
   ObjectPlaneOptions po;
   po.node_id = id_;
@@ -117,7 +119,7 @@ Status NodeService::Start(int register_timeout_ms) {
     LOG_INFO("node metrics at http://" + metrics_address_ + "/metrics");
   }
   inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
-  inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
+  if (zygotes_->fd() >= 0) inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
   if (!options_.worker_argv.empty()) {
     // Start the default zygote now, so the first actor does not wait for it.
@@ -176,76 +178,101 @@ void NodeService::Stop() {
   if (objects_) objects_->Stop();
   if (metrics_) metrics_->Stop();
   for (auto& [id, w] : workers_)
-    if (w.pid > 0) kill(w.pid, SIGKILL);
+    if (w.pid > 0) zygotes_->Kill(w.pid);
   workers_.clear();
 }
 
+namespace {
+RateLimitedLog rejected_log;
+
+// Decodes the message as Msg and hands it to `handle`; InvalidArgument when it is not one.
+template <typename Msg, typename Handle>
+Status Decoded(const transport::Envelope& env, Handle&& handle) {
+  Msg m;
+  if (Status s = env.Decode(&m); !s.ok()) return s;
+  handle(m);
+  return Status::Ok();
+}
+}  // namespace
+
 void NodeService::Handle(transport::Envelope& env) {
   if (objects_ && objects_->Handle(env)) return;
+  Status s = Dispatch(env);
+  if (s.ok()) return;
+  uint64_t suppressed = 0;
+  if (rejected_log.ShouldLog(&suppressed))
+    LOG_WARN(std::string("node: rejected a ") + proto::TypeName(env.type) + ": " + s.message() +
+             RateLimitedLog::More(suppressed));
+  // The inbox answers the sending socket with kError for a handler that throws: the only
+  // way it offers to reach that socket (its ROUTER identity is not an address to send to).
+  throw std::runtime_error(s.message());
+}
+
+Status NodeService::Dispatch(const transport::Envelope& env) {
   switch (env.type) {
     case MsgType::kAck:
       return OnRegistrationAnswer(env);
     case MsgType::kStartActor:
-      return OnStartActor(env.DecodeOrThrow<proto::StartActorMsg>());
+      return Decoded<proto::StartActorMsg>(env, [&](const auto& m) { OnStartActor(m); });
     case MsgType::kGrantLease:
-      return OnGrantLease(env.DecodeOrThrow<proto::GrantLeaseMsg>().request);
+      return Decoded<proto::GrantLeaseMsg>(env, [&](const auto& m) { OnGrantLease(m.request); });
     case MsgType::kReleaseLease:
-      return OnReleaseLease(env.DecodeOrThrow<proto::ReleaseLeaseMsg>().lease_id);
+      return Decoded<proto::ReleaseLeaseMsg>(env,
+                                             [&](const auto& m) { OnReleaseLease(m.lease_id); });
     case MsgType::kKillWorker:
-      return OnKillWorker(env.DecodeOrThrow<proto::KillWorkerMsg>());
+      return Decoded<proto::KillWorkerMsg>(env, [&](const auto& m) { OnKillWorker(m); });
     case MsgType::kWorkerRegister:
-      return OnWorkerRegister(env.DecodeOrThrow<proto::WorkerRegisterMsg>());
+      return Decoded<proto::WorkerRegisterMsg>(env, [&](const auto& m) { OnWorkerRegister(m); });
     case MsgType::kAssignReply:
-      return OnAssignReply(env.DecodeOrThrow<proto::AssignReplyMsg>());
-    case MsgType::kPing: {
-      auto m = env.DecodeOrThrow<proto::PingMsg>();
-      if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
-      return;
-    }
+      return Decoded<proto::AssignReplyMsg>(env, [&](const auto& m) { OnAssignReply(m); });
+    case MsgType::kPing:
+      return Decoded<proto::PingMsg>(env, [&](const auto& m) {
+        if (!m.reply_to.empty()) outbox_.Send(m.reply_to, MsgType::kPong, m);
+      });
     case MsgType::kStartJob:
-      return OnStartJob(env.DecodeOrThrow<proto::StartJobMsg>());
+      return Decoded<proto::StartJobMsg>(env, [&](const auto& m) { OnStartJob(m); });
     case MsgType::kStopJob:
-      return OnStopJob(env.DecodeOrThrow<proto::StopJobMsg>());
+      return Decoded<proto::StopJobMsg>(env, [&](const auto& m) { OnStopJob(m); });
     case MsgType::kListWorkers:
-      return OnListWorkers(env.DecodeOrThrow<proto::ListWorkersMsg>());
-    case MsgType::kWorkerStats: {
-      auto m = env.DecodeOrThrow<proto::WorkerStatsMsg>();
-      // Only a worker of this node's counts count (it names itself in hex, as its
-      // environment does); a bad report is dropped, with no reply.
-      m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
-      if (workers_.count(m.worker_id) && !call_stats_.Update(m))
-        LOG_DEBUG("node: dropped a malformed worker stats report");
-      return;
-    }
+      return Decoded<proto::ListWorkersMsg>(env, [&](const auto& m) { OnListWorkers(m); });
+    case MsgType::kWorkerStats:
+      return Decoded<proto::WorkerStatsMsg>(env, [&](const auto& m) { OnWorkerStats(m); });
     case MsgType::kBinaryReply:
-      return OnBinaryReply(env.DecodeOrThrow<proto::BinaryMsg>(), env.PayloadString());
+      return Decoded<proto::BinaryMsg>(
+          env, [&](const auto& m) { OnBinaryReply(m, env.PayloadString()); });
     case MsgType::kError: {
       proto::ErrorMsg m;
-      (void)env.Decode(&m);
+      (void)env.Decode(&m);  // what can be read of it is logged
       LOG_WARN("node: a peer rejected a message: " + m.message);
-      return;
+      return Status::Ok();
     }
     default:
-      throw std::runtime_error(std::string("the node does not handle ") +
-                               proto::TypeName(env.type));
+      return Status::InvalidArgument(std::string("the node does not handle ") +
+                                     proto::TypeName(env.type));
   }
 }
 
-void NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
+void NodeService::OnWorkerStats(proto::WorkerStatsMsg m) {
+  // Only a worker of this node's counts count (it names itself in hex, as its environment
+  // does); a bad report is dropped, with no reply.
+  m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
+  if (workers_.count(m.worker_id) && !call_stats_.Update(m))
+    LOG_DEBUG("node: dropped a malformed worker stats report");
+}
+
+Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
   proto::AckMsg ack;
-  if (Status d = env.Decode(&ack); !d.ok()) {
-    LOG_WARN("node: a malformed answer to its registration: " + d.message());
-    return;
-  }
+  if (Status d = env.Decode(&ack); !d.ok()) return d;
   bool was_refused = !head_.refusal().ok();
   Status s = head_.OnAck(ack);
-  if (s.ok() || was_refused) return;
+  if (s.ok() || was_refused) return Status::Ok();
   // Refused while running (Start reports a refusal of the first registration itself): no
   // more heartbeats; the owner stops the node.
   if (started_) {
     LOG_ERROR("node " + id_.Hex() + " stops heartbeating: " + s.message());
     if (options_.on_refused) options_.on_refused(s);
   }
+  return Status::Ok();  // the refusal is the head's answer, not a malformed message
 }
 
 void NodeService::Tick() {

@@ -11,11 +11,11 @@
 #include <fstream>
 #include <random>
 
-#include "node/internal/node_service.h"
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
+#include "node/internal/node_service.h"
 
 namespace orrery::node {
 
@@ -24,10 +24,6 @@ using proto::MsgType;
 namespace {
 double Now() { return MonotonicSeconds(); }
 
-// Paths whose content hash is remembered (argv[0] of requests and cached copies).
-constexpr size_t kMaxHashedPaths = 256;
-
-RateLimitedLog stray_reply_log;
 RateLimitedLog refused_log;
 
 // A request this node will not run (an executable it cannot verify): logged, rate-limited,
@@ -37,11 +33,6 @@ void WarnRefused(const std::string& reason) {
   if (refused_log.ShouldLog(&suppressed)) {
     LOG_WARN("node: refused to start a worker: " + reason + RateLimitedLog::More(suppressed));
   }
-}
-
-uint64_t RandomNonce() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
 }
 }  // namespace
 
@@ -55,13 +46,14 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   w.started = Now();
   w.wall_started = WallSeconds();
   w.executable = hash;
-  auto env = AssignDevices(w, demand);
-  if (!env.ok()) {
+  auto grant = devices_.Assign(demand, id_.Hex().substr(0, 12));
+  if (!grant.ok()) {
     w.kill_requested = true;
-    w.kill_reason = env.status().message();
+    w.kill_reason = grant.status().message();
     return w;
   }
-  w.device_env = env.value();
+  w.devices = grant.value().devices;
+  w.device_env = grant.value().env;
   std::string local_arch = MachineArch();
   if (!arch.empty() && arch != local_arch) {
     w.kill_requested = true;
@@ -91,8 +83,8 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   // The path is only where the executable may be found on this host; what runs is the
   // content the head vouched for, checked here by its SHA-256.
   w.argv = argv.empty() ? std::vector<std::string>{""} : argv;
-  if (vouched_.count(hash)) {
-    std::string path = LocalExecutable(w.argv[0], hash);
+  if (cache_.Vouched(hash)) {
+    std::string path = cache_.LocalExecutable(w.argv[0], hash);
     if (!path.empty()) {
       std::vector<std::string> resolved = w.argv;
       resolved[0] = path;
@@ -100,85 +92,16 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
       return w;
     }
   }
-  AwaitExecutable(hash, w.argv[0], id);
+  cache_.Await(hash, w.argv[0], id, inbox_.address());
   return w;
 }
 
-void NodeService::AwaitExecutable(const std::string& hash, const std::string& path,
-                                  const std::string& waiter) {
-  auto& waiting = awaiting_binary_[hash];
-  if (waiting.empty()) {
-    // Ask the head whether a job registered this executable, and for its content when this
-    // node has no copy. The nonce makes the head's the only reply that counts.
-    bool have = !LocalExecutable(path, hash).empty();
-    uint64_t nonce = RandomNonce();
-    fetch_nonce_[hash] = nonce;
-    if (!have) LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
-    proto::BinaryMsg ask{nonce, inbox_.address(), hash, "", true, ""};
-    ask.want_bytes = !have;
-    transport::Send(options_.head_address, MsgType::kFetchBinary, ask);
-  }
-  waiting.push_back(waiter);
-}
-
-bool NodeService::HasContent(const std::string& path, const std::string& hash) {
-  Result<ExecutableIdentity> file = IdentityOf(path);
-  if (!file.ok()) return false;
-  if (hash_cache_.size() >= kMaxHashedPaths && !hash_cache_.count(path)) hash_cache_.clear();
-  auto& cached = hash_cache_[path];
-  if (cached.first != file.value() || cached.second.empty())
-    cached = {file.value(), HashFile(path)};
-  return cached.second == hash;
-}
-
-std::string NodeService::LocalExecutable(const std::string& path, const std::string& hash) {
-  if (!path.empty() && HasContent(path, hash)) return path;
-  std::string cached_path = options_.binary_cache_dir + "/" + hash;
-  if (access(cached_path.c_str(), X_OK) == 0 && HasContent(cached_path, hash)) return cached_path;
-  return "";
-}
-
 void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
-  auto nonce = fetch_nonce_.find(m.hash);
-  if (nonce == fetch_nonce_.end() || nonce->second != m.request_id) {
-    uint64_t suppressed = 0;
-    if (stray_reply_log.ShouldLog(&suppressed)) {
-      LOG_WARN("node: dropped an executable reply that answers no request of this node" +
-               RateLimitedLog::More(suppressed));
-    }
-    return;
-  }
-  fetch_nonce_.erase(nonce);
-  auto waiting = std::move(awaiting_binary_[m.hash]);
-  awaiting_binary_.erase(m.hash);
-  std::string error;
-  std::string path = options_.binary_cache_dir + "/" + m.hash;
-  if (!m.ok) {
-    error = "the head does not vouch for it: " + m.message;
-  } else if (bytes.empty()) {
-    vouched_.insert(m.hash);  // this node has a copy (checked again below)
-  } else if (HashBytes(bytes) != m.hash) {
-    error = "the executable fetched from the head does not match its SHA-256 " + m.hash;
-  } else {
-    vouched_.insert(m.hash);
-    std::error_code ec;
-    std::filesystem::create_directories(options_.binary_cache_dir, ec);
-    chmod(options_.binary_cache_dir.c_str(), 0700);
-    std::string tmp = path + ".tmp" + std::to_string(getpid());
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out.write(bytes.data(), std::streamsize(bytes.size()));
-      if (!out) error = "cannot write " + tmp;
-    }
-    if (error.empty()) {
-      chmod(tmp.c_str(), 0755);
-      std::filesystem::rename(tmp, path, ec);
-      if (ec) error = "cannot store " + path + ": " + ec.message();
-    }
-  }
-  if (error.empty() && !bytes.empty()) LOG_INFO("node: cached the driver's executable as " + path);
+  Result<ExecutableCache::Fetched> fetched = cache_.OnReply(m, bytes);
+  if (!fetched.ok()) return;  // answers no request of this node (logged)
+  const std::string& error = fetched.value().error;
   if (!error.empty()) WarnRefused("executable " + m.hash + ": " + error);
-  for (const auto& id : waiting) {
+  for (const auto& id : fetched.value().waiters) {
     if (id.rfind(kJobWaiter, 0) == 0) {
       OnJobExecutable(id.substr(std::strlen(kJobWaiter)), m.hash, error);
       continue;
@@ -196,7 +119,7 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
       continue;
     }
     // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
-    std::string local = LocalExecutable(w.argv[0], m.hash);
+    std::string local = cache_.LocalExecutable(w.argv[0], m.hash);
     if (local.empty()) {
       WarnRefused("no file on this node has the SHA-256 " + m.hash);
       FailWorker(w,
@@ -239,7 +162,7 @@ void NodeService::OnSpawned(uint64_t request, int pid) {
   by_spawn_.erase(it);
   auto w = workers_.find(id);
   if (w == workers_.end()) {
-    if (pid > 0) kill(pid, SIGKILL);
+    if (pid > 0) zygotes_->Kill(pid);
     return;
   }
   if (pid <= 0) {
@@ -254,7 +177,7 @@ void NodeService::OnSpawned(uint64_t request, int pid) {
     by_pid_[pid] = id;
     WatchLogs(w->second);
   }
-  if (w->second.kill_requested) kill(pid, SIGKILL);
+  if (w->second.kill_requested) zygotes_->Kill(pid);
 }
 
 void NodeService::OnSpawnFailed(uint64_t request, const std::string& cause) {
@@ -264,7 +187,7 @@ void NodeService::OnSpawnFailed(uint64_t request, const std::string& cause) {
   by_spawn_.erase(it);
   auto w = workers_.find(id);
   if (w == workers_.end()) return;
-  if (w->second.pid > 0) kill(w->second.pid, SIGKILL);  // registered before the answer came
+  if (w->second.pid > 0) zygotes_->Kill(w->second.pid);  // registered before the answer came
   FailWorker(w->second, "the worker process could not be started: " + cause);
 }
 

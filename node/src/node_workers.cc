@@ -3,12 +3,10 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
-#include "node/internal/node_service.h"
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
-#include "orrery/tpu.h"
+#include "node/internal/node_service.h"
 
 namespace orrery::node {
 
@@ -24,59 +22,8 @@ void NodeService::FailWorker(Worker& w, const std::string& reason) {
   Erase(w.id);
 }
 
-Result<std::map<std::string, std::string>> NodeService::AssignDevices(Worker& w,
-                                                                      const Resources& demand) {
-  std::map<std::string, std::string> env;
-  nlohmann::json ids_json = nlohmann::json::object();
-  for (const char* kind : {"TPU", "GPU", "XPU"}) {
-    auto it = demand.find(kind);
-    if (it == demand.end() || it->second <= 0) continue;
-    auto& free = free_devices_[kind];
-    int total = int(options_.resources.count(kind) ? options_.resources.at(kind) : 0);
-    std::vector<int> ids;
-    if (it->second < 1) {
-      // A fraction shares one device with other fractional holders: not exclusive.
-      auto all = options_.accelerator_ids.count(kind) ? options_.accelerator_ids.at(kind)
-                                                      : std::vector<int>{0};
-      ids.push_back(free.empty() ? all.front() : free.front());
-    } else {
-      int n = int(it->second);
-      if (std::string(kind) == "TPU") {
-        Status s = tpu::ValidateChipsPerProcess(n, total);
-        if (!s.ok())
-          return Status::InvalidArgument("a worker cannot take " + std::to_string(n) +
-                                         " TPU chips: " + s.message());
-      }
-      if (int(free.size()) < n) {
-        return Status::Unavailable("node " + id_.Hex().substr(0, 12) + " has " +
-                                   std::to_string(free.size()) + " free " + kind +
-                                   " device(s), the worker needs " + std::to_string(n));
-      }
-      ids.assign(free.begin(), free.begin() + n);
-      free.erase(free.begin(), free.begin() + n);
-      w.devices[kind] = ids;
-    }
-    std::string list;
-    for (int i : ids) list += (list.empty() ? "" : ",") + std::to_string(i);
-    if (std::string(kind) == "TPU") {
-      for (const auto& [k, v] : tpu::VisibleChipsEnv(ids, total)) env[k] = v;
-    } else if (std::string(kind) == "GPU") {
-      env["CUDA_VISIBLE_DEVICES"] = list;
-    } else {
-      env["ZE_AFFINITY_MASK"] = list;
-    }
-    ids_json[kind] = ids;
-  }
-  env["ORRERY_ACCELERATOR_IDS"] = ids_json.dump();
-  return env;
-}
-
 void NodeService::ReleaseDevices(Worker& w) {
-  for (auto& [kind, ids] : w.devices) {
-    auto& free = free_devices_[kind];
-    free.insert(free.end(), ids.begin(), ids.end());
-    std::sort(free.begin(), free.end());
-  }
+  devices_.Release(w.devices);
   w.devices.clear();
 }
 
@@ -103,7 +50,7 @@ void NodeService::Kill(Worker& w, const std::string& reason) {
     w.kill_reason = reason;
   }
   if (w.pid > 0) {
-    kill(w.pid, SIGKILL);
+    zygotes_->Kill(w.pid);
     // The head counts a killed worker's resources free at once and may place the next
     // worker on its devices before this one is reaped: they go back now, not at the reap
     // (a new worker that found none free failed at start).
@@ -120,7 +67,7 @@ void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
   auto it = workers_.find(UniqueId::FromHex(m.worker_id).Binary());
   if (it == workers_.end()) {
     LOG_WARN("node: unknown worker " + m.worker_id + " registered; telling it to exit");
-    transport::Send(m.address, MsgType::kExit, proto::PingMsg{});
+    outbox_.Send(m.address, MsgType::kExit, proto::PingMsg{});
     return;
   }
   Worker& w = it->second;
@@ -141,7 +88,7 @@ void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
   if (w.is_actor) a.actor = w.actor;
   a.node_id = id_.Binary();
   a.head_address = options_.head_address;
-  transport::Send(w.address, MsgType::kAssign, a);
+  outbox_.Send(w.address, MsgType::kAssign, a);
 }
 
 void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
@@ -172,7 +119,7 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
     ev.address = w.call_address;
     ev.control_address = w.address;
     ev.pid = w.pid;
-    transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+    outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
   } else if (w.has_lease) {
     GrantTo(w);
   } else {
@@ -192,11 +139,11 @@ void NodeService::ActorDied(Worker& w, proto::ErrorKind kind, const std::string&
   ev.pid = w.pid;
   ev.error_kind = kind;
   ev.cause = cause;
-  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
 }
 
 void NodeService::OnExited(int pid, const std::string& how) {
-  logs_->Finish(pid);
+  if (logs_) logs_->Finish(pid);
   auto it = by_pid_.find(pid);
   if (it == by_pid_.end()) return;
   std::string id = it->second;
