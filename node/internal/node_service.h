@@ -6,11 +6,12 @@
 // NodeService dispatches the node's messages (Dispatch) to its handlers, in five files along
 // their seams: node_service.cc (dispatch, the tick, the memory monitor's kills),
 // node_spawn.cc (spawns through the zygotes), node_workers.cc (worker registration,
-// assignment, kills, deaths and exits), node_leases.cc (task leases), node_jobs.cc
-// (submitted jobs' drivers, workers' logs). Parts that each own one thing: HeadLink (the
-// registration and heartbeats), DeviceAllocator (accelerator devices), ExecutableCache
-// (what the node may run, fetched from the head), WorkerProcesses (the zygotes, behind an
-// interface), LogMonitor, MemoryMonitor. Everything it sends goes through one Outbox.
+// assignment, kills, deaths and exits), node_leases.cc (task leases), node_listing.cc
+// (`orrery list workers`, what workers' log lines are attributed to). Parts that each own
+// one thing: HeadLink (the registration and heartbeats), DeviceAllocator (accelerator
+// devices), ExecutableCache (what the node may run, fetched from the head), JobRunner
+// (submitted jobs' drivers), WorkerProcesses (the zygotes, behind an interface),
+// LogMonitor, MemoryMonitor. Everything it sends goes through one Outbox.
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,7 @@
 #include "node/src/device_allocator.h"
 #include "node/src/executable_cache.h"
 #include "node/src/head_link.h"
+#include "node/src/job_runner.h"
 #include "node/src/log_monitor.h"
 #include "node/src/memory_monitor.h"
 #include "node/src/worker_processes.h"
@@ -137,37 +139,14 @@ class NodeService {
     std::map<std::string, std::string> device_env;  // what makes them visible to it
   };
 
-  // Marks a submitted job among the waiters for an executable (ExecutableCache::Await).
-  static constexpr const char* kJobWaiter = "job:";
-  // A submitted job's driver process (node_jobs.cc).
-  struct JobProcess {
-    proto::StartJobMsg start;
-    int pid = 0;
-    bool stop_requested = false;
-    double stop_since = 0;
-    double wall_started = 0;
-  };
-
   // The inbox's handler: Dispatch, and a failed Status answered with kError and logged.
   void Handle(transport::Envelope& env);
   // The head's answer to a registration or heartbeat (kAck): a refusal after Start ends the
   // heartbeats and calls options_.on_refused.
   Status OnRegistrationAnswer(const transport::Envelope& env);
   void OnWorkerStats(proto::WorkerStatsMsg m);
-  void OnStartJob(const proto::StartJobMsg& m);
-  void OnStopJob(const proto::StopJobMsg& m);
   // `orrery list workers`: this node's worker processes and job drivers.
   void OnListWorkers(const proto::ListWorkersMsg& m);
-  // Starts the job's driver from the executable at `path` (its SHA-256 checked).
-  void LaunchJob(JobProcess& j, const std::string& path);
-  // Reaps ended drivers and reports them; kills those that ignored a stop for too long.
-  void CheckJobs();
-  void SendJobEvent(const std::string& submission_id, proto::JobEventKind kind, int pid,
-                    int exit_code, const std::string& cause);
-  // The executable with this hash was fetched (error empty) or could not be: start the job.
-  void OnJobExecutable(const std::string& submission_id, const std::string& hash,
-                       const std::string& error);
-  void StopJobs();
   // What a worker's log lines are attributed to (its actor or lease, its job).
   proto::LogLinesMsg LogSource(const Worker& w) const;
   void WatchLogs(const Worker& w);
@@ -222,7 +201,7 @@ class NodeService {
   std::map<uint64_t, std::string> by_spawn_;
   uint64_t next_spawn_ = 1;
   // The executables this node runs, checked by SHA-256 and fetched from the head; its
-  // waiters are worker ids, or kJobWaiter + a submission id, resumed by OnBinaryReply.
+  // waiters are worker ids, or JobRunner::kWaiter + a submission id, resumed by OnBinaryReply.
   ExecutableCache cache_;
   DeviceAllocator devices_;
   MemoryMonitor memory_;
@@ -232,9 +211,9 @@ class NodeService {
   double oom_victim_since_ = 0;
   double last_heartbeat_ = 0;
   std::unique_ptr<LogMonitor> logs_;
-  bool own_log_dir_ = false;  // made for this node (no log_dir given): removed when it stops
-  std::map<std::string, JobProcess> jobs_;  // by submission id
-  NodeCallStats call_stats_;                // the workers' kWorkerStats reports
+  bool own_log_dir_ = false;         // made for this node (no log_dir given): removed when it stops
+  std::unique_ptr<JobRunner> jobs_;  // submitted jobs' drivers
+  NodeCallStats call_stats_;         // the workers' kWorkerStats reports
   std::unique_ptr<metrics::MetricsServer> metrics_;
   std::string metrics_address_;  // set before the inbox starts
   double metrics_rendered_ = 0;

@@ -75,6 +75,9 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   events.exited = [this](int pid, const std::string& how) { OnExited(pid, how); };
   events.failed = [this](uint64_t req, const std::string& cause) { OnSpawnFailed(req, cause); };
   zygotes_ = processes(options_.worker_env, std::move(events));
+  JobRunnerOptions jo{options_.head_address, id_.Binary(),       id_.Hex().substr(0, 12), secret_,
+                      options_.log_dir,      options_.worker_env};
+  jobs_ = std::make_unique<JobRunner>(std::move(jo), outbox_, cache_);
 }
 
 NodeService::~NodeService() { Stop(); }
@@ -95,6 +98,7 @@ Status NodeService::Start(int register_timeout_ms) {
   lo.rotate_backups = options_.log_rotate_backups;
   logs_ = std::make_unique<LogMonitor>(lo, outbox_);
   logs_->Start();
+  jobs_->SetLogs(logs_.get());
   ObjectPlaneOptions po;
   po.node_id = id_;
   po.bind_host = options_.bind_host;
@@ -168,7 +172,7 @@ void NodeService::Stop() {
   started_ = false;
   if (head_.TakeRegistered()) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
-  StopJobs();
+  jobs_->StopAll();
   zygotes_->StopAll();  // workers die with their zygote
   if (logs_) logs_->Stop();
   if (own_log_dir_) {  // the embedded node's: its driver printed what mattered
@@ -230,9 +234,10 @@ Status NodeService::Dispatch(const transport::Envelope& env) {
         if (!m.reply_to.empty()) outbox_.Send(m.reply_to, MsgType::kPong, m);
       });
     case MsgType::kStartJob:
-      return Decoded<proto::StartJobMsg>(env, [&](const auto& m) { OnStartJob(m); });
+      return Decoded<proto::StartJobMsg>(
+          env, [&](const auto& m) { jobs_->OnStart(m, inbox_.address()); });
     case MsgType::kStopJob:
-      return Decoded<proto::StopJobMsg>(env, [&](const auto& m) { OnStopJob(m); });
+      return Decoded<proto::StopJobMsg>(env, [&](const auto& m) { jobs_->OnStop(m); });
     case MsgType::kListWorkers:
       return Decoded<proto::ListWorkersMsg>(env, [&](const auto& m) { OnListWorkers(m); });
     case MsgType::kWorkerStats:
@@ -277,7 +282,7 @@ Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
 
 void NodeService::Tick() {
   CheckMemory();
-  CheckJobs();
+  jobs_->Check();
   RenderMetrics(Now());
   // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
   // heartbeat on the tick nearest to its period, never later.

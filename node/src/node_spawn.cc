@@ -102,8 +102,8 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
   const std::string& error = fetched.value().error;
   if (!error.empty()) WarnRefused("executable " + m.hash + ": " + error);
   for (const auto& id : fetched.value().waiters) {
-    if (id.rfind(kJobWaiter, 0) == 0) {
-      OnJobExecutable(id.substr(std::strlen(kJobWaiter)), m.hash, error);
+    if (id.rfind(JobRunner::kWaiter, 0) == 0) {
+      jobs_->OnExecutable(id.substr(std::strlen(JobRunner::kWaiter)), m.hash, error);
       continue;
     }
     auto it = workers_.find(id);
