@@ -3,15 +3,13 @@
 // the zygote, hands them their assignment, supervises them and reports exits to the head.
 // All state lives on the node's inbox thread.
 //
-// NodeService dispatches the node's messages (Dispatch) to its handlers, in five files along
-// their seams: node_service.cc (dispatch, the tick, the memory monitor's kills),
-// node_spawn.cc (spawns through the zygotes), node_workers.cc (worker registration,
-// assignment, kills, deaths and exits), node_leases.cc (task leases), node_listing.cc
-// (`orrery list workers`, what workers' log lines are attributed to). Parts that each own
-// one thing: HeadLink (the registration and heartbeats), DeviceAllocator (accelerator
-// devices), ExecutableCache (what the node may run, fetched from the head), JobRunner
-// (submitted jobs' drivers), WorkerProcesses (the zygotes, behind an interface),
-// LogMonitor, MemoryMonitor. Everything it sends goes through one Outbox.
+// NodeService dispatches the node's messages (Dispatch) to parts that each own one thing:
+// HeadLink (the registration and heartbeats), WorkerPool (worker processes: actors and
+// leases), DeviceAllocator (accelerator devices), ExecutableCache (what the node may run,
+// fetched from the head), JobRunner (submitted jobs' drivers), WorkerProcesses (the
+// zygotes, behind an interface), LogMonitor, MemoryMonitor. It keeps the tick (heartbeat,
+// the memory monitor's kills, metrics) and `orrery list workers` (node_listing.cc). Everything it
+// sends goes through one Outbox.
 #pragma once
 
 #include <atomic>
@@ -34,6 +32,7 @@
 #include "node/src/job_runner.h"
 #include "node/src/log_monitor.h"
 #include "node/src/memory_monitor.h"
+#include "node/src/worker_pool.h"
 #include "node/src/worker_processes.h"
 #include "node/src/zygote_pool.h"
 #include "objects/internal/node_object_plane.h"
@@ -115,49 +114,13 @@ class NodeService {
   const std::string& metrics_address() const { return metrics_address_; }
 
  private:
-  struct Worker {
-    std::string id;  // binary WorkerId
-    int pid = 0;
-    std::string address;       // control
-    std::string call_address;  // calls
-    bool is_actor = false;
-    proto::StartActorMsg actor;
-    bool has_lease = false;
-    proto::LeaseRequestMsg lease;
-    bool ready = false;     // assignment accepted
-    bool reported = false;  // death already reported to the head
-    bool kill_requested = false;
-    std::string kill_reason;
-    // The error kind its death reports when not the default.
-    proto::ErrorKind kill_kind = proto::ErrorKind::kNone;
-    double started = 0;  // when it took its current actor or lease (for the memory monitor)
-    double idle_since = 0;
-    double wall_started = 0;        // when its process was asked for, seconds since the epoch
-    std::vector<std::string> argv;  // while waiting for the executable
-    std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
-    DeviceIds devices;       // accelerator ids this process owns
-    std::map<std::string, std::string> device_env;  // what makes them visible to it
-  };
-
   // The inbox's handler: Dispatch, and a failed Status answered with kError and logged.
   void Handle(transport::Envelope& env);
   // The head's answer to a registration or heartbeat (kAck): a refusal after Start ends the
   // heartbeats and calls options_.on_refused.
   Status OnRegistrationAnswer(const transport::Envelope& env);
-  void OnWorkerStats(proto::WorkerStatsMsg m);
   // `orrery list workers`: this node's worker processes and job drivers.
   void OnListWorkers(const proto::ListWorkersMsg& m);
-  // What a worker's log lines are attributed to (its actor or lease, its job).
-  proto::LogLinesMsg LogSource(const Worker& w) const;
-  void WatchLogs(const Worker& w);
-  void OnStartActor(const proto::StartActorMsg& m);
-  void OnGrantLease(const proto::LeaseRequestMsg& r);
-  void OnReleaseLease(const std::string& lease_id);
-  void OnKillWorker(const proto::KillWorkerMsg& m);
-  void OnWorkerRegister(const proto::WorkerRegisterMsg& m);
-  void OnAssignReply(const proto::AssignReplyMsg& m);
-  void OnSpawned(uint64_t request, int pid);
-  void OnExited(int pid, const std::string& how);
   void Tick();
   // Renders the metrics for the server (every tick at most once a second).
   void RenderMetrics(double now);
@@ -165,26 +128,8 @@ class NodeService {
   void CheckMemory();
   void SendRegistration(bool alive);
 
-  // Creates the worker record and spawns its process, or queues it until the driver's
-  // executable (named by hash) has been fetched from the head. On failure the record has
-  // kill_requested set with the reason.
-  Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
-                    const std::string& arch, const Resources& demand);
-  void Spawn(Worker& w, const std::vector<std::string>& argv);
+  // The head's kBinaryReply: resumes the jobs and workers that waited for the executable.
   void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
-  void FailWorker(Worker& w, const std::string& reason);
-  // Gives the worker's devices back to devices_.
-  void ReleaseDevices(Worker& w);
-  void Erase(const std::string& worker_id);
-  // A spawn request its zygote will never answer (it died, or could not take it).
-  void OnSpawnFailed(uint64_t request, const std::string& cause);
-  void Kill(Worker& w, const std::string& reason);
-  void GrantTo(Worker& w);
-  void LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
-                   const std::string& message);
-  void ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause);
-  Worker* ByActor(const std::string& actor_id);
-  Worker* ByLease(const std::string& lease_id);
 
   NodeOptions options_;
   NodeId id_;
@@ -196,14 +141,11 @@ class NodeService {
   // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
   // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
   std::unique_ptr<WorkerProcesses> zygotes_;
-  std::map<std::string, Worker> workers_;
-  std::map<int, std::string> by_pid_;
-  std::map<uint64_t, std::string> by_spawn_;
-  uint64_t next_spawn_ = 1;
   // The executables this node runs, checked by SHA-256 and fetched from the head; its
   // waiters are worker ids, or JobRunner::kWaiter + a submission id, resumed by OnBinaryReply.
   ExecutableCache cache_;
   DeviceAllocator devices_;
+  std::unique_ptr<WorkerPool> pool_;  // the worker processes (made once zygotes_ is)
   MemoryMonitor memory_;
   // Started with the inbox; its own lock guards what its server threads share.
   std::unique_ptr<NodeObjectPlane> objects_;
@@ -213,12 +155,11 @@ class NodeService {
   std::unique_ptr<LogMonitor> logs_;
   bool own_log_dir_ = false;         // made for this node (no log_dir given): removed when it stops
   std::unique_ptr<JobRunner> jobs_;  // submitted jobs' drivers
-  NodeCallStats call_stats_;         // the workers' kWorkerStats reports
   std::unique_ptr<metrics::MetricsServer> metrics_;
   std::string metrics_address_;  // set before the inbox starts
   double metrics_rendered_ = 0;
 
-  // Everything above is used on the inbox thread only (Stop touches workers_ once that
+  // Everything above is used on the inbox thread only (Stop kills the workers once that
   // thread has ended): no lock. Only the registration handshake (head_) crosses threads.
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
 #include "core/internal/clock.h"
@@ -71,10 +72,16 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   if (!std::getenv("GLIBC_TUNABLES") && !options_.worker_env.count("GLIBC_TUNABLES"))
     options_.worker_env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1";
   ZygoteEvents events;
-  events.spawned = [this](uint64_t req, int pid) { OnSpawned(req, pid); };
-  events.exited = [this](int pid, const std::string& how) { OnExited(pid, how); };
-  events.failed = [this](uint64_t req, const std::string& cause) { OnSpawnFailed(req, cause); };
+  events.spawned = [this](uint64_t req, int pid) { pool_->OnSpawned(req, pid); };
+  events.exited = [this](int pid, const std::string& how) { pool_->OnExited(pid, how); };
+  events.failed = [this](uint64_t req, const std::string& cause) {
+    pool_->OnSpawnFailed(req, cause);
+  };
   zygotes_ = processes(options_.worker_env, std::move(events));
+  pool_ = std::make_unique<WorkerPool>(
+      WorkerPoolOptions{options_.head_address, id_.Binary(), id_.Hex(), secret_,
+                        options_.worker_argv, options_.log_dir},
+      outbox_, devices_, cache_, *zygotes_);
   JobRunnerOptions jo{options_.head_address, id_.Binary(),       id_.Hex().substr(0, 12), secret_,
                       options_.log_dir,      options_.worker_env};
   jobs_ = std::make_unique<JobRunner>(std::move(jo), outbox_, cache_);
@@ -109,6 +116,7 @@ Status NodeService::Start(int register_timeout_ms) {
   objects_ = std::make_unique<NodeObjectPlane>(po, inbox_);
   s = objects_->Start();
   if (!s.ok()) return Status(s.code(), "the node's object store: " + s.message());
+  pool_->SetNode(inbox_.address(), logs_.get(), objects_.get());
   // The tick is the heartbeat's, or the memory monitor's when that is shorter.
   int tick_ms = int(options_.heartbeat_period_s * 1000);
   if (options_.memory_monitor_refresh_ms > 0)
@@ -181,13 +189,12 @@ void NodeService::Stop() {
   }
   if (objects_) objects_->Stop();
   if (metrics_) metrics_->Stop();
-  for (auto& [id, w] : workers_)
-    if (w.pid > 0) zygotes_->Kill(w.pid);
-  workers_.clear();
+  pool_->KillAll();
 }
 
 namespace {
 RateLimitedLog rejected_log;
+RateLimitedLog refused_executable_log;
 
 // Decodes the message as Msg and hands it to `handle`; InvalidArgument when it is not one.
 template <typename Msg, typename Handle>
@@ -217,18 +224,20 @@ Status NodeService::Dispatch(const transport::Envelope& env) {
     case MsgType::kAck:
       return OnRegistrationAnswer(env);
     case MsgType::kStartActor:
-      return Decoded<proto::StartActorMsg>(env, [&](const auto& m) { OnStartActor(m); });
+      return Decoded<proto::StartActorMsg>(env, [&](const auto& m) { pool_->OnStartActor(m); });
     case MsgType::kGrantLease:
-      return Decoded<proto::GrantLeaseMsg>(env, [&](const auto& m) { OnGrantLease(m.request); });
+      return Decoded<proto::GrantLeaseMsg>(env,
+                                           [&](const auto& m) { pool_->OnGrantLease(m.request); });
     case MsgType::kReleaseLease:
-      return Decoded<proto::ReleaseLeaseMsg>(env,
-                                             [&](const auto& m) { OnReleaseLease(m.lease_id); });
+      return Decoded<proto::ReleaseLeaseMsg>(
+          env, [&](const auto& m) { pool_->OnReleaseLease(m.lease_id); });
     case MsgType::kKillWorker:
-      return Decoded<proto::KillWorkerMsg>(env, [&](const auto& m) { OnKillWorker(m); });
+      return Decoded<proto::KillWorkerMsg>(env, [&](const auto& m) { pool_->OnKillWorker(m); });
     case MsgType::kWorkerRegister:
-      return Decoded<proto::WorkerRegisterMsg>(env, [&](const auto& m) { OnWorkerRegister(m); });
+      return Decoded<proto::WorkerRegisterMsg>(env,
+                                               [&](const auto& m) { pool_->OnWorkerRegister(m); });
     case MsgType::kAssignReply:
-      return Decoded<proto::AssignReplyMsg>(env, [&](const auto& m) { OnAssignReply(m); });
+      return Decoded<proto::AssignReplyMsg>(env, [&](const auto& m) { pool_->OnAssignReply(m); });
     case MsgType::kPing:
       return Decoded<proto::PingMsg>(env, [&](const auto& m) {
         if (!m.reply_to.empty()) outbox_.Send(m.reply_to, MsgType::kPong, m);
@@ -241,7 +250,7 @@ Status NodeService::Dispatch(const transport::Envelope& env) {
     case MsgType::kListWorkers:
       return Decoded<proto::ListWorkersMsg>(env, [&](const auto& m) { OnListWorkers(m); });
     case MsgType::kWorkerStats:
-      return Decoded<proto::WorkerStatsMsg>(env, [&](const auto& m) { OnWorkerStats(m); });
+      return Decoded<proto::WorkerStatsMsg>(env, [&](const auto& m) { pool_->OnWorkerStats(m); });
     case MsgType::kBinaryReply:
       return Decoded<proto::BinaryMsg>(
           env, [&](const auto& m) { OnBinaryReply(m, env.PayloadString()); });
@@ -255,14 +264,6 @@ Status NodeService::Dispatch(const transport::Envelope& env) {
       return Status::InvalidArgument(std::string("the node does not handle ") +
                                      proto::TypeName(env.type));
   }
-}
-
-void NodeService::OnWorkerStats(proto::WorkerStatsMsg m) {
-  // Only a worker of this node's counts count (it names itself in hex, as its environment
-  // does); a bad report is dropped, with no reply.
-  m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
-  if (workers_.count(m.worker_id) && !call_stats_.Update(m))
-    LOG_DEBUG("node: dropped a malformed worker stats report");
 }
 
 Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
@@ -280,6 +281,22 @@ Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
   return Status::Ok();  // the refusal is the head's answer, not a malformed message
 }
 
+void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
+  Result<ExecutableCache::Fetched> fetched = cache_.OnReply(m, bytes);
+  if (!fetched.ok()) return;  // answers no request of this node (logged)
+  const std::string& error = fetched.value().error;
+  if (uint64_t suppressed = 0; !error.empty() && refused_executable_log.ShouldLog(&suppressed))
+    LOG_WARN("node: refused the executable " + m.hash + ": " + error +
+             RateLimitedLog::More(suppressed));
+  for (const auto& waiter : fetched.value().waiters) {
+    if (waiter.rfind(JobRunner::kWaiter, 0) == 0) {
+      jobs_->OnExecutable(waiter.substr(std::strlen(JobRunner::kWaiter)), m.hash, error);
+    } else {
+      pool_->OnExecutable(waiter, m.hash, error);
+    }
+  }
+}
+
 void NodeService::Tick() {
   CheckMemory();
   jobs_->Check();
@@ -295,14 +312,7 @@ void NodeService::Tick() {
   SendRegistration(true);  // the heartbeat
   objects_->Tick(now);
   // Idle task workers beyond the kept pool go after a while.
-  int idle = 0;
-  for (auto& [id, w] : workers_) {
-    if (w.is_actor || !w.ready || w.has_lease || w.kill_requested) continue;
-    if (++idle > options_.idle_workers_kept &&
-        now - w.idle_since > options_.idle_worker_timeout_s) {
-      Kill(w, "idle");
-    }
-  }
+  pool_->ReapIdle(now, options_.idle_workers_kept, options_.idle_worker_timeout_s);
 }
 
 void NodeService::RenderMetrics(double now) {
@@ -310,11 +320,11 @@ void NodeService::RenderMetrics(double now) {
   metrics_rendered_ = now;
   NodeMetricsInput in;
   in.node_id = id_.Hex();
-  for (const auto& [id, w] : workers_) {
+  for (const auto& [id, w] : pool_->workers()) {
     if (w.pid > 0) ++in.worker_kinds[w.is_actor ? "actor" : w.has_lease ? "task" : "idle"];
   }
   in.object_store = objects_->Usage();
-  in.calls = call_stats_.Sum();
+  in.calls = pool_->call_stats().Sum();
   metrics_->SetSnapshot(NodeMetricsText(in));
 }
 
@@ -322,12 +332,11 @@ void NodeService::CheckMemory() {
   if (!memory_.Refresh() || options_.memory_monitor_refresh_ms <= 0) return;
   double now = Now();
   // One kill at a time: the victim's memory is back only once its process is gone.
-  if (!oom_victim_.empty() && workers_.count(oom_victim_) &&
-      now - oom_victim_since_ < kOomVictimGraceS)
+  if (!oom_victim_.empty() && pool_->Has(oom_victim_) && now - oom_victim_since_ < kOomVictimGraceS)
     return;
   std::vector<OomCandidate> candidates;
-  std::vector<Worker*> running;
-  for (auto& [id, w] : workers_) {
+  std::vector<const WorkerPool::Worker*> running;
+  for (const auto& [id, w] : pool_->workers()) {
     if (w.pid <= 0 || w.kill_requested || !(w.is_actor || w.has_lease)) continue;
     const auto& o = w.actor.spec.options;
     // An actor is restarted while restarts are left (its incarnation counts those used).
@@ -338,16 +347,15 @@ void NodeService::CheckMemory() {
   }
   int i = ChooseOomVictim(candidates);
   if (i < 0) return;
-  Worker& w = *running[i];
+  const WorkerPool::Worker& w = *running[size_t(i)];
   std::string victim = "the worker (pid " + std::to_string(w.pid) + ") " +
                        (w.is_actor ? "of actor " + UniqueId::FromBinary(w.actor.spec.actor_id).Hex()
                                    : "running a task");
   std::string message = OutOfMemoryMessage(id_.Hex(), memory_.last(), memory_.threshold(), victim);
   LOG_WARN(message);
-  w.kill_kind = proto::ErrorKind::kOutOfMemoryError;
   oom_victim_ = w.id;
   oom_victim_since_ = now;
-  Kill(w, message);
+  pool_->KillAs(w.id, proto::ErrorKind::kOutOfMemoryError, message);
 }
 
 }  // namespace orrery::node

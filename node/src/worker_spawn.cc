@@ -15,7 +15,7 @@
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
-#include "node/internal/node_service.h"
+#include "node/src/worker_pool.h"
 
 namespace orrery::node {
 
@@ -36,9 +36,9 @@ void WarnRefused(const std::string& reason) {
 }
 }  // namespace
 
-NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std::string>& argv,
-                                            const std::string& hash, const std::string& arch,
-                                            const Resources& demand) {
+WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::string>& argv,
+                                          const std::string& hash, const std::string& arch,
+                                          const Resources& demand) {
   std::string id = WorkerId::Random().Binary();
   Worker& w = workers_[id];
   w.id = id;
@@ -46,7 +46,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   w.started = Now();
   w.wall_started = WallSeconds();
   w.executable = hash;
-  auto grant = devices_.Assign(demand, id_.Hex().substr(0, 12));
+  auto grant = devices_.Assign(demand, options_.node_hex.substr(0, 12));
   if (!grant.ok()) {
     w.kill_requested = true;
     w.kill_reason = grant.status().message();
@@ -57,7 +57,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   std::string local_arch = MachineArch();
   if (!arch.empty() && arch != local_arch) {
     w.kill_requested = true;
-    w.kill_reason = "node " + id_.Hex().substr(0, 12) + " runs on " + local_arch +
+    w.kill_reason = "node " + options_.node_hex.substr(0, 12) + " runs on " + local_arch +
                     ", but the driver's executable is built for " + arch;
     return w;
   }
@@ -67,7 +67,7 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
     if (options_.worker_argv.empty()) {
       w.kill_requested = true;
       w.kill_reason = "the request names no executable by SHA-256, and node " +
-                      id_.Hex().substr(0, 12) + " runs nothing else";
+                      options_.node_hex.substr(0, 12) + " runs nothing else";
       WarnRefused(w.kill_reason);
       return w;
     }
@@ -83,8 +83,8 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
   // The path is only where the executable may be found on this host; what runs is the
   // content the head vouched for, checked here by its SHA-256.
   w.argv = argv.empty() ? std::vector<std::string>{""} : argv;
-  if (cache_.Vouched(hash)) {
-    std::string path = cache_.LocalExecutable(w.argv[0], hash);
+  if (executables_.Vouched(hash)) {
+    std::string path = executables_.LocalExecutable(w.argv[0], hash);
     if (!path.empty()) {
       std::vector<std::string> resolved = w.argv;
       resolved[0] = path;
@@ -92,61 +92,50 @@ NodeService::Worker& NodeService::NewWorker(bool is_actor, const std::vector<std
       return w;
     }
   }
-  cache_.Await(hash, w.argv[0], id, inbox_.address());
+  executables_.Await(hash, w.argv[0], id, node_address_);
   return w;
 }
 
-void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
-  Result<ExecutableCache::Fetched> fetched = cache_.OnReply(m, bytes);
-  if (!fetched.ok()) return;  // answers no request of this node (logged)
-  const std::string& error = fetched.value().error;
-  if (!error.empty()) WarnRefused("executable " + m.hash + ": " + error);
-  for (const auto& id : fetched.value().waiters) {
-    if (id.rfind(JobRunner::kWaiter, 0) == 0) {
-      jobs_->OnExecutable(id.substr(std::strlen(JobRunner::kWaiter)), m.hash, error);
-      continue;
-    }
-    auto it = workers_.find(id);
-    if (it == workers_.end()) continue;
-    Worker& w = it->second;
-    if (!error.empty()) {
-      FailWorker(w,
-                 "the driver's executable is not on this node and could not be fetched: " + error);
-      continue;
-    }
-    if (w.kill_requested) {
-      FailWorker(w, w.kill_reason);
-      continue;
-    }
-    // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
-    std::string local = cache_.LocalExecutable(w.argv[0], m.hash);
-    if (local.empty()) {
-      WarnRefused("no file on this node has the SHA-256 " + m.hash);
-      FailWorker(w,
-                 "no file on this node has the SHA-256 " + m.hash + " of the driver's executable");
-      continue;
-    }
-    std::vector<std::string> argv = w.argv;
-    argv[0] = local;
-    Spawn(w, argv);
+void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& hash,
+                              const std::string& error) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  if (!error.empty()) {
+    FailWorker(w, "the driver's executable is not on this node and could not be fetched: " + error);
+    return;
   }
+  if (w.kill_requested) {
+    FailWorker(w, w.kill_reason);
+    return;
+  }
+  // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
+  std::string local = executables_.LocalExecutable(w.argv[0], hash);
+  if (local.empty()) {
+    WarnRefused("no file on this node has the SHA-256 " + hash);
+    FailWorker(w, "no file on this node has the SHA-256 " + hash + " of the driver's executable");
+    return;
+  }
+  std::vector<std::string> argv = w.argv;
+  argv[0] = local;
+  Spawn(w, argv);
 }
 
-void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
+void WorkerPool::Spawn(Worker& w, const std::vector<std::string>& argv) {
   uint64_t req = next_spawn_++;
   by_spawn_[req] = w.id;
   std::map<std::string, std::string> env;
   env["ORRERY_ROLE"] = "worker";
   env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(w.id)).Hex();
-  env["ORRERY_NODE_ADDRESS"] = inbox_.address();
+  env["ORRERY_NODE_ADDRESS"] = node_address_;
   env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
-  env["ORRERY_NODE_ID"] = id_.Hex();
+  env["ORRERY_NODE_ID"] = options_.node_hex;
   // What the worker names as its executable when it submits work itself.
   if (!w.executable.empty()) env["ORRERY_EXECUTABLE_HASH"] = w.executable;
   for (const auto& [k, v] : w.device_env) env[k] = v;
   // The worker writes its stdout and stderr to worker-<pid>.out/.err there (zygote.cc).
   env["ORRERY_WORKER_LOG_DIR"] = options_.log_dir;
-  Status s = zygotes_->Spawn(argv, req, env);
+  Status s = processes_.Spawn(argv, req, env);
   if (!s.ok()) {
     by_spawn_.erase(req);
     LOG_ERROR("cannot start a worker: " + s.message());
@@ -155,14 +144,14 @@ void NodeService::Spawn(Worker& w, const std::vector<std::string>& argv) {
   }
 }
 
-void NodeService::OnSpawned(uint64_t request, int pid) {
+void WorkerPool::OnSpawned(uint64_t request, int pid) {
   auto it = by_spawn_.find(request);
   if (it == by_spawn_.end()) return;
   std::string id = it->second;
   by_spawn_.erase(it);
   auto w = workers_.find(id);
   if (w == workers_.end()) {
-    if (pid > 0) zygotes_->Kill(pid);
+    if (pid > 0) processes_.Kill(pid);
     return;
   }
   if (pid <= 0) {
@@ -177,17 +166,17 @@ void NodeService::OnSpawned(uint64_t request, int pid) {
     by_pid_[pid] = id;
     WatchLogs(w->second);
   }
-  if (w->second.kill_requested) zygotes_->Kill(pid);
+  if (w->second.kill_requested) processes_.Kill(pid);
 }
 
-void NodeService::OnSpawnFailed(uint64_t request, const std::string& cause) {
+void WorkerPool::OnSpawnFailed(uint64_t request, const std::string& cause) {
   auto it = by_spawn_.find(request);
   if (it == by_spawn_.end()) return;
   std::string id = it->second;
   by_spawn_.erase(it);
   auto w = workers_.find(id);
   if (w == workers_.end()) return;
-  if (w->second.pid > 0) zygotes_->Kill(w->second.pid);  // registered before the answer came
+  if (w->second.pid > 0) processes_.Kill(w->second.pid);  // registered before the answer came
   FailWorker(w->second, "the worker process could not be started: " + cause);
 }
 
