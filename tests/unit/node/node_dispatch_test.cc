@@ -149,5 +149,71 @@ TEST(NodeDispatchTest, APingIsAnswered) {
   EXPECT_EQ(pong->request_id, 5u);
 }
 
+TEST(NodeDispatchTest, AWorkerThatCannotBeStartedFailsItsActorAndGivesItsDevicesBack) {
+  NodeHarness h({{"CPU", 4}, {"GPU", 1}});
+  h.processes->refuse_spawns = true;
+  auto actor = NodeHarness::Actor({{"GPU", 1}});
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());
+  auto died = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead);
+  ASSERT_TRUE(died);
+  EXPECT_EQ(died->kind, int(proto::WorkerEventKind::kActorDied));
+  EXPECT_NE(died->cause.find("could not be started: no zygote"), std::string::npos) << died->cause;
+  h.processes->refuse_spawns = false;
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, NodeHarness::Actor({{"GPU", 1}})).ok());
+  ASSERT_EQ(h.processes->spawns.size(), 2u);
+  EXPECT_EQ(h.processes->spawns[1].env.at("CUDA_VISIBLE_DEVICES"), "0");
+}
+
+TEST(NodeDispatchTest, ALeaseWorkersDeathIsAnsweredToTheHolderAndReportedToTheHead) {
+  NodeHarness h;
+  auto lease = NodeHarness::Lease({{"CPU", 1}});
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, lease).ok());
+  h.Accept(h.StartWorker(0, 7000, "tcp://w1"));
+  ASSERT_TRUE(h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver"));
+  h.processes->events().exited(7000, "exited with code 3");
+  auto failed = h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver");
+  ASSERT_TRUE(failed);
+  EXPECT_FALSE(failed->ok);
+  EXPECT_EQ(failed->error_kind, proto::ErrorKind::kWorkerDied);
+  EXPECT_NE(failed->message.find("exited with code 3"), std::string::npos) << failed->message;
+  auto event = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead);
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->kind, int(proto::WorkerEventKind::kLeaseWorkerDied));
+  EXPECT_EQ(event->lease_id, lease.request.lease_id);
+}
+
+TEST(NodeDispatchTest, AnExecutableHashThatIsNotASha256RunsNothing) {
+  NodeHarness h;
+  auto actor = NodeHarness::Actor({{"CPU", 1}});
+  actor.spec.binary_hash = "not-a-hash";
+  actor.spec.argv = {"/bin/sh"};
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());
+  EXPECT_TRUE(h.processes->spawns.empty());
+  EXPECT_EQ(h.outbox.Count(MsgType::kFetchBinary), 0u);
+  auto died = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead);
+  ASSERT_TRUE(died);
+  EXPECT_NE(died->cause.find("not a SHA-256"), std::string::npos) << died->cause;
+}
+
+TEST(NodeDispatchTest, AnExecutableNotOnTheNodeIsFetchedAndAWorkerWaitsForIt) {
+  NodeHarness h;
+  auto actor = NodeHarness::Actor({{"CPU", 1}});
+  actor.spec.binary_hash = std::string(64, 'a');
+  actor.spec.argv = {"/nonexistent/driver"};
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());
+  EXPECT_TRUE(h.processes->spawns.empty());
+  auto ask = h.outbox.Take<proto::BinaryMsg>(MsgType::kFetchBinary, NodeHarness::kHead);
+  ASSERT_TRUE(ask);
+  EXPECT_EQ(ask->hash, actor.spec.binary_hash);
+  proto::BinaryMsg no = *ask;
+  no.ok = false;
+  no.message = "no job registered it";
+  ASSERT_TRUE(h.Feed(MsgType::kBinaryReply, no).ok());
+  auto died = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead);
+  ASSERT_TRUE(died);
+  EXPECT_NE(died->cause.find("could not be fetched"), std::string::npos) << died->cause;
+  EXPECT_TRUE(h.processes->spawns.empty());
+}
+
 }  // namespace
 }  // namespace orrery::node

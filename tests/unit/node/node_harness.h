@@ -34,7 +34,7 @@ class FakeWorkerProcesses final : public WorkerProcesses {
   Status Spawn(const std::vector<std::string>& argv, uint64_t request_id,
                const std::map<std::string, std::string>& env) override {
     spawns.push_back({argv, request_id, env});
-    return Status::Ok();
+    return refuse_spawns ? Status::Unavailable("no zygote") : Status::Ok();
   }
   void Kill(int pid) override { killed.push_back(pid); }
   void StopAll() override {}
@@ -42,6 +42,7 @@ class FakeWorkerProcesses final : public WorkerProcesses {
 
   std::vector<SpawnRequest> spawns;
   std::vector<int> killed;
+  bool refuse_spawns = false;  // Spawn answers Unavailable
 
  private:
   ZygoteEvents events_;
