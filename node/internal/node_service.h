@@ -12,7 +12,6 @@
 // sends goes through one Outbox.
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -136,7 +135,6 @@ class NodeService {
   std::string secret_;  // sent with every node-scoped message (RegisterNodeMsg::node_secret)
   Outbox& outbox_;
   HeadLink head_;  // the registration and heartbeats; its own lock (Start waits on it)
-  std::atomic<bool> started_{false};  // Start has returned OK
   transport::Inbox inbox_;
   // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
   // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/internal/log.h"
+
 namespace orrery::node {
 
 void HeadLink::Send(const proto::RegisterNodeMsg& reg) {
@@ -13,17 +15,32 @@ void HeadLink::Send(const proto::RegisterNodeMsg& reg) {
 }
 
 Status HeadLink::OnAck(const proto::AckMsg& ack) {
-  MutexLock lock(&mu_);
-  if (ack.ok) {
-    if (refused_.ok()) registered_ = true;
-  } else {
-    std::string reason = ack.message.empty() ? "no reason given" : ack.message;
-    refused_ =
-        Status::PermissionDenied("the head at " + head_address_ + " refused this node: " + reason);
-    registered_ = false;
+  bool report = false;
+  Status refused;
+  {
+    MutexLock lock(&mu_);
+    if (ack.ok) {
+      if (refused_.ok()) registered_ = true;
+    } else if (refused_.ok()) {
+      std::string reason = ack.message.empty() ? "no reason given" : ack.message;
+      refused_ = Status::PermissionDenied("the head at " + head_address_ +
+                                          " refused this node: " + reason);
+      registered_ = false;
+      report = started_;
+    }
+    refused = refused_;
+    cv_.NotifyAll();
   }
-  cv_.NotifyAll();
-  return refused_;
+  if (report) {
+    LOG_ERROR("node stops heartbeating: " + refused.message());
+    if (on_refused_) on_refused_(refused);
+  }
+  return refused;
+}
+
+void HeadLink::Started() {
+  MutexLock lock(&mu_);
+  started_ = true;
 }
 
 Status HeadLink::WaitRegistered(int timeout_ms) {
@@ -47,6 +64,7 @@ bool HeadLink::TakeRegistered() {
   MutexLock lock(&mu_);
   bool was = registered_;
   registered_ = false;
+  started_ = false;
   return was;
 }
 

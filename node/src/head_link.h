@@ -10,6 +10,7 @@
 // TakeRegistered may be called from any thread.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/internal/outbox.h"
@@ -21,8 +22,13 @@ namespace orrery::node {
 
 class HeadLink {
  public:
-  HeadLink(Outbox& outbox, std::string head_address)
-      : outbox_(outbox), head_address_(std::move(head_address)) {}
+  // `on_refused` runs (on the thread of OnAck, no lock held) when the head refuses the node
+  // after Started(): the node has stopped heartbeating and its owner stops it.
+  HeadLink(Outbox& outbox, std::string head_address,
+           std::function<void(const Status&)> on_refused = nullptr)
+      : outbox_(outbox),
+        head_address_(std::move(head_address)),
+        on_refused_(std::move(on_refused)) {}
   HeadLink(const HeadLink&) = delete;
   HeadLink& operator=(const HeadLink&) = delete;
 
@@ -42,6 +48,10 @@ class HeadLink {
   // no answer came within timeout_ms.
   Status WaitRegistered(int timeout_ms) EXCLUDES(mu_);
 
+  // The node is up (Start returned OK): a refusal from now on is reported to on_refused
+  // (before, it is WaitRegistered's answer).
+  void Started() EXCLUDES(mu_);
+
   // OK, or the head's refusal.
   Status refusal() const EXCLUDES(mu_);
 
@@ -51,9 +61,11 @@ class HeadLink {
  private:
   Outbox& outbox_;
   const std::string head_address_;
+  const std::function<void(const Status&)> on_refused_;
   mutable Mutex mu_;
   CondVar cv_;
   bool registered_ GUARDED_BY(mu_) = false;
+  bool started_ GUARDED_BY(mu_) = false;
   Status refused_ GUARDED_BY(mu_);  // OK until the head refuses the node
 };
 

@@ -55,7 +55,7 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
       id_(NodeId::Random()),
       secret_(security::NewToken()),
       outbox_(outbox),
-      head_(outbox_, options_.head_address),
+      head_(outbox_, options_.head_address, options_.on_refused),
       cache_(outbox_, options_.head_address,
              options_.binary_cache_dir.empty() ? TmpRoot() + "/node_binaries"
                                                : options_.binary_cache_dir),
@@ -152,7 +152,7 @@ Status NodeService::Start(int register_timeout_ms) {
   }
   inbox_.Post([this] { SendRegistration(true); });
   if (Status r = head_.WaitRegistered(register_timeout_ms); !r.ok()) return r;
-  started_ = true;
+  head_.Started();
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " +
            ToString(options_.resources));
   return Status::Ok();
@@ -177,7 +177,6 @@ void NodeService::SendRegistration(bool alive) {
 }
 
 void NodeService::Stop() {
-  started_ = false;
   if (head_.TakeRegistered()) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
   jobs_->StopAll();
@@ -269,16 +268,8 @@ Status NodeService::Dispatch(const transport::Envelope& env) {
 Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
   proto::AckMsg ack;
   if (Status d = env.Decode(&ack); !d.ok()) return d;
-  bool was_refused = !head_.refusal().ok();
-  Status s = head_.OnAck(ack);
-  if (s.ok() || was_refused) return Status::Ok();
-  // Refused while running (Start reports a refusal of the first registration itself): no
-  // more heartbeats; the owner stops the node.
-  if (started_) {
-    LOG_ERROR("node " + id_.Hex() + " stops heartbeating: " + s.message());
-    if (options_.on_refused) options_.on_refused(s);
-  }
-  return Status::Ok();  // the refusal is the head's answer, not a malformed message
+  (void)head_.OnAck(ack);  // a refusal is the head's answer (HeadLink acts on it), not an error
+  return Status::Ok();
 }
 
 void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {

@@ -76,5 +76,31 @@ TEST(HeadLinkTest, NoAnswerIsUnavailable) {
   EXPECT_EQ(link.WaitRegistered(1).code(), StatusCode::kUnavailable);
 }
 
+TEST(HeadLinkTest, ARefusalAfterStartIsReportedOnceToTheOwner) {
+  RecordingOutbox outbox;
+  std::vector<std::string> reported;
+  HeadLink link(outbox, "tcp://head", [&](const Status& s) { reported.push_back(s.message()); });
+  link.Send(Registration());
+  ASSERT_TRUE(link.OnAck(proto::AckMsg{}).ok());
+  link.Started();
+  EXPECT_FALSE(link.OnAck(Refusal("the autoscaler removed this node")).ok());
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_NE(reported[0].find("the autoscaler removed this node"), std::string::npos);
+  EXPECT_FALSE(link.OnAck(Refusal("again")).ok());
+  EXPECT_EQ(reported.size(), 1u);
+  EXPECT_NE(link.refusal().message().find("autoscaler"), std::string::npos)
+      << "the first reason is kept";
+}
+
+TEST(HeadLinkTest, ARefusalBeforeStartIsStartsErrorNotTheOwners) {
+  RecordingOutbox outbox;
+  int reported = 0;
+  HeadLink link(outbox, "tcp://head", [&](const Status&) { ++reported; });
+  link.Send(Registration());
+  EXPECT_FALSE(link.OnAck(Refusal("a label value is not UTF-8")).ok());
+  EXPECT_EQ(reported, 0);
+  EXPECT_EQ(link.WaitRegistered(0).code(), StatusCode::kPermissionDenied);
+}
+
 }  // namespace
 }  // namespace orrery::node
