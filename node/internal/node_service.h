@@ -15,15 +15,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "core/internal/call_stats.h"
 #include "core/internal/metrics_server.h"
 #include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
-#include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
 #include "node/src/device_allocator.h"
 #include "node/src/executable_cache.h"
@@ -33,7 +30,6 @@
 #include "node/src/memory_monitor.h"
 #include "node/src/worker_pool.h"
 #include "node/src/worker_processes.h"
-#include "node/src/zygote_pool.h"
 #include "objects/internal/node_object_plane.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
@@ -115,8 +111,8 @@ class NodeService {
  private:
   // The inbox's handler: Dispatch, and a failed Status answered with kError and logged.
   void Handle(transport::Envelope& env);
-  // The head's answer to a registration or heartbeat (kAck): a refusal after Start ends the
-  // heartbeats and calls options_.on_refused.
+  // The head's answer to a registration or heartbeat (kAck), for head_: a refusal after Start
+  // ends the heartbeats and calls options_.on_refused.
   Status OnRegistrationAnswer(const transport::Envelope& env);
   // `orrery list workers`: this node's worker processes and job drivers.
   void OnListWorkers(const proto::ListWorkersMsg& m);

@@ -15,6 +15,7 @@
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
 #include "node/src/node_metrics.h"
+#include "node/src/zygote_pool.h"
 #include "orrery/resources.h"
 
 namespace orrery::node {
