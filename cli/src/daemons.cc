@@ -124,6 +124,35 @@ int RunHead(const HeadFlags& flags) {
   return 0;
 }
 
+namespace {
+// Says where the node serves, writes its ready file, then serves until a stop signal (in
+// `set`, blocked) or the head's refusal; returns the exit status (1 when refused).
+int ServeNode(node::NodeService& node, const NodeFlags& flags, const sigset_t* set) {
+  std::printf("node %s up at %s\n", node.id().Hex().c_str(), node.address().c_str());
+  if (!node.metrics_address().empty())
+    std::printf("node metrics at http://%s/metrics\n", node.metrics_address().c_str());
+  std::fflush(stdout);
+  if (!flags.ready_file.empty()) {
+    if (Status w = WriteReadyFile(
+            flags.ready_file, node.address(), PortOf(node.address()),
+            {{"node_id", node.id().Hex()}, {"metrics_address", node.metrics_address()}});
+        !w.ok()) {
+      std::fprintf(stderr, "orrery node: %s\n", w.message().c_str());
+      node.Stop();
+      return 1;
+    }
+  }
+  int sig = 0;
+  sigwait(set, &sig);
+  node.Stop();
+  if (Status refused = node.refusal(); !refused.ok()) {
+    std::fprintf(stderr, "orrery node: %s\n", refused.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+}  // namespace
+
 int RunNode(const NodeFlags& flags) {
   sigset_t set = BlockStopSignals();
   log::SetLevel("info");
@@ -174,30 +203,16 @@ int RunNode(const NodeFlags& flags) {
   if (flags.log_rotate_backups >= 0) no.log_rotate_backups = flags.log_rotate_backups;
   no.metrics_port = flags.metrics_port;
   SetWorkerAddresses(flags, &no);
+  // A node the head refuses later (a heartbeat answered with a refusal) ends as a stop
+  // signal would end it, then exits non-zero with the head's reason.
+  no.on_refused = [](const Status&) { kill(getpid(), SIGTERM); };
   node::NodeService node(no);
   Status s = node.Start();
   if (!s.ok()) {
     std::fprintf(stderr, "orrery node: %s\n", s.message().c_str());
     return 1;
   }
-  std::printf("node %s up at %s\n", node.id().Hex().c_str(), node.address().c_str());
-  if (!node.metrics_address().empty())
-    std::printf("node metrics at http://%s/metrics\n", node.metrics_address().c_str());
-  std::fflush(stdout);
-  if (!flags.ready_file.empty()) {
-    if (Status w = WriteReadyFile(
-            flags.ready_file, node.address(), PortOf(node.address()),
-            {{"node_id", node.id().Hex()}, {"metrics_address", node.metrics_address()}});
-        !w.ok()) {
-      std::fprintf(stderr, "orrery node: %s\n", w.message().c_str());
-      node.Stop();
-      return 1;
-    }
-  }
-  int sig = 0;
-  sigwait(&set, &sig);
-  node.Stop();
-  return 0;
+  return ServeNode(node, flags, &set);
 }
 
 void AddAdvertiseFlag(CLI::App* app, std::string* advertise) {

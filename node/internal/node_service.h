@@ -3,28 +3,34 @@
 // the zygote, hands them their assignment, supervises them and reports exits to the head.
 // All state lives on the node's inbox thread.
 //
-// One class, in five files along its seams: node_service.cc (the head link: registration,
-// heartbeat, dispatch, the memory monitor's tick), node_spawn.cc (executables checked by
-// SHA-256 and fetched from the head, spawns through the zygotes), node_workers.cc (worker
-// registration, assignment, devices, kills, deaths and exits), node_leases.cc (task leases),
-// node_jobs.cc (submitted jobs' drivers, workers' logs).
+// NodeService dispatches the node's messages (Dispatch) to parts that each own one thing:
+// HeadLink (the registration and heartbeats), WorkerPool (worker processes: actors and
+// leases), DeviceAllocator (accelerator devices), ExecutableCache (what the node may run,
+// fetched from the head), JobRunner (submitted jobs' drivers), WorkerProcesses (the
+// zygotes, behind an interface), LogMonitor, MemoryMonitor. It keeps the tick (heartbeat,
+// the memory monitor's kills, metrics) and `orrery list workers` (node_listing.cc). Everything it
+// sends goes through one Outbox.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "core/internal/call_stats.h"
+#include "core/internal/metrics_server.h"
+#include "core/internal/outbox.h"
+#include "core/internal/protocol.h"
+#include "core/internal/transport.h"
+#include "node/src/device_allocator.h"
+#include "node/src/executable_cache.h"
+#include "node/src/head_link.h"
+#include "node/src/job_runner.h"
 #include "node/src/log_monitor.h"
 #include "node/src/memory_monitor.h"
+#include "node/src/worker_pool.h"
+#include "node/src/worker_processes.h"
 #include "objects/internal/node_object_plane.h"
-#include "node/src/zygote_pool.h"
-#include "core/internal/metrics_server.h"
-#include "core/internal/protocol.h"
-#include "core/internal/thread_annotations.h"
-#include "core/internal/transport.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
@@ -71,86 +77,45 @@ struct NodeOptions {
   int log_rotate_backups = 5;
   // The metrics endpoint (docs/metrics.md) on bind_host: -1 none, 0 any free port.
   int metrics_port = -1;
+  // Called once, on the inbox thread, when the head refuses this node after Start returned
+  // (a heartbeat answered ok=false, e.g. the autoscaler removed the node): the node has
+  // stopped heartbeating and its owner should Stop it (refusal() says why). A refusal of
+  // the first registration is Start's error instead.
+  std::function<void(const Status&)> on_refused;
 };
 
 class NodeService {
  public:
   explicit NodeService(NodeOptions options);
+  // With what it sends through and how it starts worker processes given (unit tests: a
+  // RecordingOutbox and a fake; tests/unit/node/node_harness.h).
+  NodeService(NodeOptions options, Outbox& outbox, const WorkerProcessesFactory& processes);
   ~NodeService();
-  // Starts the zygote and the inbox, then registers with the head and waits for its answer.
+  // Starts the zygote and the inbox, then registers with the head and waits for its answer:
+  // PermissionDenied with the head's reason when the head refuses the node, Unavailable when
+  // it does not answer within register_timeout_ms.
   Status Start(int register_timeout_ms = 10000);
   void Stop();
   const std::string& address() const { return inbox_.address(); }
   const NodeId& id() const { return id_; }
+  // OK, or why the head refused this node (then it no longer heartbeats). Any thread.
+  Status refusal() const { return head_.refusal(); }
+  // Decodes a message and hands it to its handler, as the inbox does (Start), on the calling
+  // thread: InvalidArgument for a message that does not decode as its type says, or of a
+  // type the node does not handle; nothing is changed then. Without Start, tests feed the
+  // node's messages through it (one thread; workers' logs are not watched).
+  Status Dispatch(const transport::Envelope& env);
   // "host:port" of GET /metrics; "" when metrics are off.
   const std::string& metrics_address() const { return metrics_address_; }
 
  private:
-  struct Worker {
-    std::string id;  // binary WorkerId
-    int pid = 0;
-    std::string address;       // control
-    std::string call_address;  // calls
-    bool is_actor = false;
-    proto::StartActorMsg actor;
-    bool has_lease = false;
-    proto::LeaseRequestMsg lease;
-    bool ready = false;     // assignment accepted
-    bool reported = false;  // death already reported to the head
-    bool kill_requested = false;
-    std::string kill_reason;
-    // The error kind its death reports when not the default.
-    proto::ErrorKind kill_kind = proto::ErrorKind::kNone;
-    double started = 0;  // when it took its current actor or lease (for the memory monitor)
-    double idle_since = 0;
-    double wall_started = 0;        // when its process was asked for, seconds since the epoch
-    std::vector<std::string> argv;  // while waiting for the executable
-    std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
-    std::map<std::string, std::vector<int>> devices;  // accelerator ids this process owns
-    std::map<std::string, std::string> device_env;    // what makes them visible to it
-  };
-
-  // Marks a submitted job among the waiters for an executable (awaiting_binary_).
-  static constexpr const char* kJobWaiter = "job:";
-  // A submitted job's driver process (node_jobs.cc).
-  struct JobProcess {
-    proto::StartJobMsg start;
-    int pid = 0;
-    bool stop_requested = false;
-    double stop_since = 0;
-    double wall_started = 0;
-  };
-
+  // The inbox's handler: Dispatch, and a failed Status answered with kError and logged.
   void Handle(transport::Envelope& env);
-  void OnStartJob(const proto::StartJobMsg& m);
-  void OnStopJob(const proto::StopJobMsg& m);
+  // The head's answer to a registration or heartbeat (kAck), for head_: a refusal after Start
+  // ends the heartbeats and calls options_.on_refused.
+  Status OnRegistrationAnswer(const transport::Envelope& env);
   // `orrery list workers`: this node's worker processes and job drivers.
   void OnListWorkers(const proto::ListWorkersMsg& m);
-  // Starts the job's driver from the executable at `path` (its SHA-256 checked).
-  void LaunchJob(JobProcess& j, const std::string& path);
-  // Reaps ended drivers and reports them; kills those that ignored a stop for too long.
-  void CheckJobs();
-  void SendJobEvent(const std::string& submission_id, proto::JobEventKind kind, int pid,
-                    int exit_code, const std::string& cause);
-  // The executable with this hash was fetched (error empty) or could not be: start the job.
-  void OnJobExecutable(const std::string& submission_id, const std::string& hash,
-                       const std::string& error);
-  void StopJobs();
-  // What a worker's log lines are attributed to (its actor or lease, its job).
-  proto::LogLinesMsg LogSource(const Worker& w) const;
-  void WatchLogs(const Worker& w);
-  // Asks the head for the executable `hash` (and whether a job registered it) unless a
-  // request for it is out already; `waiter` (a worker id, or kJobWaiter + a submission id)
-  // is resumed by OnBinaryReply.
-  void AwaitExecutable(const std::string& hash, const std::string& path, const std::string& waiter);
-  void OnStartActor(const proto::StartActorMsg& m);
-  void OnGrantLease(const proto::LeaseRequestMsg& r);
-  void OnReleaseLease(const std::string& lease_id);
-  void OnKillWorker(const proto::KillWorkerMsg& m);
-  void OnWorkerRegister(const proto::WorkerRegisterMsg& m);
-  void OnAssignReply(const proto::AssignReplyMsg& m);
-  void OnSpawned(uint64_t request, int pid);
-  void OnExited(int pid, const std::string& how);
   void Tick();
   // Renders the metrics for the server (every tick at most once a second).
   void RenderMetrics(double now);
@@ -158,54 +123,23 @@ class NodeService {
   void CheckMemory();
   void SendRegistration(bool alive);
 
-  // Creates the worker record and spawns its process, or queues it until the driver's
-  // executable (named by hash) has been fetched from the head. On failure the record has
-  // kill_requested set with the reason.
-  Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
-                    const std::string& arch, const Resources& demand);
-  void Spawn(Worker& w, const std::vector<std::string>& argv);
-  // The local path of the executable with this SHA-256: `path` when its content has it, else
-  // the cached copy when its content has it; empty when it must be fetched.
-  std::string LocalExecutable(const std::string& path, const std::string& hash);
-  // Whether the file at `path` has this SHA-256 (remembered per file identity).
-  bool HasContent(const std::string& path, const std::string& hash);
+  // The head's kBinaryReply: resumes the jobs and workers that waited for the executable.
   void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
-  void FailWorker(Worker& w, const std::string& reason);
-  // Takes whole devices for `demand` (TPU/GPU/XPU) and returns the environment that makes
-  // exactly them visible to the worker; InvalidArgument for a TPU amount a process cannot
-  // hold, Unavailable when the devices are not free.
-  Result<std::map<std::string, std::string>> AssignDevices(Worker& w, const Resources& demand);
-  void ReleaseDevices(Worker& w);
-  void Erase(const std::string& worker_id);
-  // A spawn request its zygote will never answer (it died, or could not take it).
-  void OnSpawnFailed(uint64_t request, const std::string& cause);
-  void Kill(Worker& w, const std::string& reason);
-  void GrantTo(Worker& w);
-  void LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
-                   const std::string& message);
-  void ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause);
-  Worker* ByActor(const std::string& actor_id);
-  Worker* ByLease(const std::string& lease_id);
 
   NodeOptions options_;
   NodeId id_;
   std::string secret_;  // sent with every node-scoped message (RegisterNodeMsg::node_secret)
+  Outbox& outbox_;
+  HeadLink head_;  // the registration and heartbeats; its own lock (Start waits on it)
   transport::Inbox inbox_;
   // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
   // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
-  std::unique_ptr<ZygotePool> zygotes_;
-  std::map<std::string, Worker> workers_;
-  std::map<int, std::string> by_pid_;
-  std::map<uint64_t, std::string> by_spawn_;
-  uint64_t next_spawn_ = 1;
-  std::map<std::string, std::vector<std::string>> awaiting_binary_;  // hash -> worker ids
-  std::map<std::string, uint64_t> fetch_nonce_;  // hash -> request id of the head's expected reply
-  // Executables the head said a job registered: the only ones this node runs (besides its
-  // own worker_argv), and only from a file whose SHA-256 matches.
-  std::set<std::string> vouched_;
-  std::map<std::string, std::pair<ExecutableIdentity, std::string>>
-      hash_cache_;                                        // path -> (file, hash)
-  std::map<std::string, std::vector<int>> free_devices_;  // per kind, ascending
+  std::unique_ptr<WorkerProcesses> zygotes_;
+  // The executables this node runs, checked by SHA-256 and fetched from the head; its
+  // waiters are worker ids, or JobRunner::kWaiter + a submission id, resumed by OnBinaryReply.
+  ExecutableCache cache_;
+  DeviceAllocator devices_;
+  std::unique_ptr<WorkerPool> pool_;  // the worker processes (made once zygotes_ is)
   MemoryMonitor memory_;
   // Started with the inbox; its own lock guards what its server threads share.
   std::unique_ptr<NodeObjectPlane> objects_;
@@ -213,18 +147,14 @@ class NodeService {
   double oom_victim_since_ = 0;
   double last_heartbeat_ = 0;
   std::unique_ptr<LogMonitor> logs_;
-  bool own_log_dir_ = false;  // made for this node (no log_dir given): removed when it stops
-  std::map<std::string, JobProcess> jobs_;  // by submission id
-  NodeCallStats call_stats_;                // the workers' kWorkerStats reports
+  bool own_log_dir_ = false;         // made for this node (no log_dir given): removed when it stops
+  std::unique_ptr<JobRunner> jobs_;  // submitted jobs' drivers
   std::unique_ptr<metrics::MetricsServer> metrics_;
   std::string metrics_address_;  // set before the inbox starts
   double metrics_rendered_ = 0;
 
-  // Everything above is used on the inbox thread only (Stop touches workers_ once that
-  // thread has ended): no lock. Only the registration handshake crosses threads.
-  Mutex mu_;
-  CondVar cv_;
-  bool registered_ GUARDED_BY(mu_) = false;
+  // Everything above is used on the inbox thread only (Stop kills the workers once that
+  // thread has ended): no lock. Only the registration handshake (head_) crosses threads.
 };
 
 }  // namespace orrery::node

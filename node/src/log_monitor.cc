@@ -41,12 +41,13 @@ bool CopyFile(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-LogMonitor::LogMonitor(LogMonitorOptions options) : options_(std::move(options)) {}
+LogMonitor::LogMonitor(LogMonitorOptions options, Outbox& outbox)
+    : options_(std::move(options)), outbox_(outbox) {}
 
 LogMonitor::~LogMonitor() { Stop(); }
 
 void LogMonitor::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (thread_.joinable()) return;
   stop_ = false;
   thread_ = std::thread([this] { Run(); });
@@ -54,44 +55,61 @@ void LogMonitor::Start() {
 
 void LogMonitor::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!thread_.joinable()) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
+void LogMonitor::Queue(Request r) {
+  MutexLock lock(&mu_);
+  requests_.push_back(std::move(r));
+}
+
 void LogMonitor::Watch(int pid, const std::string& stem, const proto::LogLinesMsg& source) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Process& p = processes_[pid];
-  p.source = source;
-  p.source.pid = pid;
-  p.source.lines.clear();
-  p.files.clear();
-  p.finished = false;
-  for (bool err : {false, true}) {
-    File f;
-    f.path = stem + (err ? ".err" : ".out");
-    f.pid = pid;
-    f.is_stderr = err;
-    p.files.push_back(std::move(f));
-  }
+  Queue({Request::kWatch, pid, stem, source});
 }
 
 void LogMonitor::Describe(int pid, const proto::LogLinesMsg& source) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = processes_.find(pid);
-  if (it == processes_.end()) return;
-  it->second.source = source;
-  it->second.source.pid = pid;
-  it->second.source.lines.clear();
+  Queue({Request::kDescribe, pid, "", source});
 }
 
-void LogMonitor::Finish(int pid) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = processes_.find(pid);
-  if (it != processes_.end()) it->second.finished = true;
+void LogMonitor::Finish(int pid) { Queue({Request::kFinish, pid, "", {}}); }
+
+void LogMonitor::ApplyRequests() {
+  std::vector<Request> requests;
+  {
+    MutexLock lock(&mu_);
+    requests.swap(requests_);
+  }
+  for (Request& r : requests) {
+    if (r.kind == Request::kWatch) {
+      Process& p = processes_[r.pid];
+      p = Process{};
+      p.source = std::move(r.source);
+      p.source.pid = r.pid;
+      p.source.lines.clear();
+      for (bool err : {false, true}) {
+        File f;
+        f.path = r.stem + (err ? ".err" : ".out");
+        f.pid = r.pid;
+        f.is_stderr = err;
+        p.files.push_back(std::move(f));
+      }
+      continue;
+    }
+    auto it = processes_.find(r.pid);
+    if (it == processes_.end()) continue;
+    if (r.kind == Request::kFinish) {
+      it->second.finished = true;
+    } else {
+      it->second.source = std::move(r.source);
+      it->second.source.pid = r.pid;
+      it->second.source.lines.clear();
+    }
+  }
 }
 
 void LogMonitor::SplitLines(std::string_view chunk, bool at_end, std::string* pending,
@@ -118,6 +136,7 @@ void LogMonitor::SplitLines(std::string_view chunk, bool at_end, std::string* pe
 }
 
 void LogMonitor::ReadFile(Process& p, File& f, bool at_end, std::vector<proto::LogLinesMsg>* out) {
+  if (options_.before_read) options_.before_read(f.path);
   int fd = open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;  // not made yet
   struct stat st {};
@@ -188,7 +207,7 @@ void LogMonitor::Send(std::vector<proto::LogLinesMsg> groups) {
   size_t bytes = 0;
   auto flush = [&] {
     if (batch.groups.empty()) return;
-    transport::Send(options_.head_address, proto::MsgType::kLogBatch, batch);
+    outbox_.Send(options_.head_address, proto::MsgType::kLogBatch, batch);
     batch.groups.clear();
     bytes = 0;
   };
@@ -201,10 +220,10 @@ void LogMonitor::Send(std::vector<proto::LogLinesMsg> groups) {
 }
 
 void LogMonitor::PollOnce() {
-  std::lock_guard<std::mutex> poll(poll_mu_);
   std::vector<proto::LogLinesMsg> groups;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock poll(&poll_mu_);  // the reader's own: Watch and the like never wait on it
+    ApplyRequests();
     for (auto it = processes_.begin(); it != processes_.end();) {
       Process& p = it->second;
       bool last = p.finished;
@@ -218,14 +237,18 @@ void LogMonitor::PollOnce() {
 void LogMonitor::Flush() { PollOnce(); }
 
 void LogMonitor::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms));
-    lock.unlock();
+  auto stopping = [this] {
+    MutexLock lock(&mu_);
+    if (!stop_)
+      cv_.WaitUntil(&mu_,
+                    std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.poll_ms));
+    return stop_;
+  };
+  bool stop = false;
+  while (!stop) {
+    stop = stopping();
     PollOnce();  // once more after Stop: what was written until then goes too
-    lock.lock();
   }
-  lock.unlock();
   transport::CloseThreadSockets();  // this thread's, before it ends
 }
 

@@ -4,18 +4,22 @@
 // and rotates a file that grew past its size limit (copy to .1, .2, ..., then truncate: the
 // writer keeps its descriptor, opened O_APPEND).
 //
-// Thread-safety: every public method may be called from any thread.
+// Thread-safety: every public method may be called from any thread. Watch, Describe and
+// Finish (called on the node's inbox thread) only queue the request and return: the files
+// are read, and the requests applied, by the monitor's thread (or Flush's caller) under a
+// lock of their own, so no disk I/O ever holds the lock the inbox thread takes.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/internal/outbox.h"
 #include "core/internal/protocol_ops.h"
+#include "core/internal/thread_annotations.h"
 
 namespace orrery::node {
 
@@ -31,6 +35,8 @@ struct LogMonitorOptions {
   // What one process's lines may send per second; beyond it lines stay in the file only,
   // and the driver is told how many it did not get.
   uint64_t forward_bytes_per_s = 1 << 20;
+  // Tests: called with a file's path before it is read, on the reading thread.
+  std::function<void(const std::string& path)> before_read;
 };
 
 class LogMonitor {
@@ -40,7 +46,8 @@ class LogMonitor {
   // A batch sent to the head holds at most about this many bytes of text.
   static constexpr size_t kMaxBatchBytes = 256 << 10;
 
-  explicit LogMonitor(LogMonitorOptions options);
+  // Batches go to options.head_address through `outbox` (any thread may send through it).
+  explicit LogMonitor(LogMonitorOptions options, Outbox& outbox = TransportOutbox());
   ~LogMonitor();
   void Start();
   // Reads what is new once more, sends it, and ends the thread.
@@ -78,20 +85,37 @@ class LogMonitor {
     uint64_t dropped = 0;  // lines not forwarded in this window
   };
 
+  // A Watch, Describe or Finish not applied yet.
+  struct Request {
+    enum Kind { kWatch, kDescribe, kFinish } kind = kWatch;
+    int pid = 0;
+    std::string stem;
+    proto::LogLinesMsg source;
+  };
+
   void Run();
+  void Queue(Request r) EXCLUDES(mu_);
+  // Applies the queued requests to processes_, in order.
+  void ApplyRequests() REQUIRES(poll_mu_) EXCLUDES(mu_);
   // Reads what is new in `f`; appends its lines to `out` (respecting the rate limit).
-  void ReadFile(Process& p, File& f, bool at_end, std::vector<proto::LogLinesMsg>* out);
-  void Rotate(File& f);
+  void ReadFile(Process& p, File& f, bool at_end, std::vector<proto::LogLinesMsg>* out)
+      REQUIRES(poll_mu_);
+  void Rotate(File& f) REQUIRES(poll_mu_);
   void Send(std::vector<proto::LogLinesMsg> groups);
-  void PollOnce();
+  void PollOnce() EXCLUDES(poll_mu_, mu_);
 
   LogMonitorOptions options_;
-  std::mutex mu_;  // guards processes_ and stop_; held while files are read (never sent)
-  std::condition_variable cv_;
-  std::map<int, Process> processes_;
-  bool stop_ = false;
-  std::mutex poll_mu_;  // one poll at a time (the thread's, or Flush's)
-  std::thread thread_;
+  Outbox& outbox_;
+  // Taken by the reader (the monitor's thread, or Flush's caller) for a whole poll, file
+  // I/O included; never by Watch, Describe or Finish.
+  Mutex poll_mu_ ACQUIRED_BEFORE(mu_);
+  std::map<int, Process> processes_ GUARDED_BY(poll_mu_);
+  // Held only to queue or take requests and for stop_: never across I/O.
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<Request> requests_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started and joined by Start and Stop (one caller at a time)
 };
 
 }  // namespace orrery::node

@@ -7,13 +7,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 
-#include "node/src/node_metrics.h"
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
 #include "core/internal/session_dir.h"
+#include "node/src/node_metrics.h"
+#include "node/src/zygote_pool.h"
 #include "orrery/resources.h"
 
 namespace orrery::node {
@@ -40,22 +43,25 @@ std::string SysrootOf(const std::string& given) {
 }  // namespace
 
 NodeService::NodeService(NodeOptions options)
+    : NodeService(std::move(options), TransportOutbox(),
+                  [](std::map<std::string, std::string> env, ZygoteEvents events) {
+                    return std::make_unique<ZygotePool>(std::move(env), std::move(events));
+                  }) {}
+
+NodeService::NodeService(NodeOptions options, Outbox& outbox,
+                         const WorkerProcessesFactory& processes)
     : options_(std::move(options)),
       id_(NodeId::Random()),
       secret_(security::NewToken()),
+      outbox_(outbox),
+      head_(outbox_, options_.head_address, options_.on_refused),
+      cache_(outbox_, options_.head_address,
+             options_.binary_cache_dir.empty() ? TmpRoot() + "/node_binaries"
+                                               : options_.binary_cache_dir),
+      devices_(options_.resources, options_.accelerator_ids),
       memory_(std::make_unique<SystemMemoryReader>(SysrootOf(options_.sysroot)),
               options_.memory_usage_threshold) {
-  for (const char* kind : {"TPU", "GPU", "XPU"}) {
-    auto it = options_.resources.find(kind);
-    if (it == options_.resources.end() || it->second < 1) continue;
-    auto ids = options_.accelerator_ids.find(kind);
-    if (ids != options_.accelerator_ids.end() && !ids->second.empty()) {
-      free_devices_[kind] = ids->second;
-    } else {
-      for (int i = 0; i < int(it->second); ++i) free_devices_[kind].push_back(i);
-    }
-  }
-  if (options_.binary_cache_dir.empty()) options_.binary_cache_dir = TmpRoot() + "/node_binaries";
+  options_.binary_cache_dir = cache_.dir();
   own_log_dir_ = options_.log_dir.empty();
   if (own_log_dir_) options_.log_dir = TmpRoot() + "/logs/node-" + id_.Hex().substr(0, 12);
   options_.labels["orrery.io/node-id"] = id_.Hex();
@@ -65,10 +71,19 @@ NodeService::NodeService(NodeOptions options)
   if (!std::getenv("GLIBC_TUNABLES") && !options_.worker_env.count("GLIBC_TUNABLES"))
     options_.worker_env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1";
   ZygoteEvents events;
-  events.spawned = [this](uint64_t req, int pid) { OnSpawned(req, pid); };
-  events.exited = [this](int pid, const std::string& how) { OnExited(pid, how); };
-  events.failed = [this](uint64_t req, const std::string& cause) { OnSpawnFailed(req, cause); };
-  zygotes_ = std::make_unique<ZygotePool>(options_.worker_env, std::move(events));
+  events.spawned = [this](uint64_t req, int pid) { pool_->OnSpawned(req, pid); };
+  events.exited = [this](int pid, const std::string& how) { pool_->OnExited(pid, how); };
+  events.failed = [this](uint64_t req, const std::string& cause) {
+    pool_->OnSpawnFailed(req, cause);
+  };
+  zygotes_ = processes(options_.worker_env, std::move(events));
+  pool_ = std::make_unique<WorkerPool>(
+      WorkerPoolOptions{options_.head_address, id_.Binary(), id_.Hex(), secret_,
+                        options_.worker_argv, options_.log_dir},
+      outbox_, devices_, cache_, *zygotes_);
+  JobRunnerOptions jo{options_.head_address, id_.Binary(),       id_.Hex().substr(0, 12), secret_,
+                      options_.log_dir,      options_.worker_env};
+  jobs_ = std::make_unique<JobRunner>(std::move(jo), outbox_, cache_);
 }
 
 NodeService::~NodeService() { Stop(); }
@@ -87,8 +102,9 @@ Status NodeService::Start(int register_timeout_ms) {
   lo.node_secret = secret_;
   lo.rotate_bytes = options_.log_rotate_bytes;
   lo.rotate_backups = options_.log_rotate_backups;
-  logs_ = std::make_unique<LogMonitor>(lo);
+  logs_ = std::make_unique<LogMonitor>(lo, outbox_);
   logs_->Start();
+  jobs_->SetLogs(logs_.get());
   ObjectPlaneOptions po;
   po.node_id = id_;
   po.bind_host = options_.bind_host;
@@ -99,6 +115,7 @@ Status NodeService::Start(int register_timeout_ms) {
   objects_ = std::make_unique<NodeObjectPlane>(po, inbox_);
   s = objects_->Start();
   if (!s.ok()) return Status(s.code(), "the node's object store: " + s.message());
+  pool_->SetNode(inbox_.address(), logs_.get(), objects_.get());
   // The tick is the heartbeat's, or the memory monitor's when that is shorter.
   int tick_ms = int(options_.heartbeat_period_s * 1000);
   if (options_.memory_monitor_refresh_ms > 0)
@@ -113,7 +130,7 @@ Status NodeService::Start(int register_timeout_ms) {
     LOG_INFO("node metrics at http://" + metrics_address_ + "/metrics");
   }
   inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
-  inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
+  if (zygotes_->fd() >= 0) inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
   inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
   if (!options_.worker_argv.empty()) {
     // Start the default zygote now, so the first actor does not wait for it.
@@ -133,17 +150,8 @@ Status NodeService::Start(int register_timeout_ms) {
     if (!st.ok()) return st;
   }
   inbox_.Post([this] { SendRegistration(true); });
-  {
-    auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(register_timeout_ms);
-    MutexLock lock(&mu_);
-    while (!registered_ && cv_.WaitUntil(&mu_, deadline)) {
-    }
-    if (!registered_) {
-      return Status::Unavailable("the head at " + options_.head_address +
-                                 " did not answer the node's registration");
-    }
-  }
+  if (Status r = head_.WaitRegistered(register_timeout_ms); !r.ok()) return r;
+  head_.Started();
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " +
            ToString(options_.resources));
   return Status::Ok();
@@ -164,19 +172,13 @@ void NodeService::SendRegistration(bool alive) {
   }
   reg.reply_to = inbox_.address();
   reg.node_secret = secret_;
-  transport::Send(options_.head_address, MsgType::kRegisterNode, reg);
+  head_.Send(reg);
 }
 
 void NodeService::Stop() {
-  bool was_running = false;
-  {
-    MutexLock lock(&mu_);
-    was_running = registered_;
-    registered_ = false;
-  }
-  if (was_running) SendRegistration(false);  // from this thread: the inbox is stopping
+  if (head_.TakeRegistered()) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
-  StopJobs();
+  jobs_->StopAll();
   zygotes_->StopAll();  // workers die with their zygote
   if (logs_) logs_->Stop();
   if (own_log_dir_) {  // the embedded node's: its driver printed what mattered
@@ -185,69 +187,109 @@ void NodeService::Stop() {
   }
   if (objects_) objects_->Stop();
   if (metrics_) metrics_->Stop();
-  for (auto& [id, w] : workers_)
-    if (w.pid > 0) kill(w.pid, SIGKILL);
-  workers_.clear();
+  pool_->KillAll();
 }
+
+namespace {
+RateLimitedLog rejected_log;
+RateLimitedLog refused_executable_log;
+
+// Decodes the message as Msg and hands it to `handle`; InvalidArgument when it is not one.
+template <typename Msg, typename Handle>
+Status Decoded(const transport::Envelope& env, Handle&& handle) {
+  Msg m;
+  if (Status s = env.Decode(&m); !s.ok()) return s;
+  handle(m);
+  return Status::Ok();
+}
+}  // namespace
 
 void NodeService::Handle(transport::Envelope& env) {
   if (objects_ && objects_->Handle(env)) return;
+  Status s = Dispatch(env);
+  if (s.ok()) return;
+  uint64_t suppressed = 0;
+  if (rejected_log.ShouldLog(&suppressed))
+    LOG_WARN(std::string("node: rejected a ") + proto::TypeName(env.type) + ": " + s.message() +
+             RateLimitedLog::More(suppressed));
+  // The inbox answers the sending socket with kError for a handler that throws: the only
+  // way it offers to reach that socket (its ROUTER identity is not an address to send to).
+  throw std::runtime_error(s.message());
+}
+
+Status NodeService::Dispatch(const transport::Envelope& env) {
   switch (env.type) {
-    case MsgType::kAck: {
-      MutexLock lock(&mu_);
-      registered_ = true;
-      cv_.NotifyAll();
-      return;
-    }
+    case MsgType::kAck:
+      return OnRegistrationAnswer(env);
     case MsgType::kStartActor:
-      return OnStartActor(env.DecodeOrThrow<proto::StartActorMsg>());
+      return Decoded<proto::StartActorMsg>(env, [&](const auto& m) { pool_->OnStartActor(m); });
     case MsgType::kGrantLease:
-      return OnGrantLease(env.DecodeOrThrow<proto::GrantLeaseMsg>().request);
+      return Decoded<proto::GrantLeaseMsg>(env,
+                                           [&](const auto& m) { pool_->OnGrantLease(m.request); });
     case MsgType::kReleaseLease:
-      return OnReleaseLease(env.DecodeOrThrow<proto::ReleaseLeaseMsg>().lease_id);
+      return Decoded<proto::ReleaseLeaseMsg>(
+          env, [&](const auto& m) { pool_->OnReleaseLease(m.lease_id); });
     case MsgType::kKillWorker:
-      return OnKillWorker(env.DecodeOrThrow<proto::KillWorkerMsg>());
+      return Decoded<proto::KillWorkerMsg>(env, [&](const auto& m) { pool_->OnKillWorker(m); });
     case MsgType::kWorkerRegister:
-      return OnWorkerRegister(env.DecodeOrThrow<proto::WorkerRegisterMsg>());
+      return Decoded<proto::WorkerRegisterMsg>(env,
+                                               [&](const auto& m) { pool_->OnWorkerRegister(m); });
     case MsgType::kAssignReply:
-      return OnAssignReply(env.DecodeOrThrow<proto::AssignReplyMsg>());
-    case MsgType::kPing: {
-      auto m = env.DecodeOrThrow<proto::PingMsg>();
-      if (!m.reply_to.empty()) transport::Send(m.reply_to, MsgType::kPong, m);
-      return;
-    }
+      return Decoded<proto::AssignReplyMsg>(env, [&](const auto& m) { pool_->OnAssignReply(m); });
+    case MsgType::kPing:
+      return Decoded<proto::PingMsg>(env, [&](const auto& m) {
+        if (!m.reply_to.empty()) outbox_.Send(m.reply_to, MsgType::kPong, m);
+      });
     case MsgType::kStartJob:
-      return OnStartJob(env.DecodeOrThrow<proto::StartJobMsg>());
+      return Decoded<proto::StartJobMsg>(
+          env, [&](const auto& m) { jobs_->OnStart(m, inbox_.address()); });
     case MsgType::kStopJob:
-      return OnStopJob(env.DecodeOrThrow<proto::StopJobMsg>());
+      return Decoded<proto::StopJobMsg>(env, [&](const auto& m) { jobs_->OnStop(m); });
     case MsgType::kListWorkers:
-      return OnListWorkers(env.DecodeOrThrow<proto::ListWorkersMsg>());
-    case MsgType::kWorkerStats: {
-      auto m = env.DecodeOrThrow<proto::WorkerStatsMsg>();
-      // Only a worker of this node's counts count (it names itself in hex, as its
-      // environment does); a bad report is dropped, with no reply.
-      m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
-      if (workers_.count(m.worker_id) && !call_stats_.Update(m))
-        LOG_DEBUG("node: dropped a malformed worker stats report");
-      return;
-    }
+      return Decoded<proto::ListWorkersMsg>(env, [&](const auto& m) { OnListWorkers(m); });
+    case MsgType::kWorkerStats:
+      return Decoded<proto::WorkerStatsMsg>(env, [&](const auto& m) { pool_->OnWorkerStats(m); });
     case MsgType::kBinaryReply:
-      return OnBinaryReply(env.DecodeOrThrow<proto::BinaryMsg>(), env.PayloadString());
+      return Decoded<proto::BinaryMsg>(
+          env, [&](const auto& m) { OnBinaryReply(m, env.PayloadString()); });
     case MsgType::kError: {
       proto::ErrorMsg m;
-      (void)env.Decode(&m);
+      (void)env.Decode(&m);  // what can be read of it is logged
       LOG_WARN("node: a peer rejected a message: " + m.message);
-      return;
+      return Status::Ok();
     }
     default:
-      throw std::runtime_error(std::string("the node does not handle ") +
-                               proto::TypeName(env.type));
+      return Status::InvalidArgument(std::string("the node does not handle ") +
+                                     proto::TypeName(env.type));
+  }
+}
+
+Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
+  proto::AckMsg ack;
+  if (Status d = env.Decode(&ack); !d.ok()) return d;
+  (void)head_.OnAck(ack);  // a refusal is the head's answer (HeadLink acts on it), not an error
+  return Status::Ok();
+}
+
+void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
+  Result<ExecutableCache::Fetched> fetched = cache_.OnReply(m, bytes);
+  if (!fetched.ok()) return;  // answers no request of this node (logged)
+  const std::string& error = fetched.value().error;
+  if (uint64_t suppressed = 0; !error.empty() && refused_executable_log.ShouldLog(&suppressed))
+    LOG_WARN("node: refused the executable " + m.hash + ": " + error +
+             RateLimitedLog::More(suppressed));
+  for (const auto& waiter : fetched.value().waiters) {
+    if (waiter.rfind(JobRunner::kWaiter, 0) == 0) {
+      jobs_->OnExecutable(waiter.substr(std::strlen(JobRunner::kWaiter)), m.hash, error);
+    } else {
+      pool_->OnExecutable(waiter, m.hash, error);
+    }
   }
 }
 
 void NodeService::Tick() {
   CheckMemory();
-  CheckJobs();
+  jobs_->Check();
   RenderMetrics(Now());
   // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
   // heartbeat on the tick nearest to its period, never later.
@@ -260,14 +302,7 @@ void NodeService::Tick() {
   SendRegistration(true);  // the heartbeat
   objects_->Tick(now);
   // Idle task workers beyond the kept pool go after a while.
-  int idle = 0;
-  for (auto& [id, w] : workers_) {
-    if (w.is_actor || !w.ready || w.has_lease || w.kill_requested) continue;
-    if (++idle > options_.idle_workers_kept &&
-        now - w.idle_since > options_.idle_worker_timeout_s) {
-      Kill(w, "idle");
-    }
-  }
+  pool_->ReapIdle(now, options_.idle_workers_kept, options_.idle_worker_timeout_s);
 }
 
 void NodeService::RenderMetrics(double now) {
@@ -275,11 +310,11 @@ void NodeService::RenderMetrics(double now) {
   metrics_rendered_ = now;
   NodeMetricsInput in;
   in.node_id = id_.Hex();
-  for (const auto& [id, w] : workers_) {
+  for (const auto& [id, w] : pool_->workers()) {
     if (w.pid > 0) ++in.worker_kinds[w.is_actor ? "actor" : w.has_lease ? "task" : "idle"];
   }
   in.object_store = objects_->Usage();
-  in.calls = call_stats_.Sum();
+  in.calls = pool_->call_stats().Sum();
   metrics_->SetSnapshot(NodeMetricsText(in));
 }
 
@@ -287,12 +322,11 @@ void NodeService::CheckMemory() {
   if (!memory_.Refresh() || options_.memory_monitor_refresh_ms <= 0) return;
   double now = Now();
   // One kill at a time: the victim's memory is back only once its process is gone.
-  if (!oom_victim_.empty() && workers_.count(oom_victim_) &&
-      now - oom_victim_since_ < kOomVictimGraceS)
+  if (!oom_victim_.empty() && pool_->Has(oom_victim_) && now - oom_victim_since_ < kOomVictimGraceS)
     return;
   std::vector<OomCandidate> candidates;
-  std::vector<Worker*> running;
-  for (auto& [id, w] : workers_) {
+  std::vector<const WorkerPool::Worker*> running;
+  for (const auto& [id, w] : pool_->workers()) {
     if (w.pid <= 0 || w.kill_requested || !(w.is_actor || w.has_lease)) continue;
     const auto& o = w.actor.spec.options;
     // An actor is restarted while restarts are left (its incarnation counts those used).
@@ -303,16 +337,15 @@ void NodeService::CheckMemory() {
   }
   int i = ChooseOomVictim(candidates);
   if (i < 0) return;
-  Worker& w = *running[i];
+  const WorkerPool::Worker& w = *running[size_t(i)];
   std::string victim = "the worker (pid " + std::to_string(w.pid) + ") " +
                        (w.is_actor ? "of actor " + UniqueId::FromBinary(w.actor.spec.actor_id).Hex()
                                    : "running a task");
   std::string message = OutOfMemoryMessage(id_.Hex(), memory_.last(), memory_.threshold(), victim);
   LOG_WARN(message);
-  w.kill_kind = proto::ErrorKind::kOutOfMemoryError;
   oom_victim_ = w.id;
   oom_victim_since_ = now;
-  Kill(w, message);
+  pool_->KillAs(w.id, proto::ErrorKind::kOutOfMemoryError, message);
 }
 
 }  // namespace orrery::node

@@ -177,6 +177,10 @@ void ZygotePool::Remove(Entry* e) {
   entries_.erase(e->id);
 }
 
+void ZygotePool::Kill(int pid) {
+  if (pid > 0) kill(pid, SIGKILL);
+}
+
 void ZygotePool::StopAll() {
   for (auto& [id, e] : entries_) {
     if (e->client->fd() >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, e->client->fd(), nullptr);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "node/internal/zygote.h"
+#include "node/src/worker_processes.h"
 #include "orrery/status.h"
 
 namespace orrery::node {
@@ -41,14 +42,7 @@ struct ExecutableIdentity {
 // NotFound when there is no such file.
 Result<ExecutableIdentity> IdentityOf(const std::string& path);
 
-struct ZygoteEvents {
-  std::function<void(uint64_t request_id, int pid)> spawned;
-  std::function<void(int pid, const std::string& how)> exited;
-  // The request will never be answered: its zygote died or could not take it.
-  std::function<void(uint64_t request_id, const std::string& cause)> failed;
-};
-
-class ZygotePool {
+class ZygotePool final : public WorkerProcesses {
  public:
   // `env`: added to the zygotes' environment (and so to their workers').
   ZygotePool(std::map<std::string, std::string> env, ZygoteEvents events);
@@ -57,17 +51,18 @@ class ZygotePool {
   ZygotePool& operator=(const ZygotePool&) = delete;
 
   // The descriptor to poll for readability; OnReady() when it is.
-  int fd() const { return epoll_fd_; }
-  void OnReady();
+  int fd() const override { return epoll_fd_; }
+  void OnReady() override;
 
   // Starts the zygote for argv[0] unless a current one runs.
-  Status Prepare(const std::vector<std::string>& argv);
+  Status Prepare(const std::vector<std::string>& argv) override;
   // Asks the zygote for argv[0] (started or replaced as needed) for a worker; the answer
   // comes through the events. An error means the request was not taken.
   Status Spawn(const std::vector<std::string>& argv, uint64_t request_id,
-               const std::map<std::string, std::string>& env);
+               const std::map<std::string, std::string>& env) override;
+  void Kill(int pid) override;
   // Kills every zygote and with them their workers.
-  void StopAll();
+  void StopAll() override;
 
   // For tests and status: the pid of the current zygote for `path`, 0 when none.
   int ZygotePid(const std::string& path) const;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
 #include "core/internal/session_dir.h"
 #include "scheduler/src/head_autoscaler.h"
 #include "scheduler/src/head_metrics.h"
@@ -153,6 +154,10 @@ void HeadService::Handle(transport::Envelope& env) {
 
 void HeadService::OnRegisterNode(const proto::RegisterNodeMsg& m) {
   if (m_.autoscaler.removed(m.node.node_id)) {  // it is on its way out
+    static RateLimitedLog removed_log(10.0);    // each heartbeat of such a node lands here
+    if (uint64_t suppressed = 0; removed_log.ShouldLog(&suppressed))
+      LOG_INFO("refused the registration of node " + UniqueId::FromBinary(m.node.node_id).Hex() +
+               ": the autoscaler removed it" + RateLimitedLog::More(suppressed));
     return m_.ctx.Ack(m.reply_to, 0, false, proto::ErrorKind::kConfigError,
                       "the autoscaler removed this node");
   }

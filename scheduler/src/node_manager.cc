@@ -14,6 +14,9 @@ namespace orrery::scheduler {
 
 namespace {
 RateLimitedLog spoofed_log;
+// A refused node asks again only if it is restarted as it was; a loop of such restarts
+// must not fill the head's log.
+RateLimitedLog refused_log(10.0);
 }  // namespace
 
 bool NodeManager::UpdateMemory(NodeMemory& mem, const proto::NodeInfoMsg& info) const {
@@ -109,7 +112,9 @@ NodeManager::Registration NodeManager::OnRegister(const proto::RegisterNodeMsg& 
   if (valid.ok()) valid = records::CheckUtf8("the node's address", m.node.address);
   if (valid.ok()) valid = CheckObjectStore(m.node);
   if (!valid.ok()) {
-    LOG_WARN("refused to register node " + id.Hex() + ": " + valid.message());
+    if (uint64_t suppressed = 0; refused_log.ShouldLog(&suppressed))
+      LOG_WARN("refused to register node " + id.Hex() + ": " + valid.message() +
+               RateLimitedLog::More(suppressed));
     ctx_.Ack(m.reply_to, 0, false, proto::ErrorKind::kConfigError, valid.message());
     return Registration::kRefused;
   }

@@ -8,10 +8,12 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <mutex>
 
 #include "core/internal/transport.h"
 #include "orrery/ids.h"
+#include "tests/fakes/recording_outbox.h"
 
 namespace orrery::node {
 namespace {
@@ -156,6 +158,68 @@ TEST_F(LogMonitorTest, AChattyProcessIsLimitedButItsFileKeepsEverything) {
   EXPECT_GE(got.size(), 1u);
   EXPECT_LT(got.size(), 100u);
   EXPECT_EQ(std::filesystem::file_size(stem + ".out"), text.size());
+}
+
+// The node's inbox thread calls Watch, Describe and Finish: they must not wait for a read of
+// the disk in progress (a slow disk, a file on a hung network mount) on the monitor's
+// thread. The read here blocks in a hook until the test lets it go.
+TEST_F(LogMonitorTest, WatchReturnsWhileAReadIsInProgress) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reading = false, release = false;
+  LogMonitorOptions o;  // no head: lines are read and dropped
+  o.before_read = [&](const std::string&) {
+    std::unique_lock<std::mutex> lock(mu);
+    reading = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  };
+  LogMonitor m(o);
+  std::string stem = (dir_ / "worker-1").string();
+  Append(stem + ".out", "line\n");
+  m.Watch(1, stem, {});
+  auto reader = std::async(std::launch::async, [&] { m.Flush(); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return reading; }));
+  }
+  auto watch = std::async(std::launch::async, [&] {
+    m.Watch(2, (dir_ / "worker-2").string(), {});
+    m.Describe(1, {});
+    m.Finish(1);
+  });
+  bool returned = watch.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  reader.get();
+  watch.get();
+  EXPECT_TRUE(returned) << "Watch waited for a read of the disk";
+}
+
+// Batches go through the Outbox given, with the node's id and secret.
+TEST_F(LogMonitorTest, BatchesGoThroughTheOutbox) {
+  ::orrery::testing::RecordingOutbox outbox;
+  LogMonitorOptions o;
+  o.head_address = "tcp://head";
+  o.node_id = "ab12cd";
+  o.node_secret = "s3cret";
+  LogMonitor m(o, outbox);
+  std::string stem = (dir_ / "worker-9").string();
+  m.Watch(9, stem, {});
+  Append(stem + ".err", "boom\n");
+  m.Finish(9);
+  m.Flush();
+  auto batch = outbox.Take<proto::LogBatchMsg>(proto::MsgType::kLogBatch, "tcp://head");
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->node_id, "ab12cd");
+  EXPECT_EQ(batch->node_secret, "s3cret");
+  ASSERT_EQ(batch->groups.size(), 1u);
+  EXPECT_EQ(batch->groups[0].pid, 9);
+  EXPECT_TRUE(batch->groups[0].is_stderr);
+  EXPECT_EQ(batch->groups[0].lines, std::vector<std::string>{"boom"});
 }
 
 }  // namespace

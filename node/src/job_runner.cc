@@ -1,7 +1,5 @@
-// Submitted jobs and logs on the node (node_service.h; docs/jobs.md, docs/logs.md): the
-// drivers that `orrery job submit` asked the head to run here, started from the executable
-// the head vouched for (checked by SHA-256), watched until they exit; and what each
-// worker's log lines are attributed to.
+#include "node/src/job_runner.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -11,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "node/internal/node_service.h"
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
@@ -35,10 +32,6 @@ bool ValidSubmissionId(const std::string& id) {
          id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
 }
 
-std::string HexId(const std::string& binary) {
-  return binary.size() == UniqueId::kSize ? UniqueId::FromBinary(binary).Hex() : "";
-}
-
 // How a process ended, as an exit code: its status, or 128 + the signal that killed it.
 int ExitCode(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -55,49 +48,30 @@ std::string Describe(int status) {
 
 }  // namespace
 
-proto::LogLinesMsg NodeService::LogSource(const Worker& w) const {
-  proto::LogLinesMsg s;
-  s.pid = w.pid;
-  if (w.is_actor) {
-    s.job_id = HexId(w.actor.spec.job_id);
-    s.actor_id = HexId(w.actor.spec.actor_id);
-    // The factory is "Counter::Create": the prefix names the class, as Ray's does.
-    s.name = w.actor.spec.factory;
-    if (size_t colons = s.name.rfind("::"); colons != std::string::npos && colons > 0)
-      s.name.resize(colons);
-  } else {
-    s.job_id = w.has_lease ? HexId(w.lease.job_id) : "";
-    s.name = "task";
-  }
-  return s;
-}
+JobRunner::JobRunner(JobRunnerOptions options, Outbox& outbox, ExecutableCache& executables)
+    : options_(std::move(options)), outbox_(outbox), executables_(executables) {}
 
-void NodeService::WatchLogs(const Worker& w) {
-  if (w.pid <= 0) return;
-  logs_->Watch(w.pid, options_.log_dir + "/worker-" + std::to_string(w.pid), LogSource(w));
-}
-
-void NodeService::SendJobEvent(const std::string& submission_id, proto::JobEventKind kind, int pid,
-                               int exit_code, const std::string& cause) {
+void JobRunner::SendEvent(const std::string& submission_id, proto::JobEventKind kind, int pid,
+                          int exit_code, const std::string& cause) {
   proto::JobEventMsg ev;
   ev.kind = int(kind);
   ev.submission_id = submission_id;
-  ev.node_id = id_.Binary();
-  ev.node_secret = secret_;
+  ev.node_id = options_.node_id;
+  ev.node_secret = options_.node_secret;
   ev.pid = pid;
   ev.exit_code = exit_code;
   ev.cause = cause;
-  transport::Send(options_.head_address, MsgType::kJobEvent, ev);
+  outbox_.Send(options_.head_address, MsgType::kJobEvent, ev);
 }
 
-void NodeService::OnStartJob(const proto::StartJobMsg& m) {
+void JobRunner::OnStart(const proto::StartJobMsg& m, const std::string& reply_to) {
   if (!ValidSubmissionId(m.submission_id)) {
     LOG_WARN("node: ignored a job start with a malformed submission id");
     return;
   }
   if (jobs_.count(m.submission_id)) return;  // a resend: it runs already
   auto refuse = [&](const std::string& why) {
-    SendJobEvent(m.submission_id, proto::JobEventKind::kFailedToStart, 0, -1, why);
+    SendEvent(m.submission_id, proto::JobEventKind::kFailedToStart, 0, -1, why);
   };
   size_t arg_bytes = 0;
   for (const auto& a : m.argv) arg_bytes += a.size();
@@ -107,32 +81,33 @@ void NodeService::OnStartJob(const proto::StartJobMsg& m) {
   if (!IsContentHash(m.binary_hash))
     return refuse("the job's executable hash is not a SHA-256 (64 lowercase hex characters)");
   if (!m.arch.empty() && m.arch != MachineArch())
-    return refuse("node " + id_.Hex().substr(0, 12) + " runs on " + MachineArch() +
+    return refuse("node " + options_.node_name + " runs on " + MachineArch() +
                   ", but the job's executable is built for " + m.arch);
   if (jobs_.size() >= kMaxJobs) return refuse("node runs too many jobs already");
   JobProcess& j = jobs_[m.submission_id];
   j.start = m;
-  std::string local = vouched_.count(m.binary_hash) ? LocalExecutable("", m.binary_hash) : "";
-  if (!local.empty()) return LaunchJob(j, local);
-  AwaitExecutable(m.binary_hash, "", kJobWaiter + m.submission_id);
+  std::string local =
+      executables_.Vouched(m.binary_hash) ? executables_.LocalExecutable("", m.binary_hash) : "";
+  if (!local.empty()) return Launch(j, local);
+  executables_.Await(m.binary_hash, "", kWaiter + m.submission_id, reply_to);
 }
 
-void NodeService::OnJobExecutable(const std::string& submission_id, const std::string& hash,
-                                  const std::string& error) {
+void JobRunner::OnExecutable(const std::string& submission_id, const std::string& hash,
+                             const std::string& error) {
   auto it = jobs_.find(submission_id);
   if (it == jobs_.end() || it->second.pid != 0) return;
-  std::string local = error.empty() ? LocalExecutable("", hash) : "";
+  std::string local = error.empty() ? executables_.LocalExecutable("", hash) : "";
   if (local.empty()) {
-    SendJobEvent(submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
-                 "the job's executable could not be fetched from the head" +
-                     (error.empty() ? std::string() : ": " + error));
+    SendEvent(submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
+              "the job's executable could not be fetched from the head" +
+                  (error.empty() ? std::string() : ": " + error));
     jobs_.erase(it);
     return;
   }
-  LaunchJob(it->second, local);
+  Launch(it->second, local);
 }
 
-void NodeService::LaunchJob(JobProcess& j, const std::string& path) {
+void JobRunner::Launch(JobProcess& j, const std::string& path) {
   const std::string& sid = j.start.submission_id;
   std::string cwd = options_.log_dir + "/../jobs/" + sid;
   std::error_code ec;
@@ -152,7 +127,7 @@ void NodeService::LaunchJob(JobProcess& j, const std::string& path) {
     if (key.rfind("ORRERY_", 0) == 0 && key != "ORRERY_TMPDIR") continue;
     env[key] = kv.substr(eq + 1);
   }
-  for (const auto& [k, v] : options_.worker_env) env[k] = v;  // credentials, tunables
+  for (const auto& [k, v] : options_.env) env[k] = v;  // credentials, tunables
   for (const auto& [k, v] : j.start.env) env[k] = v;
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
@@ -188,7 +163,7 @@ void NodeService::LaunchJob(JobProcess& j, const std::string& path) {
   }
   if (pid < 0) {
     std::string why = std::string("fork: ") + std::strerror(errno);
-    SendJobEvent(sid, proto::JobEventKind::kFailedToStart, 0, -1, why);
+    SendEvent(sid, proto::JobEventKind::kFailedToStart, 0, -1, why);
     jobs_.erase(sid);
     return;
   }
@@ -197,18 +172,18 @@ void NodeService::LaunchJob(JobProcess& j, const std::string& path) {
   proto::LogLinesMsg source;
   source.submission_id = sid;
   source.name = "driver";
-  logs_->Watch(pid, stem, source);
+  if (logs_) logs_->Watch(pid, stem, source);
   LOG_INFO("node: started job " + sid + " as pid " + std::to_string(pid));
-  SendJobEvent(sid, proto::JobEventKind::kStarted, pid, 0, "");
+  SendEvent(sid, proto::JobEventKind::kStarted, pid, 0, "");
 }
 
-void NodeService::OnStopJob(const proto::StopJobMsg& m) {
+void JobRunner::OnStop(const proto::StopJobMsg& m) {
   auto it = jobs_.find(m.submission_id);
   if (it == jobs_.end()) return;
   JobProcess& j = it->second;
   if (j.pid == 0) {  // still waiting for its executable
-    SendJobEvent(m.submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
-                 "stopped before it started");
+    SendEvent(m.submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
+              "stopped before it started");
     jobs_.erase(it);
     return;
   }
@@ -219,17 +194,17 @@ void NodeService::OnStopJob(const proto::StopJobMsg& m) {
   }
 }
 
-void NodeService::CheckJobs() {
+void JobRunner::Check() {
   double now = MonotonicSeconds();
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     JobProcess& j = it->second;
     int status = 0;
     if (j.pid > 0 && waitpid(j.pid, &status, WNOHANG) == j.pid) {
       kill(-j.pid, SIGKILL);  // what the driver left behind in its group goes with it
-      logs_->Finish(j.pid);
+      if (logs_) logs_->Finish(j.pid);
       std::string cause =
           (j.stop_requested ? "stopped: its driver " : "its driver ") + Describe(status);
-      SendJobEvent(it->first, proto::JobEventKind::kExited, j.pid, ExitCode(status), cause);
+      SendEvent(it->first, proto::JobEventKind::kExited, j.pid, ExitCode(status), cause);
       it = jobs_.erase(it);
       continue;
     }
@@ -238,35 +213,10 @@ void NodeService::CheckJobs() {
   }
 }
 
-void NodeService::OnListWorkers(const proto::ListWorkersMsg& m) {
-  if (m.reply_to.empty()) return;
-  proto::ListWorkersReplyMsg reply;
-  reply.request_id = m.request_id;
-  reply.node_id = id_.Hex();
-  for (const auto& [id, w] : workers_) {
-    if (reply.workers.size() >= proto::kMaxListedWorkers) {
-      reply.truncated = true;
-      break;
-    }
-    proto::WorkerInfoMsg info;
-    info.pid = w.pid;
-    info.kind = w.is_actor ? "actor" : "task";
-    info.state = w.kill_requested            ? "STOPPING"
-                 : !w.ready                  ? "STARTING"
-                 : w.is_actor || w.has_lease ? "BUSY"
-                                             : "IDLE";
-    proto::LogLinesMsg source = LogSource(w);
-    info.job_id = source.job_id;
-    info.actor_id = source.actor_id;
-    info.lease_id = w.has_lease ? w.lease.lease_id : "";
-    info.name = source.name;
-    info.start_time = w.wall_started;
-    info.resources = w.is_actor ? w.actor.spec.options.resources : w.lease.resources;
-    reply.workers.push_back(std::move(info));
-  }
+void JobRunner::List(proto::ListWorkersReplyMsg* reply) const {
   for (const auto& [sid, j] : jobs_) {
-    if (reply.workers.size() >= proto::kMaxListedWorkers) {
-      reply.truncated = true;
+    if (reply->workers.size() >= proto::kMaxListedWorkers) {
+      reply->truncated = true;
       break;
     }
     proto::WorkerInfoMsg info;
@@ -276,12 +226,11 @@ void NodeService::OnListWorkers(const proto::ListWorkersMsg& m) {
     info.name = "driver";
     info.job_id = sid;  // a submitted job is known by its submission id
     info.start_time = j.wall_started;
-    reply.workers.push_back(std::move(info));
+    reply->workers.push_back(std::move(info));
   }
-  transport::Send(m.reply_to, MsgType::kListWorkersReply, reply);
 }
 
-void NodeService::StopJobs() {
+void JobRunner::StopAll() {
   for (auto& [sid, j] : jobs_) {
     if (j.pid <= 0) continue;
     kill(-j.pid, SIGKILL);

@@ -1,8 +1,8 @@
 // Task leases on the node (node_service.h, docs/protocol.md "Tasks and leases"): a granted
 // lease goes to an idle task worker of the same executable or to a new one; its end or its
 // worker's death is answered to the lease's holder and reported to the head.
-#include "node/internal/node_service.h"
 #include "core/internal/clock.h"
+#include "node/src/worker_pool.h"
 
 namespace orrery::node {
 
@@ -12,7 +12,7 @@ namespace {
 double Now() { return MonotonicSeconds(); }
 }  // namespace
 
-void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
+void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
   bool wants_devices = false;
   for (const char* kind : {"TPU", "GPU", "XPU"})
     wants_devices = wants_devices || r.resources.count(kind);
@@ -35,7 +35,7 @@ void NodeService::OnGrantLease(const proto::LeaseRequestMsg& r) {
   if (w.kill_requested) FailWorker(w, w.kill_reason);
 }
 
-void NodeService::GrantTo(Worker& w) {
+void WorkerPool::GrantTo(Worker& w) {
   proto::LeaseReplyMsg reply;
   reply.request_id = w.lease.request_id;
   reply.lease_id = w.lease.lease_id;
@@ -43,30 +43,30 @@ void NodeService::GrantTo(Worker& w) {
   reply.worker_address = w.call_address;
   reply.control_address = w.address;
   reply.worker_id = w.id;
-  reply.node_id = id_.Binary();
-  transport::Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
-  if (w.pid > 0) logs_->Describe(w.pid, LogSource(w));
+  reply.node_id = options_.node_id;
+  outbox_.Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
+  if (w.pid > 0 && logs_) logs_->Describe(w.pid, LogSource(w));
 }
 
-void NodeService::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
-                              const std::string& message) {
+void WorkerPool::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
+                             const std::string& message) {
   proto::LeaseReplyMsg reply;
   reply.request_id = r.request_id;
   reply.lease_id = r.lease_id;
   reply.ok = false;
   reply.error_kind = kind;
   reply.message = message;
-  transport::Send(r.reply_to, MsgType::kLeaseReply, reply);
+  outbox_.Send(r.reply_to, MsgType::kLeaseReply, reply);
   proto::WorkerEventMsg ev;
   ev.kind = int(proto::WorkerEventKind::kLeaseWorkerDied);
-  ev.node_id = id_.Binary();
-  ev.node_secret = secret_;
+  ev.node_id = options_.node_id;
+  ev.node_secret = options_.node_secret;
   ev.lease_id = r.lease_id;
   ev.cause = message;
-  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
 }
 
-void NodeService::OnReleaseLease(const std::string& lease_id) {
+void WorkerPool::OnReleaseLease(const std::string& lease_id) {
   if (Worker* w = ByLease(lease_id)) {
     w->has_lease = false;
     w->idle_since = Now();
@@ -74,7 +74,7 @@ void NodeService::OnReleaseLease(const std::string& lease_id) {
   }
 }
 
-NodeService::Worker* NodeService::ByLease(const std::string& lease_id) {
+WorkerPool::Worker* WorkerPool::ByLease(const std::string& lease_id) {
   for (auto& [id, w] : workers_)
     if (w.has_lease && w.lease.lease_id == lease_id) return &w;
   return nullptr;

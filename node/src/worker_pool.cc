@@ -1,14 +1,13 @@
 // The node's workers once started (node_service.h): their registration and assignment,
 // their devices, kills, deaths and exits, reported to the head (docs/architecture.md "Node").
+#include "node/src/worker_pool.h"
+
 #include <signal.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
-#include "node/internal/node_service.h"
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
-#include "orrery/tpu.h"
 
 namespace orrery::node {
 
@@ -16,71 +15,92 @@ using proto::MsgType;
 
 namespace {
 double Now() { return MonotonicSeconds(); }
+
+std::string HexId(const std::string& binary) {
+  return binary.size() == UniqueId::kSize ? UniqueId::FromBinary(binary).Hex() : "";
+}
 }  // namespace
 
-void NodeService::FailWorker(Worker& w, const std::string& reason) {
+WorkerPool::WorkerPool(WorkerPoolOptions options, Outbox& outbox, DeviceAllocator& devices,
+                       ExecutableCache& executables, WorkerProcesses& processes)
+    : options_(std::move(options)),
+      outbox_(outbox),
+      devices_(devices),
+      executables_(executables),
+      processes_(processes) {}
+
+void WorkerPool::SetNode(const std::string& address, LogMonitor* logs,
+                         objects::NodeObjectPlane* objects) {
+  node_address_ = address;
+  logs_ = logs;
+  objects_ = objects;
+}
+
+void WorkerPool::OnWorkerStats(proto::WorkerStatsMsg m) {
+  // Only a worker of this node's counts count (it names itself in hex, as its environment
+  // does); a bad report is dropped, with no reply.
+  m.worker_id = UniqueId::FromHex(m.worker_id).Binary();
+  if (workers_.count(m.worker_id) && !call_stats_.Update(m))
+    LOG_DEBUG("node: dropped a malformed worker stats report");
+}
+
+void WorkerPool::ReapIdle(double now, int kept, double timeout_s) {
+  int idle = 0;
+  for (auto& [id, w] : workers_) {
+    if (w.is_actor || !w.ready || w.has_lease || w.kill_requested) continue;
+    if (++idle > kept && now - w.idle_since > timeout_s) Kill(w, "idle");
+  }
+}
+
+void WorkerPool::KillAs(const std::string& id, proto::ErrorKind kind, const std::string& reason) {
+  auto it = workers_.find(id);
+  if (it == workers_.end()) return;
+  it->second.kill_kind = kind;
+  Kill(it->second, reason);
+}
+
+void WorkerPool::KillAll() {
+  for (auto& [id, w] : workers_)
+    if (w.pid > 0) processes_.Kill(w.pid);
+  workers_.clear();
+  by_pid_.clear();
+  by_spawn_.clear();
+}
+
+proto::LogLinesMsg WorkerPool::LogSource(const Worker& w) {
+  proto::LogLinesMsg s;
+  s.pid = w.pid;
+  if (w.is_actor) {
+    s.job_id = HexId(w.actor.spec.job_id);
+    s.actor_id = HexId(w.actor.spec.actor_id);
+    // The factory is "Counter::Create": the prefix names the class, as Ray's does.
+    s.name = w.actor.spec.factory;
+    if (size_t colons = s.name.rfind("::"); colons != std::string::npos && colons > 0)
+      s.name.resize(colons);
+  } else {
+    s.job_id = w.has_lease ? HexId(w.lease.job_id) : "";
+    s.name = "task";
+  }
+  return s;
+}
+
+void WorkerPool::WatchLogs(const Worker& w) {
+  if (w.pid <= 0 || !logs_) return;  // no monitor before the node starts
+  logs_->Watch(w.pid, options_.log_dir + "/worker-" + std::to_string(w.pid), LogSource(w));
+}
+
+void WorkerPool::FailWorker(Worker& w, const std::string& reason) {
   if (w.is_actor) ActorDied(w, proto::ErrorKind::kActorDiedError, reason);
   if (w.has_lease) LeaseFailed(w.lease, proto::ErrorKind::kError, reason);
   Erase(w.id);
 }
 
-Result<std::map<std::string, std::string>> NodeService::AssignDevices(Worker& w,
-                                                                      const Resources& demand) {
-  std::map<std::string, std::string> env;
-  nlohmann::json ids_json = nlohmann::json::object();
-  for (const char* kind : {"TPU", "GPU", "XPU"}) {
-    auto it = demand.find(kind);
-    if (it == demand.end() || it->second <= 0) continue;
-    auto& free = free_devices_[kind];
-    int total = int(options_.resources.count(kind) ? options_.resources.at(kind) : 0);
-    std::vector<int> ids;
-    if (it->second < 1) {
-      // A fraction shares one device with other fractional holders: not exclusive.
-      auto all = options_.accelerator_ids.count(kind) ? options_.accelerator_ids.at(kind)
-                                                      : std::vector<int>{0};
-      ids.push_back(free.empty() ? all.front() : free.front());
-    } else {
-      int n = int(it->second);
-      if (std::string(kind) == "TPU") {
-        Status s = tpu::ValidateChipsPerProcess(n, total);
-        if (!s.ok())
-          return Status::InvalidArgument("a worker cannot take " + std::to_string(n) +
-                                         " TPU chips: " + s.message());
-      }
-      if (int(free.size()) < n) {
-        return Status::Unavailable("node " + id_.Hex().substr(0, 12) + " has " +
-                                   std::to_string(free.size()) + " free " + kind +
-                                   " device(s), the worker needs " + std::to_string(n));
-      }
-      ids.assign(free.begin(), free.begin() + n);
-      free.erase(free.begin(), free.begin() + n);
-      w.devices[kind] = ids;
-    }
-    std::string list;
-    for (int i : ids) list += (list.empty() ? "" : ",") + std::to_string(i);
-    if (std::string(kind) == "TPU") {
-      for (const auto& [k, v] : tpu::VisibleChipsEnv(ids, total)) env[k] = v;
-    } else if (std::string(kind) == "GPU") {
-      env["CUDA_VISIBLE_DEVICES"] = list;
-    } else {
-      env["ZE_AFFINITY_MASK"] = list;
-    }
-    ids_json[kind] = ids;
-  }
-  env["ORRERY_ACCELERATOR_IDS"] = ids_json.dump();
-  return env;
-}
-
-void NodeService::ReleaseDevices(Worker& w) {
-  for (auto& [kind, ids] : w.devices) {
-    auto& free = free_devices_[kind];
-    free.insert(free.end(), ids.begin(), ids.end());
-    std::sort(free.begin(), free.end());
-  }
+void WorkerPool::ReleaseDevices(Worker& w) {
+  devices_.Release(w.devices);
   w.devices.clear();
 }
 
-void NodeService::Erase(const std::string& worker_id) {
+void WorkerPool::Erase(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
   auto pid = by_pid_.find(it->second.pid);
@@ -90,20 +110,20 @@ void NodeService::Erase(const std::string& worker_id) {
   workers_.erase(it);
 }
 
-void NodeService::OnStartActor(const proto::StartActorMsg& m) {
+void WorkerPool::OnStartActor(const proto::StartActorMsg& m) {
   Worker& w =
       NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch, m.spec.options.resources);
   w.actor = m;
   if (w.kill_requested) FailWorker(w, w.kill_reason);
 }
 
-void NodeService::Kill(Worker& w, const std::string& reason) {
+void WorkerPool::Kill(Worker& w, const std::string& reason) {
   if (!w.kill_requested) {
     w.kill_requested = true;
     w.kill_reason = reason;
   }
   if (w.pid > 0) {
-    kill(w.pid, SIGKILL);
+    processes_.Kill(w.pid);
     // The head counts a killed worker's resources free at once and may place the next
     // worker on its devices before this one is reaped: they go back now, not at the reap
     // (a new worker that found none free failed at start).
@@ -111,16 +131,16 @@ void NodeService::Kill(Worker& w, const std::string& reason) {
   }
 }
 
-void NodeService::OnKillWorker(const proto::KillWorkerMsg& m) {
+void WorkerPool::OnKillWorker(const proto::KillWorkerMsg& m) {
   Worker* w = !m.actor_id.empty() ? ByActor(m.actor_id) : ByLease(m.lease_id);
   if (w) Kill(*w, m.reason);
 }
 
-void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
+void WorkerPool::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
   auto it = workers_.find(UniqueId::FromHex(m.worker_id).Binary());
   if (it == workers_.end()) {
     LOG_WARN("node: unknown worker " + m.worker_id + " registered; telling it to exit");
-    transport::Send(m.address, MsgType::kExit, proto::PingMsg{});
+    outbox_.Send(m.address, MsgType::kExit, proto::PingMsg{});
     return;
   }
   Worker& w = it->second;
@@ -139,12 +159,12 @@ void NodeService::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
   a.worker_id = m.worker_id;
   a.is_actor = w.is_actor;
   if (w.is_actor) a.actor = w.actor;
-  a.node_id = id_.Binary();
+  a.node_id = options_.node_id;
   a.head_address = options_.head_address;
-  transport::Send(w.address, MsgType::kAssign, a);
+  outbox_.Send(w.address, MsgType::kAssign, a);
 }
 
-void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
+void WorkerPool::OnAssignReply(const proto::AssignReplyMsg& m) {
   auto it = workers_.find(UniqueId::FromHex(m.worker_id).Binary());
   if (it == workers_.end()) return;
   Worker& w = it->second;
@@ -165,14 +185,14 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
   if (w.is_actor) {
     proto::WorkerEventMsg ev;
     ev.kind = int(proto::WorkerEventKind::kActorAlive);
-    ev.node_id = id_.Binary();
-    ev.node_secret = secret_;
+    ev.node_id = options_.node_id;
+    ev.node_secret = options_.node_secret;
     ev.actor_id = w.actor.spec.actor_id;
     ev.incarnation = w.actor.incarnation;
     ev.address = w.call_address;
     ev.control_address = w.address;
     ev.pid = w.pid;
-    transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+    outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
   } else if (w.has_lease) {
     GrantTo(w);
   } else {
@@ -180,23 +200,23 @@ void NodeService::OnAssignReply(const proto::AssignReplyMsg& m) {
   }
 }
 
-void NodeService::ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause) {
+void WorkerPool::ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause) {
   if (w.reported || !w.is_actor) return;
   w.reported = true;
   proto::WorkerEventMsg ev;
   ev.kind = int(proto::WorkerEventKind::kActorDied);
-  ev.node_id = id_.Binary();
-  ev.node_secret = secret_;
+  ev.node_id = options_.node_id;
+  ev.node_secret = options_.node_secret;
   ev.actor_id = w.actor.spec.actor_id;
   ev.incarnation = w.actor.incarnation;
   ev.pid = w.pid;
   ev.error_kind = kind;
   ev.cause = cause;
-  transport::Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
 }
 
-void NodeService::OnExited(int pid, const std::string& how) {
-  logs_->Finish(pid);
+void WorkerPool::OnExited(int pid, const std::string& how) {
+  if (logs_) logs_->Finish(pid);
   auto it = by_pid_.find(pid);
   if (it == by_pid_.end()) return;
   std::string id = it->second;
@@ -220,7 +240,7 @@ void NodeService::OnExited(int pid, const std::string& how) {
   Erase(id);
 }
 
-NodeService::Worker* NodeService::ByActor(const std::string& actor_id) {
+WorkerPool::Worker* WorkerPool::ByActor(const std::string& actor_id) {
   for (auto& [id, w] : workers_)
     if (w.is_actor && w.actor.spec.actor_id == actor_id) return &w;
   return nullptr;

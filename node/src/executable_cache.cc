@@ -1,0 +1,111 @@
+#include "node/src/executable_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+
+namespace orrery::node {
+
+namespace {
+// Paths whose content hash is remembered (argv[0] of requests and cached copies).
+constexpr size_t kMaxHashedPaths = 256;
+
+RateLimitedLog stray_reply_log;
+
+uint64_t RandomNonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ uint64_t(rd());
+}
+}  // namespace
+
+ExecutableCache::ExecutableCache(Outbox& outbox, std::string head_address, std::string cache_dir)
+    : outbox_(outbox), head_address_(std::move(head_address)), dir_(std::move(cache_dir)) {}
+
+bool ExecutableCache::HasContent(const std::string& path, const std::string& hash) {
+  Result<ExecutableIdentity> file = IdentityOf(path);
+  if (!file.ok()) return false;
+  if (hashes_.size() >= kMaxHashedPaths && !hashes_.count(path)) hashes_.clear();
+  auto& cached = hashes_[path];
+  if (cached.first != file.value() || cached.second.empty())
+    cached = {file.value(), HashFile(path)};
+  return cached.second == hash;
+}
+
+std::string ExecutableCache::LocalExecutable(const std::string& path, const std::string& hash) {
+  if (!path.empty() && HasContent(path, hash)) return path;
+  std::string cached_path = dir_ + "/" + hash;
+  if (access(cached_path.c_str(), X_OK) == 0 && HasContent(cached_path, hash)) return cached_path;
+  return "";
+}
+
+void ExecutableCache::Await(const std::string& hash, const std::string& path,
+                            const std::string& waiter, const std::string& reply_to) {
+  auto& waiting = awaiting_[hash];
+  if (waiting.empty()) {
+    // The nonce makes the head's the only reply that counts.
+    bool have = !LocalExecutable(path, hash).empty();
+    uint64_t nonce = RandomNonce();
+    nonce_[hash] = nonce;
+    if (!have) LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
+    proto::BinaryMsg ask{nonce, reply_to, hash, "", true, ""};
+    ask.want_bytes = !have;
+    outbox_.Send(head_address_, proto::MsgType::kFetchBinary, ask);
+  }
+  waiting.push_back(waiter);
+}
+
+Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg& m,
+                                                          const std::string& bytes) {
+  auto nonce = nonce_.find(m.hash);
+  if (nonce == nonce_.end() || nonce->second != m.request_id) {
+    uint64_t suppressed = 0;
+    if (stray_reply_log.ShouldLog(&suppressed)) {
+      LOG_WARN("node: dropped an executable reply that answers no request of this node" +
+               RateLimitedLog::More(suppressed));
+    }
+    return Status::NotFound("an executable reply that answers no request of this node");
+  }
+  nonce_.erase(nonce);
+  Fetched out;
+  out.waiters = std::move(awaiting_[m.hash]);
+  awaiting_.erase(m.hash);
+  if (!m.ok) {
+    out.error = "the head does not vouch for it: " + m.message;
+  } else if (bytes.empty()) {
+    vouched_.insert(m.hash);  // this node has a copy (checked again where it is used)
+  } else if (HashBytes(bytes) != m.hash) {
+    out.error = "the executable fetched from the head does not match its SHA-256 " + m.hash;
+  } else {
+    vouched_.insert(m.hash);
+    out.error = Store(m.hash, bytes);
+    if (out.error.empty())
+      LOG_INFO("node: cached the driver's executable as " + dir_ + "/" + m.hash);
+  }
+  return out;
+}
+
+std::string ExecutableCache::Store(const std::string& hash, const std::string& bytes) {
+  std::string path = dir_ + "/" + hash;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  chmod(dir_.c_str(), 0700);
+  std::string tmp = path + ".tmp" + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) return "cannot write " + tmp;
+  }
+  chmod(tmp.c_str(), 0755);
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return "cannot store " + path + ": " + ec.message();
+  return "";
+}
+
+}  // namespace orrery::node

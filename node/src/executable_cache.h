@@ -1,0 +1,66 @@
+// The executables this node may run (docs/security.md "What a node runs", docs/protocol.md
+// "Executables"): only those the head says a job registered (vouched for), and only from a
+// file whose SHA-256 is the one named. Checks files by their content hash (remembered per
+// file identity), keeps the copies fetched from the head in a cache directory, and asks the
+// head for an executable once however many workers and jobs wait for it.
+//
+// Not thread-safe: used on the node's inbox thread only.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/internal/outbox.h"
+#include "core/internal/protocol.h"
+#include "node/src/zygote_pool.h"
+#include "orrery/status.h"
+
+namespace orrery::node {
+
+class ExecutableCache {
+ public:
+  // `cache_dir`: where fetched executables are kept (made on first use, mode 0700).
+  ExecutableCache(Outbox& outbox, std::string head_address, std::string cache_dir);
+
+  // Whether the head said a job registered the executable with this SHA-256.
+  bool Vouched(const std::string& hash) const { return vouched_.count(hash) > 0; }
+  // The local path of the executable with this SHA-256: `path` when its content has it, else
+  // the cached copy when its content has it; empty when it must be fetched.
+  std::string LocalExecutable(const std::string& path, const std::string& hash);
+  // Whether the file at `path` has this SHA-256.
+  bool HasContent(const std::string& path, const std::string& hash);
+
+  // Asks the head (answering to `reply_to`) whether a job registered the executable `hash`,
+  // and for its content when this node has no copy at `path` or in the cache, unless a
+  // request for it is out already. `waiter` is handed back by OnReply.
+  void Await(const std::string& hash, const std::string& path, const std::string& waiter,
+             const std::string& reply_to);
+
+  struct Fetched {
+    std::vector<std::string> waiters;  // as given to Await, in order
+    std::string error;                 // empty: vouched for, and (if sent) cached
+  };
+  // The head's kBinaryReply with its payload. NotFound for a reply that answers no request
+  // out (a stray or forged one: logged, rate-limited, and otherwise ignored).
+  [[nodiscard]] Result<Fetched> OnReply(const proto::BinaryMsg& m, const std::string& bytes);
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  // Writes the fetched bytes as dir_/hash (through a temporary file); an error message or "".
+  std::string Store(const std::string& hash, const std::string& bytes);
+
+  Outbox& outbox_;
+  const std::string head_address_;
+  const std::string dir_;
+  std::map<std::string, std::vector<std::string>> awaiting_;  // hash -> waiters
+  std::map<std::string, uint64_t> nonce_;  // hash -> request id of the head's expected reply
+  std::set<std::string> vouched_;
+  std::map<std::string, std::pair<ExecutableIdentity, std::string>>
+      hashes_;  // path -> (file, hash)
+};
+
+}  // namespace orrery::node

@@ -1,0 +1,80 @@
+// Submitted jobs on the node (docs/jobs.md): the drivers that `orrery job submit` asked the
+// head to run here, started from the executable the head vouched for (checked by SHA-256,
+// fetched through the ExecutableCache when this host lacks it), watched until they exit, and
+// stopped on request (SIGTERM to the driver's process group, SIGKILL after a grace period).
+// Every start, refusal and exit is reported to the head (kJobEvent) through the Outbox.
+//
+// Not thread-safe: used on the node's inbox thread only.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/internal/outbox.h"
+#include "core/internal/protocol.h"
+#include "node/src/executable_cache.h"
+#include "node/src/log_monitor.h"
+
+namespace orrery::node {
+
+// Who this node is, for the jobs' events and files.
+struct JobRunnerOptions {
+  std::string head_address;
+  std::string node_id;                     // binary
+  std::string node_name;                   // hex prefix, in messages
+  std::string node_secret;                 // RegisterNodeMsg::node_secret
+  std::string log_dir;                     // drivers' stdout/stderr go to job-<id>.out/.err there
+  std::map<std::string, std::string> env;  // added to every driver's environment
+};
+
+class JobRunner {
+ public:
+  // Marks a job among the waiters of ExecutableCache::Await.
+  static constexpr const char* kWaiter = "job:";
+
+  JobRunner(JobRunnerOptions options, Outbox& outbox, ExecutableCache& executables);
+  ~JobRunner() { StopAll(); }
+  JobRunner(const JobRunner&) = delete;
+  JobRunner& operator=(const JobRunner&) = delete;
+
+  // Where the drivers' log files are tailed from; none before the node starts.
+  void SetLogs(LogMonitor* logs) { logs_ = logs; }
+
+  // kStartJob: starts the driver, or asks the head for its executable (answering to
+  // `reply_to`, the node's inbox) first; a request it cannot run is reported to the head as
+  // kFailedToStart. A resend of a running job is ignored.
+  void OnStart(const proto::StartJobMsg& m, const std::string& reply_to);
+  void OnStop(const proto::StopJobMsg& m);
+  // The executable with this hash was fetched (error empty) or could not be: start the job.
+  void OnExecutable(const std::string& submission_id, const std::string& hash,
+                    const std::string& error);
+  // On every tick: reaps ended drivers and reports them; kills those that ignored a stop for
+  // too long.
+  void Check();
+  // Kills every driver (the node stops).
+  void StopAll();
+  // `orrery list workers`: appends the drivers to the reply.
+  void List(proto::ListWorkersReplyMsg* reply) const;
+
+ private:
+  struct JobProcess {
+    proto::StartJobMsg start;
+    int pid = 0;
+    bool stop_requested = false;
+    double stop_since = 0;
+    double wall_started = 0;
+  };
+
+  // Starts the job's driver from the executable at `path`.
+  void Launch(JobProcess& j, const std::string& path);
+  void SendEvent(const std::string& submission_id, proto::JobEventKind kind, int pid, int exit_code,
+                 const std::string& cause);
+
+  JobRunnerOptions options_;
+  Outbox& outbox_;
+  ExecutableCache& executables_;
+  LogMonitor* logs_ = nullptr;
+  std::map<std::string, JobProcess> jobs_;  // by submission id
+};
+
+}  // namespace orrery::node

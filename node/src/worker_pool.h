@@ -1,0 +1,138 @@
+// The node's worker processes (docs/architecture.md "Node"): one per actor, and task
+// workers for leases, reused by later leases of the same executable while idle. Owns their
+// records from the spawn request to the reaped process: spawns through WorkerProcesses (the
+// zygotes) with the devices DeviceAllocator gives and the executable ExecutableCache vouches
+// for, hands each its assignment, grants leases, kills, and reports deaths and exits to the
+// head and to the leases' holders, all through the Outbox.
+//
+// Not thread-safe: used on the node's inbox thread only.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/internal/call_stats.h"
+#include "core/internal/outbox.h"
+#include "core/internal/protocol.h"
+#include "node/src/device_allocator.h"
+#include "node/src/executable_cache.h"
+#include "node/src/log_monitor.h"
+#include "node/src/worker_processes.h"
+#include "objects/internal/node_object_plane.h"
+#include "orrery/config.h"
+
+namespace orrery::node {
+
+struct WorkerPoolOptions {
+  std::string head_address;
+  std::string node_id;   // binary
+  std::string node_hex;  // hex, in messages and workers' environment
+  std::string node_secret;
+  // The command line of the executable workers run when a request names none.
+  std::vector<std::string> worker_argv;
+  std::string log_dir;  // workers write worker-<pid>.out/.err there
+};
+
+class WorkerPool {
+ public:
+  struct Worker {
+    std::string id;  // binary WorkerId
+    int pid = 0;
+    std::string address;       // control
+    std::string call_address;  // calls
+    bool is_actor = false;
+    proto::StartActorMsg actor;
+    bool has_lease = false;
+    proto::LeaseRequestMsg lease;
+    bool ready = false;     // assignment accepted
+    bool reported = false;  // death already reported to the head
+    bool kill_requested = false;
+    std::string kill_reason;
+    // The error kind its death reports when not the default.
+    proto::ErrorKind kill_kind = proto::ErrorKind::kNone;
+    double started = 0;  // when it took its current actor or lease (for the memory monitor)
+    double idle_since = 0;
+    double wall_started = 0;        // when its process was asked for, seconds since the epoch
+    std::vector<std::string> argv;  // while waiting for the executable
+    std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
+    DeviceIds devices;       // accelerator ids this process owns
+    std::map<std::string, std::string> device_env;  // what makes them visible to it
+  };
+
+  WorkerPool(WorkerPoolOptions options, Outbox& outbox, DeviceAllocator& devices,
+             ExecutableCache& executables, WorkerProcesses& processes);
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // Set when the node starts: its inbox (workers' ORRERY_NODE_ADDRESS, the head's replies),
+  // the log monitor, the object plane (told of exited processes). None before.
+  void SetNode(const std::string& address, LogMonitor* logs, objects::NodeObjectPlane* objects);
+
+  void OnStartActor(const proto::StartActorMsg& m);
+  void OnGrantLease(const proto::LeaseRequestMsg& r);
+  void OnReleaseLease(const std::string& lease_id);
+  void OnKillWorker(const proto::KillWorkerMsg& m);
+  void OnWorkerRegister(const proto::WorkerRegisterMsg& m);
+  void OnAssignReply(const proto::AssignReplyMsg& m);
+  // A worker's kWorkerStats report (its id in hex); a stranger's or a bad one is dropped.
+  void OnWorkerStats(proto::WorkerStatsMsg m);
+  // The executable with this hash, that worker `worker_id` waited for, was fetched (error
+  // empty) or could not be: spawn the worker, or fail it.
+  void OnExecutable(const std::string& worker_id, const std::string& hash,
+                    const std::string& error);
+  // WorkerProcesses' events.
+  void OnSpawned(uint64_t request, int pid);
+  // A spawn request its zygote will never answer (it died, or could not take it).
+  void OnSpawnFailed(uint64_t request, const std::string& cause);
+  void OnExited(int pid, const std::string& how);
+
+  // Kills idle task workers beyond the `kept` first ones idle for longer than timeout_s.
+  void ReapIdle(double now, int kept, double timeout_s);
+  // Kills the worker `id` (the memory monitor's victim), its death reported as `kind`.
+  void KillAs(const std::string& id, proto::ErrorKind kind, const std::string& reason);
+  // Kills every worker process and forgets them (the node stops).
+  void KillAll();
+
+  const std::map<std::string, Worker>& workers() const { return workers_; }
+  bool Has(const std::string& id) const { return workers_.count(id) > 0; }
+  const NodeCallStats& call_stats() const { return call_stats_; }
+  // What a worker's log lines are attributed to (its actor or lease, its job).
+  static proto::LogLinesMsg LogSource(const Worker& w);
+
+ private:
+  // Creates the worker record and spawns its process, or queues it until the driver's
+  // executable (named by hash) has been fetched from the head. On failure the record has
+  // kill_requested set with the reason.
+  Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
+                    const std::string& arch, const Resources& demand);
+  void Spawn(Worker& w, const std::vector<std::string>& argv);
+  void WatchLogs(const Worker& w);
+  void FailWorker(Worker& w, const std::string& reason);
+  // Gives the worker's devices back to devices_.
+  void ReleaseDevices(Worker& w);
+  void Erase(const std::string& worker_id);
+  void Kill(Worker& w, const std::string& reason);
+  void GrantTo(Worker& w);
+  void LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
+                   const std::string& message);
+  void ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause);
+  Worker* ByActor(const std::string& actor_id);
+  Worker* ByLease(const std::string& lease_id);
+
+  WorkerPoolOptions options_;
+  Outbox& outbox_;
+  DeviceAllocator& devices_;
+  ExecutableCache& executables_;
+  WorkerProcesses& processes_;
+  std::string node_address_;
+  LogMonitor* logs_ = nullptr;
+  objects::NodeObjectPlane* objects_ = nullptr;
+  std::map<std::string, Worker> workers_;
+  std::map<int, std::string> by_pid_;
+  std::map<uint64_t, std::string> by_spawn_;
+  uint64_t next_spawn_ = 1;
+  NodeCallStats call_stats_;  // the workers' kWorkerStats reports
+};
+
+}  // namespace orrery::node

@@ -1,0 +1,183 @@
+// How the node starts worker processes (node_service.h): the executable a request names is
+// checked by its SHA-256 (fetched from the head when this host lacks it), then spawned
+// through the zygote of that executable (docs/protocol.md "Executables", docs/security.md
+// "What a node runs").
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/internal/clock.h"
+#include "core/internal/file_hash.h"
+#include "core/internal/log.h"
+#include "core/internal/rate_limit.h"
+#include "node/src/worker_pool.h"
+
+namespace orrery::node {
+
+using proto::MsgType;
+
+namespace {
+double Now() { return MonotonicSeconds(); }
+
+RateLimitedLog refused_log;
+
+// A request this node will not run (an executable it cannot verify): logged, rate-limited,
+// since any authenticated peer can send such requests at will.
+void WarnRefused(const std::string& reason) {
+  uint64_t suppressed = 0;
+  if (refused_log.ShouldLog(&suppressed)) {
+    LOG_WARN("node: refused to start a worker: " + reason + RateLimitedLog::More(suppressed));
+  }
+}
+}  // namespace
+
+WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::string>& argv,
+                                          const std::string& hash, const std::string& arch,
+                                          const Resources& demand) {
+  std::string id = WorkerId::Random().Binary();
+  Worker& w = workers_[id];
+  w.id = id;
+  w.is_actor = is_actor;
+  w.started = Now();
+  w.wall_started = WallSeconds();
+  w.executable = hash;
+  auto grant = devices_.Assign(demand, options_.node_hex.substr(0, 12));
+  if (!grant.ok()) {
+    w.kill_requested = true;
+    w.kill_reason = grant.status().message();
+    return w;
+  }
+  w.devices = grant.value().devices;
+  w.device_env = grant.value().env;
+  std::string local_arch = MachineArch();
+  if (!arch.empty() && arch != local_arch) {
+    w.kill_requested = true;
+    w.kill_reason = "node " + options_.node_hex.substr(0, 12) + " runs on " + local_arch +
+                    ", but the driver's executable is built for " + arch;
+    return w;
+  }
+  if (hash.empty()) {
+    // No executable named: only this node's own worker program (the embedded node's: the
+    // driver itself). A path in a message never names what runs.
+    if (options_.worker_argv.empty()) {
+      w.kill_requested = true;
+      w.kill_reason = "the request names no executable by SHA-256, and node " +
+                      options_.node_hex.substr(0, 12) + " runs nothing else";
+      WarnRefused(w.kill_reason);
+      return w;
+    }
+    Spawn(w, options_.worker_argv);
+    return w;
+  }
+  if (!IsContentHash(hash)) {
+    w.kill_requested = true;
+    w.kill_reason = "the request's executable hash is not a SHA-256 (64 lowercase hex characters)";
+    WarnRefused(w.kill_reason);
+    return w;
+  }
+  // The path is only where the executable may be found on this host; what runs is the
+  // content the head vouched for, checked here by its SHA-256.
+  w.argv = argv.empty() ? std::vector<std::string>{""} : argv;
+  if (executables_.Vouched(hash)) {
+    std::string path = executables_.LocalExecutable(w.argv[0], hash);
+    if (!path.empty()) {
+      std::vector<std::string> resolved = w.argv;
+      resolved[0] = path;
+      Spawn(w, resolved);
+      return w;
+    }
+  }
+  executables_.Await(hash, w.argv[0], id, node_address_);
+  return w;
+}
+
+void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& hash,
+                              const std::string& error) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  Worker& w = it->second;
+  if (!error.empty()) {
+    FailWorker(w, "the driver's executable is not on this node and could not be fetched: " + error);
+    return;
+  }
+  if (w.kill_requested) {
+    FailWorker(w, w.kill_reason);
+    return;
+  }
+  // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
+  std::string local = executables_.LocalExecutable(w.argv[0], hash);
+  if (local.empty()) {
+    WarnRefused("no file on this node has the SHA-256 " + hash);
+    FailWorker(w, "no file on this node has the SHA-256 " + hash + " of the driver's executable");
+    return;
+  }
+  std::vector<std::string> argv = w.argv;
+  argv[0] = local;
+  Spawn(w, argv);
+}
+
+void WorkerPool::Spawn(Worker& w, const std::vector<std::string>& argv) {
+  uint64_t req = next_spawn_++;
+  by_spawn_[req] = w.id;
+  std::map<std::string, std::string> env;
+  env["ORRERY_ROLE"] = "worker";
+  env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(w.id)).Hex();
+  env["ORRERY_NODE_ADDRESS"] = node_address_;
+  env["ORRERY_HEAD_ADDRESS"] = options_.head_address;
+  env["ORRERY_NODE_ID"] = options_.node_hex;
+  // What the worker names as its executable when it submits work itself.
+  if (!w.executable.empty()) env["ORRERY_EXECUTABLE_HASH"] = w.executable;
+  for (const auto& [k, v] : w.device_env) env[k] = v;
+  // The worker writes its stdout and stderr to worker-<pid>.out/.err there (zygote.cc).
+  env["ORRERY_WORKER_LOG_DIR"] = options_.log_dir;
+  Status s = processes_.Spawn(argv, req, env);
+  if (!s.ok()) {
+    by_spawn_.erase(req);
+    LOG_ERROR("cannot start a worker: " + s.message());
+    w.kill_requested = true;
+    w.kill_reason = "the worker process could not be started: " + s.message();
+  }
+}
+
+void WorkerPool::OnSpawned(uint64_t request, int pid) {
+  auto it = by_spawn_.find(request);
+  if (it == by_spawn_.end()) return;
+  std::string id = it->second;
+  by_spawn_.erase(it);
+  auto w = workers_.find(id);
+  if (w == workers_.end()) {
+    if (pid > 0) processes_.Kill(pid);
+    return;
+  }
+  if (pid <= 0) {
+    std::string cause = "the worker process could not be forked";
+    if (w->second.is_actor) ActorDied(w->second, proto::ErrorKind::kActorDiedError, cause);
+    if (w->second.has_lease) LeaseFailed(w->second.lease, proto::ErrorKind::kError, cause);
+    Erase(id);
+    return;
+  }
+  if (w->second.pid == 0) {
+    w->second.pid = pid;
+    by_pid_[pid] = id;
+    WatchLogs(w->second);
+  }
+  if (w->second.kill_requested) processes_.Kill(pid);
+}
+
+void WorkerPool::OnSpawnFailed(uint64_t request, const std::string& cause) {
+  auto it = by_spawn_.find(request);
+  if (it == by_spawn_.end()) return;
+  std::string id = it->second;
+  by_spawn_.erase(it);
+  auto w = workers_.find(id);
+  if (w == workers_.end()) return;
+  if (w->second.pid > 0) processes_.Kill(w->second.pid);  // registered before the answer came
+  FailWorker(w->second, "the worker process could not be started: " + cause);
+}
+
+}  // namespace orrery::node

@@ -1,0 +1,115 @@
+// ExecutableCache: files checked by SHA-256, one request to the head however many wait,
+// only the head's reply counts, and fetched bytes cached only when they match.
+#include "node/src/executable_cache.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/internal/file_hash.h"
+#include "orrery/ids.h"
+#include "tests/fakes/recording_outbox.h"
+
+namespace orrery::node {
+namespace {
+
+using ::orrery::testing::RecordingOutbox;
+using proto::MsgType;
+
+class ExecutableCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ =
+        std::filesystem::temp_directory_path() / ("orrery-exec-test-" + UniqueId::Random().Hex());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& bytes) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    chmod(path.c_str(), 0755);
+    return path;
+  }
+  // The head's answer to the last fetch for `hash`.
+  proto::BinaryMsg Answer(const proto::BinaryMsg& ask, bool ok = true) {
+    proto::BinaryMsg reply = ask;
+    reply.ok = ok;
+    reply.message = ok ? "" : "no job registered it";
+    return reply;
+  }
+  std::filesystem::path dir_;
+  RecordingOutbox outbox_;
+};
+
+TEST_F(ExecutableCacheTest, AFileIsFoundByItsContent) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string path = Write("app", "program one");
+  EXPECT_EQ(cache.LocalExecutable(path, HashBytes("program one")), path);
+  EXPECT_EQ(cache.LocalExecutable(path, HashBytes("program two")), "");
+  Write("app", "program two, rebuilt");  // another file identity: hashed again
+  EXPECT_EQ(cache.LocalExecutable(path, HashBytes("program two, rebuilt")), path);
+}
+
+TEST_F(ExecutableCacheTest, OneFetchForAllWaitersAndTheBytesAreCached) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string bytes = "the driver's executable";
+  std::string hash = HashBytes(bytes);
+  EXPECT_FALSE(cache.Vouched(hash));
+  cache.Await(hash, "/nonexistent/app", "worker-1", "tcp://node");
+  cache.Await(hash, "/nonexistent/app", "job:s1", "tcp://node");
+  auto asks = outbox_.Sent(MsgType::kFetchBinary);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].address, "tcp://head");
+  auto ask = asks[0].As<proto::BinaryMsg>();
+  EXPECT_TRUE(ask.want_bytes);
+  EXPECT_EQ(ask.reply_to, "tcp://node");
+  auto fetched = cache.OnReply(Answer(ask), bytes);
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_EQ(fetched.value().error, "");
+  EXPECT_EQ(fetched.value().waiters, (std::vector<std::string>{"worker-1", "job:s1"}));
+  EXPECT_TRUE(cache.Vouched(hash));
+  EXPECT_EQ(cache.LocalExecutable("", hash), cache.dir() + "/" + hash);
+}
+
+TEST_F(ExecutableCacheTest, AReplyThatAnswersNoRequestIsIgnored) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string hash = HashBytes("x");
+  proto::BinaryMsg forged;
+  forged.hash = hash;
+  forged.ok = true;
+  EXPECT_EQ(cache.OnReply(forged, "x").status().code(), StatusCode::kNotFound);
+  cache.Await(hash, "", "worker-1", "tcp://node");
+  forged.request_id = outbox_.Sent(MsgType::kFetchBinary)[0].As<proto::BinaryMsg>().request_id + 1;
+  EXPECT_EQ(cache.OnReply(forged, "x").status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(cache.Vouched(hash));
+}
+
+TEST_F(ExecutableCacheTest, BytesThatDoNotMatchTheHashAreNotKept) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string hash = HashBytes("the real one");
+  cache.Await(hash, "", "worker-1", "tcp://node");
+  auto ask = outbox_.Sent(MsgType::kFetchBinary)[0].As<proto::BinaryMsg>();
+  auto fetched = cache.OnReply(Answer(ask), "something else");
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_NE(fetched.value().error.find("does not match"), std::string::npos);
+  EXPECT_FALSE(cache.Vouched(hash));
+  EXPECT_EQ(cache.LocalExecutable("", hash), "");
+}
+
+TEST_F(ExecutableCacheTest, WhatTheHeadDoesNotVouchForIsAnError) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string path = Write("app", "local program");
+  std::string hash = HashBytes("local program");
+  cache.Await(hash, path, "worker-1", "tcp://node");
+  auto ask = outbox_.Sent(MsgType::kFetchBinary)[0].As<proto::BinaryMsg>();
+  EXPECT_FALSE(ask.want_bytes) << "the node has a copy: only the head's word is needed";
+  auto fetched = cache.OnReply(Answer(ask, false), "");
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_NE(fetched.value().error.find("does not vouch"), std::string::npos);
+  EXPECT_FALSE(cache.Vouched(hash));
+}
+
+}  // namespace
+}  // namespace orrery::node

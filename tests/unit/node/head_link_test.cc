@@ -1,0 +1,106 @@
+// HeadLink: the node's registration with the head. A refusal (Ack ok=false) is an error
+// carrying the head's reason, never "registered"; a refused node sends nothing more.
+#include "node/src/head_link.h"
+
+#include <gtest/gtest.h>
+
+#include "orrery/ids.h"
+#include "tests/fakes/recording_outbox.h"
+
+namespace orrery::node {
+namespace {
+
+using ::orrery::testing::RecordingOutbox;
+using proto::MsgType;
+
+proto::RegisterNodeMsg Registration() {
+  proto::RegisterNodeMsg reg;
+  reg.node.node_id = NodeId::Random().Binary();
+  reg.node.alive = true;
+  reg.reply_to = "tcp://node";
+  return reg;
+}
+
+proto::AckMsg Refusal(const std::string& reason) {
+  proto::AckMsg ack;
+  ack.ok = false;
+  ack.error_kind = proto::ErrorKind::kConfigError;
+  ack.message = reason;
+  return ack;
+}
+
+TEST(HeadLinkTest, AnAcceptedRegistrationRegisters) {
+  RecordingOutbox outbox;
+  HeadLink link(outbox, "tcp://head");
+  link.Send(Registration());
+  ASSERT_TRUE(outbox.Take<proto::RegisterNodeMsg>(MsgType::kRegisterNode, "tcp://head"));
+  EXPECT_TRUE(link.OnAck(proto::AckMsg{}).ok());
+  EXPECT_TRUE(link.WaitRegistered(0).ok());
+  EXPECT_TRUE(link.TakeRegistered());
+  EXPECT_FALSE(link.TakeRegistered());
+}
+
+TEST(HeadLinkTest, ARefusedRegistrationIsAnErrorWithTheHeadsReason) {
+  RecordingOutbox outbox;
+  HeadLink link(outbox, "tcp://head");
+  link.Send(Registration());
+  Status s = link.OnAck(Refusal("the node's label value is not UTF-8"));
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  Status wait = link.WaitRegistered(10000);  // answered already: returns at once
+  EXPECT_EQ(wait.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(wait.message().find("refused this node"), std::string::npos) << wait.message();
+  EXPECT_NE(wait.message().find("not UTF-8"), std::string::npos) << wait.message();
+  EXPECT_FALSE(link.TakeRegistered()) << "a refused node has no registration to end";
+}
+
+TEST(HeadLinkTest, ANodeRefusedOnAHeartbeatStopsHeartbeating) {
+  RecordingOutbox outbox;
+  HeadLink link(outbox, "tcp://head");
+  link.Send(Registration());
+  ASSERT_TRUE(link.OnAck(proto::AckMsg{}).ok());
+  link.Send(Registration());  // a heartbeat
+  EXPECT_FALSE(link.OnAck(Refusal("the autoscaler removed this node")).ok());
+  EXPECT_NE(link.refusal().message().find("autoscaler removed"), std::string::npos);
+  EXPECT_EQ(outbox.Count(MsgType::kRegisterNode), 2u);
+  link.Send(Registration());
+  EXPECT_EQ(outbox.Count(MsgType::kRegisterNode), 2u) << "a refused node heartbeats on";
+  // A late acceptance does not undo the refusal.
+  EXPECT_FALSE(link.OnAck(proto::AckMsg{}).ok());
+  EXPECT_FALSE(link.WaitRegistered(0).ok());
+}
+
+TEST(HeadLinkTest, NoAnswerIsUnavailable) {
+  RecordingOutbox outbox;
+  HeadLink link(outbox, "tcp://head");
+  link.Send(Registration());
+  EXPECT_EQ(link.WaitRegistered(1).code(), StatusCode::kUnavailable);
+}
+
+TEST(HeadLinkTest, ARefusalAfterStartIsReportedOnceToTheOwner) {
+  RecordingOutbox outbox;
+  std::vector<std::string> reported;
+  HeadLink link(outbox, "tcp://head", [&](const Status& s) { reported.push_back(s.message()); });
+  link.Send(Registration());
+  ASSERT_TRUE(link.OnAck(proto::AckMsg{}).ok());
+  link.Started();
+  EXPECT_FALSE(link.OnAck(Refusal("the autoscaler removed this node")).ok());
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_NE(reported[0].find("the autoscaler removed this node"), std::string::npos);
+  EXPECT_FALSE(link.OnAck(Refusal("again")).ok());
+  EXPECT_EQ(reported.size(), 1u);
+  EXPECT_NE(link.refusal().message().find("autoscaler"), std::string::npos)
+      << "the first reason is kept";
+}
+
+TEST(HeadLinkTest, ARefusalBeforeStartIsStartsErrorNotTheOwners) {
+  RecordingOutbox outbox;
+  int reported = 0;
+  HeadLink link(outbox, "tcp://head", [&](const Status&) { ++reported; });
+  link.Send(Registration());
+  EXPECT_FALSE(link.OnAck(Refusal("a label value is not UTF-8")).ok());
+  EXPECT_EQ(reported, 0);
+  EXPECT_EQ(link.WaitRegistered(0).code(), StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace orrery::node

@@ -1,0 +1,95 @@
+// JobRunner: what the node refuses to run is reported to the head, never run; a job waits
+// for its executable (one fetch from the head), and one stopped or not fetched before it
+// started is reported as failed to start. No driver process is started here.
+#include "node/src/job_runner.h"
+
+#include <gtest/gtest.h>
+
+#include "core/internal/file_hash.h"
+#include "tests/fakes/recording_outbox.h"
+
+namespace orrery::node {
+namespace {
+
+using ::orrery::testing::RecordingOutbox;
+using proto::MsgType;
+
+struct JobRunnerTest : ::testing::Test {
+  JobRunnerTest()
+      : cache(outbox, "tcp://head", "/nonexistent-node-binaries"),
+        jobs({"tcp://head", "node-binary-id", "node1", "s3cret", "/nonexistent-logs", {}}, outbox,
+             cache) {}
+  static proto::StartJobMsg Job(const std::string& id) {
+    proto::StartJobMsg m;
+    m.submission_id = id;
+    m.argv = {"/bin/driver", "--flag"};
+    m.binary_hash = HashBytes("the driver");
+    return m;
+  }
+  std::optional<proto::JobEventMsg> Event() {
+    return outbox.Take<proto::JobEventMsg>(MsgType::kJobEvent, "tcp://head");
+  }
+  RecordingOutbox outbox;
+  ExecutableCache cache;
+  JobRunner jobs;
+};
+
+TEST_F(JobRunnerTest, WhatCannotBeRunIsReportedAndNotRun) {
+  auto empty = Job("job_empty");
+  empty.argv.clear();
+  auto unhashed = Job("job_unhashed");
+  unhashed.binary_hash = "not a sha-256";
+  auto elsewhere = Job("job_arch");
+  elsewhere.arch = "not-this-machine";
+  for (const auto& [m, why] :
+       {std::pair{empty, "command line"}, std::pair{unhashed, "not a SHA-256"},
+        std::pair{elsewhere, "built for not-this-machine"}}) {
+    jobs.OnStart(m, "tcp://node");
+    auto ev = Event();
+    ASSERT_TRUE(ev) << why;
+    EXPECT_EQ(ev->kind, int(proto::JobEventKind::kFailedToStart));
+    EXPECT_EQ(ev->submission_id, m.submission_id);
+    EXPECT_EQ(ev->node_secret, "s3cret");
+    EXPECT_NE(ev->cause.find(why), std::string::npos) << ev->cause;
+  }
+  EXPECT_EQ(outbox.Count(MsgType::kFetchBinary), 0u);
+}
+
+TEST_F(JobRunnerTest, AMalformedSubmissionIdIsIgnored) {
+  jobs.OnStart(Job("Not/A/Valid/Id"), "tcp://node");
+  EXPECT_TRUE(outbox.Sent().empty());
+}
+
+TEST_F(JobRunnerTest, AJobWaitsForItsExecutableAndFailsWhenItCannotBeFetched) {
+  auto m = Job("job_1");
+  jobs.OnStart(m, "tcp://node");
+  jobs.OnStart(m, "tcp://node");  // a resend
+  auto asks = outbox.Sent(MsgType::kFetchBinary);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].As<proto::BinaryMsg>().reply_to, "tcp://node");
+  proto::ListWorkersReplyMsg listed;
+  jobs.List(&listed);
+  ASSERT_EQ(listed.workers.size(), 1u);
+  EXPECT_EQ(listed.workers[0].state, "STARTING");
+  EXPECT_EQ(listed.workers[0].job_id, "job_1");
+  jobs.OnExecutable("job_1", m.binary_hash, "the head does not vouch for it");
+  auto ev = Event();
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->kind, int(proto::JobEventKind::kFailedToStart));
+  EXPECT_NE(ev->cause.find("could not be fetched"), std::string::npos) << ev->cause;
+  listed = {};
+  jobs.List(&listed);
+  EXPECT_TRUE(listed.workers.empty());
+}
+
+TEST_F(JobRunnerTest, AJobStoppedBeforeItStartedIsReported) {
+  jobs.OnStart(Job("job_2"), "tcp://node");
+  jobs.OnStop(proto::StopJobMsg{.submission_id = "job_2"});
+  auto ev = Event();
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->kind, int(proto::JobEventKind::kFailedToStart));
+  EXPECT_EQ(ev->cause, "stopped before it started");
+}
+
+}  // namespace
+}  // namespace orrery::node
