@@ -30,7 +30,6 @@
 #include "actors/src/arg_resolver.h"
 #include "actors/src/head_client.h"
 #include "actors/src/job_registration.h"
-#include "objects/internal/object_client.h"
 #include "actors/src/object_store.h"
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
@@ -38,6 +37,7 @@
 #include "core/internal/peer_watch.h"
 #include "core/internal/protocol.h"
 #include "core/internal/transport.h"
+#include "objects/internal/object_client.h"
 #include "orrery/api/runtime_api.h"
 #include "orrery/config.h"
 

@@ -179,9 +179,9 @@ void ActorSubmitter::Tick(double now) {
     if (a->state != proto::ActorState::kAlive || a->inflight.empty()) continue;
     if (now - a->announced < kAnnounceS) continue;
     a->announced = now;
-    outbox_.Send(a->address, MsgType::kCallsSent,
-                 proto::CallsSentMsg{id.Binary(), self_.address, a->next_seq,
-                                         a->inflight.begin()->first});
+    outbox_.Send(
+        a->address, MsgType::kCallsSent,
+        proto::CallsSentMsg{id.Binary(), self_.address, a->next_seq, a->inflight.begin()->first});
   }
 }
 
@@ -233,10 +233,10 @@ void ActorSubmitter::RequeueInflight(ActorState& a, const proto::ActorUpdateMsg&
     } else {
       Fail(a, *call,
            ObjectError{oom ? u.death_kind : proto::ErrorKind::kActorDiedError, "",
-                           (oom ? "actor method " + call->function + " failed: "
-                                : "the actor died while running " + call->function + ": ") +
-                               u.death_cause,
-                           call->function, ""});
+                       (oom ? "actor method " + call->function + " failed: "
+                            : "the actor died while running " + call->function + ": ") +
+                           u.death_cause,
+                       call->function, ""});
     }
   }
   a.inflight.clear();

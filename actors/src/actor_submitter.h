@@ -40,8 +40,8 @@ class ActorSubmitter {
 
   // An actor this process creates: its owner is subscribed to its updates by the head.
   // max_pending_calls: as CallOptions::max_pending_calls.
-  void AddOwned(const ActorId& id, bool detached, int max_task_retries,
-                int max_pending_calls = 0) EXCLUDES(actors_mu_);
+  void AddOwned(const ActorId& id, bool detached, int max_task_retries, int max_pending_calls = 0)
+      EXCLUDES(actors_mu_);
   // Drops an actor whose creation the head refused.
   void Forget(const ActorId& id) EXCLUDES(actors_mu_);
   // Queues a call (its return_id set, its arguments in slots); it is sent once its

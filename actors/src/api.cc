@@ -14,6 +14,7 @@
 #include "actors/internal/runtime.h"
 #include "actors/internal/test_hooks.h"
 #include "actors/src/errors_util.h"
+#include "actors/src/shutdown_step.h"
 #include "actors/src/worker.h"
 #include "core/internal/log.h"
 #include "core/internal/redis_store.h"
@@ -284,19 +285,8 @@ void Shutdown() {
   if (!g_state) return;
   std::unique_ptr<Embedded> state(g_state);
   g_state = nullptr;
-  // A step that fails (the head gone, say) must not stop the rest of the shutdown nor
-  // escape it (Shutdown also runs from atexit), but it is logged so it is not lost.
-  auto step = [](const char* what, const std::function<void()>& run) {
-    try {
-      run();
-    } catch (const std::exception& e) {
-      LOG_WARN(std::string("Shutdown: ") + what + " failed: " + e.what());
-    } catch (...) {
-      LOG_WARN(std::string("Shutdown: ") + what + " failed with a non-standard exception");
-    }
-  };
-  step("killing the job's actors", [&] { state->runtime->KillOwnedActors(); });
-  step("ending the job", [&] { state->runtime->EndJob(); });
+  runtime::ShutdownStep("killing the job's actors", [&] { state->runtime->KillOwnedActors(); });
+  runtime::ShutdownStep("ending the job", [&] { state->runtime->EndJob(); });
   runtime::SetCurrent(nullptr);
   state->runtime->Stop();
   if (state->node) state->node->Stop();

@@ -108,8 +108,8 @@ class CallOrder {
         GiveUp(it->first, c, give_up_end, ready, lost);
         c.last_active = now;
       }
-      bool idle = c.next >= c.known_end && c.running == 0 &&
-                  now - c.last_active >= options_.idle_forget_s;
+      bool idle =
+          c.next >= c.known_end && c.running == 0 && now - c.last_active >= options_.idle_forget_s;
       it = idle ? callers_.erase(it) : std::next(it);
     }
   }

@@ -2,12 +2,12 @@
 // process owns, sent to the peers that ask for them.
 #include <algorithm>
 
-#include "actors/src/errors_util.h"
-#include "objects/internal/object_transfer.h"
 #include "actors/internal/runtime.h"
+#include "actors/src/errors_util.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/text.h"
+#include "objects/internal/object_transfer.h"
 #include "orrery/api/runtime_context.h"
 #include "orrery/errors.h"
 
@@ -91,7 +91,7 @@ internal::BytesView Runtime::ReadStored(const ObjectId& id,
   auto bytes = std::make_shared<std::string>(location.size, '\0');
   objects::PullOptions options;
   Status s = objects::PullObject(location.data_address, id, location.size, bytes->data(), options,
-                        objects::ProcessTransferKey());
+                                 objects::ProcessTransferKey());
   if (!s.ok()) {
     throw ObjectLostError("object " + id.Hex() + " could not be pulled from " +
                           location.data_address + ": " + s.message());

@@ -26,7 +26,7 @@ struct PendingCall {
   // The refs among the arguments, held until the call is done: a store-kept value passed by
   // reference must outlive the worker's read of it.
   std::vector<std::shared_ptr<internal::RefHolder>> arg_refs;
-  int unresolved = 0;  // dependencies not yet ready
+  int unresolved = 0;          // dependencies not yet ready
   uint64_t pending_bytes = 0;  // what it counts against its actor's pending-call budget
   int retries_left = 0;
   uint64_t seq = 0;

@@ -9,10 +9,10 @@
 #include <memory>
 #include <optional>
 
+#include "actors/internal/runtime.h"
 #include "actors/src/call_order.h"
 #include "actors/src/errors_util.h"
 #include "actors/src/executor.h"
-#include "actors/internal/runtime.h"
 #include "core/internal/call_stats.h"
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
@@ -65,8 +65,7 @@ class WorkerServer {
     Status s = calls_.Bind(host, 0, advertise_host);
     if (!s.ok()) return s;
     calls_.SetTick(1000, [this] { OnOrderTick(); });
-    calls_.Start([this](transport::Envelope& env) { return HandleCallInbox(env); },
-                 "orrery-calls");
+    calls_.Start([this](transport::Envelope& env) { return HandleCallInbox(env); }, "orrery-calls");
     return Status::Ok();
   }
   const std::string& call_address() const { return calls_.address(); }
@@ -249,11 +248,12 @@ class WorkerServer {
     order_.Tick(MonotonicSeconds(), &ready, &lost);
     for (const auto& l : lost) {
       std::string why = "calls " + std::to_string(l.first_seq) + " to " +
-                        std::to_string(l.end_seq - 1) + " from " + l.caller +
-                        " never reached " + where_ + " (lost on the way)";
+                        std::to_string(l.end_seq - 1) + " from " + l.caller + " never reached " +
+                        where_ + " (lost on the way)";
       LOG_WARN(why + "; the calls behind them go on");
-      transport::Send(l.caller, MsgType::kCallsLost,
-                      proto::CallsLostMsg{actor_id_, calls_.address(), l.first_seq, l.end_seq, why});
+      transport::Send(
+          l.caller, MsgType::kCallsLost,
+          proto::CallsLostMsg{actor_id_, calls_.address(), l.first_seq, l.end_seq, why});
     }
     for (auto& r : ready) ready_calls_.push_back(std::move(r));
     RunReady();

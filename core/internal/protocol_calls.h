@@ -23,8 +23,7 @@ struct CallMsg {
   // or reported lost): a worker that has forgotten this caller starts again from here
   // (docs/protocol.md "Call order"). Appended last: a call without it decodes as 0.
   uint64_t first_pending = 0;
-  MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id,
-                 first_pending);
+  MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id, first_pending);
 };
 
 // A caller -> an actor's worker (kCallsSent, to its call address), every few seconds while

@@ -33,78 +33,78 @@ inline constexpr size_t kHeaderSize = 4;
 // The one table of message types: ORRERY_MESSAGE_TYPES(X) calls X(Name, value) for each,
 // grouped by service. The MsgType enum, IsKnownType and TypeName are generated from it: a new
 // type is added here and nowhere else (its meta struct goes in the header of its service).
-#define ORRERY_MESSAGE_TYPES(X)                                                            \
-  X(Error, 1) /* reply to a malformed or unknown message: ErrorMsg */                      \
-  /* Calls, between any process and a worker. */                                           \
-  X(Call, 10)        /* CallMsg + payload (args array) */                                  \
-  X(CallReply, 11)   /* ReplyMsg + payload (result) */                                     \
-  X(GetObject, 12)   /* GetObjectMsg: ask an owner for an object's value */                \
-  X(ObjectReply, 13) /* ReplyMsg + payload */                                              \
-  X(Borrow, 14)      /* BorrowMsg: a borrower -> an object's owner */                      \
-  X(Cancel, 15)      /* CancelMsg: a caller -> the worker of its call (control address) */ \
+#define ORRERY_MESSAGE_TYPES(X)                                                             \
+  X(Error, 1) /* reply to a malformed or unknown message: ErrorMsg */                       \
+  /* Calls, between any process and a worker. */                                            \
+  X(Call, 10)        /* CallMsg + payload (args array) */                                   \
+  X(CallReply, 11)   /* ReplyMsg + payload (result) */                                      \
+  X(GetObject, 12)   /* GetObjectMsg: ask an owner for an object's value */                 \
+  X(ObjectReply, 13) /* ReplyMsg + payload */                                               \
+  X(Borrow, 14)      /* BorrowMsg: a borrower -> an object's owner */                       \
+  X(Cancel, 15)      /* CancelMsg: a caller -> the worker of its call (control address) */  \
   X(CallsLost, 16)   /* CallsLostMsg: an actor's worker -> a caller: calls never arrived */ \
   X(CallsSent, 17)   /* CallsSentMsg: a caller -> an actor's worker: how far it has sent */ \
-  /* Driver/worker -> head. */                                                             \
-  X(CreateActor, 20)                                                                       \
-  X(CreateActorReply, 21)                                                                  \
-  X(SubscribeActor, 22)                                                                    \
-  X(ActorUpdate, 23) /* head -> subscribers */                                             \
-  X(GetNamedActor, 24)                                                                     \
-  X(GetNamedActorReply, 25)                                                                \
-  X(KillActor, 26)                                                                         \
-  X(RequestLease, 27)                                                                      \
-  X(LeaseReply, 28) /* node or head -> requester */                                        \
-  X(ReturnLease, 29)                                                                       \
-  X(CreatePlacementGroup, 30)                                                              \
-  X(PlacementGroupReply, 31)                                                               \
-  X(RemovePlacementGroup, 32)                                                              \
-  X(WaitPlacementGroup, 33)                                                                \
-  X(GetClusterInfo, 34)                                                                    \
-  X(ClusterInfoReply, 35)                                                                  \
-  X(Ack, 36)         /* generic reply: AckMsg */                                           \
-  X(RegisterJob, 37) /* driver -> head, also its heartbeat: JobMsg */                      \
-  X(PutBinary, 38)   /* driver -> head: BinaryMsg + payload (the driver's executable) */   \
-  X(FetchBinary, 39) /* node -> head: BinaryMsg */                                         \
-  X(BinaryReply, 46) /* head -> node: BinaryMsg + payload */                               \
-  X(PutRecord, 47)   /* driver -> head: RecordMsg (a training run's record and metrics) */ \
-  /* Node <-> head. */                                                                     \
-  X(RegisterNode, 40)                                                                      \
-  X(StartActor, 41)   /* head -> node */                                                   \
-  X(GrantLease, 42)   /* head -> node */                                                   \
-  X(KillWorker, 43)   /* head -> node */                                                   \
-  X(WorkerEvent, 44)  /* node -> head: actor alive, actor/lease worker exited */           \
-  X(ReleaseLease, 45) /* head -> node: the lease's worker is idle again */                 \
-  /* Worker <-> node. */                                                                   \
-  X(WorkerRegister, 50)                                                                    \
-  X(Assign, 51)      /* node -> worker: become this actor / serve leases */                \
-  X(AssignReply, 52) /* worker -> node */                                                  \
-  X(Exit, 53)        /* node -> worker: exit now */                                        \
-  X(WorkerStats, 54) /* worker -> node: WorkerStatsMsg */                                  \
-  /* Objects: a process <-> its node's store, node <-> node (protocol_objects.h). */       \
-  X(ObjectCreate, 70)     /* ObjectStoreMsg -> kObjectStoreReply */                        \
-  X(ObjectSeal, 71)       /* ObjectStoreMsg: the creator wrote the bytes */                \
-  X(ObjectOpen, 72)       /* ObjectStoreMsg -> kObjectStoreReply (pulls when absent) */    \
-  X(ObjectRelease, 73)    /* ObjectStoreMsg: a reader is done with it */                   \
-  X(ObjectFree, 74)       /* ObjectFreeMsg: the last reference is gone */                  \
-  X(ObjectStoreReply, 75) /* ObjectStoreReplyMsg */                                        \
-  X(ObjectCopied, 76)     /* ObjectCopiedMsg: node -> the primary's node */                \
-  X(ListObjects, 77)      /* ListObjectsMsg -> kListObjectsReply */                        \
-  X(ListObjectsReply, 78) /* ListObjectsReplyMsg */                                        \
-  /* Operating a cluster (protocol_ops.h). */                                              \
-  X(SubmitJob, 80)        /* CLI -> head: SubmitJobMsg -> kSubmitJobReply */               \
-  X(SubmitJobReply, 81)   /* SubmitJobReplyMsg */                                          \
-  X(StartJob, 82)         /* head -> node: StartJobMsg */                                  \
-  X(JobEvent, 83)         /* node -> head: JobEventMsg */                                  \
-  X(StopJob, 84)          /* CLI -> head (-> kAck), head -> node: StopJobMsg */            \
-  X(LogBatch, 85)         /* node -> head -> driver: LogBatchMsg */                        \
-  X(ListWorkers, 86)      /* CLI -> node: ListWorkersMsg -> kListWorkersReply */           \
-  X(ListWorkersReply, 87) /* ListWorkersReplyMsg */                                        \
-  X(ListTasks, 88)        /* CLI -> driver: ListTasksMsg -> kListTasksReply */             \
-  X(ListTasksReply, 89)   /* ListTasksReplyMsg */                                          \
-  /* The autoscaler (protocol_autoscaler.h). */                                            \
-  X(AutoscalerSync, 90)  /* autoscaler -> head: AutoscalerSyncMsg -> kAutoscalerState */   \
-  X(AutoscalerState, 91) /* AutoscalerStateMsg */                                          \
-  X(Ping, 60)                                                                              \
+  /* Driver/worker -> head. */                                                              \
+  X(CreateActor, 20)                                                                        \
+  X(CreateActorReply, 21)                                                                   \
+  X(SubscribeActor, 22)                                                                     \
+  X(ActorUpdate, 23) /* head -> subscribers */                                              \
+  X(GetNamedActor, 24)                                                                      \
+  X(GetNamedActorReply, 25)                                                                 \
+  X(KillActor, 26)                                                                          \
+  X(RequestLease, 27)                                                                       \
+  X(LeaseReply, 28) /* node or head -> requester */                                         \
+  X(ReturnLease, 29)                                                                        \
+  X(CreatePlacementGroup, 30)                                                               \
+  X(PlacementGroupReply, 31)                                                                \
+  X(RemovePlacementGroup, 32)                                                               \
+  X(WaitPlacementGroup, 33)                                                                 \
+  X(GetClusterInfo, 34)                                                                     \
+  X(ClusterInfoReply, 35)                                                                   \
+  X(Ack, 36)         /* generic reply: AckMsg */                                            \
+  X(RegisterJob, 37) /* driver -> head, also its heartbeat: JobMsg */                       \
+  X(PutBinary, 38)   /* driver -> head: BinaryMsg + payload (the driver's executable) */    \
+  X(FetchBinary, 39) /* node -> head: BinaryMsg */                                          \
+  X(BinaryReply, 46) /* head -> node: BinaryMsg + payload */                                \
+  X(PutRecord, 47)   /* driver -> head: RecordMsg (a training run's record and metrics) */  \
+  /* Node <-> head. */                                                                      \
+  X(RegisterNode, 40)                                                                       \
+  X(StartActor, 41)   /* head -> node */                                                    \
+  X(GrantLease, 42)   /* head -> node */                                                    \
+  X(KillWorker, 43)   /* head -> node */                                                    \
+  X(WorkerEvent, 44)  /* node -> head: actor alive, actor/lease worker exited */            \
+  X(ReleaseLease, 45) /* head -> node: the lease's worker is idle again */                  \
+  /* Worker <-> node. */                                                                    \
+  X(WorkerRegister, 50)                                                                     \
+  X(Assign, 51)      /* node -> worker: become this actor / serve leases */                 \
+  X(AssignReply, 52) /* worker -> node */                                                   \
+  X(Exit, 53)        /* node -> worker: exit now */                                         \
+  X(WorkerStats, 54) /* worker -> node: WorkerStatsMsg */                                   \
+  /* Objects: a process <-> its node's store, node <-> node (protocol_objects.h). */        \
+  X(ObjectCreate, 70)     /* ObjectStoreMsg -> kObjectStoreReply */                         \
+  X(ObjectSeal, 71)       /* ObjectStoreMsg: the creator wrote the bytes */                 \
+  X(ObjectOpen, 72)       /* ObjectStoreMsg -> kObjectStoreReply (pulls when absent) */     \
+  X(ObjectRelease, 73)    /* ObjectStoreMsg: a reader is done with it */                    \
+  X(ObjectFree, 74)       /* ObjectFreeMsg: the last reference is gone */                   \
+  X(ObjectStoreReply, 75) /* ObjectStoreReplyMsg */                                         \
+  X(ObjectCopied, 76)     /* ObjectCopiedMsg: node -> the primary's node */                 \
+  X(ListObjects, 77)      /* ListObjectsMsg -> kListObjectsReply */                         \
+  X(ListObjectsReply, 78) /* ListObjectsReplyMsg */                                         \
+  /* Operating a cluster (protocol_ops.h). */                                               \
+  X(SubmitJob, 80)        /* CLI -> head: SubmitJobMsg -> kSubmitJobReply */                \
+  X(SubmitJobReply, 81)   /* SubmitJobReplyMsg */                                           \
+  X(StartJob, 82)         /* head -> node: StartJobMsg */                                   \
+  X(JobEvent, 83)         /* node -> head: JobEventMsg */                                   \
+  X(StopJob, 84)          /* CLI -> head (-> kAck), head -> node: StopJobMsg */             \
+  X(LogBatch, 85)         /* node -> head -> driver: LogBatchMsg */                         \
+  X(ListWorkers, 86)      /* CLI -> node: ListWorkersMsg -> kListWorkersReply */            \
+  X(ListWorkersReply, 87) /* ListWorkersReplyMsg */                                         \
+  X(ListTasks, 88)        /* CLI -> driver: ListTasksMsg -> kListTasksReply */              \
+  X(ListTasksReply, 89)   /* ListTasksReplyMsg */                                           \
+  /* The autoscaler (protocol_autoscaler.h). */                                             \
+  X(AutoscalerSync, 90)  /* autoscaler -> head: AutoscalerSyncMsg -> kAutoscalerState */    \
+  X(AutoscalerState, 91) /* AutoscalerStateMsg */                                           \
+  X(Ping, 60)                                                                               \
   X(Pong, 61)
 
 enum class MsgType : uint8_t {

@@ -60,17 +60,6 @@ struct Envelope {
     return Status::InvalidArgument(std::string("malformed ") + proto::TypeName(type) + ": " +
                                    s.message());
   }
-  // Decode for handlers not yet returning Status: throws std::runtime_error instead (the
-  // inbox answers it as it answers a failed Status).
-  template <typename T>
-  T DecodeOrThrow() const {
-    T out;
-    Status s = proto::DecodeMeta(meta(), &out);
-    if (!s.ok())
-      throw std::runtime_error(std::string("malformed ") + proto::TypeName(type) + ": " +
-                               s.message());
-    return out;
-  }
 };
 
 // For handlers: decodes env's meta as Msg and calls fn(msg), which returns void or Status;
@@ -120,8 +109,8 @@ class Inbox {
   // (rate-limited); the loop goes on.
   void Start(Handler handler, const std::string& thread_name = "orrery-inbox");
   // A handler that returns nothing: every message it takes counts as handled.
-  template <typename F, typename = std::enable_if_t<
-                            std::is_void_v<std::invoke_result_t<F&, Envelope&>>>>
+  template <typename F,
+            typename = std::enable_if_t<std::is_void_v<std::invoke_result_t<F&, Envelope&>>>>
   void Start(F handler, const std::string& thread_name = "orrery-inbox") {
     Start(Handler([h = std::move(handler)](Envelope& env) mutable {
             h(env);

@@ -169,8 +169,8 @@ void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
   try {
     Status handled = handler_(env);
     if (!handled.ok()) {
-      ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) +
-                                   ": " + handled.message());
+      ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": " +
+                                   handled.message());
     }
   } catch (const std::exception& e) {
     // Handlers report errors themselves; an exception here is a bug or bad input that got

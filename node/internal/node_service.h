@@ -110,7 +110,7 @@ class NodeService {
 
  private:
   // The inbox's handler: Dispatch, and a failed Status answered with kError and logged.
-  void Handle(transport::Envelope& env);
+  Status Handle(transport::Envelope& env);
   // The head's answer to a registration or heartbeat (kAck), for head_: a refusal after Start
   // ends the heartbeats and calls options_.on_refused.
   Status OnRegistrationAnswer(const transport::Envelope& env);

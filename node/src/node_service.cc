@@ -131,7 +131,7 @@ Status NodeService::Start(int register_timeout_ms) {
   }
   inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
   if (zygotes_->fd() >= 0) inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
-  inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-node");
+  inbox_.Start([this](transport::Envelope& env) { return Handle(env); }, "orrery-node");
   if (!options_.worker_argv.empty()) {
     // Start the default zygote now, so the first actor does not wait for it.
     Mutex mu;  // guards done and st (locals: not annotated)
@@ -204,17 +204,16 @@ Status Decoded(const transport::Envelope& env, Handle&& handle) {
 }
 }  // namespace
 
-void NodeService::Handle(transport::Envelope& env) {
-  if (objects_ && objects_->Handle(env)) return;
-  Status s = Dispatch(env);
-  if (s.ok()) return;
+Status NodeService::Handle(transport::Envelope& env) {
+  std::optional<Status> s;
+  if (objects_) s = objects_->Handle(env);
+  if (!s) s = Dispatch(env);
+  if (s->ok()) return *s;
   uint64_t suppressed = 0;
   if (rejected_log.ShouldLog(&suppressed))
-    LOG_WARN(std::string("node: rejected a ") + proto::TypeName(env.type) + ": " + s.message() +
+    LOG_WARN(std::string("node: rejected a ") + proto::TypeName(env.type) + ": " + s->message() +
              RateLimitedLog::More(suppressed));
-  // The inbox answers the sending socket with kError for a handler that throws: the only
-  // way it offers to reach that socket (its ROUTER identity is not an address to send to).
-  throw std::runtime_error(s.message());
+  return *s;  // the inbox answers the sending socket with kError
 }
 
 Status NodeService::Dispatch(const transport::Envelope& env) {

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,8 +46,9 @@ class NodeObjectPlane {
   // Stops the server and the pulls, then removes the arena and the spill files.
   void Stop() EXCLUDES(mu_);
 
-  // On the inbox thread: handles the object messages (true), or leaves others (false).
-  bool Handle(transport::Envelope& env) EXCLUDES(mu_);
+  // On the inbox thread: handles the object messages (what became of one: a malformed one is
+  // InvalidArgument), or leaves others (nullopt).
+  std::optional<Status> Handle(transport::Envelope& env) EXCLUDES(mu_);
   // On the inbox thread: a process of this node ended: its pins, the objects it was writing
   // and the objects it owned go.
   void OnProcessExit(const std::string& address) EXCLUDES(mu_);
@@ -72,6 +74,8 @@ class NodeObjectPlane {
   void OnCreate(const proto::ObjectStoreMsg& m) EXCLUDES(mu_);
   void OnOpen(const proto::ObjectStoreMsg& m) EXCLUDES(mu_);
   void OnFree(const proto::ObjectFreeMsg& m) EXCLUDES(mu_);
+  void OnRelease(const proto::ObjectStoreMsg& m) EXCLUDES(mu_);
+  void OnCopied(const proto::ObjectCopiedMsg& m) EXCLUDES(mu_);
   void OnList(const proto::ListObjectsMsg& m) EXCLUDES(mu_);
   // Starts pulling `m`'s object from its source (the caller holds mu_ and found no copy).
   void StartPullLocked(const ObjectId& id, const proto::ObjectStoreMsg& m) REQUIRES(mu_);

@@ -117,49 +117,49 @@ proto::ObjectStoreReplyMsg NodeObjectPlane::ReplyTo(const proto::ObjectStoreMsg&
   return r;
 }
 
-bool NodeObjectPlane::Handle(transport::Envelope& env) {
+std::optional<Status> NodeObjectPlane::Handle(transport::Envelope& env) {
+  using transport::DecodeAnd;
   switch (env.type) {
     case MsgType::kObjectCreate:
-      OnCreate(env.DecodeOrThrow<proto::ObjectStoreMsg>());
-      return true;
+      return DecodeAnd<proto::ObjectStoreMsg>(env, [&](const auto& m) { OnCreate(m); });
     case MsgType::kObjectSeal:
-      OnSeal(env.DecodeOrThrow<proto::ObjectStoreMsg>());
-      return true;
+      return DecodeAnd<proto::ObjectStoreMsg>(env, [&](const auto& m) { OnSeal(m); });
     case MsgType::kObjectOpen:
-      OnOpen(env.DecodeOrThrow<proto::ObjectStoreMsg>());
-      return true;
-    case MsgType::kObjectRelease: {
-      auto m = env.DecodeOrThrow<proto::ObjectStoreMsg>();
-      ObjectId id = IdOf(m.object_id);
-      MutexLock lock(&mu_);
-      if (!objects_) return true;
-      objects_->Release(id, m.reply_to);
-      if (free_pending_.count(id) && objects_->Pins(id) == 0) FreeLocked(id);
-      return true;
-    }
+      return DecodeAnd<proto::ObjectStoreMsg>(env, [&](const auto& m) { OnOpen(m); });
+    case MsgType::kObjectRelease:
+      return DecodeAnd<proto::ObjectStoreMsg>(env, [&](const auto& m) { OnRelease(m); });
     case MsgType::kObjectFree:
-      OnFree(env.DecodeOrThrow<proto::ObjectFreeMsg>());
-      return true;
-    case MsgType::kObjectCopied: {
-      auto m = env.DecodeOrThrow<proto::ObjectCopiedMsg>();
-      ObjectId id = IdOf(m.object_id);
-      MutexLock lock(&mu_);
-      // Bounded by what this node holds: a copy of an object it has no primary of is ignored.
-      if (objects_ && objects_->Contains(id) && copies_[id].size() < 4096)
-        copies_[id].insert(m.node_address);
-      return true;
-    }
+      return DecodeAnd<proto::ObjectFreeMsg>(env, [&](const auto& m) { OnFree(m); });
+    case MsgType::kObjectCopied:
+      return DecodeAnd<proto::ObjectCopiedMsg>(env, [&](const auto& m) { OnCopied(m); });
     case MsgType::kListObjects:
-      OnList(env.DecodeOrThrow<proto::ListObjectsMsg>());
-      return true;
+      return DecodeAnd<proto::ListObjectsMsg>(env, [&](const auto& m) { OnList(m); });
     case MsgType::kPong: {
-      auto m = env.DecodeOrThrow<proto::PingMsg>();
+      proto::PingMsg m;
+      if (Status s = env.Decode(&m); !s.ok()) return s;
       MutexLock lock(&mu_);
-      return owners_.OnPong(m.request_id);
+      if (!owners_.OnPong(m.request_id)) return std::nullopt;  // someone else's ping
+      return Status::Ok();
     }
     default:
-      return false;
+      return std::nullopt;
   }
+}
+
+void NodeObjectPlane::OnRelease(const proto::ObjectStoreMsg& m) {
+  ObjectId id = IdOf(m.object_id);
+  MutexLock lock(&mu_);
+  if (!objects_) return;
+  objects_->Release(id, m.reply_to);
+  if (free_pending_.count(id) && objects_->Pins(id) == 0) FreeLocked(id);
+}
+
+void NodeObjectPlane::OnCopied(const proto::ObjectCopiedMsg& m) {
+  ObjectId id = IdOf(m.object_id);
+  MutexLock lock(&mu_);
+  // Bounded by what this node holds: a copy of an object it has no primary of is ignored.
+  if (objects_ && objects_->Contains(id) && copies_[id].size() < 4096)
+    copies_[id].insert(m.node_address);
 }
 
 void NodeObjectPlane::OnCreate(const proto::ObjectStoreMsg& m) {

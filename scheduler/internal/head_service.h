@@ -56,7 +56,7 @@ class HeadService {
   template <typename Msg>
   void On(proto::MsgType type, std::function<void(const Msg&, transport::Envelope&)> handle);
   void RegisterHandlers();
-  void Handle(transport::Envelope& env);
+  Status Handle(transport::Envelope& env);
   // Rebuilds every manager from the state store (head_recovery.cc); fails when the store
   // cannot be read.
   Status Recover();
@@ -70,7 +70,7 @@ class HeadService {
   std::shared_ptr<RetentionStore> retention_;  // null without a history TTL
   transport::Inbox inbox_;
   HeadManagers m_;
-  std::unordered_map<int, std::function<void(transport::Envelope&)>> handlers_;
+  std::unordered_map<int, std::function<Status(transport::Envelope&)>> handlers_;
   // Serves the text the inbox thread renders each second; its threads see nothing else.
   std::unique_ptr<metrics::MetricsServer> metrics_;
   std::string metrics_address_;

@@ -48,7 +48,7 @@ Status HeadService::Start() {
   if (!s.ok()) return s;
   if (Status m = StartMetrics(); !m.ok()) return m;
   inbox_.SetTick(100, [this] { Tick(); });
-  inbox_.Start([this](transport::Envelope& env) { Handle(env); }, "orrery-head");
+  inbox_.Start([this](transport::Envelope& env) { return Handle(env); }, "orrery-head");
   m_.submissions.SetHeadAddress(inbox_.address());
   LOG_INFO("head listening on " + inbox_.address());
   return Status::Ok();
@@ -77,7 +77,7 @@ Status HeadService::StartMetrics() {
 template <typename Msg>
 void HeadService::On(MsgType type, std::function<void(const Msg&, transport::Envelope&)> handle) {
   handlers_[int(type)] = [handle = std::move(handle)](transport::Envelope& env) {
-    handle(env.DecodeOrThrow<Msg>(), env);
+    return transport::DecodeAnd<Msg>(env, [&](const Msg& m) { handle(m, env); });
   };
 }
 
@@ -144,12 +144,12 @@ void HeadService::RegisterHandlers() {
   });
 }
 
-void HeadService::Handle(transport::Envelope& env) {
+Status HeadService::Handle(transport::Envelope& env) {
   auto it = handlers_.find(int(env.type));
-  if (it == handlers_.end()) {
-    throw std::runtime_error(std::string("the head does not handle ") + proto::TypeName(env.type));
-  }
-  it->second(env);
+  if (it == handlers_.end())
+    return Status::InvalidArgument(std::string("the head does not handle ") +
+                                   proto::TypeName(env.type));
+  return it->second(env);
 }
 
 void HeadService::OnRegisterNode(const proto::RegisterNodeMsg& m) {

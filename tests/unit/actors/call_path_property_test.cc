@@ -188,8 +188,7 @@ class Simulation {
       std::vector<int> ready;
       int key = int(pending_.size());
       pending_.push_back(e);
-      auto admit =
-          order_.Add(e.call.reply_to, e.call.seq, e.call.first_pending, key, now_, &ready);
+      auto admit = order_.Add(e.call.reply_to, e.call.seq, e.call.first_pending, key, now_, &ready);
       ASSERT_EQ(admit, CallOrder<int>::Admit::kQueued) << "seq " << e.call.seq;
       Run(ready);
     } else if (e.kind == Event::kReply) {

@@ -143,7 +143,8 @@ class FakeNode {
     EXPECT_TRUE(inbox_.Bind("127.0.0.1").ok());
     inbox_.Start([answer, reply](transport::Envelope& env) mutable {
       if (!answer || env.type != proto::MsgType::kListObjects) return;
-      auto m = env.DecodeOrThrow<proto::ListObjectsMsg>();
+      proto::ListObjectsMsg m;
+      ASSERT_TRUE(env.Decode(&m).ok());
       reply.request_id = m.request_id + 1000;  // a stale or forged answer: ignored
       transport::Send(m.reply_to, proto::MsgType::kListObjectsReply, reply);
       reply.request_id = m.request_id;

@@ -40,6 +40,8 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kObjectReply,
       MsgType::kBorrow,
       MsgType::kCancel,
+      MsgType::kCallsLost,
+      MsgType::kCallsSent,
       MsgType::kObjectCreate,
       MsgType::kObjectSeal,
       MsgType::kObjectOpen,

@@ -44,7 +44,8 @@ class FakeHead {
     EXPECT_TRUE(inbox_.Bind("127.0.0.1").ok());
     inbox_.Start([this](transport::Envelope& env) {
       if (env.type != proto::MsgType::kLogBatch) return;
-      auto b = env.DecodeOrThrow<proto::LogBatchMsg>();
+      proto::LogBatchMsg b;
+      ASSERT_TRUE(env.Decode(&b).ok());
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& g : b.groups) groups_.push_back(g);
       node_secret_ = b.node_secret;
