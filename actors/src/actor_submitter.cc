@@ -51,7 +51,7 @@ uint64_t ActorSubmitter::DefaultPendingBytes() {
   static const uint64_t budget = [] {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t memory = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 8ull << 30;
-    return std::min<uint64_t>(1ull << 30, memory / 8);
+    return std::min<uint64_t>(128ull << 20, memory / 8);
   }();
   return budget;
 }

@@ -69,9 +69,11 @@ class ActorSubmitter {
   void OnCallsLost(const proto::CallsLostMsg& lost) EXCLUDES(actors_mu_);
 
   // What each pending call counts against the default budget besides its arguments.
-  static constexpr uint64_t kCallOverheadBytes = 1024;
-  // The default budget of one actor's pending calls: 1 GiB, or an eighth of this host's
-  // memory when that is less.
+  static constexpr uint64_t kCallOverheadBytes = 512;
+  // The default budget of one actor's pending calls: 128 MiB (twice what the transport
+  // queues to one peer: the calls behind a flood wait for at most that much of it, some
+  // 2,000 calls of 64 KiB or 250,000 small ones), or an eighth of this host's memory when
+  // that is less.
   static uint64_t DefaultPendingBytes();
   // Replaces that budget (unit tests).
   void set_default_pending_bytes(uint64_t bytes) { default_pending_bytes_ = bytes; }

@@ -6,9 +6,10 @@
 // see otherwise). A number still missing gap_timeout_s after it was known to be sent (longer
 // than the transport keeps an undelivered message, SendLimits::drain_s) is given up on,
 // reported to its caller as lost, and the calls behind it start. That time is counted on a
-// clock that the ticks advance by at most kMaxTickStepS each: while the worker's loop is held
-// by a long call (its ticks late), a missing call may be sitting unread in the socket, and is
-// not given up on for that. A caller with nothing waiting or running here for idle_forget_s
+// clock that the ticks advance by at most kMaxTickStepS each, and not at all while the worker
+// has calls unread in its socket: while its loop is held by a long call (its ticks late) or
+// works through a backlog, a missing call may be sitting unread there, and is not given up
+// on for that. A caller with nothing waiting or running here for idle_forget_s
 // is forgotten; its next call's first_pending says where its sequence goes on.
 //
 // Pure bookkeeping, no I/O: the worker feeds calls in and runs what comes out; unit tests
@@ -92,10 +93,13 @@ class CallOrder {
 
   // Gives up on numbers known to be sent gap_timeout_s ago that have not arrived (appended
   // to *lost; the calls behind them to *ready) and forgets idle callers. The worker calls
-  // it about once a second.
-  void Tick(double now, std::vector<Call>* ready, std::vector<LostCalls>* lost) EXCLUDES(mu_) {
+  // it about once a second; `caught_up`: it had read every message its socket held (while
+  // it had not, a missing call may be among them, and the time does not count).
+  void Tick(double now, bool caught_up, std::vector<Call>* ready, std::vector<LostCalls>* lost)
+      EXCLUDES(mu_) {
     MutexLock lock(&mu_);
-    if (last_tick_ >= 0) clock_ += std::min(std::max(now - last_tick_, 0.0), kMaxTickStepS);
+    if (last_tick_ >= 0 && caught_up)
+      clock_ += std::min(std::max(now - last_tick_, 0.0), kMaxTickStepS);
     last_tick_ = now;
     for (auto it = callers_.begin(); it != callers_.end();) {
       Caller& c = it->second;

@@ -245,7 +245,7 @@ class WorkerServer {
   void OnOrderTick() {
     std::vector<ReadyCall> ready;
     std::vector<LostCalls> lost;
-    order_.Tick(MonotonicSeconds(), &ready, &lost);
+    order_.Tick(MonotonicSeconds(), calls_.CaughtUp(), &ready, &lost);
     for (const auto& l : lost) {
       std::string why = "calls " + std::to_string(l.first_seq) + " to " +
                         std::to_string(l.end_seq - 1) + " from " + l.caller + " never reached " +

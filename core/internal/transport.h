@@ -124,6 +124,10 @@ class Inbox {
   void Stop();
   // True on the thread that currently runs this inbox's loop.
   bool OwnsLoop() const;
+  // Whether the loop's last pass read every message the socket held (false when it stopped
+  // at its bound with more waiting). For the tick: a message missing while this is false
+  // may be sitting unread in the socket.
+  bool CaughtUp() const { return caught_up_; }
   // From inside a handler on the loop thread: a new thread takes the loop over (running
   // `first` before it polls), and this thread leaves the loop once its handler returns.
   // Lets a handler that runs user code block without stopping the inbox. An inbox that has
@@ -153,6 +157,7 @@ class Inbox {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> caught_up_{true};
   Mutex posted_mu_;
   std::vector<std::function<void()>> posted_ GUARDED_BY(posted_mu_);
 };

@@ -246,10 +246,14 @@ void Inbox::RunLoop(uint64_t generation) {
       if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
         Guarded("an fd callback", fds_[i].second);
     // Drain the router (bounded, so ticks and posted work are not starved).
+    caught_up_ = false;
     for (int n = 0; n < 1024; ++n) {
       frames.clear();
       auto r = zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait);
-      if (!r) break;
+      if (!r) {
+        caught_up_ = true;
+        break;
+      }
       HandleRaw(frames);
       if (generation_.load() != generation) return;  // handed off: the socket is not ours
     }

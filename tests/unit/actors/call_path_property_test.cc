@@ -171,7 +171,7 @@ class Simulation {
   void Tick() {
     std::vector<int> ready;
     std::vector<LostCalls> lost;
-    order_.Tick(next_tick_, &ready, &lost);
+    order_.Tick(next_tick_, /*caught_up=*/true, &ready, &lost);
     Run(ready);
     for (const auto& l : lost) {
       int caller = l.caller == callers_[0]->self_.address ? 0 : 1;
