@@ -92,10 +92,11 @@ TEST(PendingCallsTest, TheDefaultBoundKeepsACallBehindAFloodWithinSeconds) {
   for (auto& ref : taken) returned += *orrery::Get(ref, orrery_test::kGetTimeoutMs) >= 0;
   EXPECT_EQ(returned, int(taken.size()));
   auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-  std::printf("flood: %zu calls taken, %d refused at submission, in %.1f s; the ordinary call "
-              "%s after %.1f s more\n",
-              taken.size(), refused, seconds(start, submitted),
-              echoed == 7 ? "returned" : "was refused", seconds(submitted, ordinary));
+  std::printf(
+      "flood: %zu calls taken, %d refused at submission, in %.1f s; the ordinary call "
+      "%s after %.1f s more\n",
+      taken.size(), refused, seconds(start, submitted), echoed == 7 ? "returned" : "was refused",
+      seconds(submitted, ordinary));
   actor.Kill();
 }
 
