@@ -45,7 +45,9 @@ TEST(PendingCallsTest, AFloodToASlowActorIsRefusedAtSubmissionAndNothingHangs) {
       numbers.push_back(i);
     } catch (const orrery::PendingCallsLimitExceededError& e) {
       ++refused;
-      if (refused == 1) EXPECT_NE(std::string(e.what()).find("pending"), std::string::npos);
+      if (refused == 1) {
+        EXPECT_NE(std::string(e.what()).find("pending"), std::string::npos);
+      }
     }
   }
   EXPECT_GE(int(taken.size()), kBound);
