@@ -56,6 +56,12 @@ uint64_t ActorSubmitter::DefaultPendingBytes() {
   return budget;
 }
 
+uint64_t ActorSubmitter::ArgBytes(const std::vector<internal::ArgSlot>& args) {
+  uint64_t bytes = 0;
+  for (const auto& slot : args) bytes += slot.bytes.size();
+  return bytes;
+}
+
 void ActorSubmitter::CheckPending(const ActorId& actor, uint64_t arg_bytes) {
   auto a = FindActor(actor);
   if (!a) return;  // nothing pending yet
@@ -69,8 +75,7 @@ void ActorSubmitter::CheckPending(const ActorId& actor, uint64_t arg_bytes) {
         " calls pending from this process, its limit (SetMaxPendingCalls(" +
         std::to_string(a->max_pending_calls) + ")); wait for some to finish");
   }
-  uint64_t cost = arg_bytes + kCallOverheadBytes;
-  if (a->pending_bytes + cost <= default_pending_bytes_) return;
+  if (a->pending_bytes + arg_bytes + kCallOverheadBytes <= default_pending_bytes_) return;
   throw PendingCallsLimitExceededError(
       "actor " + actor.Hex() + " has " + std::to_string(pending) + " calls pending from this " +
       "process, holding " + std::to_string(a->pending_bytes >> 20) + " MiB: the default " +
@@ -104,8 +109,7 @@ void ActorSubmitter::Submit(const ActorId& actor, std::shared_ptr<PendingCall> c
     }
     call->retries_left = a->max_task_retries;
     call->unresolved = 1;
-    call->pending_bytes = kCallOverheadBytes;
-    for (const auto& slot : call->slots) call->pending_bytes += slot.bytes.size();
+    call->pending_bytes = kCallOverheadBytes + ArgBytes(call->slots);
     a->pending_bytes += call->pending_bytes;
     a->queue.push_back(call);
   }
@@ -149,7 +153,7 @@ void ActorSubmitter::Dispatch(const ActorId& id, ActorState& a) {
     // that was never sent.
     Status sent = outbox_.TrySend(a.address, MsgType::kCall, CallFor(id, a, *call), &call->args);
     if (sent.code() == StatusCode::kUnavailable) {
-      a.blocked = true;  // the queue to the actor is full: RetryBlocked or a reply resumes
+      a.blocked = true;  // the queue to the actor is full: Tick or a reply resumes
       break;
     }
     a.queue.pop_front();

@@ -3,9 +3,9 @@
 // flight when an incarnation dies are resent to the next one (while they have retries left)
 // or failed; the head's actor updates drive each actor's state.
 //
-// The call path has no gaps (docs/protocol.md "Call order"): a sequence number is spent only
-// on a call the transport took. A call the transport refuses (the send queue to the actor is
-// full) stays first in line and is sent again on the next reply from the actor or the next
+// The call path has no gaps (docs/protocol.md "Call order without gaps"): a sequence number is
+// spent only on a call the transport took. A call the transport refuses (the send queue to the
+// actor is full) stays first in line and is sent again on the next reply from the actor or the next
 // tick; the calls pending to one actor are bounded (SetMaxPendingCalls, or a memory budget),
 // and a submission past the bound throws PendingCallsLimitExceededError at once. Calls the
 // worker reports lost (kCallsLost: handed over, then dropped by the transport) fail with
@@ -48,6 +48,7 @@ class ActorSubmitter {
   // arguments are resolved, the actor is alive and every earlier call has been sent.
   // Throws PendingCallsLimitExceededError, submitting nothing, when the actor's pending calls
   // are at their bound (checked before the call's result exists: call it first).
+  // arg_bytes: ArgBytes of the call's arguments.
   void CheckPending(const ActorId& actor, uint64_t arg_bytes) EXCLUDES(actors_mu_);
   void Submit(const ActorId& actor, std::shared_ptr<PendingCall> call) EXCLUDES(actors_mu_);
   // The runtime's tick: sends again the calls of actors whose send queue was full, and tells
@@ -75,6 +76,8 @@ class ActorSubmitter {
   // 2,000 calls of 64 KiB or 250,000 small ones), or an eighth of this host's memory when
   // that is less.
   static uint64_t DefaultPendingBytes();
+  // The bytes of a call's arguments, which count against that budget.
+  static uint64_t ArgBytes(const std::vector<internal::ArgSlot>& args);
   // Replaces that budget (unit tests).
   void set_default_pending_bytes(uint64_t bytes) { default_pending_bytes_ = bytes; }
   // orrery::Cancel of the call whose result is `id`: removed when not sent yet, else its

@@ -1,5 +1,5 @@
-// The order in which an actor's worker starts calls (docs/protocol.md "Call order"): the
-// calls of one caller start in their sequence order, whatever socket or thread they came
+// The order in which an actor's worker starts calls (docs/protocol.md "Call order without gaps"):
+// the calls of one caller start in their sequence order, whatever socket or thread they came
 // through. A call that arrives early waits for the ones before it, but not forever: a number
 // is known to have been sent once a later one arrives, or once the caller says how far it
 // has sent (Expect, from kCallsSent: a call lost with nothing behind it leaves no gap to

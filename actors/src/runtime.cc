@@ -290,9 +290,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
 std::shared_ptr<internal::RefHolder> Runtime::SubmitActorTask(const ActorId& actor,
                                                               const std::string& method,
                                                               std::vector<internal::ArgSlot> args) {
-  uint64_t arg_bytes = 0;
-  for (const auto& slot : args) arg_bytes += slot.bytes.size();
-  actors_.CheckPending(actor, arg_bytes);  // throws before anything is submitted
+  actors_.CheckPending(actor, ActorSubmitter::ArgBytes(args));  // throws: nothing submitted
   std::shared_ptr<internal::RefHolder> ref;
   auto call = NewCall(method, std::move(args), &ref);
   task_table_.Submitted(ref->id(), method, &actor);

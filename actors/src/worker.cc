@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 
@@ -56,6 +55,9 @@ std::vector<proto::ContainedRefMsg> ContainedRefs(
 // keeps the same rules with n slots. Task calls share no state and take no slot.
 class WorkerServer {
  public:
+  // A call let go to run, with its arguments.
+  using ReadyCall = std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>;
+
   WorkerServer(std::string worker_id, std::string node_address)
       : worker_id_(std::move(worker_id)), node_address_(std::move(node_address)) {
     where_ = "worker pid " + std::to_string(getpid());
@@ -228,16 +230,14 @@ class WorkerServer {
             nullptr);
       return;
     }
-    for (auto& r : ready) ready_calls_.push_back(std::move(r));
-    RunReady();
+    RunReady(std::move(ready));
   }
 
   void OnCallsSent(const proto::CallsSentMsg& m) {
     if (m.actor_id != actor_id_ || !ready_) return;
     std::vector<ReadyCall> ready;
     order_.Expect(m.reply_to, m.first_pending, m.end_seq, MonotonicSeconds(), &ready);
-    for (auto& r : ready) ready_calls_.push_back(std::move(r));
-    RunReady();
+    RunReady(std::move(ready));
   }
 
   // On the call loop's tick: numbers missing too long are given up on; their callers hear of
@@ -255,14 +255,14 @@ class WorkerServer {
           l.caller, MsgType::kCallsLost,
           proto::CallsLostMsg{actor_id_, calls_.address(), l.first_seq, l.end_seq, why});
     }
-    for (auto& r : ready) ready_calls_.push_back(std::move(r));
-    RunReady();
+    RunReady(std::move(ready));
   }
 
-  // Runs the calls that are ready, in order, while this thread owns the call loop. An
-  // actor call that finds the slot taken stays queued; whoever gives the slot up next
-  // posts RunReady to the loop again.
-  void RunReady() {
+  // Queues `released` (calls CallOrder let go, in their order), then runs the calls that are
+  // ready, in order, while this thread owns the call loop. An actor call that finds the slot
+  // taken stays queued; whoever gives the slot up next posts RunReady to the loop again.
+  void RunReady(std::vector<ReadyCall> released = {}) {
+    for (auto& r : released) ready_calls_.push_back(std::move(r));
     while (calls_.OwnsLoop() && !ready_calls_.empty()) {
       auto [call, payload] = ready_calls_.front();
       if (executor_) {
@@ -404,8 +404,6 @@ class WorkerServer {
             "a non-standard exception", nullptr);
     }
   }
-
-  using ReadyCall = std::pair<std::shared_ptr<proto::CallMsg>, std::shared_ptr<std::string>>;
 
   std::string worker_id_;
   std::string node_address_;

@@ -21,14 +21,15 @@ struct CallMsg {
   std::string lease_id;   // tasks: the lease it runs under
   // Actor calls: the caller waits for no reply below this sequence number (each was answered,
   // or reported lost): a worker that has forgotten this caller starts again from here
-  // (docs/protocol.md "Call order"). Appended last: a call without it decodes as 0.
+  // (docs/protocol.md "Call order without gaps"). Appended last: a call without it decodes as 0.
   uint64_t first_pending = 0;
   MSGPACK_DEFINE(request_id, object_id, reply_to, actor_id, seq, function, lease_id, first_pending);
 };
 
 // A caller -> an actor's worker (kCallsSent, to its call address), every few seconds while
 // calls to it are unanswered: every number below end_seq was handed to the transport. A
-// worker that has not had them all starts timing the gap (docs/protocol.md "Call order").
+// worker that has not had them all starts timing the gap (docs/protocol.md "Call order without
+// gaps").
 struct CallsSentMsg {
   std::string actor_id;
   std::string reply_to;  // the caller, as its calls name it
@@ -40,7 +41,7 @@ struct CallsSentMsg {
 // An actor's worker -> a caller (kCallsLost): the caller's calls [first_seq, end_seq) to this
 // incarnation never arrived (the transport dropped them after they were handed over) and
 // the worker stopped waiting for them after its gap timeout; they did not run. The caller
-// fails those it still waits for with ConnectionError (docs/protocol.md "Call order").
+// fails those it still waits for with ConnectionError (docs/protocol.md "Call order without gaps").
 struct CallsLostMsg {
   std::string actor_id;
   std::string call_address;  // the worker's: a caller ignores a report of an older incarnation

@@ -424,16 +424,6 @@ int Cluster::AddNodeWithEnv(const std::string& sysroot,
   return pid;
 }
 
-void MakeTpuHostRoot(const std::string& root) {
-  for (int i = 0; i < 4; ++i) {
-    std::filesystem::create_directories(root + "/dev");
-    std::ofstream(root + "/dev/accel" + std::to_string(i)).close();
-    std::string sys = root + "/sys/class/accel/accel" + std::to_string(i) + "/device";
-    std::filesystem::create_directories(sys);
-    std::ofstream(sys + "/vendor") << "0x1ae0\n";
-  }
-}
-
 int Cluster::AddTpuV4Node(const std::string& slice, int worker, const std::string& labels,
                           int cpus) {
   std::string root = dir_ + "/tpu_" + slice + "_" + std::to_string(worker);

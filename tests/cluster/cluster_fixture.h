@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/fakes/tpu_host.h"
+
 namespace orrery_cluster {
 
 // Waits for `cond` with a deadline, checking every few milliseconds.
@@ -75,9 +77,8 @@ std::string LogTail(const std::string& log, int lines = 20);
 int Spawn(const std::vector<std::string>& argv, const std::string& log,
           const std::vector<std::pair<std::string, std::string>>& env = {});
 void KillHard(int pid);
-// Writes a fake TPU host under `root` (for ORRERY_SYSROOT): four Google chips,
-// /dev/accel0..3 with vendor 0x1ae0.
-void MakeTpuHostRoot(const std::string& root);
+// Writes a fake TPU host under `root` (for ORRERY_SYSROOT): four Google chips.
+using ::orrery::testing::MakeTpuHostRoot;
 std::string CliPath();
 
 class Cluster {

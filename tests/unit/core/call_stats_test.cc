@@ -6,20 +6,12 @@
 
 #include <cmath>
 
+#include "tests/fakes/worker_stats.h"
+
 namespace orrery {
 namespace {
 
-proto::WorkerStatsMsg Report(const std::string& worker, uint64_t finished, uint64_t failed) {
-  proto::WorkerStatsMsg m;
-  m.worker_id = worker;
-  m.started = finished + failed;
-  m.finished = finished;
-  m.failed = failed;
-  m.latency_buckets.assign(proto::kCallLatencyBuckets, 0);
-  m.latency_buckets[0] = finished + failed;
-  m.latency_sum_s = 0.0005 * double(finished + failed);
-  return m;
-}
+using ::orrery::testing::StatsReport;
 
 TEST(CallCounterTest, ReportsOnlyWhenSomethingChanged) {
   CallCounter c;
@@ -43,9 +35,9 @@ TEST(CallCounterTest, ReportsOnlyWhenSomethingChanged) {
 
 TEST(NodeCallStatsTest, SumsLiveAndRetiredWorkersAndKeepsTheLatestReport) {
   NodeCallStats s;
-  EXPECT_TRUE(s.Update(Report("a", 1, 0)));
-  EXPECT_TRUE(s.Update(Report("a", 5, 1)));  // cumulative: replaces the first
-  EXPECT_TRUE(s.Update(Report("b", 2, 0)));
+  EXPECT_TRUE(s.Update(StatsReport("a", 1, 0)));
+  EXPECT_TRUE(s.Update(StatsReport("a", 5, 1)));  // cumulative: replaces the first
+  EXPECT_TRUE(s.Update(StatsReport("b", 2, 0)));
   s.Retire("a");  // its last report still counts
   s.Retire("unknown");
   auto t = s.Sum();
@@ -53,22 +45,22 @@ TEST(NodeCallStatsTest, SumsLiveAndRetiredWorkersAndKeepsTheLatestReport) {
   EXPECT_EQ(t.failed, 1u);
   EXPECT_EQ(t.started, 8u);
   EXPECT_EQ(t.latency.count(), 8u);
-  EXPECT_TRUE(s.Update(Report("b", 3, 0)));
+  EXPECT_TRUE(s.Update(StatsReport("b", 3, 0)));
   EXPECT_EQ(s.Sum().finished, 8u);
 }
 
 TEST(NodeCallStatsTest, RefusesMalformedReports) {
   NodeCallStats s;
-  auto short_buckets = Report("a", 1, 0);
+  auto short_buckets = StatsReport("a", 1, 0);
   short_buckets.latency_buckets.resize(3);
   EXPECT_FALSE(s.Update(short_buckets));
-  auto long_buckets = Report("a", 1, 0);
+  auto long_buckets = StatsReport("a", 1, 0);
   long_buckets.latency_buckets.resize(1000, 1);
   EXPECT_FALSE(s.Update(long_buckets));
-  auto nan_sum = Report("a", 1, 0);
+  auto nan_sum = StatsReport("a", 1, 0);
   nan_sum.latency_sum_s = std::nan("");
   EXPECT_FALSE(s.Update(nan_sum));
-  auto negative = Report("a", 1, 0);
+  auto negative = StatsReport("a", 1, 0);
   negative.latency_sum_s = -1;
   EXPECT_FALSE(s.Update(negative));
   EXPECT_EQ(s.Sum().started, 0u);

@@ -4,25 +4,16 @@
 #include <gtest/gtest.h>
 
 #include "core/internal/call_stats.h"
+#include "tests/fakes/worker_stats.h"
 
 namespace orrery::node {
 namespace {
 
-proto::WorkerStatsMsg Report(const std::string& worker, uint64_t finished, uint64_t failed) {
-  proto::WorkerStatsMsg m;
-  m.worker_id = worker;
-  m.started = finished + failed;
-  m.finished = finished;
-  m.failed = failed;
-  m.latency_buckets.assign(proto::kCallLatencyBuckets, 0);
-  m.latency_buckets[0] = finished + failed;
-  m.latency_sum_s = 0.0005 * double(finished + failed);
-  return m;
-}
+using ::orrery::testing::StatsReport;
 
 TEST(NodeMetricsTest, TextHasEveryFamilyWithTheNodeLabel) {
   NodeCallStats s;
-  ASSERT_TRUE(s.Update(Report("a", 4, 1)));
+  ASSERT_TRUE(s.Update(StatsReport("a", 4, 1)));
   NodeMetricsInput in;
   in.node_id = "00ff";
   in.worker_kinds = {{"actor", 2}};

@@ -8,9 +8,10 @@
 #include <stdlib.h>
 
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
+
+#include "tests/fakes/tpu_host.h"
 
 namespace orrery::node {
 namespace {
@@ -42,15 +43,7 @@ class FakeHost : public ::testing::Test {
     std::filesystem::remove_all(root_);
   }
   // Four TPU chips (Google's vendor id), as docs/accelerators.md "Detection" reads them.
-  void AddTpuChips() {
-    for (int i = 0; i < 4; ++i) {
-      std::filesystem::create_directories(root_ + "/dev");
-      std::ofstream(root_ + "/dev/accel" + std::to_string(i)).close();
-      std::string sys = root_ + "/sys/class/accel/accel" + std::to_string(i) + "/device";
-      std::filesystem::create_directories(sys);
-      std::ofstream(sys + "/vendor") << "0x1ae0\n";
-    }
-  }
+  void AddTpuChips() { ::orrery::testing::MakeTpuHostRoot(root_); }
 
   std::string root_;
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
