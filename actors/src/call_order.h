@@ -33,6 +33,7 @@ struct CallOrderOptions {
   double gap_timeout_s = 45;
   double idle_forget_s = 600;
   size_t max_waiting_per_caller = 65536;  // calls held behind a missing number, per caller
+  size_t max_callers = 65536;             // callers known at once (each peer names its own)
 };
 
 // Calls [first_seq, end_seq) of `caller` never arrived and will not run.
@@ -46,9 +47,10 @@ template <typename Call>
 class CallOrder {
  public:
   enum class Admit {
-    kQueued,     // waiting, or appended to *ready with the calls it let go
-    kDuplicate,  // its number was started or given up on already: it must not run
-    kTooMany,    // max_waiting_per_caller calls already wait behind a gap: refused
+    kQueued,          // waiting, or appended to *ready with the calls it let go
+    kDuplicate,       // its number was started or given up on already: it must not run
+    kTooMany,         // max_waiting_per_caller calls already wait behind a gap: refused
+    kTooManyCallers,  // a caller not known while max_callers are: refused
   };
 
   explicit CallOrder(CallOrderOptions options = {}) : options_(options) {}
@@ -58,7 +60,9 @@ class CallOrder {
   Admit Add(const std::string& caller, uint64_t seq, uint64_t first_pending, Call call, double now,
             std::vector<Call>* ready) EXCLUDES(mu_) {
     MutexLock lock(&mu_);
-    Caller& c = Touch(caller, now);
+    Caller* known = Touch(caller, now);
+    if (known == nullptr) return Admit::kTooManyCallers;
+    Caller& c = *known;
     // Numbers below first_pending were answered or reported lost: never wait for them.
     if (first_pending > c.next) Skip(c, first_pending, ready);
     if (seq < c.next || c.waiting.count(seq)) return Admit::kDuplicate;
@@ -73,13 +77,15 @@ class CallOrder {
 
   // `caller` has handed every number below `end_seq` to the transport and waits for no
   // reply below `first_pending`: the numbers between that have not arrived are missing
-  // (timed as any gap). A caller none of whose calls arrived is known from here on.
+  // (timed as any gap). A caller none of whose calls arrived is known from here on (unless
+  // max_callers are: then this is ignored).
   void Expect(const std::string& caller, uint64_t first_pending, uint64_t end_seq, double now,
               std::vector<Call>* ready) EXCLUDES(mu_) {
     MutexLock lock(&mu_);
-    Caller& c = Touch(caller, now);
-    if (first_pending > c.next) Skip(c, first_pending, ready);
-    Known(c, end_seq);
+    Caller* c = Touch(caller, now);
+    if (c == nullptr) return;
+    if (first_pending > c->next) Skip(*c, first_pending, ready);
+    Known(*c, end_seq);
   }
 
   // A call of `caller` returned from *ready has ended.
@@ -142,17 +148,28 @@ class CallOrder {
   };
   static constexpr double kMaxTickStepS = 2;
 
-  Caller& Touch(const std::string& caller, double now) REQUIRES(mu_) {
+  // `caller`'s record, made if new; nullptr for a new one while max_callers are known.
+  Caller* Touch(const std::string& caller, double now) REQUIRES(mu_) {
     if (last_tick_ < 0) last_tick_ = now;  // the serving clock starts with the first call
-    Caller& c = callers_.try_emplace(caller).first->second;
-    c.last_active = now;
-    return c;
+    auto it = callers_.find(caller);
+    if (it == callers_.end()) {
+      if (callers_.size() >= options_.max_callers) return nullptr;
+      it = callers_.try_emplace(caller).first;
+    }
+    it->second.last_active = now;
+    return &it->second;
   }
-  // Every number below `end` was sent; those not started yet are timed from now.
+  // Every number below `end` was sent; those not started yet are timed from now. Past
+  // max_waiting_per_caller entries the newest absorbs the new end and is timed from now:
+  // the numbers it covered are given up on later, never sooner.
   void Known(Caller& c, uint64_t end) REQUIRES(mu_) {
     if (end <= c.known_end) return;
     c.known_end = end;
-    if (end > c.next) c.known.emplace_back(clock_, end);
+    if (end <= c.next) return;
+    if (c.known.size() >= options_.max_waiting_per_caller)
+      c.known.back() = {clock_, end};
+    else
+      c.known.emplace_back(clock_, end);
   }
   // Moves the calls that are next in line to *ready.
   void Release(Caller& c, std::vector<Call>* ready) REQUIRES(mu_) {

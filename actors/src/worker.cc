@@ -224,9 +224,10 @@ class WorkerServer {
                             MonotonicSeconds(), &ready);
     if (admit != CallOrder<ReadyCall>::Admit::kQueued) {
       Reply(*call, false, proto::ErrorKind::kError, "",
-            admit == CallOrder<ReadyCall>::Admit::kDuplicate
-                ? "duplicate call sequence number"
-                : "too many calls of this caller wait for an earlier one that has not arrived",
+            admit == CallOrder<ReadyCall>::Admit::kDuplicate ? "duplicate call sequence number"
+            : admit == CallOrder<ReadyCall>::Admit::kTooMany
+                ? "too many calls of this caller wait for an earlier one that has not arrived"
+                : "this actor serves too many callers at once",
             nullptr);
       return;
     }

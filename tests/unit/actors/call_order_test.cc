@@ -142,6 +142,29 @@ TEST_F(CallOrderTest, TooManyCallsBehindAGapAreRefused) {
   EXPECT_EQ(Add("a", 0), (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
+TEST_F(CallOrderTest, CallersAreBoundedAndAFloodOfAnnouncementsIsToo) {
+  // What peers send cannot grow the order without bound: new callers past max_callers are
+  // refused (an announcement from one is ignored), and a caller announcing ever higher ends
+  // keeps at most max_waiting_per_caller timings, the newest timed from its latest end.
+  CallOrder<int> order(CallOrderOptions{/*gap_timeout_s=*/10, /*idle_forget_s=*/100,
+                                        /*max_waiting_per_caller=*/4, /*max_callers=*/2});
+  std::vector<int> ready;
+  EXPECT_EQ(order.Add("a", 0, 0, 0, 0, &ready), CallOrder<int>::Admit::kQueued);
+  EXPECT_EQ(order.Add("b", 0, 0, 0, 0, &ready), CallOrder<int>::Admit::kQueued);
+  EXPECT_EQ(order.Add("c", 0, 0, 0, 0, &ready), CallOrder<int>::Admit::kTooManyCallers);
+  order.Expect("d", 0, 5, 0, &ready);
+  EXPECT_EQ(order.callers(), 2u);
+  for (uint64_t end = 2; end < 1000; ++end) order.Expect("a", 0, end, double(end) / 100, &ready);
+  std::vector<LostCalls> lost;
+  for (double t = 1; t <= 9; t += 1) order.Tick(t, true, &ready, &lost);
+  EXPECT_EQ(lost.size(), 0u);
+  for (double t = 10; t <= 20; t += 1) order.Tick(t, true, &ready, &lost);
+  // Given up on once each timing ran out, the last (absorbing ends up to 999) included.
+  ASSERT_FALSE(lost.empty());
+  EXPECT_EQ(lost.back().end_seq, 999u);
+  EXPECT_EQ(order.next("a"), 999u);
+}
+
 TEST_F(CallOrderTest, IdleCallersAreForgottenButNotWhileACallRuns) {
   Add("a", 0);  // running until Finished
   Add("b", 0);
