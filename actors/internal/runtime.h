@@ -182,7 +182,8 @@ class Runtime {
   // The processes that borrow objects owned here, pinged from the tick: the borrows of one
   // that stopped answering end (docs/objects.md "Lifetime").
   Mutex watch_mu_;
-  PeerWatch borrowers_ GUARDED_BY(watch_mu_){kBorrowerPingS, kBorrowerDeadS};
+  PeerWatch borrowers_ GUARDED_BY(watch_mu_){kBorrowerPingS, kBorrowerDeadS,
+                                             MakeConnectProber(1.0)};
   // A worker's calls: those running, and those their callers cancelled (the newest
   // kMaxCancelled, oldest forgotten first).
   Mutex cancel_mu_;
@@ -193,7 +194,7 @@ class Runtime {
 
  public:
   static constexpr double kBorrowerPingS = 2;
-  static constexpr double kBorrowerDeadS = 10;
+  static constexpr double kBorrowerDeadS = 30;  // without a probe that finds it gone
   static constexpr size_t kMaxCancelled = 10000;
 };
 

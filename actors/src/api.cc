@@ -335,7 +335,7 @@ std::vector<NodeInfo> Nodes() {
                            n.available, n.labels, n.memory_used_bytes, n.memory_total_bytes,
                            n.memory_usage_threshold, ToInt64(store.used_bytes),
                            ToInt64(store.capacity_bytes), ToInt64(store.spilled_bytes),
-                           ToInt64(store.num_objects)});
+                           ToInt64(store.num_objects), n.suspected});
   }
   return out;
 }

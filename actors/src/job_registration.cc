@@ -55,6 +55,7 @@ void JobRegistration::Register() {
   }
   if (!ack.ok) ThrowKind(ack.error_kind, "the head refused the job: " + ack.message);
   registered_ = true;
+  heartbeats_.Start(kHeartbeatPeriodS, [this] { Heartbeat(); });
 }
 
 void JobRegistration::UploadExecutable() {
@@ -68,6 +69,7 @@ void JobRegistration::UploadExecutable() {
 }
 
 void JobRegistration::End(int timeout_ms) {
+  heartbeats_.Stop();
   if (!registered_.exchange(false)) return;
   // Acknowledged, so that the head has freed the job's actors, names and leases before this
   // process exits (a message still queued at exit is lost). A head that does not answer
@@ -79,9 +81,8 @@ void JobRegistration::End(int timeout_ms) {
   }
 }
 
-void JobRegistration::Heartbeat(double now) {
-  if (!registered_ || now - last_heartbeat_ < kHeartbeatPeriodS) return;
-  last_heartbeat_ = now;
+void JobRegistration::Heartbeat() {
+  if (!registered_) return;
   // With its executable's hash: a head that lost the job (a Redis that lost its data) takes
   // the heartbeat as the registration, and the job's work names that executable.
   auto m = JobInfo(self_, config_, true);

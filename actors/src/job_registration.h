@@ -1,9 +1,10 @@
 // A driver's job (docs/architecture.md "Client runtime", docs/protocol.md "Ending a job"):
 // registers the job with the head (uploading this program's executable when the head
-// answers NeedBinary), heartbeats it once a second from the runtime's tick, and ends it.
+// answers NeedBinary), heartbeats it once a second from a thread of its own (a busy inbox
+// cannot hold the heartbeats up: docs/architecture.md "Failure detection"), and ends it.
 //
-// Thread-safety: Register and End are called by the thread that runs Init / Shutdown;
-// Heartbeat runs on the inbox thread.
+// Thread-safety: Register and End are called by the thread that runs Init / Shutdown; the
+// heartbeats run on their own thread.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 
 #include "actors/src/head_client.h"
 #include "actors/src/submission.h"
+#include "core/internal/heartbeat_thread.h"
 #include "orrery/config.h"
 
 namespace orrery::runtime {
@@ -34,19 +36,19 @@ class JobRegistration {
   // Waits up to timeout_ms for the head to acknowledge the end of the job; a head that does
   // not answer ends it when the heartbeats stop.
   void End(int timeout_ms);
-  // Inbox thread: sends the heartbeat when one is due.
-  void Heartbeat(double now);
   bool registered() const { return registered_; }
 
  private:
   // Stores this program's executable on the head (throws ConnectionError when it cannot).
   void UploadExecutable();
+  // The heartbeat thread's beat.
+  void Heartbeat();
 
   ProcessIdentity& self_;
   const Config& config_;
   HeadClient& head_;
   std::atomic<bool> registered_{false};
-  double last_heartbeat_ = 0;  // only Heartbeat, on the inbox thread: no lock
+  HeartbeatThread heartbeats_;  // last: stopped before the rest goes
 };
 
 }  // namespace orrery::runtime

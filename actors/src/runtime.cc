@@ -188,7 +188,6 @@ Status Runtime::OnCallReply(transport::Envelope& env) {
 
 void Runtime::Tick() {
   double now = MonotonicSeconds();
-  job_.Heartbeat(now);
   tasks_.ReturnIdleLeases(now);
   store_.ReleaseExpired(now);
   actors_.Tick(now);
@@ -204,8 +203,9 @@ void Runtime::WatchBorrowers(double now) {
       outbox_.Send(ping.address, MsgType::kPing, proto::PingMsg{ping.request_id, address()});
   }
   for (const auto& borrower : dead) {
-    LOG_INFO("ending the borrows of " + borrower + ": it has not answered for " +
-             std::to_string(int(kBorrowerDeadS)) + " s");
+    LOG_INFO("ending the borrows of " + borrower +
+             ": it is gone (nothing listens there, or no answer for " +
+             std::to_string(int(kBorrowerDeadS)) + " s)");
     store_.DropBorrower(borrower);
   }
 }

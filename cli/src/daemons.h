@@ -30,7 +30,7 @@ struct HeadFlags {
   std::string redis_address;
   std::string redis_password_file;  // "" -> $ORRERY_REDIS_PASSWORD_FILE, else no password
   double health_period_s = 1.0;
-  int health_threshold = 5;
+  int health_threshold = 30;       // HeadOptions: 30 s of silence before a node is dead
   std::string ready_file;          // "" -> none
   std::string history_ttl = "7d";  // a duration (cli/src/duration.h); "0": keep for ever
   int metrics_port = 0;            // GET /metrics (docs/metrics.md): -1 none, 0 any free port

@@ -92,6 +92,7 @@ nlohmann::json NodesJson() {
     out.push_back({{"node_id", n.node_id.Hex()},
                    {"address", n.address},
                    {"alive", n.alive},
+                   {"suspected", n.suspected},
                    {"total", n.total},
                    {"available", n.available},
                    {"labels", n.labels},
@@ -210,8 +211,10 @@ int Status(const InspectFlags& flags) {
   std::cout << "Cluster at " << flags.address << "\n\nNodes\n";
   for (const auto& n : nodes) {
     std::cout << "  " << n["node_id"].get<std::string>().substr(0, 12) << "  "
-              << (n["alive"].get<bool>() ? "ALIVE" : "DEAD ") << "  "
-              << n["address"].get<std::string>() << "  "
+              << (!n["alive"].get<bool>()       ? "DEAD     "
+                  : n.value("suspected", false) ? "SUSPECTED"
+                                                : "ALIVE    ")
+              << "  " << n["address"].get<std::string>() << "  "
               << Used(n["total"].get<Resources>(), n["available"].get<Resources>()) << "\n";
     if (n["alive"].get<bool>()) {
       std::cout << "      " << MemoryLine(n) << "\n";

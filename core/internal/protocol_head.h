@@ -183,9 +183,11 @@ struct NodeInfoMsg {
   std::string object_store_tag;
   // Where the node serves Prometheus metrics ("host:port", empty: not served); appended last.
   std::string metrics_address;
+  // Alive but silent past the head's suspicion threshold (no new work goes there); appended.
+  bool suspected = false;
   MSGPACK_DEFINE(node_id, address, alive, total, available, labels, memory_used_bytes,
                  memory_total_bytes, memory_usage_threshold, object_store, object_store_path,
-                 object_store_tag, metrics_address);
+                 object_store_tag, metrics_address, suspected);
 };
 
 struct ClusterInfoMsg {

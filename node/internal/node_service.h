@@ -122,6 +122,8 @@ class NodeService {
   // On every tick: reads memory and, above the threshold, kills one worker (memory_monitor.h).
   void CheckMemory();
   void SendRegistration(bool alive);
+  // The registration (a heartbeat when alive, the goodbye when not) as it stands.
+  proto::RegisterNodeMsg Registration(bool alive);
 
   // The head's kBinaryReply: resumes the jobs and workers that waited for the executable.
   void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);

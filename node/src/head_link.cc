@@ -38,6 +38,24 @@ Status HeadLink::OnAck(const proto::AckMsg& ack) {
   return refused;
 }
 
+void HeadLink::SetHeartbeat(proto::RegisterNodeMsg reg) {
+  MutexLock lock(&mu_);
+  heartbeat_ = std::move(reg);
+  has_heartbeat_ = true;
+}
+
+void HeadLink::StartHeartbeats(double period_s) {
+  heartbeats_.Start(period_s, [this] {
+    proto::RegisterNodeMsg reg;
+    {
+      MutexLock lock(&mu_);
+      if (!has_heartbeat_) return;
+      reg = heartbeat_;
+    }
+    Send(reg);
+  });
+}
+
 void HeadLink::Started() {
   MutexLock lock(&mu_);
   started_ = true;

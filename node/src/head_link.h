@@ -6,13 +6,19 @@
 // UTF-8, a node the autoscaler removed). A refused node is not registered: Start fails with
 // the reason, and a node refused later, on a heartbeat, stops heartbeating.
 //
-// Thread-safety: OnAck and Send run on the node's inbox thread; WaitRegistered, refusal and
-// TakeRegistered may be called from any thread.
+// The heartbeats leave from a thread of their own (core/internal/heartbeat_thread.h), so
+// that a busy inbox (a storm of spawn requests) cannot hold them up: each repeats the latest
+// registration the inbox thread left with SetHeartbeat.
+//
+// Thread-safety: OnAck and Send run on the node's inbox thread; WaitRegistered, refusal,
+// SetHeartbeat, the heartbeats' start and stop and TakeRegistered may be called from any
+// thread.
 #pragma once
 
 #include <functional>
 #include <string>
 
+#include "core/internal/heartbeat_thread.h"
 #include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
 #include "core/internal/thread_annotations.h"
@@ -52,6 +58,13 @@ class HeadLink {
   // (before, it is WaitRegistered's answer).
   void Started() EXCLUDES(mu_);
 
+  // The registration the next heartbeats repeat (the node's latest state).
+  void SetHeartbeat(proto::RegisterNodeMsg reg) EXCLUDES(mu_);
+  // Sends the latest registration every period_s from the heartbeat thread, until
+  // StopHeartbeats (before the goodbye).
+  void StartHeartbeats(double period_s);
+  void StopHeartbeats() { heartbeats_.Stop(); }
+
   // OK, or the head's refusal.
   Status refusal() const EXCLUDES(mu_);
 
@@ -67,6 +80,9 @@ class HeadLink {
   bool registered_ GUARDED_BY(mu_) = false;
   bool started_ GUARDED_BY(mu_) = false;
   Status refused_ GUARDED_BY(mu_);  // OK until the head refuses the node
+  proto::RegisterNodeMsg heartbeat_ GUARDED_BY(mu_);
+  bool has_heartbeat_ GUARDED_BY(mu_) = false;
+  HeartbeatThread heartbeats_;  // last: stopped before the rest goes
 };
 
 }  // namespace orrery::node

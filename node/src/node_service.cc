@@ -152,12 +152,19 @@ Status NodeService::Start(int register_timeout_ms) {
   inbox_.Post([this] { SendRegistration(true); });
   if (Status r = head_.WaitRegistered(register_timeout_ms); !r.ok()) return r;
   head_.Started();
+  head_.StartHeartbeats(options_.heartbeat_period_s);
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " +
            ToString(options_.resources));
   return Status::Ok();
 }
 
 void NodeService::SendRegistration(bool alive) {
+  proto::RegisterNodeMsg reg = Registration(alive);
+  if (alive) head_.SetHeartbeat(reg);  // what the heartbeat thread repeats
+  head_.Send(reg);
+}
+
+proto::RegisterNodeMsg NodeService::Registration(bool alive) {
   proto::RegisterNodeMsg reg;
   reg.node = {id_.Binary(),       inbox_.address(),   alive,
               options_.resources, options_.resources, options_.labels};
@@ -172,10 +179,11 @@ void NodeService::SendRegistration(bool alive) {
   }
   reg.reply_to = inbox_.address();
   reg.node_secret = secret_;
-  head_.Send(reg);
+  return reg;
 }
 
 void NodeService::Stop() {
+  head_.StopHeartbeats();
   if (head_.TakeRegistered()) SendRegistration(false);  // from this thread: the inbox is stopping
   inbox_.Stop();
   jobs_->StopAll();
@@ -290,15 +298,16 @@ void NodeService::Tick() {
   CheckMemory();
   jobs_->Check();
   RenderMetrics(Now());
-  // The tick may be the memory monitor's, shorter than the heartbeat's period: send the
-  // heartbeat on the tick nearest to its period, never later.
+  // The tick may be the memory monitor's, shorter than the heartbeat's period: refresh the
+  // heartbeat on the tick nearest to its period, never later. The heartbeat thread sends
+  // the latest one every period even when this loop is held up.
   double now = Now(), hb = options_.heartbeat_period_s;
   double tick = options_.memory_monitor_refresh_ms > 0
                     ? std::min(hb, options_.memory_monitor_refresh_ms / 1000.0)
                     : hb;
   if (now - last_heartbeat_ < hb - tick / 2) return;
   last_heartbeat_ = now;
-  SendRegistration(true);  // the heartbeat
+  head_.SetHeartbeat(Registration(true));  // the heartbeat thread sends it
   objects_->Tick(now);
   // Idle task workers beyond the kept pool go after a while.
   pool_->ReapIdle(now, options_.idle_workers_kept, options_.idle_worker_timeout_s);

@@ -54,11 +54,12 @@ class NodeObjectPlane {
   void OnProcessExit(const std::string& address) EXCLUDES(mu_);
 
   // On the inbox thread, about once a second: pings the owners of the objects held here and
-  // frees the objects of an owner that has not answered for kOwnerDeadS (a driver or worker
-  // that died without freeing them: docs/objects.md "Lifetime").
+  // frees the objects of an owner that is gone: a probe found nothing listening at its
+  // address, or it has not answered for kOwnerDeadS (a driver or worker that died without
+  // freeing them: docs/objects.md "Lifetime"; a paused one keeps them that long).
   void Tick(double now) EXCLUDES(mu_);
   static constexpr double kOwnerPingS = 2;
-  static constexpr double kOwnerDeadS = 10;
+  static constexpr double kOwnerDeadS = 30;
 
   proto::ObjectStoreUsageMsg Usage() const EXCLUDES(mu_);
   const std::string& arena_path() const { return arena_path_; }
@@ -113,7 +114,7 @@ class NodeObjectPlane {
   // Frees that came while a reader still had the object open: done at its last release.
   std::set<ObjectId> free_pending_ GUARDED_BY(mu_);
   // The owners of the objects held here, pinged by Tick.
-  PeerWatch owners_ GUARDED_BY(mu_){kOwnerPingS, kOwnerDeadS};
+  PeerWatch owners_ GUARDED_BY(mu_){kOwnerPingS, kOwnerDeadS, MakeConnectProber(1.0)};
   // Pull threads still running (detached; Stop waits for none before the arena goes).
   int active_pulls_ GUARDED_BY(mu_) = 0;
   CondVar pulls_done_;

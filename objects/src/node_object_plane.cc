@@ -376,8 +376,9 @@ void NodeObjectPlane::Tick(double now) {
                     proto::PingMsg{ping.request_id, inbox_.address()});
   }
   for (const auto& owner : dead) {
-    LOG_INFO("freeing the objects of " + owner + ": it has not answered for " +
-             std::to_string(int(kOwnerDeadS)) + " s");
+    LOG_INFO("freeing the objects of " + owner +
+             ": it is gone (nothing listens there, or no answer for " +
+             std::to_string(int(kOwnerDeadS)) + " s)");
     FreeOwnedLocked(owner);
   }
 }

@@ -15,6 +15,7 @@
 #include "core/internal/protocol.h"
 #include "core/internal/state_store.h"
 #include "core/internal/transport.h"
+#include "scheduler/src/failure_detector.h"
 #include "scheduler/src/head_context.h"
 #include "scheduler/src/head_managers.h"
 #include "scheduler/src/retention.h"
@@ -27,9 +28,12 @@ struct HeadOptions {
   std::string advertise_host;
   std::shared_ptr<StateStore> store;
   long long max_message_bytes = 512ll << 20;
-  // A node that has not been heard from for period x threshold is dead.
+  // Failure detection (docs/architecture.md "Failure detection"): nodes and drivers
+  // heartbeat every period; one silent for 3 periods is suspected and probed, dead at once
+  // when the probe finds its process gone, else after period x threshold of silence (30 s
+  // by default, as Ray's health checks tolerate: a busy or paused host is not a dead one).
   double health_check_period_s = 1.0;
-  int health_check_failure_threshold = 5;
+  int health_check_failure_threshold = 30;
   // Where drivers' executables are kept for nodes that lack them; empty: $ORRERY_TMPDIR
   // (or /tmp/orrery) + "/head_binaries".
   std::string binary_dir;
@@ -63,6 +67,11 @@ class HeadService {
   void OnRegisterNode(const proto::RegisterNodeMsg& m);
   void OnWorkerEvent(proto::WorkerEventMsg m);
   void Tick();
+  // Feeds the failure detector what it heard and acts on its verdicts (head_health.cc).
+  void HeardNode(int i);
+  void HeardJob(const proto::JobMsg& m);
+  void HeardRestored();
+  void CheckHealth(double now);
   // Starts the metrics endpoint (when asked for) and records its address in table "head".
   Status StartMetrics();
 
@@ -70,6 +79,7 @@ class HeadService {
   std::shared_ptr<RetentionStore> retention_;  // null without a history TTL
   transport::Inbox inbox_;
   HeadManagers m_;
+  FailureDetector health_;
   std::unordered_map<int, std::function<Status(transport::Envelope&)>> handlers_;
   // Serves the text the inbox thread renders each second; its threads see nothing else.
   std::unique_ptr<metrics::MetricsServer> metrics_;

@@ -106,7 +106,7 @@ BundleDecision PlaceBundlesOn(const std::vector<Resources>& bundles, PlacementSt
     Avail total, avail;
     for (int i : nodes) {
       total.push_back(view[i].total);
-      avail.push_back(view[i].available);
+      avail.push_back(view[i].suspected ? Resources{} : view[i].available);
     }
     if (!Try(bundles, strategy, total)) continue;
     feasible = true;

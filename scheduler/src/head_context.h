@@ -17,8 +17,6 @@
 
 namespace orrery::scheduler {
 
-// Drivers heartbeat every second; a driver silent this long is gone.
-inline constexpr double kJobTimeoutS = 5.0;
 // ActorOptionsMsg::lifetime of a detached actor.
 inline constexpr int kDetachedLifetime = 1;
 

@@ -29,6 +29,7 @@ Status HeadService::Recover() {
                                tables.status().message());
   }
   m_.Restore(tables.value(), Now());
+  HeardRestored();  // each restored peer gets the whole tolerance to be heard from again
   if (m_.nodes.size() || m_.actors.size() || m_.pgs.size() || m_.leases.size()) {
     LOG_INFO("recovered " + std::to_string(m_.nodes.size()) + " nodes, " +
              std::to_string(m_.actors.size()) + " actors, " + std::to_string(m_.pgs.size()) +

@@ -17,6 +17,16 @@ using proto::MsgType;
 namespace {
 std::string DefaultBinaryDir() { return SessionRoot() + "/head_binaries"; }
 
+FailurePolicy HealthPolicy(const HeadOptions& o) {
+  FailurePolicy p;
+  p.period_s = o.health_check_period_s;
+  p.tolerance_s = o.health_check_period_s * std::max(1, o.health_check_failure_threshold);
+  p.suspect_after_s = std::min(3 * p.period_s, p.tolerance_s);
+  return p;
+}
+
+double ProbeTimeout(const HeadOptions& o) { return std::clamp(o.health_check_period_s, 0.1, 1.0); }
+
 HeadOptions WithDefaults(HeadOptions o) {
   if (!o.store) o.store = std::make_shared<InMemoryStateStore>();
   if (o.binary_dir.empty()) o.binary_dir = DefaultBinaryDir();
@@ -31,7 +41,8 @@ HeadService::HeadService(HeadOptions options)
                      : nullptr),
       m_(HeadContext{retention_ ? retention_ : options_.store,
                      std::shared_ptr<Outbox>(&TransportOutbox(), [](Outbox*) {})},
-         options_.binary_dir) {
+         options_.binary_dir),
+      health_(HealthPolicy(options_), MakeConnectProber(ProbeTimeout(options_))) {
   if (retention_) {
     retention_->SetForget(
         [this](const std::string& table, const std::string& key) { return m_.Forget(table, key); });
@@ -116,6 +127,7 @@ void HeadService::RegisterHandlers() {
                                [this](const auto& m, E&) { m_.pgs.OnRemove(m, Now()); });
   On<proto::JobMsg>(MsgType::kRegisterJob, [this](const auto& m, E&) {
     m_.jobs.OnRegister(m, Now());
+    HeardJob(m);
     if (!m.submission_id.empty() && m_.jobs.IsAlive(m.job_id))
       m_.submissions.DriverRegistered(m.submission_id, Hex(m.job_id));
   });
@@ -164,12 +176,15 @@ void HeadService::OnRegisterNode(const proto::RegisterNodeMsg& m) {
   int i = -1;
   switch (m_.nodes.OnRegister(m, Now(), &i)) {
     case NodeManager::Registration::kLeft:
-      return m_.NodeDied(i, kLeftCleanly, Now());
+      m_.NodeDied(i, kLeftCleanly, Now());
+      return HeardNode(i);  // dead: no longer watched
     case NodeManager::Registration::kJoined:
+      HeardNode(i);
       return m_.queue.ScheduleAll(Now());
+    case NodeManager::Registration::kHeartbeat:
+      return HeardNode(i);
     case NodeManager::Registration::kIgnored:
     case NodeManager::Registration::kRefused:
-    case NodeManager::Registration::kHeartbeat:
       return;
   }
 }
@@ -196,9 +211,7 @@ void HeadService::OnWorkerEvent(proto::WorkerEventMsg m) {
 void HeadService::Tick() {
   double now = Now();
   m_.queue.ScheduleAll(now);
-  double limit = options_.health_check_period_s * options_.health_check_failure_threshold;
-  for (const auto& [i, cause] : m_.nodes.Silent(now, limit)) m_.NodeDied(i, cause, now);
-  m_.jobs.Tick(now, std::max(limit, kJobTimeoutS));
+  CheckHealth(now);
   m_.submissions.Tick(WallSeconds());
   m_.pgs.Tick(now);
   if (retention_) retention_->Trim(now, WallSeconds());

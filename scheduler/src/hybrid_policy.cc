@@ -11,7 +11,7 @@ Decision ScheduleHybridOn(const Demand& demand, const NodeList& view, double spr
     if (!Eligible(n, demand.label_selector)) continue;
     if (!Fits(demand.resources, n.total)) continue;
     feasible = true;
-    if (!Fits(demand.resources, n.available)) continue;
+    if (!TakesNow(n, demand.resources)) continue;
     double u = Utilisation(n, demand.resources);
     // The first node below the threshold wins: no need to look further.
     if (u < spread_threshold) return {Outcome::kPlaced, int(i), ""};
@@ -33,7 +33,7 @@ Decision ScheduleHybridFrom(const Demand& demand, const NodeList& view, size_t f
   for (size_t i = first_candidate; i < view.size(); ++i) {
     const NodeView& n = view[i];
     if (!Eligible(n, demand.label_selector) || !Fits(demand.resources, n.total) ||
-        !Fits(demand.resources, n.available))
+        !TakesNow(n, demand.resources))
       continue;
     if (Utilisation(n, demand.resources) < spread_threshold) return {Outcome::kPlaced, int(i), ""};
   }

@@ -145,11 +145,9 @@ void JobManager::OnFetchBinary(const proto::BinaryMsg& m) const {
   ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
 }
 
-void JobManager::Tick(double now, double limit) {
-  std::vector<std::string> silent;
-  for (const auto& [id, j] : jobs_)
-    if (j.alive && now - j.last_seen > limit) silent.push_back(id);
-  for (const auto& id : silent) End(id, "the driver stopped sending heartbeats (it died)");
+void JobManager::DriverDied(const std::string& job_id, const std::string& cause) {
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end() && it->second.alive) End(job_id, "the driver died: " + cause);
 }
 
 void JobManager::End(const std::string& job_id, const std::string& cause) {

@@ -39,8 +39,9 @@ class JobManager {
   void OnRegister(const proto::JobMsg& m, double now);
   void OnPutBinary(const proto::BinaryMsg& m, const std::string& bytes);
   void OnFetchBinary(const proto::BinaryMsg& m) const;
-  // Ends the jobs whose driver has been silent for more than `limit` seconds.
-  void Tick(double now, double limit);
+  // The head's failure detector declared the driver of job `job_id` dead (`cause` says why):
+  // the job ends, if it still runs.
+  void DriverDied(const std::string& job_id, const std::string& cause);
 
   // Ok when `hash` and `argv` name the executable job `job_id` registered; the error (for
   // the requester) says what does not match. An executable that no job of this head

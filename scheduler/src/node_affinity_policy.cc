@@ -8,7 +8,7 @@ Decision ScheduleNodeAffinityOn(const Demand& demand, const NodeList& view) {
     if (n.id != demand.affinity_node) continue;
     if (n.alive && MatchesSelector(n.labels, demand.label_selector) &&
         Fits(demand.resources, n.total)) {
-      if (Fits(demand.resources, n.available)) return {Outcome::kPlaced, int(i), ""};
+      if (TakesNow(n, demand.resources)) return {Outcome::kPlaced, int(i), ""};
       if (!demand.affinity_soft) {
         return {Outcome::kWait, -1,
                 "waiting for " + ToString(demand.resources) + " on node " + n.id.Hex()};

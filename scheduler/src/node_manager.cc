@@ -192,20 +192,18 @@ int NodeManager::Add(NodeEntry entry) {
   return i;
 }
 
-std::vector<std::pair<int, std::string>> NodeManager::Silent(double now, double limit) const {
-  std::vector<std::pair<int, std::string>> silent;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const NodeEntry& e = entries_[i];
-    if (e.view.alive && now - e.last_seen > limit)
-      silent.emplace_back(int(i),
-                          "no heartbeat for " + std::to_string(int(now - e.last_seen)) + " s");
-  }
-  return silent;
+void NodeManager::SetSuspected(int i, bool suspected) {
+  NodeView& n = entries_[size_t(i)].view;
+  if (!n.alive || n.suspected == suspected) return;
+  n.suspected = suspected;
+  ++epoch_;  // a node heard from again may take what waited
+  ctx_.Publish("nodes", n.id.Hex(), suspected ? "SUSPECTED" : "ALIVE");
 }
 
 void NodeManager::MarkDead(int i, const std::string& cause) {
   NodeView& n = entries_[size_t(i)].view;
   n.alive = false;
+  n.suspected = false;
   entries_[size_t(i)].end_time = WallSeconds();
   ++epoch_;
   if (cause == kLeftCleanly) {
@@ -230,7 +228,8 @@ proto::ClusterInfoMsg NodeManager::Info(uint64_t request_id) const {
     const NodeView& n = e.view;
     reply.nodes.push_back({n.id.Binary(), e.address, n.alive, n.total, n.available, n.labels,
                            e.memory.used, e.memory.total, e.memory.threshold, e.objects.usage,
-                           e.object_store_path, e.object_store_tag});
+                           e.object_store_path, e.object_store_tag, e.metrics_address,
+                           n.suspected});
   }
   return reply;
 }

@@ -88,8 +88,9 @@ class NodeManager {
   // The nodes as the scheduling policies see them (indices are this manager's).
   const NodeList& list() const { return list_; }
 
-  // Nodes alive but silent for more than `limit` seconds, with the cause of their death.
-  std::vector<std::pair<int, std::string>> Silent(double now, double limit) const;
+  // Node `i` is suspected (silent past the suspicion threshold) or heard from again: a
+  // suspected node takes no new work (the policies skip it) and says so in ClusterInfo.
+  void SetSuspected(int i, bool suspected);
   // Node `i` is dead: no longer a candidate. FreeAll then frees its resources (once what ran
   // there is accounted for) and records it.
   void MarkDead(int i, const std::string& cause);

@@ -12,7 +12,7 @@ Decision ScheduleSpreadOn(const Demand& demand, const NodeList& view, size_t hin
     const NodeView& node = view[i];
     if (!Eligible(node, demand.label_selector) || !Fits(demand.resources, node.total)) continue;
     feasible = true;
-    if (!Fits(demand.resources, node.available)) continue;
+    if (!TakesNow(node, demand.resources)) continue;
     double u = Utilisation(node, demand.resources);
     if (u < best_u) {
       best_u = u;

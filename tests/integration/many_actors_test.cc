@@ -93,3 +93,27 @@ TEST(ManyActorsTest, TwoThousandActorsAtOnceOnOneNodeAllAnswer) {
 }
 
 }  // namespace
+
+namespace {
+
+// What a new user writes: the embedded default (one node of this host's CPUs), 1,000 actors
+// at once, one call each. Every actor's worker connects to the driver's inbox at about the
+// same moment: the handshakes are admitted at the pace the inbox serves them, and nothing
+// queued behind them is dropped.
+TEST(ManyActorsTest, AThousandActorsAtOnceOnTheEmbeddedDefaultAllAnswer) {
+  constexpr int kCount = kActors / 2;
+  orrery::Config config;
+  if (std::getenv("ORRERY_LOG_LEVEL") == nullptr) config.log_level = "warn";
+  orrery::Init(config);
+  ClusterGuard guard;
+  std::vector<orrery::ActorHandle<Tiny>> actors;
+  actors.reserve(kCount);
+  for (int i = 0; i < kCount; ++i) actors.push_back(orrery::Actor(Tiny::Create).Remote(i));
+  std::vector<orrery::ObjectRef<int>> ids;
+  for (auto& a : actors) ids.push_back(a.Task(&Tiny::Id).Remote());
+  std::vector<std::shared_ptr<int>> got = orrery::Get(ids, 480000);
+  for (int i = 0; i < kCount; ++i) ASSERT_EQ(*got[i], i) << "actor " << i;
+  for (auto& a : actors) a.Kill();
+}
+
+}  // namespace

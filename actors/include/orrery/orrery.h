@@ -170,6 +170,10 @@ struct NodeInfo {
   int64_t object_store_capacity_bytes = 0;
   int64_t object_store_spilled_bytes = 0;
   int64_t object_store_num_objects = 0;
+  // Alive, but not heard from past the head's suspicion threshold: no new work is placed
+  // there until it is heard from again, or it is declared dead (docs/architecture.md
+  // "Failure detection").
+  bool suspected = false;
 };
 
 std::vector<NodeInfo> Nodes();

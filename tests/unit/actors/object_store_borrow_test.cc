@@ -5,6 +5,7 @@
 // as the value's entry; hostile borrows are bounded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -200,6 +201,44 @@ TEST(PeerWatchTest, PingsEveryPeriodAndReportsThePeersThatStopAnswering) {
   dead.clear();
   watch.Tick(114, {}, &dead);
   EXPECT_TRUE(dead.empty()) << "peers no longer watched are forgotten";
+}
+
+// Probes a scripted answer: "gone" is refused, anything else listens.
+class ScriptedProber final : public Prober {
+ public:
+  void Probe(const std::string& key, const std::string&) override {
+    probed.push_back(key);
+    done.emplace_back(key, key == "gone" ? ProbeOutcome::kRefused : ProbeOutcome::kListening);
+  }
+  std::vector<std::pair<std::string, ProbeOutcome>> Take() override {
+    auto out = std::move(done);
+    done.clear();
+    return out;
+  }
+  std::vector<std::string> probed;
+  std::vector<std::pair<std::string, ProbeOutcome>> done;
+};
+
+TEST(PeerWatchTest, APeerFoundGoneIsDeadAtOnceAndAPausedOneOnlyAfterTheTolerance) {
+  auto owned = std::make_unique<ScriptedProber>();
+  ScriptedProber* prober = owned.get();
+  PeerWatch watch(2, 30, std::move(owned));
+  std::vector<std::string> dead;
+  // One round at time t over `peers`, "fine" answering its ping.
+  auto round = [&](double t, const std::set<std::string>& peers) {
+    for (const auto& p : watch.Tick(t, peers, &dead))
+      if (p.address == "fine") EXPECT_TRUE(watch.OnPong(p.request_id));
+  };
+  double t = 100;
+  for (; t <= 106; t += 2) round(t, {"gone", "paused", "fine"});
+  EXPECT_EQ(dead, std::vector<std::string>{"gone"}) << "refused: dead without the 30 s";
+  EXPECT_EQ(std::count(prober->probed.begin(), prober->probed.end(), "fine"), 0)
+      << "a peer that answers is not probed";
+  dead.clear();
+  for (; t <= 130; t += 2) round(t, {"paused", "fine"});
+  EXPECT_TRUE(dead.empty()) << "a paused peer (its connect accepted) is kept for 30 s";
+  for (; t <= 134; t += 2) round(t, {"paused", "fine"});
+  EXPECT_EQ(dead, std::vector<std::string>{"paused"}) << "silent past the tolerance";
 }
 
 }  // namespace

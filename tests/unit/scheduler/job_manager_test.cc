@@ -81,12 +81,13 @@ TEST_F(JobManagerTest, ASilentDriversJobEndsAndTakesItsActorsAlong) {
   std::string job = h.AddJob(0);
   auto req = h.ActorRequest(job, {{"CPU", 1}});
   h.actors.OnCreate(req, 0);
-  h.jobs.Tick(4, 5);
+  h.jobs.DriverDied(JobId::Random().Binary(), "not a job of this head");
   EXPECT_TRUE(h.jobs.IsAlive(job));
-  h.jobs.Tick(6, 5);
+  h.jobs.DriverDied(job, "no heartbeat for 31 s");
   EXPECT_FALSE(h.jobs.IsAlive(job));
   EXPECT_TRUE(h.actors.Find(req.spec.actor_id)->kill_requested);
-  EXPECT_NE(h.Table("jobs")[Hex(job)].find("stopped sending heartbeats"), std::string::npos);
+  EXPECT_NE(h.Table("jobs")[Hex(job)].find("the driver died: no heartbeat for 31 s"),
+            std::string::npos);
 }
 
 TEST(DriverRecordsTest, KeepsRunRecordsAppendsStreamEntriesOnceAndRefusesOtherTables) {

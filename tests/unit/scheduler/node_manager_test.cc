@@ -72,15 +72,18 @@ TEST(NodeManagerTest, RefusesLabelsThatAreNotUtf8) {
   EXPECT_EQ(ack->error_kind, proto::ErrorKind::kConfigError);
 }
 
-TEST(NodeManagerTest, SilentListsOnlyNodesPastTheLimitAndFreeAllResetsResources) {
+TEST(NodeManagerTest, ASuspectedNodeTakesNoNewWorkAndFreeAllResetsResources) {
   HeadHarness h;
   std::string a = h.AddNode({{"CPU", 4}}, {}, "s", 0);
-  std::string b = h.AddNode({{"CPU", 4}}, {}, "s", 8);
-  auto silent = h.nodes.Silent(10, 5);
-  ASSERT_EQ(silent.size(), 1u);
-  EXPECT_EQ(silent[0].first, h.nodes.Index(a));
-  EXPECT_NE(silent[0].second.find("no heartbeat for 10 s"), std::string::npos);
   int i = h.nodes.Index(a);
+  h.nodes.SetSuspected(i, true);
+  EXPECT_TRUE(h.nodes.list()[size_t(i)].suspected);
+  EXPECT_TRUE(h.nodes.Info(0).nodes[0].suspected);
+  Decision held = ScheduleHybridOn(Demand{{{"CPU", 1}}}, h.nodes.list());
+  EXPECT_EQ(held.outcome, Outcome::kWait) << held.reason;  // not infeasible: it may recover
+  h.nodes.SetSuspected(i, false);
+  EXPECT_EQ(ScheduleHybridOn(Demand{{{"CPU", 1}}}, h.nodes.list()).outcome, Outcome::kPlaced);
+  h.nodes.SetSuspected(i, true);
   h.nodes.available(i)["CPU"] = 1;
   h.nodes.MarkDead(i, "test");
   h.nodes.FreeAll(i);
@@ -88,7 +91,7 @@ TEST(NodeManagerTest, SilentListsOnlyNodesPastTheLimitAndFreeAllResetsResources)
   EXPECT_EQ(h.Available(a, "CPU"), 4);
   EXPECT_NE(h.Table("nodes")[NodeId(UniqueId::FromBinary(a)).Hex()].find("false"),
             std::string::npos);
-  EXPECT_TRUE(h.nodes.Silent(10, 5).empty());  // dead nodes are not silent
+  EXPECT_FALSE(h.nodes.list()[size_t(i)].suspected);  // dead, no longer suspected
 }
 
 TEST(NodeManagerTest, ANodeDeclaredDeadRejoinsWithItsNextHeartbeat) {

@@ -17,6 +17,9 @@ struct NodeView {
   Resources total;
   Resources available;
   Labels labels;
+  // Silent past the head's suspicion threshold (docs/architecture.md "Failure detection"): alive,
+  // but no new work is placed there until it is heard from again.
+  bool suspected = false;
 };
 
 using ClusterView = std::vector<NodeView>;
