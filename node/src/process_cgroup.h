@@ -1,4 +1,4 @@
-// Cgroup v2 groups for the node's jobs and workers (docs/operations.md "Processes a job or
+// Cgroup v2 groups for the node's jobs and workers (docs/architecture.md "Processes a job or
 // worker leaves behind"): every job driver and every worker runs in a cgroup of its own, so
 // that ending it kills every process it started, those in a new session (setsid) or process
 // group included. The node's subtree is <cgroup2 mount><the node's own cgroup>/orrery-node-

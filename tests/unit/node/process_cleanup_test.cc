@@ -1,4 +1,4 @@
-// What a job leaves behind dies with it (docs/operations.md "Processes a job or worker leaves
+// What a job leaves behind dies with it (docs/architecture.md "Processes a job or worker leaves
 // behind"): a driver that starts a process in a new session (setsid), out of its process
 // group, sees it killed when the driver exits and when the job is stopped, and the job's
 // cgroup is removed. Real processes (a shell script as the job's driver), so apart from
