@@ -68,6 +68,8 @@ struct ProcessCleanupTest : ::testing::Test {
   }
   void TearDown() override {
     jobs.reset();
+    // A failed test leaves nothing running either.
+    if (grandchild > 0 && !ProcessGone(grandchild)) kill(grandchild, SIGKILL);
     std::string path = tree ? tree->path() : "";
     tree.reset();
     if (!path.empty()) {
@@ -116,6 +118,7 @@ struct ProcessCleanupTest : ::testing::Test {
   }
 
   std::unique_ptr<CgroupTree> tree;
+  pid_t grandchild = -1;
   std::filesystem::path dir;
   RecordingOutbox outbox;
   std::unique_ptr<ExecutableCache> cache;
@@ -123,7 +126,7 @@ struct ProcessCleanupTest : ::testing::Test {
 };
 
 TEST_F(ProcessCleanupTest, AGrandchildInANewSessionDiesWhenTheDriverExits) {
-  pid_t grandchild = Start("job_exit", "exit");
+  grandchild = Start("job_exit", "exit");
   ASSERT_GT(grandchild, 0);
   ASSERT_TRUE(Exited("job_exit"));
   EXPECT_TRUE(WaitFor([&] { return ProcessGone(grandchild); }))
@@ -132,7 +135,7 @@ TEST_F(ProcessCleanupTest, AGrandchildInANewSessionDiesWhenTheDriverExits) {
 }
 
 TEST_F(ProcessCleanupTest, AGrandchildInANewSessionDiesWhenTheJobIsStopped) {
-  pid_t grandchild = Start("job_stop", "sleep");
+  grandchild = Start("job_stop", "sleep");
   ASSERT_GT(grandchild, 0);
   std::ifstream cgroup("/proc/" + std::to_string(grandchild) + "/cgroup");
   std::string line;
@@ -147,7 +150,7 @@ TEST_F(ProcessCleanupTest, AGrandchildInANewSessionDiesWhenTheJobIsStopped) {
 }
 
 TEST_F(ProcessCleanupTest, StoppingTheNodeKillsWhatItsJobsStarted) {
-  pid_t grandchild = Start("job_node", "sleep");
+  grandchild = Start("job_node", "sleep");
   ASSERT_GT(grandchild, 0);
   jobs->StopAll();
   EXPECT_TRUE(WaitFor([&] { return ProcessGone(grandchild); }));
