@@ -2,10 +2,12 @@
 // behind"): a driver that starts a process in a new session (setsid), out of its process
 // group, sees it killed when the driver exits and when the job is stopped, and the job's
 // cgroup is removed. Real processes (a shell script as the job's driver), so apart from
+// A new node removes the subtree a node that died left behind.
 // node_unit_test; skipped where cgroup v2 cannot be written (or ORRERY_NO_CGROUPS=1).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -155,6 +157,22 @@ TEST_F(ProcessCleanupTest, StoppingTheNodeKillsWhatItsJobsStarted) {
   jobs->StopAll();
   EXPECT_TRUE(WaitFor([&] { return ProcessGone(grandchild); }));
   EXPECT_TRUE(CgroupGone("job_node"));
+}
+
+TEST_F(ProcessCleanupTest, ANewNodeRemovesTheSubtreeOfANodeThatDied) {
+  pid_t dead = fork();  // a pid that no process has once reaped
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  ASSERT_EQ(waitpid(dead, nullptr, 0), dead);
+  std::string parent = tree->path().substr(0, tree->path().rfind('/'));
+  std::string stale = parent + "/orrery-node-" + std::to_string(dead);
+  ASSERT_EQ(mkdir(stale.c_str(), 0755), 0) << stale;
+  ASSERT_EQ(mkdir((stale + "/job-left").c_str(), 0755), 0);
+  tree.reset();  // this node's subtree goes, and a new one is made
+  tree = CgroupTree::Create();
+  ASSERT_TRUE(tree);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  RemoveCgroup(stale);
 }
 
 }  // namespace
