@@ -1,9 +1,9 @@
 // What a job leaves behind dies with it (docs/architecture.md "Processes a job or worker leaves
 // behind"): a driver that starts a process in a new session (setsid), out of its process
 // group, sees it killed when the driver exits and when the job is stopped, and the job's
-// cgroup is removed. Real processes (a shell script as the job's driver), so apart from
-// A new node removes the subtree a node that died left behind.
-// node_unit_test; skipped where cgroup v2 cannot be written (or ORRERY_NO_CGROUPS=1).
+// cgroup is removed; a new node removes the subtree a node that died left behind. Real
+// processes (a shell script as the job's driver), so apart from node_unit_test; skipped
+// where cgroup v2 cannot be written (or ORRERY_NO_CGROUPS=1).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
