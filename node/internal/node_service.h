@@ -28,6 +28,7 @@
 #include "node/src/job_runner.h"
 #include "node/src/log_monitor.h"
 #include "node/src/memory_monitor.h"
+#include "node/src/process_cgroup.h"
 #include "node/src/worker_pool.h"
 #include "node/src/worker_processes.h"
 #include "objects/internal/node_object_plane.h"
@@ -134,6 +135,9 @@ class NodeService {
   Outbox& outbox_;
   HeadLink head_;  // the registration and heartbeats; its own lock (Start waits on it)
   transport::Inbox inbox_;
+  // The jobs' and workers' cgroups; null where cgroup v2 cannot be used. Declared before
+  // the jobs and zygotes, so it goes (killing what is left in it) after them.
+  std::unique_ptr<CgroupTree> cgroups_;
   // Zygotes by executable; started, replaced and polled on the inbox thread (a zygote dies
   // with the thread that made it, PR_SET_PDEATHSIG, and this thread lives as the node).
   std::unique_ptr<WorkerProcesses> zygotes_;

@@ -136,10 +136,13 @@ void JobRunner::Launch(JobProcess& j, const std::string& path) {
   argv.push_back(nullptr);
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
+  std::string cgroup = cgroups_ ? cgroups_->Make("job-" + sid) : "";
+  int procs = cgroup.empty() ? -1 : OpenCgroupProcs(cgroup);
   pid_t self = getpid();
   pid_t pid = fork();
   if (pid == 0) {
-    setpgid(0, 0);  // `orrery job stop` signals the driver's whole group
+    setpgid(0, 0);       // `orrery job stop` signals the driver's whole group
+    EnterCgroup(procs);  // and its end kills everything the driver started
     // The node daemon blocks its stop signals and ignores SIGPIPE; exec keeps both, and the
     // driver must start as any program does (SIGTERM from `orrery job stop` must reach it).
     sigset_t none;
@@ -161,8 +164,10 @@ void JobRunner::Launch(JobProcess& j, const std::string& path) {
     (void)ignored;
     _exit(127);
   }
+  if (procs >= 0) close(procs);
   if (pid < 0) {
     std::string why = std::string("fork: ") + std::strerror(errno);
+    if (cgroups_) cgroups_->End("job-" + sid);
     SendEvent(sid, proto::JobEventKind::kFailedToStart, 0, -1, why);
     jobs_.erase(sid);
     return;
@@ -200,7 +205,7 @@ void JobRunner::Check() {
     JobProcess& j = it->second;
     int status = 0;
     if (j.pid > 0 && waitpid(j.pid, &status, WNOHANG) == j.pid) {
-      kill(-j.pid, SIGKILL);  // what the driver left behind in its group goes with it
+      KillAll(it->first, j.pid);  // what the driver left behind goes with it
       if (logs_) logs_->Finish(j.pid);
       std::string cause =
           (j.stop_requested ? "stopped: its driver " : "its driver ") + Describe(status);
@@ -208,9 +213,15 @@ void JobRunner::Check() {
       it = jobs_.erase(it);
       continue;
     }
-    if (j.pid > 0 && j.stop_requested && now - j.stop_since > kStopGraceS) kill(-j.pid, SIGKILL);
+    if (j.pid > 0 && j.stop_requested && now - j.stop_since > kStopGraceS)
+      KillAll(it->first, j.pid);
     ++it;
   }
+}
+
+void JobRunner::KillAll(const std::string& submission_id, int pid) {
+  kill(-pid, SIGKILL);
+  if (cgroups_) cgroups_->End("job-" + submission_id);
 }
 
 void JobRunner::List(proto::ListWorkersReplyMsg* reply) const {
@@ -233,7 +244,7 @@ void JobRunner::List(proto::ListWorkersReplyMsg* reply) const {
 void JobRunner::StopAll() {
   for (auto& [sid, j] : jobs_) {
     if (j.pid <= 0) continue;
-    kill(-j.pid, SIGKILL);
+    KillAll(sid, j.pid);
     int status = 0;
     waitpid(j.pid, &status, 0);
   }

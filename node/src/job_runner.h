@@ -14,6 +14,7 @@
 #include "core/internal/protocol.h"
 #include "node/src/executable_cache.h"
 #include "node/src/log_monitor.h"
+#include "node/src/process_cgroup.h"
 
 namespace orrery::node {
 
@@ -39,6 +40,10 @@ class JobRunner {
 
   // Where the drivers' log files are tailed from; none before the node starts.
   void SetLogs(LogMonitor* logs) { logs_ = logs; }
+  // Where each driver gets a cgroup of its own (job-<submission id>), killed with everything
+  // in it when the driver exits or is stopped; null: none (only the driver's process group
+  // is signalled then).
+  void SetCgroups(CgroupTree* cgroups) { cgroups_ = cgroups; }
 
   // kStartJob: starts the driver, or asks the head for its executable (answering to
   // `reply_to`, the node's inbox) first; a request it cannot run is reported to the head as
@@ -67,6 +72,8 @@ class JobRunner {
 
   // Starts the job's driver from the executable at `path`.
   void Launch(JobProcess& j, const std::string& path);
+  // Kills the driver's process group and, where it has one, its cgroup.
+  void KillAll(const std::string& submission_id, int pid);
   void SendEvent(const std::string& submission_id, proto::JobEventKind kind, int pid, int exit_code,
                  const std::string& cause);
 
@@ -74,6 +81,7 @@ class JobRunner {
   Outbox& outbox_;
   ExecutableCache& executables_;
   LogMonitor* logs_ = nullptr;
+  CgroupTree* cgroups_ = nullptr;
   std::map<std::string, JobProcess> jobs_;  // by submission id
 };
 

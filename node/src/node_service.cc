@@ -76,7 +76,12 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   events.failed = [this](uint64_t req, const std::string& cause) {
     pool_->OnSpawnFailed(req, cause);
   };
-  zygotes_ = processes(options_.worker_env, std::move(events));
+  // Every job and worker in a cgroup of its own, where cgroup v2 can be written
+  // (process_cgroup.h); the zygotes learn the subtree from their environment.
+  cgroups_ = CgroupTree::Create();
+  std::map<std::string, std::string> zygote_env = options_.worker_env;
+  if (cgroups_) zygote_env["ORRERY_CGROUP_DIR"] = cgroups_->path();
+  zygotes_ = processes(std::move(zygote_env), std::move(events));
   pool_ = std::make_unique<WorkerPool>(
       WorkerPoolOptions{options_.head_address, id_.Binary(), id_.Hex(), secret_,
                         options_.worker_argv, options_.log_dir},
@@ -84,6 +89,7 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   JobRunnerOptions jo{options_.head_address, id_.Binary(),       id_.Hex().substr(0, 12), secret_,
                       options_.log_dir,      options_.worker_env};
   jobs_ = std::make_unique<JobRunner>(std::move(jo), outbox_, cache_);
+  jobs_->SetCgroups(cgroups_.get());
 }
 
 NodeService::~NodeService() { Stop(); }
@@ -297,6 +303,7 @@ void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& by
 void NodeService::Tick() {
   CheckMemory();
   jobs_->Check();
+  if (cgroups_) cgroups_->Sweep();
   RenderMetrics(Now());
   // The tick may be the memory monitor's, shorter than the heartbeat's period: refresh the
   // heartbeat on the tick nearest to its period, never later. The heartbeat thread sends

@@ -1,5 +1,6 @@
 #include "node/internal/zygote.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -7,14 +8,18 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 
+#include "node/src/process_cgroup.h"
 #include "orrery/api/serialize.h"
 
 extern char** environ;
@@ -67,6 +72,121 @@ void RedirectOutput() {
   setvbuf(stdout, nullptr, _IOLBF, 0);
 }
 
+// What the zygote does when its workers end, so that what they started ends too: with a
+// cgroup directory from the node (ORRERY_CGROUP_DIR), each worker runs in worker-<pid> there,
+// killed and removed when the worker is reaped; without one, the zygote is a subreaper, and
+// the orphans it inherits whose environment names a worker that ended are killed.
+class WorkerEnds {
+ public:
+  WorkerEnds() {
+    const char* dir = std::getenv("ORRERY_CGROUP_DIR");
+    if (dir) cgroup_dir_ = dir;
+    unsetenv("ORRERY_CGROUP_DIR");  // the node's, not the workers'
+    if (cgroup_dir_.empty()) prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+  // In a new worker, before it runs anything of its own.
+  void EnterOwnCgroup() const {
+    if (cgroup_dir_.empty()) return;
+    std::string dir = cgroup_dir_ + "/worker-" + std::to_string(getpid());
+    mkdir(dir.c_str(), 0755);
+    int procs = OpenCgroupProcs(dir);
+    EnterCgroup(procs);
+    if (procs >= 0) close(procs);
+  }
+  void Started(int pid, const std::map<std::string, std::string>& env) {
+    auto id = env.find("ORRERY_WORKER_ID");
+    if (id != env.end()) worker_ids_[pid] = id->second;
+  }
+  // The worker `pid` was reaped.
+  void Ended(int pid) {
+    if (!cgroup_dir_.empty()) {
+      std::string dir = cgroup_dir_ + "/worker-" + std::to_string(pid);
+      KillCgroup(dir);
+      if (!RemoveCgroup(dir)) ending_.insert(dir);
+    } else if (worker_ids_.count(pid)) {
+      ended_ids_.insert(worker_ids_[pid]);
+    }
+    worker_ids_.erase(pid);
+  }
+  // After each round of reaping: what is left to kill or remove. False when nothing is.
+  bool Sweep() {
+    for (auto it = ending_.begin(); it != ending_.end();) {
+      KillCgroup(*it);
+      it = RemoveCgroup(*it) ? ending_.erase(it) : std::next(it);
+    }
+    // A killed orphan's own children come to the zygote next: sweep until none is found.
+    if (!ended_ids_.empty() && !KillOrphans(false)) ended_ids_.clear();
+    return !ending_.empty();
+  }
+  // The zygote ends: everything its workers started goes too.
+  void EndAll() {
+    if (!cgroup_dir_.empty()) return KillCgroup(cgroup_dir_);
+    for (int round = 0; round < 100 && KillOrphans(true); ++round) {
+      while (waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+    }
+  }
+
+ private:
+  // Kills the zygote's children that are not workers and whose environment names an ended
+  // worker (or any, with `all`); whether there were any.
+  bool KillOrphans(bool all) {
+    bool found = false;
+    pid_t self = getpid();
+    DIR* proc = opendir("/proc");
+    if (!proc) return false;
+    while (dirent* d = readdir(proc)) {
+      int pid = std::atoi(d->d_name);
+      if (pid <= 0 || worker_ids_.count(pid) || ParentOf(pid) != self) continue;
+      if (all || NamesEndedWorker(pid)) found = kill(pid, SIGKILL) == 0 || found;
+    }
+    closedir(proc);
+    return found;
+  }
+  static int ParentOf(int pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line) || line.rfind(')') == std::string::npos) return -1;
+    std::istringstream rest(line.substr(line.rfind(')') + 1));
+    std::string state;
+    int ppid = -1;
+    rest >> state >> ppid;
+    return ppid;
+  }
+  bool NamesEndedWorker(int pid) const {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+    std::string var;
+    while (std::getline(in, var, '\0')) {
+      if (var.rfind("ORRERY_WORKER_ID=", 0) == 0 && ended_ids_.count(var.substr(17))) return true;
+    }
+    return false;
+  }
+
+  std::string cgroup_dir_;
+  std::map<int, std::string> worker_ids_;  // by pid
+  std::set<std::string> ended_ids_;        // workers whose orphans are killed
+  std::set<std::string> ending_;           // killed cgroups not yet empty
+};
+
+// Forks a worker for `req`: its pid, or -1.
+pid_t ForkWorker(const SpawnRequest& req, WorkerEntry entry, const WorkerEnds& ends,
+                 const int close_fds[2], const sigset_t& chld) {
+  pid_t self = getpid();
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  close(close_fds[0]);
+  close(close_fds[1]);
+  sigprocmask(SIG_UNBLOCK, &chld, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != self) _exit(0);
+  ends.EnterOwnCgroup();
+  for (const auto& [k, v] : req.env) setenv(k.c_str(), v.c_str(), 1);
+  RedirectOutput();
+  entry();
+  _exit(0);
+}
+
 }  // namespace
 
 void ZygoteMain(int fd, WorkerEntry entry) {
@@ -78,12 +198,14 @@ void ZygoteMain(int fd, WorkerEntry entry) {
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, nullptr);
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  WorkerEnds ends;
   std::set<int> children;
-  pid_t self = getpid();
   std::vector<char> buf(1 << 20);
+  bool sweeping = false;
   while (true) {
     pollfd fds[2] = {{fd, POLLIN, 0}, {sfd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
+    // Killed processes not yet gone from their cgroup: look again shortly.
+    if (poll(fds, 2, sweeping ? 50 : -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -93,11 +215,14 @@ void ZygoteMain(int fd, WorkerEntry entry) {
       }
       int status;
       pid_t pid;
+      // Orphans of ended workers are reaped here too (a subreaper's), but not reported.
       while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        children.erase(pid);
+        if (children.erase(pid) == 0) continue;
+        ends.Ended(pid);
         SendEvent(fd, Event{kExited, 0, pid, Describe(status)});
       }
     }
+    sweeping = ends.Sweep();
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
       ssize_t n = recv(fd, buf.data(), buf.size(), 0);
       if (n <= 0) break;  // the node is gone
@@ -110,24 +235,17 @@ void ZygoteMain(int fd, WorkerEntry entry) {
         SendEvent(fd, Event{kSpawned, 0, -1, std::string("bad spawn request: ") + e.what()});
         continue;
       }
-      std::fflush(nullptr);
-      pid_t pid = fork();
-      if (pid == 0) {
-        close(fd);
-        close(sfd);
-        sigprocmask(SIG_UNBLOCK, &chld, nullptr);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != self) _exit(0);
-        for (const auto& [k, v] : req.env) setenv(k.c_str(), v.c_str(), 1);
-        RedirectOutput();
-        entry();
-        _exit(0);
+      int fds_to_close[2] = {fd, sfd};
+      pid_t pid = ForkWorker(req, entry, ends, fds_to_close, chld);
+      if (pid > 0) {
+        children.insert(pid);
+        ends.Started(pid, req.env);
       }
-      if (pid > 0) children.insert(pid);
       SendEvent(fd, Event{kSpawned, req.request_id, int(pid), pid < 0 ? std::strerror(errno) : ""});
     }
   }
   for (int pid : children) kill(pid, SIGKILL);
+  ends.EndAll();
   _exit(0);
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/internal/log.h"
+#include "node/src/process_cgroup.h"
 
 namespace orrery::node {
 
@@ -59,10 +60,18 @@ Result<ZygotePool::Entry*> ZygotePool::Current(const std::vector<std::string>& a
   auto client = std::make_unique<ZygoteClient>();
   std::map<std::string, std::string> env = env_;
   env["ORRERY_ROLE"] = "zygote";
+  uint64_t id = next_id_++;
+  std::string cgroup = MakeCgroup(id);
+  if (cgroup.empty()) env.erase("ORRERY_CGROUP_DIR");
+  if (!cgroup.empty()) env["ORRERY_CGROUP_DIR"] = cgroup;
   Status st = client->Start(argv, env);
-  if (!st.ok()) return st;
+  if (!st.ok()) {
+    EndCgroup(cgroup);
+    return st;
+  }
   auto entry = std::make_unique<Entry>();
-  entry->id = next_id_++;
+  entry->id = id;
+  entry->cgroup = cgroup;
   entry->path = path;
   // What the zygote really runs, should the file have changed since the stat above.
   Result<ExecutableIdentity> running =
@@ -76,6 +85,7 @@ Result<ZygotePool::Entry*> ZygotePool::Current(const std::vector<std::string>& a
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, raw->client->fd(), &ev) != 0) {
     std::string err = std::strerror(errno);
     raw->client->Stop();
+    EndCgroup(cgroup);
     return Status::Internal("cannot poll the worker zygote's socket: " + err);
   }
   entries_[raw->id] = std::move(entry);
@@ -157,6 +167,7 @@ void ZygotePool::Died(Entry* e) {
            "; its workers die with it, and the next one needed starts a new zygote");
   std::set<uint64_t> unanswered = e->client->unanswered();
   std::set<int> children = e->client->children();
+  EndCgroup(e->cgroup);  // what its workers started dies with them
   Remove(e);
   for (uint64_t request : unanswered) events_.failed(request, cause);
   for (int child : children) events_.exited(child, "died with " + cause);
@@ -168,6 +179,7 @@ void ZygotePool::DropIfDone(Entry* e) {
            ") for " + e->path + " ended; stopping it");
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, e->client->fd(), nullptr);
   e->client->Stop();
+  EndCgroup(e->cgroup);
   Remove(e);
 }
 
@@ -175,6 +187,25 @@ void ZygotePool::Remove(Entry* e) {
   auto cur = current_.find(e->path);
   if (cur != current_.end() && cur->second == e->id) current_.erase(cur);
   entries_.erase(e->id);
+}
+
+std::string ZygotePool::MakeCgroup(uint64_t id) {
+  auto base = env_.find("ORRERY_CGROUP_DIR");
+  if (base == env_.end() || base->second.empty()) return "";
+  std::string dir = base->second + "/zygote-" + std::to_string(id);
+  if (mkdir(dir.c_str(), 0755) == 0) return dir;
+  LOG_WARN("node: cannot make the cgroup " + dir + " (" + std::strerror(errno) +
+           "); its workers run without cgroups of their own");
+  return "";
+}
+
+void ZygotePool::EndCgroup(const std::string& dir) {
+  if (dir.empty()) return;
+  KillCgroup(dir);
+  // SIGKILLed processes leave at once unless stuck in the kernel; what is left then is
+  // removed with the node's subtree (process_cgroup.h).
+  WaitCgroupEmpty(dir, 1000);
+  if (!RemoveCgroup(dir)) LOG_WARN("node: the cgroup " + dir + " is not empty yet; left for now");
 }
 
 void ZygotePool::Kill(int pid) {
@@ -185,6 +216,7 @@ void ZygotePool::StopAll() {
   for (auto& [id, e] : entries_) {
     if (e->client->fd() >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, e->client->fd(), nullptr);
     e->client->Stop();
+    EndCgroup(e->cgroup);
   }
   entries_.clear();
   current_.clear();

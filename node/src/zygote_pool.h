@@ -44,7 +44,9 @@ Result<ExecutableIdentity> IdentityOf(const std::string& path);
 
 class ZygotePool final : public WorkerProcesses {
  public:
-  // `env`: added to the zygotes' environment (and so to their workers').
+  // `env`: added to the zygotes' environment (and so to their workers'). Its
+  // ORRERY_CGROUP_DIR, when set, is the node's cgroup subtree (process_cgroup.h): each
+  // zygote's workers then run in cgroups of their own under zygote-<n> there.
   ZygotePool(std::map<std::string, std::string> env, ZygoteEvents events);
   ~ZygotePool();
   ZygotePool(const ZygotePool&) = delete;
@@ -75,6 +77,7 @@ class ZygotePool final : public WorkerProcesses {
     std::unique_ptr<ZygoteClient> client;
     bool retired = false;
     bool polling_write = false;
+    std::string cgroup;  // its workers' cgroups are made here; empty without cgroups
   };
 
   Result<Entry*> Current(const std::vector<std::string>& argv);
@@ -84,6 +87,10 @@ class ZygotePool final : public WorkerProcesses {
   void Died(Entry* e);
   void DropIfDone(Entry* e);
   void Remove(Entry* e);
+  // The cgroup for zygote `id`'s workers, under ORRERY_CGROUP_DIR of `env`; empty when none.
+  std::string MakeCgroup(uint64_t id);
+  // Kills what is left in a zygote's cgroup and removes it.
+  void EndCgroup(const std::string& dir);
 
   std::map<std::string, std::string> env_;
   ZygoteEvents events_;
