@@ -161,7 +161,7 @@ void LogMonitor::SplitLines(std::string_view chunk, bool at_end, std::string* pe
               [&](std::string line) { lines->push_back(text::EscapeControl(line)); });
 }
 
-void LogMonitor::ReadFile(Process& p, File& f, bool at_end, Groups* out) {
+bool LogMonitor::ReadFile(Process& p, File& f, bool at_end, Groups* out) {
   if (options_.before_read) options_.before_read(f.path);
   Release(p, f, false, out);
   int fd = open(f.path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
@@ -172,6 +172,7 @@ void LogMonitor::ReadFile(Process& p, File& f, bool at_end, Groups* out) {
     close(fd);
     fd = -1;
   }
+  bool behind = false;
   if (fd >= 0) {
     uint64_t size = uint64_t(st.st_size);
     if (size < f.offset) f.offset = 0;  // truncated by someone else
@@ -187,6 +188,7 @@ void LogMonitor::ReadFile(Process& p, File& f, bool at_end, Groups* out) {
       ForEachLine(std::string_view(buf.data(), size_t(n)), false, &f.pending,
                   [&](std::string line) { Take(p, f, std::move(line), out); });
     }
+    behind = !at_end && budget == 0;
     if (writable && fstat(fd, &st) == 0 && uint64_t(st.st_size) > options_.rotate_bytes) {
       uint64_t block = uint64_t(st.st_blksize);
       if (block == 0 || block > (1u << 20) || (block & (block - 1)) != 0) block = 4096;
@@ -194,9 +196,10 @@ void LogMonitor::ReadFile(Process& p, File& f, bool at_end, Groups* out) {
     }
     close(fd);
   }
-  if (!at_end) return;
+  if (!at_end) return behind;
   ForEachLine({}, true, &f.pending, [&](std::string line) { Take(p, f, std::move(line), out); });
   Release(p, f, true, out);
+  return false;
 }
 
 void LogMonitor::Take(Process& p, File& f, std::string line, Groups* out) {
@@ -299,7 +302,8 @@ void LogMonitor::Send(std::vector<proto::LogLinesMsg> groups) {
   flush();
 }
 
-void LogMonitor::PollOnce() {
+bool LogMonitor::PollOnce() {
+  bool behind = false;
   std::vector<proto::LogLinesMsg> groups;
   {
     MutexLock poll(&poll_mu_);  // the reader's own: Watch and the like never wait on it
@@ -310,27 +314,30 @@ void LogMonitor::PollOnce() {
       double now = MonotonicSeconds(), rate = double(options_.forward_bytes_per_s);
       p.tokens = std::min(rate, p.tokens + (now - p.refilled_at) * rate);
       p.refilled_at = now;
-      for (File& f : p.files) ReadFile(p, f, last, &groups);
+      for (File& f : p.files) behind |= ReadFile(p, f, last, &groups);
       it = last ? processes_.erase(it) : std::next(it);
     }
   }
   if (!groups.empty() && !options_.head_address.empty()) Send(std::move(groups));
+  return behind;
 }
 
-void LogMonitor::Flush() { PollOnce(); }
+void LogMonitor::Flush() { (void)PollOnce(); }
 
 void LogMonitor::Run() {
-  auto stopping = [this] {
+  // A file read up to its per-poll slice is read again at once: a fast writer is followed
+  // as fast as the monitor reads, and its file rotated near its limit.
+  auto stopping = [this](bool behind) {
     MutexLock lock(&mu_);
-    if (!stop_)
+    if (!stop_ && !behind)
       cv_.WaitUntil(&mu_,
                     std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.poll_ms));
     return stop_;
   };
-  bool stop = false;
+  bool stop = false, behind = false;
   while (!stop) {
-    stop = stopping();
-    PollOnce();  // once more after Stop: what was written until then goes too
+    stop = stopping(behind);
+    behind = PollOnce();  // once more after Stop: what was written until then goes too
   }
   transport::CloseThreadSockets();  // this thread's, before it ends
 }

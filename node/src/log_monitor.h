@@ -124,8 +124,9 @@ class LogMonitor {
   void Queue(Request r) EXCLUDES(mu_);
   // Applies the queued requests to processes_, in order.
   void ApplyRequests() REQUIRES(poll_mu_) EXCLUDES(mu_);
-  // Reads what is new in `f`; appends its lines to `out` (respecting the rate limit).
-  void ReadFile(Process& p, File& f, bool at_end, Groups* out) REQUIRES(poll_mu_);
+  // Reads what is new in `f`; appends its lines to `out` (respecting the rate limit). True
+  // when it stopped at kMaxReadPerPoll with more to read.
+  bool ReadFile(Process& p, File& f, bool at_end, Groups* out) REQUIRES(poll_mu_);
   // One line of `f`: forwarded, or held as part of its tail.
   void Take(Process& p, File& f, std::string line, Groups* out) REQUIRES(poll_mu_);
   // Forwards held lines while the rate limit allows (`all`: every one, and the note).
@@ -136,7 +137,8 @@ class LogMonitor {
   // Rotates `f` (open as `fd`, `size` bytes) when it is past its limit.
   void Rotate(File& f, int fd, uint64_t size, uint64_t block) REQUIRES(poll_mu_);
   void Send(std::vector<proto::LogLinesMsg> groups);
-  void PollOnce() EXCLUDES(poll_mu_, mu_);
+  // True when a file has more to read than this poll took.
+  bool PollOnce() EXCLUDES(poll_mu_, mu_);
 
   LogMonitorOptions options_;
   Outbox& outbox_;
