@@ -46,8 +46,9 @@ struct LogMonitorOptions {
   uint64_t rotate_bytes = 100ull << 20;
   int rotate_backups = 5;
   int poll_ms = 100;
-  // What one process's lines may send per second; beyond it lines stay in the file only,
-  // and the driver is told how many it did not get.
+  // What one process's lines may send per second (a second's worth of burst); beyond it
+  // lines stay in the file only, but for each file's tail (kTailBytes), and the driver is
+  // told exactly how many it did not get.
   uint64_t forward_bytes_per_s = 1 << 20;
   // Tests: called with a file's path before it is read, on the reading thread.
   std::function<void(const std::string& path)> before_read;
