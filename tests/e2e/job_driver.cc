@@ -3,6 +3,8 @@
 //                         driver's output with its prefix), then exit with code N
 //   job_driver sleep S    run a task that finishes and one that fails, print "sleeping",
 //                         then sleep S seconds (for `orrery list tasks`, `orrery job stop`)
+//   job_driver flood M    print M MiB of numbered lines of 100 bytes to stdout, as fast as
+//                         it can, then "the flood's last line", and exit 0 (no cluster)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -42,9 +44,16 @@ bool OutputHolds(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  orrery::Init();
   std::string mode = argc > 1 ? argv[1] : "exit";
   int arg = argc > 2 ? std::atoi(argv[2]) : 0;
+  if (mode == "flood") {
+    std::string x(85, 'x');
+    for (long i = 0, n = long(arg) * (1 << 20) / 100; i < n; ++i)
+      std::printf("line %08ld %s\n", i, x.c_str());
+    std::printf("the flood's last line\n");
+    return 0;
+  }
+  orrery::Init();
   if (mode == "sleep") {
     // Something for `orrery list tasks` first: a task that finishes, one that fails.
     orrery::Get(orrery::Task(Twice).Remote(21));

@@ -8,6 +8,9 @@
 #      the actor's prefixed line) comes back and the command exits 3; job status says
 #      FAILED with exit code 3; job list and job logs know it
 #   4. orrery logs --actor ID finds the actor's lines; exit 0 gives SUCCEEDED and 0
+#   4b. a job that prints 32 MiB as fast as it can: orrery job submit prints its last line,
+#      and every line it did not print is counted in notes on stderr (the counts and the
+#      lines printed add up to the lines written); orrery job logs shows the notes too
 #   5. a sleeping job submitted --no-wait is RUNNING, `orrery list workers --job` shows its
 #      driver, `orrery list tasks` its finished and failed tasks (the dashboard's
 #      /api/workers and /api/tasks too), then it is STOPPED by orrery job stop
@@ -94,6 +97,27 @@ rc=0
 [[ $rc -eq 0 ]] || fail "a job exiting 0 made orrery job submit exit $rc: $(cat "$tmp/ok.err")"
 ok_id=$(sed -n 's/^orrery: job \(job_[0-9a-f]*\) submitted$/\1/p' "$tmp/ok.err")
 state_is "$ok_id" SUCCEEDED || fail "job $ok_id is $(job_state "$ok_id"), not SUCCEEDED"
+
+step "a flood of output: the last line comes back and what did not is counted"
+flood_mib=32
+flood_lines=$((flood_mib * 1048576 / 100 + 1))
+rc=0
+(cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" timeout 120 "$orrery_bin" job submit -- ./driver flood "$flood_mib") \
+  >"$tmp/flood.out" 2>"$tmp/flood.err" || rc=$?
+[[ $rc -eq 0 ]] || fail "the flooding job made orrery job submit exit $rc: $(tail -5 "$tmp/flood.err")"
+[[ "$(tail -n 1 "$tmp/flood.out")" == "the flood's last line" ]] ||
+  fail "orrery job submit did not print the job's last line; it ended with: $(tail -n 1 "$tmp/flood.out")"
+printed=$(grep -c '^line [0-9]* x*$' "$tmp/flood.out" || true)
+noted=$(sed -n 's/^\[orrery\] \([0-9]*\) line(s) of stdout not forwarded .*/\1/p' "$tmp/flood.err" |
+  awk '{ n += $1 } END { print n + 0 }')
+echo "flood: $printed line(s) printed, $noted noted as not forwarded, of $flood_lines"
+[[ $noted -gt 0 ]] || fail "orrery job submit printed no note of the lines it did not forward"
+[[ $((printed + noted + 1)) -eq $flood_lines ]] ||
+  fail "printed ($printed) and noted ($noted) lines do not add up to the $flood_lines written"
+flood_id=$(sed -n 's/^orrery: job \(job_[0-9a-f]*\) submitted$/\1/p' "$tmp/flood.err")
+orrery job logs "$flood_id" >"$tmp/flood_logs.out" 2>&1
+grep -q 'line(s) of stdout not forwarded' "$tmp/flood_logs.out" ||
+  fail "orrery job logs does not show the note of the lines not forwarded"
 
 step "orrery job stop"
 sleep_id=$(cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" "$orrery_bin" job submit --no-wait -- ./driver sleep 300 2>/dev/null)

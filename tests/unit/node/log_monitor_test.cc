@@ -161,6 +161,52 @@ TEST_F(LogMonitorTest, AChattyProcessIsLimitedButItsFileKeepsEverything) {
   EXPECT_EQ(std::filesystem::file_size(stem + ".out"), text.size());
 }
 
+// Past the limit, lines are dropped from the middle: when the process ends, its held tail
+// and a note counting exactly what was dropped go out at once, note first, whatever the
+// limit; the last line always arrives.
+TEST_F(LogMonitorTest, TheTailAndTheExactCountOfDroppedLinesGoOutWhenTheProcessEnds) {
+  ::orrery::testing::RecordingOutbox outbox;
+  LogMonitorOptions o;
+  o.head_address = "tcp://head";
+  o.forward_bytes_per_s = 200;
+  LogMonitor m(o, outbox);
+  std::string stem = (dir_ / "job-x").string();
+  m.Watch(5, stem, {});
+  const int kLines = 20000;  // about 300 KB: far past 200 B/s and the 32 KiB tail
+  std::string text;
+  for (int i = 0; i < kLines; ++i) text += "line number " + std::to_string(i) + "\n";
+  Append(stem + ".out", text);
+  m.Flush();
+  Append(stem + ".out", "the last line");  // unfinished: the end of the file ends it
+  m.Finish(5);
+  m.Flush();
+  std::vector<std::string> out;
+  uint64_t dropped = 0;
+  size_t last_note_at = 0;
+  for (const auto& sent : outbox.Sent(proto::MsgType::kLogBatch)) {
+    for (const auto& g : sent.As<proto::LogBatchMsg>().groups) {
+      for (const auto& l : g.lines) {
+        if (!g.is_stderr) {
+          out.push_back(l);
+          continue;
+        }
+        ASSERT_EQ(l.rfind("[orrery] ", 0), 0u) << l;
+        EXPECT_NE(l.find(" line(s) of stdout not forwarded"), std::string::npos) << l;
+        dropped += std::stoull(l.substr(9));
+        last_note_at = out.size();
+      }
+    }
+  }
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back(), "the last line");
+  EXPECT_EQ(out.size() + dropped, size_t(kLines) + 1);
+  EXPECT_GT(dropped, 0u);
+  // The tail after the last note is the newest lines, in order, up to the last.
+  EXPECT_GT(out.size() - last_note_at, 100u);
+  EXPECT_EQ(out[out.size() - 2], "line number " + std::to_string(kLines - 1));
+  EXPECT_EQ(std::filesystem::file_size(stem + ".out"), text.size() + 13);
+}
+
 // The node's inbox thread calls Watch, Describe and Finish: they must not wait for a read of
 // the disk in progress (a slow disk, a file on a hung network mount) on the monitor's
 // thread. The read here blocks in a hook until the test lets it go.
