@@ -30,7 +30,8 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr const char* kGetCluster = "GET /api/cluster HTTP/1.1\r\nHost: dashboard\r\n\r\n";
+constexpr const char* kGetCluster =
+    "GET /api/cluster HTTP/1.1\r\nHost: dashboard\r\nConnection: close\r\n\r\n";
 
 // One client connection from the loopback address `source` to 127.0.0.1:`port`.
 class Client {
