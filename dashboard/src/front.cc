@@ -37,10 +37,11 @@ std::pair<std::string, int> Endpoint(const sockaddr_storage& sa) {
 // A short reply of the front's own; the connection is closed after it.
 std::string Plain(const char* status_line, const char* why) {
   std::string body = std::string(why) + "\n";
+  bool busy = std::string_view(status_line).substr(0, 3) == "503";
   return std::string("HTTP/1.1 ") + status_line +
-         "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
-         "Retry-After: 5\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n\r\n" + body;
+         "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n" +
+         (busy ? "Retry-After: 5\r\n" : "") + "Content-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
 }
 
 // The value of header `name` (lowercase) in `head`, or "" when absent.
