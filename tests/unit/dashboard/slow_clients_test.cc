@@ -230,6 +230,37 @@ TEST(DashboardSlowClients, ConnectionsPerAddressAreBounded) {
   EXPECT_TRUE(served);
 }
 
+// Requests in pieces are answered once whole; what the front answers itself (a chunked
+// body, a head or a body too long) it answers with its status, and closes.
+TEST(DashboardSlowClients, TheFrontPassesWholeRequestsOnAndRefusesTheRest) {
+  Dashboard d({.redis_address = "", .host = "127.0.0.1", .port = 0});
+  auto port = d.Start();
+  ASSERT_TRUE(port.ok()) << port.status().message();
+  auto exchange = [&](const std::vector<std::string>& pieces) {
+    Client c("127.0.0.1", port.value());
+    EXPECT_TRUE(c.connected());
+    for (const auto& p : pieces) {
+      EXPECT_TRUE(c.Send(p));
+      EXPECT_TRUE(c.Untouched() || &p == &pieces.back());  // no answer to part of a request
+    }
+    return c.ReadUntilClosed(seconds(5));
+  };
+  EXPECT_TRUE(Answered200(exchange({"GET /api/clu", "ster HTTP/1.1\r\nHost: d", "\r\n\r\n"})));
+  // The login form's body (an open dashboard redirects it to the overview).
+  auto login = exchange({"POST /login HTTP/1.1\r\nContent-Length: 7\r\n\r\nto", "ken=x"});
+  EXPECT_EQ(login.bytes.rfind("HTTP/1.1 303", 0), 0u) << login.bytes;
+  auto head = exchange({"HEAD /api/cluster HTTP/1.1\r\n\r\n"});
+  EXPECT_EQ(head.bytes.rfind("HTTP/1.1 200", 0), 0u) << head.bytes;
+  EXPECT_EQ(head.bytes.find("\"redis\""), std::string::npos) << head.bytes;
+  auto chunked =
+      exchange({"POST /login HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n7\r\ntoken=x"});
+  EXPECT_EQ(chunked.bytes.rfind("HTTP/1.1 411", 0), 0u) << chunked.bytes;
+  auto big = exchange({"POST /login HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n"});
+  EXPECT_EQ(big.bytes.rfind("HTTP/1.1 413", 0), 0u) << big.bytes;
+  auto long_head = exchange({"GET /api/cluster HTTP/1.1\r\nX: " + std::string(20000, 'a')});
+  EXPECT_EQ(long_head.bytes.rfind("HTTP/1.1 431", 0), 0u) << long_head.bytes;
+}
+
 // An event stream is written as it goes (not held back until the handler returns), and
 // ends when the dashboard stops.
 TEST(DashboardSlowClients, EventStreamsStreamAndEndOnStop) {
