@@ -178,6 +178,7 @@ void Front::Complete(uint64_t id, std::string reply) {
 
 int Front::PollTimeoutMs() const {
   auto next = Clock::now() + std::chrono::seconds(1);
+  if (accept_paused_until_ > Clock::now()) next = accept_paused_until_;
   for (const auto& [id, c] : conns_) {
     if (c->state != Conn::State::kHandling) next = std::min(next, c->deadline);
   }
@@ -189,7 +190,8 @@ void Front::Loop() {
   std::vector<pollfd> fds;
   std::vector<uint64_t> ids;
   while (!stopping_) {
-    fds.assign({{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}});
+    short accept = accept_paused_until_ <= Clock::now() ? POLLIN : 0;
+    fds.assign({{listen_fd_, accept, 0}, {wake_fd_, POLLIN, 0}});
     ids.assign({0, 0});
     for (const auto& [id, c] : conns_) {
       if (c->state == Conn::State::kHandling) continue;
@@ -224,7 +226,13 @@ void Front::AcceptAll() {
     socklen_t len = sizeof(sa);
     int fd =
         accept4(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or out of descriptors: poll tries again
+    if (fd < 0) {
+      // Out of descriptors (or memory) the listening socket stays readable: wait a little
+      // rather than spin until a connection closes.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
     auto [ip, port] = Endpoint(sa);
     if (int(conns_.size()) >= options_.max_connections) {
       Refuse(fd, "503 Service Unavailable", "too many connections to the dashboard");

@@ -115,6 +115,7 @@ class Front {
   std::map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::map<std::string, int> per_address_;
   uint64_t next_id_ = 1;
+  std::chrono::steady_clock::time_point accept_paused_until_;
 
   std::mutex mu_;  // guards what follows
   std::condition_variable cv_;
