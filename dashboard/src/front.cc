@@ -379,6 +379,10 @@ void Front::Write(uint64_t id, Conn& c) {
     ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
     if (n > 0) {
       c.sent += size_t(n);
+      // A reply may be large (a big cluster's tables) and the client far: it has
+      // write_timeout for each part the kernel takes, not for the whole. A slow reader
+      // holds a connection (bounded per address) but no thread.
+      c.deadline = Clock::now() + options_.write_timeout;
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;

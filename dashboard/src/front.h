@@ -6,7 +6,8 @@
 //  - a request's head must arrive whole within header_timeout of the connection's accept,
 //    and its body within body_timeout of the head (bytes trickled in do not extend either);
 //    past it the connection gets 408 and is closed;
-//  - a reply must be taken by the client within write_timeout, else the connection closes;
+//  - a client that takes none of its reply for write_timeout is closed on (a slow reader
+//    holds a connection, never a thread);
 //  - one client address holds at most max_connections_per_address connections, and all
 //    clients at most max_connections; a connection beyond either gets 503 and is closed.
 // Handler threads only ever see requests that arrived whole, so slow or idle connections
