@@ -156,6 +156,7 @@ int RunDashboard(DashboardFlags flags) {
   options.host = flags.host;
   options.port = flags.port;
   options.insecure = flags.insecure;
+  options.max_connections_per_address = flags.max_connections_per_address;
   if (flags.insecure && !flags.token_file.empty()) {
     std::cerr << "orrery dashboard: --insecure and --token-file contradict each other\n";
     return 2;
@@ -207,6 +208,10 @@ CLI::App* AddDashboardCommand(CLI::App& app, DashboardFlags* df) {
                    "the token of this host's session of that Redis)");
   dash->add_flag("--insecure", df->insecure,
                  "serve a --host other than loopback without authentication");
+  dash->add_option("--max-connections-per-address", df->max_connections_per_address,
+                   "connections one client address may hold open (default 32; raise it behind "
+                   "a reverse proxy)")
+      ->check(CLI::Range(1, 512));
   dash->add_option("--url-file", df->url_file,
                    "write the URL to open to this file (0600) instead of printing it")
       ->group("");

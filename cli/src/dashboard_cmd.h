@@ -21,6 +21,9 @@ struct DashboardFlags {
   // $ORRERY_TOKEN_FILE, else the token of this host's session whose Redis is served.
   std::string token_file;
   bool insecure = false;  // serve a non-loopback host without authentication (warns)
+  // Connections one client address may hold (docs/dashboard.md "Slow clients"); more for a
+  // dashboard behind a reverse proxy, whose requests all come from one address.
+  int max_connections_per_address = 32;
   // Where the daemon writes the URL to open (with its one-time ticket), mode 0600, once it
   // serves; "" prints it instead.
   std::string url_file;

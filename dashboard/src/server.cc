@@ -1,12 +1,9 @@
 #include "dashboard/src/server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <utility>
 
 #include "dashboard/src/api.h"
@@ -293,7 +290,7 @@ Server::Server(DashboardOptions options) : options_(std::move(options)) {
 Server::~Server() { Stop(); }
 
 Result<int> Server::Start() {
-  if (http_) return Status::InvalidArgument("the dashboard was already started");
+  if (front_) return Status::InvalidArgument("the dashboard was already started");
   if (!options_.insecure && options_.token.empty() && !IsLoopbackHost(options_.host)) {
     return Status::InvalidArgument(
         "the dashboard would serve " + options_.host +
@@ -308,55 +305,33 @@ Result<int> Server::Start() {
   bool open = options_.insecure || IsLoopbackHost(options_.host);
   auth_ = std::make_unique<Auth>(open ? std::string() : options_.token);
   feed_ = std::make_unique<ChangeFeed>(reader_.get());
-  http_ = std::make_unique<httplib::Server>();
-  // Each event stream holds a handler thread while it is open: they get threads of their own.
-  int threads = (options_.threads > 0 ? options_.threads : 1) + ChangeFeed::kMaxStreams;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-  // httplib's default also sets SO_REUSEPORT, which would let two dashboards share a port.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  http_->set_payload_max_length(64 * 1024);
-  http_->set_read_timeout(5);
-  http_->set_write_timeout(5);
-  http_->set_keep_alive_timeout(5);
-  InstallHandlers(*http_, reader_.get(), options_.redis_address, auth_.get(), feed_.get());
-  http_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        res.status = 500;
-        res.set_content(R"({"error": "internal error"})", kJsonType);
-      });
-
-  std::string where = options_.host + ":" + std::to_string(options_.port);
-  errno = 0;
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-  } else {
-    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  FrontOptions f;
+  f.host = options_.host;
+  f.port = options_.port;
+  f.threads = options_.threads > 0 ? options_.threads : 1;
+  f.header_timeout = std::chrono::milliseconds(options_.header_timeout_ms);
+  f.body_timeout = std::chrono::milliseconds(options_.body_timeout_ms);
+  f.write_timeout = std::chrono::milliseconds(options_.write_timeout_ms);
+  f.max_connections = options_.max_connections;
+  f.max_connections_per_address = options_.max_connections_per_address;
+  processor_ = std::make_unique<Processor>(reader_.get(), options_.redis_address, auth_.get(),
+                                           feed_.get(), f.max_body_bytes);
+  front_ = std::make_unique<Front>(
+      f, [p = processor_.get()](const Exchange& e) { return p->Handle(e); }, Processor::Streams);
+  auto port = front_->Start();
+  if (!port.ok()) {
+    front_.reset();
+    return Status::Unavailable("the dashboard cannot listen on " + options_.host + ":" +
+                               std::to_string(options_.port) + ": " + port.status().message());
   }
-  if (port_ <= 0) {
-    std::string why = errno ? std::strerror(errno) : "cannot bind";
-    http_.reset();
-    return Status::Unavailable("the dashboard cannot listen on " + where + ": " + why);
-  }
-  listener_ = std::thread([http = http_.get()] { http->listen_after_bind(); });
-  // Serving once listen_after_bind runs; Stop before that point would be lost.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!http_->is_running() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(1));  // start-up handshake with a deadline
-  }
-  if (!http_->is_running()) {
-    Stop();
-    return Status::Internal("the dashboard's HTTP server did not start");
-  }
+  port_ = port.value();
   return port_;
 }
 
 void Server::Stop() {
-  if (http_) http_->stop();
-  if (listener_.joinable()) listener_.join();
+  // Streams end first (they watch the processor), so the front's Stop can wait for them.
+  if (processor_) processor_->SetServing(false);
+  if (front_) front_->Stop();
 }
 
 Dashboard::Dashboard(DashboardOptions options)

@@ -1,14 +1,16 @@
 // The dashboard's HTTP side: routing of requests to the JSON API (api.h) and the
-// embedded pages (assets.h), and the cpp-httplib server that runs it.
+// embedded pages (assets.h), and the server that runs it: the front (front.h) reads
+// requests whole, cpp-httplib parses them and writes the replies (processor.h).
 #pragma once
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "dashboard/internal/auth.h"
 #include "dashboard/src/events.h"
+#include "dashboard/src/front.h"
 #include "dashboard/src/http_reply.h"
+#include "dashboard/src/processor.h"
 #include "dashboard/src/redis_reader.h"
 #include "orrery/dashboard.h"
 #include "orrery/status.h"
@@ -35,8 +37,10 @@ HttpReply HandleRequest(const std::string& method, const std::string& path, Redi
 void InstallHandlers(httplib::Server& http, RedisReader* reader, const std::string& redis_address,
                      Auth* auth, ChangeFeed* feed = nullptr);
 
-// The HTTP server. Start binds and serves on its own thread with a pool of handler
-// threads; Stop (or the destructor) stops it. Thread-safe for one Start and any Stops.
+// The HTTP server. Start binds and serves: the front's thread reads requests (bounded
+// per client address and in time, docs/dashboard.md "Slow clients"), a pool of
+// `threads` handler threads answers them, each event stream has a thread of its own; Stop
+// (or the destructor) stops it. Thread-safe for one Start and any Stops.
 class Server {
  public:
   explicit Server(DashboardOptions options);
@@ -51,11 +55,11 @@ class Server {
 
  private:
   DashboardOptions options_;
-  std::unique_ptr<RedisReader> reader_;  // null when no Redis address was given
-  std::unique_ptr<Auth> auth_;           // made by Start
-  std::unique_ptr<ChangeFeed> feed_;     // made by Start
-  std::unique_ptr<httplib::Server> http_;
-  std::thread listener_;
+  std::unique_ptr<RedisReader> reader_;   // null when no Redis address was given
+  std::unique_ptr<Auth> auth_;            // made by Start
+  std::unique_ptr<ChangeFeed> feed_;      // made by Start
+  std::unique_ptr<Processor> processor_;  // made by Start
+  std::unique_ptr<Front> front_;          // made by Start
   int port_ = 0;
 };
 

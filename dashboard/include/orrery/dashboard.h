@@ -31,6 +31,16 @@ struct DashboardOptions {
   // unless `insecure` (which serves it open to anyone who reaches it).
   std::string token;
   bool insecure = false;
+  // Slow clients (docs/dashboard.md "Slow clients"): a request's head must arrive whole
+  // within header_timeout_ms of the connection, its body within body_timeout_ms of the
+  // head, and a client take some of its reply every write_timeout_ms, else the connection
+  // is closed; a client address holds at most max_connections_per_address connections, all
+  // clients at most max_connections (more are answered 503 and closed).
+  int header_timeout_ms = 10000;
+  int body_timeout_ms = 10000;
+  int write_timeout_ms = 10000;
+  int max_connections_per_address = 32;
+  int max_connections = 512;
 };
 
 class Dashboard {
