@@ -1,6 +1,9 @@
 #include "tests/chaos/chaos_monkey.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,20 +21,26 @@ const char* TargetName(Target t) {
       return "redis";
     case Target::kHead:
       return "head";
+    case Target::kPauseNode:
+      return "pause";
+    case Target::kOverload:
+      return "burn";
   }
   return "?";
 }
 
-std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_s) {
+std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_s,
+                                 double max_pause_s) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> gap(3, 8), node_down(0.5, 3), redis_down(0.5, 8),
-      head_down(0, 2);
+      head_down(0, 2), pause(0.2, std::max(0.2, max_pause_s)), burn(2, 6);
   std::vector<ChaosEvent> plan;
   std::vector<Target> round;
   double t = first_s;
   while (t < duration_s - 5) {
     if (round.empty()) {
-      round = {Target::kWorker, Target::kWorker, Target::kNode, Target::kRedis, Target::kHead};
+      round = {Target::kWorker, Target::kWorker,    Target::kNode,    Target::kRedis,
+               Target::kHead,   Target::kPauseNode, Target::kOverload};
       std::shuffle(round.begin(), round.end(), rng);
     }
     ChaosEvent e;
@@ -42,6 +51,8 @@ std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_
     if (e.target == Target::kNode) e.downtime_s = node_down(rng);
     if (e.target == Target::kRedis) e.downtime_s = redis_down(rng);
     if (e.target == Target::kHead) e.downtime_s = head_down(rng);
+    if (e.target == Target::kPauseNode) e.downtime_s = pause(rng);
+    if (e.target == Target::kOverload) e.downtime_s = burn(rng);
     plan.push_back(e);
     t += gap(rng);
   }
@@ -50,7 +61,10 @@ std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_
 
 std::string Describe(const ChaosEvent& e) {
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "t=%6.1fs kill %-6s pick=%10u down %.1fs", e.at_s,
+  const char* verb = e.target == Target::kPauseNode  ? "stop"
+                     : e.target == Target::kOverload ? "load"
+                                                     : "kill";
+  std::snprintf(buf, sizeof(buf), "t=%6.1fs %s %-6s pick=%10u down %.1fs", e.at_s, verb,
                 TargetName(e.target), e.pick, e.downtime_s);
   return buf;
 }
@@ -168,6 +182,21 @@ void ChaosMonkey::Apply(const ChaosEvent& e) {
       Note("redis-server restarted as pid " + std::to_string(Current().redis));
       return;
     }
+    case Target::kPauseNode: {
+      int pid;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        pid = cluster_->node_pids()[e.pick % cluster_->node_pids().size()];
+      }
+      if (pid <= 0) return Note(Describe(e) + ": no node to pause");
+      kill(pid, SIGSTOP);
+      Note(Describe(e) + ": paused node pid " + std::to_string(pid));
+      down(e.downtime_s);
+      kill(pid, SIGCONT);
+      return Note("node pid " + std::to_string(pid) + " resumed");
+    }
+    case Target::kOverload:
+      return Overload(e);
     case Target::kHead: {
       int pid;
       {
@@ -186,6 +215,27 @@ void ChaosMonkey::Apply(const ChaosEvent& e) {
       return;
     }
   }
+}
+
+void ChaosMonkey::Overload(const ChaosEvent& e) {
+  std::vector<pid_t> burners;
+  long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  for (long i = 0; i < cores; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      for (volatile uint64_t n = 0;; n = n + 1) {
+      }
+    }
+    if (pid > 0) burners.push_back(pid);
+  }
+  Note(Describe(e) + ": " + std::to_string(burners.size()) + " CPU burner(s)");
+  std::this_thread::sleep_for(std::chrono::duration<double>(e.downtime_s));
+  for (pid_t pid : burners) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  Note("the CPU burners stopped");
 }
 
 std::vector<std::string> ChaosMonkey::Log() const {

@@ -1,8 +1,10 @@
 // The chaos thread: kills parts of a test cluster with SIGKILL on a schedule drawn from a
 // seeded generator, and brings back what it killed (a worker is the runtime's to replace;
-// a node, Redis and the head are restarted here). The schedule depends on the seed only;
-// which pid a "kill a worker" hits depends on the workers alive at that moment (the
-// pick'th of them, sorted by pid).
+// a node, Redis and the head are restarted here). It also pauses nodes (SIGSTOP, then
+// SIGCONT, for less than the head's tolerance: a paused node must keep its actors) and
+// overloads the machine (a CPU burner per core for a few seconds). The schedule depends on the seed
+// only; which pid a "kill a worker" hits depends on the workers alive at that moment (the pick'th
+// of them, sorted by pid).
 #pragma once
 
 #include <atomic>
@@ -17,21 +19,23 @@
 
 namespace orrery_chaos {
 
-enum class Target { kWorker, kNode, kRedis, kHead };
+enum class Target { kWorker, kNode, kRedis, kHead, kPauseNode, kOverload };
 const char* TargetName(Target t);
 
 struct ChaosEvent {
   double at_s = 0;  // seconds after the start of the chaos
   Target target = Target::kWorker;
   uint32_t pick = 0;      // which worker or node (modulo the candidates)
-  double downtime_s = 0;  // how long a killed daemon stays down before its restart
+  double downtime_s = 0;  // how long a killed daemon stays down, a pause or an overload lasts
 };
 
 // Events from about `first_s` until `duration_s - 5`, one every 3 to 8 s; a node stays down
 // 0.5 to 3 s, Redis 0.5 to 8 s (at times longer than the head retries a write), the head up
-// to 2 s. Targets come from shuffled rounds of {worker, worker, node, Redis, head}, so every
-// kind is hit even in a short run.
-std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_s = 2);
+// to 2 s; a node is paused for 0.2 to `max_pause_s` s, the CPUs overloaded for 2 to 6 s.
+// Targets come from shuffled rounds of {worker, worker, node, Redis, head, pause, overload},
+// so every kind is hit even in a short run.
+std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_s = 2,
+                                 double max_pause_s = 1.5);
 std::string Describe(const ChaosEvent& e);
 
 class ChaosMonkey {
@@ -63,6 +67,8 @@ class ChaosMonkey {
  private:
   void Run();
   void Apply(const ChaosEvent& e);
+  // A CPU burner per core (children of this process) for e.downtime_s.
+  void Overload(const ChaosEvent& e);
   void Note(const std::string& line);
   // Sleeps up to `s` seconds; false if Stop() came first.
   bool Pause(double s);
