@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -32,6 +34,10 @@ bool Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").
 
 class NetnsTest : public ::testing::Test {
  protected:
+  // The head's tolerance here (1 s heartbeats): a node cut off is dead this long after it was
+  // last heard from.
+  static constexpr int kToleranceS = 10;
+
   void SetUp() override {
     int id = getpid() % 200 + 20;
     ns_ = "orrery_t" + std::to_string(getpid());
@@ -70,7 +76,8 @@ class NetnsTest : public ::testing::Test {
     head_ = orrery_cluster::Spawn(
         {orrery_cluster::CliPath(), "head", "--bind", host_ip_, "--port", "0", "--redis-address",
          "127.0.0.1:" + std::to_string(rport), "--redis-password-file", password_file,
-         "--ready-file", dir_ + "/head.ready"},
+         "--health-check-failure-threshold", std::to_string(kToleranceS), "--ready-file",
+         dir_ + "/head.ready"},
         dir_ + "/head.log");
     head_address_ =
         orrery_cluster::WaitReady(dir_ + "/head.ready", head_, dir_ + "/head.log").address;
@@ -109,6 +116,29 @@ TEST_F(NetnsTest, ANodeInItsOwnNamespaceRunsActorsForADriverOutsideIt) {
   auto a = orrery::Actor(Where::Create).SetLabelSelector({{"place", "netns"}}).Remote();
   EXPECT_EQ(*orrery::Get(a.Task(&Where::Ip).Remote(), 30000), ns_ip_);
   EXPECT_EQ(*orrery::Get(a.Task(&Where::Twice).Remote(21), 30000), 42);
+}
+
+// A node cut off from the head (its link down: no heartbeat arrives, and the head's probes
+// reach nothing) is suspected at once and declared dead after the tolerance, not before: an
+// unreachable machine is not a killed process.
+TEST_F(NetnsTest, ANodeCutOffIsSuspectedThenDeadAfterTheTolerance) {
+  orrery::Config c;
+  c.address = head_address_;
+  orrery::Init(c);
+  ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1 && orrery::Nodes()[0].alive; }));
+  auto cut = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Sh("ip link set " + veth_ + "a down"));
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - cut).count();
+  };
+  EXPECT_TRUE(WaitFor([] { return orrery::Nodes()[0].suspected; }, 8000))
+      << "not suspected " << seconds() << " s after it was cut off";
+  ASSERT_TRUE(WaitFor([] { return !orrery::Nodes()[0].alive; }, (kToleranceS + 10) * 1000))
+      << "still alive " << seconds() << " s after it was cut off";
+  double dead_after = seconds();
+  std::printf("a node cut off was declared dead after %.1f s (tolerance %d s)\n", dead_after,
+              kToleranceS);
+  EXPECT_GE(dead_after, kToleranceS - 1.5) << "declared dead before the tolerance";
 }
 
 }  // namespace

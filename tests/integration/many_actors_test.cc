@@ -1,8 +1,13 @@
-// 2,000 actors created at once on one node, all answering: the node queues spawn requests
-// the zygote's socket cannot take yet instead of failing them (it failed past ~170). Prints what an
-// idle worker costs (proportional set size and threads), the figure that decides how many fit a
-// host.
+// 2,000 actors created at once on one node, all answering while a CPU burner keeps every core
+// busy: the node queues spawn requests the zygote's socket cannot take yet instead of failing
+// them (it failed past ~170), and a slow machine is not taken for a dead one (no node or driver
+// declared dead: docs/architecture.md "Failure detection"). Prints what an idle worker costs
+// (proportional set size and threads), the figure that decides how many fit a host.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -51,6 +56,34 @@ long long ProcValue(const std::string& path, const std::string& key) {
   return -1;
 }
 
+// A busy machine: a process spinning on each core, for as long as the burner lives.
+class CpuBurner {
+ public:
+  CpuBurner() {
+    long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    for (long i = 0; i < cores; ++i) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (volatile unsigned long n = 0;; n = n + 1) {
+        }
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~CpuBurner() {
+    for (pid_t pid : pids_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  CpuBurner(const CpuBurner&) = delete;
+  CpuBurner& operator=(const CpuBurner&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
 // Shuts the cluster down however the test ends (an assertion returns early).
 struct ClusterGuard {
   ~ClusterGuard() {
@@ -63,6 +96,7 @@ TEST(ManyActorsTest, TwoThousandActorsAtOnceOnOneNodeAllAnswer) {
   config.num_cpus = kActors;  // one CPU per actor, as actors hold by default
   orrery::Init(config);
   ClusterGuard guard;
+  CpuBurner burner;
   std::vector<orrery::ActorHandle<Tiny>> actors;
   actors.reserve(kActors);
   for (int i = 0; i < kActors; ++i) actors.push_back(orrery::Actor(Tiny::Create).Remote(i));
