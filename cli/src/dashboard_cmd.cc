@@ -34,7 +34,7 @@ std::string SessionRedis() {
   if (latest.ok() && !latest->values["redis_address"].empty())
     return latest->values["redis_address"];
   std::string found;
-  for (auto& s : LiveSessions()) {
+  for (auto& s : StartedSessions()) {
     if (!s.values["redis_address"].empty()) found = s.values["redis_address"];
   }
   return found;
@@ -45,7 +45,7 @@ std::string SessionRedis() {
 std::string SessionTokenFile(const std::string& redis_address) {
   std::vector<Session> sessions;
   if (auto latest = LatestSession(); latest.ok()) sessions.push_back(latest.value());
-  for (auto& s : LiveSessions()) sessions.push_back(s);
+  for (auto& s : StartedSessions()) sessions.push_back(s);
   for (auto& s : sessions) {
     if (s.values["redis_address"] != redis_address) continue;
     if (s.values["insecure"] == "1") return "";

@@ -20,7 +20,7 @@ void FindCluster(InspectFlags& inspect) {
   }
   if (inspect.redis_address.empty()) {
     // A node-only session does not know Redis: take it from this host's head session.
-    for (auto& s : LiveSessions()) {
+    for (auto& s : StartedSessions()) {
       if (s.values["head_address"] == inspect.address && !s.values["redis_address"].empty()) {
         inspect.redis_address = s.values["redis_address"];
       }

@@ -28,6 +28,11 @@ void Session::Save() const {
   std::ofstream(dir + "/session.json") << j.dump(2) << "\n";
 }
 
+bool Session::started() const {
+  auto it = values.find("started");
+  return it != values.end() && it->second == "1";
+}
+
 static Result<Session> Load(const std::string& dir) {
   std::ifstream in(dir + "/session.json");
   if (!in) return Status::NotFound("no session in " + dir);
@@ -50,10 +55,25 @@ Session NewSession() {
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) + "_" +
           std::to_string(getpid());
   fs::create_directories(s.dir + "/logs");
-  std::error_code ec;
-  fs::remove(SessionRoot() + "/session_latest", ec);
-  fs::create_symlink(s.dir, SessionRoot() + "/session_latest", ec);
   return s;
+}
+
+void PublishSession(Session& s) {
+  s.values["started"] = "1";
+  s.Save();
+  // A new link renamed over the old one: a reader sees the old session or the new one.
+  std::string latest = SessionRoot() + "/session_latest";
+  std::string tmp = latest + ".tmp_" + std::to_string(getpid());
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_symlink(s.dir, tmp, ec);
+  if (!ec) fs::rename(tmp, latest, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+void DiscardFailedSession(const Session& failed) {
+  std::error_code ec;
+  fs::remove(failed.dir + "/token", ec);
 }
 
 bool Alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
@@ -84,28 +104,18 @@ int LiveNodeFor(const std::string& head_address) {
   return 0;
 }
 
-Result<Session> LatestSession() { return Load(SessionRoot() + "/session_latest"); }
-
-void ForgetFailedSession(const Session& failed) {
-  std::string latest = SessionRoot() + "/session_latest";
-  std::error_code ec;
-  if (fs::read_symlink(latest, ec) != fs::path(failed.dir)) return;
-  std::string newest;
-  for (const auto& entry : fs::directory_iterator(SessionRoot(), ec)) {
-    if (!entry.is_directory() || entry.is_symlink()) continue;
-    std::string dir = entry.path().string();
-    if (dir == failed.dir) continue;
-    auto s = Load(dir);
-    // Directory names are session_<start time in ms>_<pid>: the greatest is the newest.
-    if (s.ok() && !s->values["head_address"].empty() && dir > newest) newest = dir;
-  }
-  fs::remove(latest, ec);
-  if (!newest.empty()) fs::create_symlink(newest, latest, ec);
+std::vector<Session> StartedSessions() {
+  std::vector<Session> out;
+  for (auto& s : LiveSessions())
+    if (s.started()) out.push_back(std::move(s));
+  return out;
 }
+
+Result<Session> LatestSession() { return Load(SessionRoot() + "/session_latest"); }
 
 std::string SessionRedisPasswordFile(const std::string& redis_address) {
   if (redis_address.empty()) return "";
-  std::vector<Session> sessions = LiveSessions();
+  std::vector<Session> sessions = StartedSessions();
   if (auto latest = LatestSession(); latest.ok()) sessions.insert(sessions.begin(), latest.value());
   for (auto& s : sessions) {
     if (s.values["redis_address"] == redis_address && !s.values["redis_password_file"].empty()) {

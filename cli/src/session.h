@@ -1,6 +1,11 @@
 // Sessions of the `orrery` command: what `orrery start` launched on this host (pids, the
 // head and Redis addresses, log files), kept in a directory so `orrery stop` and
 // `orrery status` find them, under SessionRoot() (core/internal/session_dir.h).
+//
+// Which session later commands pick (docs/cli.md "Which session a command uses"): only a
+// started one, whose `orrery start` brought all its daemons up (values "started" = "1",
+// written by PublishSession). Without an address, session_latest (the session started
+// last); for a head address, the newest started session that records that head.
 #pragma once
 
 #include <map>
@@ -18,18 +23,26 @@ struct Session {
   std::vector<int> pids;                      // processes started here, in start order
 
   void Save() const;
+  bool started() const;  // PublishSession ran: later commands may pick it
 };
 
+// A new session directory, not yet picked by any command (not started, not session_latest).
 Session NewSession();
-// Every session directory on this host that still has live processes.
+// The session's daemons are all up: marks it started, saves it and points session_latest
+// at it (atomically), so that later commands and drivers on this host pick it.
+void PublishSession(Session& s);
+// A session whose start failed: its processes are stopped by the caller; this removes its
+// copy of the token (which may be the wrong one) so nothing can read it. Its logs stay.
+void DiscardFailedSession(const Session& failed);
+// Every session directory on this host that still has live processes (started or not:
+// what `orrery stop` stops).
 std::vector<Session> LiveSessions();
+// The started sessions among LiveSessions(): those later commands may pick.
+std::vector<Session> StartedSessions();
+// The session session_latest points at: the one started last.
 Result<Session> LatestSession();
-// A session whose start failed stops being the latest: session_latest points again at the
-// newest other session that knows its head (or nowhere), so that `orrery status` and
-// drivers on this host keep finding the cluster that runs.
-void ForgetFailedSession(const Session& failed);
-// The password file (values "redis_password_file") of this host's session, the latest one
-// first, whose Redis is `redis_address`; "" when none.
+// The password file (values "redis_password_file") of this host's started session, the
+// latest one first, whose Redis is `redis_address`; "" when none.
 std::string SessionRedisPasswordFile(const std::string& redis_address);
 // The password of the Redis at `redis_address` (docs/redis-schema.md "Password"): read from
 // `file`, else from $ORRERY_REDIS_PASSWORD_FILE, else from SessionRedisPasswordFile; "" when

@@ -22,7 +22,7 @@ Status WriteSessionToken(Session& s, const CredentialFlags& flags, const std::st
   if (file.empty() && join_address.empty() && !restarted_head.empty()) {
     // A head started again where it ran: this host's node of that head still runs and holds
     // the old token, so the cluster keeps it.
-    for (auto& live : LiveSessions()) {
+    for (auto& live : StartedSessions()) {
       if (live.values["head_address"] == restarted_head && !live.values.count("insecure")) {
         std::error_code ec;
         if (std::filesystem::exists(live.dir + "/token", ec)) file = live.dir + "/token";

@@ -23,7 +23,7 @@ int Fail(const std::string& message, Session* session = nullptr) {
   std::cerr << "orrery start: " << message << "\n";
   if (session) {
     StopProcesses(session->pids);
-    ForgetFailedSession(*session);
+    DiscardFailedSession(*session);
   }
   return 1;
 }
@@ -277,6 +277,7 @@ int RunStart(StartFlags f) {
   s.Save();
   std::string dashboard_url;
   if (int rc = StartNodeAndDashboard(s, f, head_address, &dashboard_url)) return rc;
+  PublishSession(s);  // only now do later commands and drivers pick this session
   if (f.head_mode) {
     PrintHeadStarted(s, f, head_address, dashboard_url);
   } else {

@@ -57,8 +57,12 @@ struct ObjectStoreReplyMsg {
   std::string arena_path;      // the arena a process maps (once) to read and write objects
   std::string arena_tag;       // proves the file at arena_path is this node's arena
   ObjectLocationMsg location;  // Create: the new object's location
-  MSGPACK_DEFINE(request_id, ok, error_kind, message, offset, size, arena_path, arena_tag,
-                 location);
+  // Open: when not empty, the object stays spilled (no room in the store to restore it) and
+  // its bytes are read from this spill file on the node's host (offset means nothing and
+  // nothing is pinned). The reader checks it as untrusted (objects/internal/spill_file.h).
+  std::string spill_file;
+  MSGPACK_DEFINE(request_id, ok, error_kind, message, offset, size, arena_path, arena_tag, location,
+                 spill_file);
 };
 
 // kObjectFree: the owner -> the primary's node (the last reference is gone), and that node

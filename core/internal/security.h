@@ -106,7 +106,8 @@ void EnsureZapHandler(zmq::context_t& context);
 Status ProbeHandshake(const std::string& address, int timeout_ms);
 
 // Where a process looks for the token when it is told nothing (docs/security.md): the
-// session of this host whose head is `head_address` (the latest one first). Empty when none.
+// newest started session of this host (values "started" = "1": its `orrery start` brought
+// its daemons up) whose head is `head_address`. Empty when none.
 std::string FindSessionTokenFile(const std::string& head_address);
 
 // Sets this process's credentials from what it was told, in this order: `insecure` turns

@@ -175,6 +175,10 @@ std::string FindSessionTokenFile(const std::string& head_address) {
     text.resize(size_t(in.gcount()));
     auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("values") || !j["values"].is_object()) continue;
+    // Only a session whose start completed (cli/src/session.h): a failed start's token may
+    // be the wrong one.
+    auto started = j["values"].find("started");
+    if (started == j["values"].end() || *started != "1") continue;
     auto it = j["values"].find("head_address");
     if (it == j["values"].end() || !it->is_string() || strip(it->get<std::string>()) != want)
       continue;

@@ -42,6 +42,9 @@ class MappedObject {
  public:
   MappedObject(std::shared_ptr<ObjectClient> client, ObjectId id, const char* data, uint64_t size)
       : client_(std::move(client)), id_(id), data_(data), size_(size) {}
+  // An object read from its spill file into this process: owns the bytes, pins nothing.
+  MappedObject(ObjectId id, std::shared_ptr<const std::string> bytes)
+      : id_(id), data_(bytes->data()), size_(bytes->size()), bytes_(std::move(bytes)) {}
   ~MappedObject();
   MappedObject(const MappedObject&) = delete;
   MappedObject& operator=(const MappedObject&) = delete;
@@ -53,6 +56,7 @@ class MappedObject {
   ObjectId id_;
   const char* data_;
   uint64_t size_;
+  std::shared_ptr<const std::string> bytes_;  // when read from a spill file
 };
 
 class ObjectClient : public std::enable_shared_from_this<ObjectClient> {
@@ -96,6 +100,12 @@ class ObjectClient : public std::enable_shared_from_this<ObjectClient> {
   void Release(const ObjectId& id);
   Result<proto::ObjectStoreReplyMsg> Call(proto::MsgType type, proto::ObjectStoreMsg msg,
                                           int timeout_ms) EXCLUDES(mu_);
+  // The object of an Open reply that names its spill file (the node had no room to restore
+  // it), read and checked. NotFound when the file is gone (restored or freed since: ask
+  // again); Internal naming why when it is not what was written (or not `size` bytes).
+  Result<std::shared_ptr<const MappedObject>> ReadSpilled(const ObjectId& id,
+                                                          const proto::ObjectStoreReplyMsg& reply,
+                                                          uint64_t size);
   // Maps the arena a reply names, once. Returns the start of its object space.
   Result<char*> ArenaFor(const proto::ObjectStoreReplyMsg& reply) EXCLUDES(mu_);
 

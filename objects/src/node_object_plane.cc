@@ -11,6 +11,7 @@
 
 #include "core/internal/log.h"
 #include "objects/internal/object_transfer.h"
+#include "objects/internal/spill_file.h"
 #include "objects/src/node_objects.h"
 
 namespace orrery::objects {
@@ -78,6 +79,14 @@ Status NodeObjectPlane::Start() {
         if (!objects_) return Status::NotFound("the node is stopping");
         auto loc = objects_->Open(id, kServeHolder);
         if (!loc.ok()) return loc.status();
+        if (!loc->spill_file.empty()) {  // no room to restore it: served from its file
+          auto bytes = ReadSpillFile(loc->spill_file, loc->size);
+          if (!bytes.ok()) {
+            return Status::NotFound("object " + id.Hex() + " lost: spill file " + loc->spill_file +
+                                    ": " + bytes.status().message());
+          }
+          return ObjectBytes{(*bytes)->data(), loc->size, *bytes};
+        }
         // Released by whichever thread drops the last copy of the pin.
         std::shared_ptr<void> pin(nullptr, [this, id](void*) {
           MutexLock unpin(&mu_);
@@ -213,6 +222,7 @@ void NodeObjectPlane::ReplyOpenLocked(const proto::ObjectStoreMsg& m) {
     r.ok = true;
     r.offset = loc->offset;
     r.size = loc->size;
+    r.spill_file = loc->spill_file;
   } else {
     r.error_kind = proto::ErrorKind::kObjectLostError;
     r.message = "object " + id.Hex() + " cannot be read on this node: " + loc.status().message();

@@ -12,49 +12,15 @@
 #include <filesystem>
 
 #include "core/internal/log.h"
+#include "objects/internal/spill_file.h"
 
 namespace orrery::objects {
 
 namespace {
 
-// One write() or read() moves at most this much (Linux caps a call near 2 GiB anyway).
-constexpr uint64_t kMaxIoBytes = uint64_t(1) << 30;
-
-std::string ErrnoText(const std::string& what, const std::string& path, int err) {
-  return what + " " + path + ": " + std::strerror(err);
-}
-
 // Arena bytes an object of `size` takes. Only called for sizes that were allocated, so the
 // rounding cannot overflow.
 uint64_t Footprint(uint64_t size) { return ArenaAllocator::Rounded(size).value_or(size); }
-
-// Writes all of [p, p + size) to fd; an errno value on failure (0: done).
-int WriteAll(int fd, const char* p, uint64_t size) {
-  while (size > 0) {
-    ssize_t n = write(fd, p, std::min(size, kMaxIoBytes));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    if (n == 0) return ENOSPC;
-    p += n;
-    size -= uint64_t(n);
-  }
-  return 0;
-}
-
-// Reads exactly `size` bytes into p; false on an error or an early end of file.
-bool ReadAll(int fd, char* p, uint64_t size, std::string* why) {
-  while (size > 0) {
-    ssize_t n = read(fd, p, std::min(size, kMaxIoBytes));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      *why = n < 0 ? std::string(std::strerror(errno)) : std::string("shorter than written");
-      return false;
-    }
-    p += n;
-    size -= uint64_t(n);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -101,7 +67,7 @@ NodeObjects::~NodeObjects() {
     if (!e.in_memory) unlink(SpillPath(id).c_str());
   }
   if (rmdir(spill_dir_.c_str()) != 0 && errno != ENOENT) {
-    LOG_WARN(ErrnoText("cannot remove spill directory", spill_dir_, errno));
+    LOG_WARN("cannot remove spill directory " + spill_dir_ + ": " + std::strerror(errno));
   }
 }
 
@@ -133,15 +99,8 @@ Result<uint64_t> NodeObjects::AllocateOrSpill(uint64_t size) {
 }
 
 Status NodeObjects::Spill(const ObjectId& id, Entry& e) {
-  std::string path = SpillPath(id);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return Status::Unavailable(ErrnoText("cannot create spill file", path, errno));
-  int err = WriteAll(fd, arena_->data() + e.offset, e.size);
-  if (close(fd) != 0 && err == 0) err = errno;
-  if (err != 0) {
-    unlink(path.c_str());
-    return Status::Unavailable(ErrnoText("cannot write spill file", path, err));
-  }
+  if (Status s = WriteSpillFile(SpillPath(id), arena_->data() + e.offset, e.size); !s.ok())
+    return s;
   SetEvictable(id, e, false);
   allocator_.Free(e.offset);
   e.in_memory = false;
@@ -153,34 +112,24 @@ Status NodeObjects::Spill(const ObjectId& id, Entry& e) {
 
 Status NodeObjects::Restore(const ObjectId& id, Entry& e) {
   std::string path = SpillPath(id);
-  auto lost = [&](const std::string& why) {
-    return Status::Internal("object " + id.Hex() + " lost: spill file " + path + ": " + why);
+  auto lost = [&](const Status& why) {
+    return Status::Internal("object " + id.Hex() + " lost: spill file " + path + ": " +
+                            why.message());
   };
   // The file is read back as untrusted: it must be exactly what was written. It is checked
   // before room is made for it, so that a broken file makes nothing else spill.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return lost(std::strerror(errno));
-  struct stat st;
-  std::string why;
-  if (fstat(fd, &st) != 0) {
-    why = std::strerror(errno);
-  } else if (!S_ISREG(st.st_mode) || uint64_t(st.st_size) != e.size) {
-    why = "size " + std::to_string(st.st_size) + ", written " + std::to_string(e.size);
-  }
-  if (!why.empty()) {
-    close(fd);
-    return lost(why);
-  }
+  auto fd = OpenSpillFile(path, e.size);
+  if (!fd.ok()) return lost(fd.status());
   auto offset = AllocateOrSpill(e.size);
   if (!offset.ok()) {
-    close(fd);
+    close(*fd);
     return offset.status();
   }
-  bool complete = ReadAll(fd, arena_->data() + *offset, e.size, &why);
-  close(fd);
-  if (!complete) {
+  Status read = ReadSpillBytes(*fd, arena_->data() + *offset, e.size);
+  close(*fd);
+  if (!read.ok()) {
     allocator_.Free(*offset);
-    return lost(why);
+    return lost(read);
   }
   unlink(path.c_str());
   e.in_memory = true;
@@ -282,7 +231,7 @@ Result<ObjectLocation> NodeObjects::Create(const ObjectId& id, uint64_t size,
   e.tick = next_tick_++;
   by_owner_[owner].insert(id);
   Pin(id, e, holder);
-  return ObjectLocation{*offset, size};
+  return ObjectLocation{*offset, size, {}};
 }
 
 Status NodeObjects::Seal(const ObjectId& id, const std::string& holder) {
@@ -314,11 +263,17 @@ Result<ObjectLocation> NodeObjects::Open(const ObjectId& id, const std::string& 
   if (!e.in_memory) {
     Status s = Restore(id, e);
     if (s.code() == StatusCode::kInternal) Erase(it);  // its bytes are gone
+    // No room in the arena (everything else pinned, or spilling them failed: the spill disk
+    // is full): the intact spill file is read where it lies. Not pinned, not touched.
+    if (s.code() == StatusCode::kUnavailable) {
+      LOG_DEBUG("object store: " + id.Hex() + " read from its spill file: " + s.message());
+      return ObjectLocation{0, e.size, SpillPath(id)};
+    }
     if (!s.ok()) return s;
   }
   Touch(id, e);
   Pin(id, e, holder);
-  return ObjectLocation{e.offset, e.size};
+  return ObjectLocation{e.offset, e.size, {}};
 }
 
 void NodeObjects::Release(const ObjectId& id, const std::string& holder) {

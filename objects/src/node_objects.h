@@ -7,8 +7,8 @@
 // named when a copy is pulled).
 //
 // An object is either in the arena or in its spill file <spill_dir>/<id hex>, never both: a
-// restore deletes the file. Only sealed objects nobody pins are spilled, least recently
-// opened (or sealed) first. Spilling and restoring are synchronous.
+// restore deletes the file (objects/internal/spill_file.h). Only sealed objects nobody pins are
+// spilled, least recently opened (or sealed) first. Spilling and restoring are synchronous.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,11 @@ namespace orrery::objects {
 struct ObjectLocation {
   uint64_t offset = 0;  // in the arena's object space (ShmArena::data())
   uint64_t size = 0;
+  // Set by Open when a spilled object cannot be restored for want of room: its bytes are in
+  // this spill file (read it with ReadSpillFile, objects/internal/spill_file.h) and `offset`
+  // means nothing. Such an Open pins nothing (no Release); the file may be gone by the time
+  // it is read if the object is restored or freed meanwhile: ask again.
+  std::string spill_file;
 };
 
 struct NodeObjectInfo {  // for listing (orrery list objects)
@@ -80,10 +85,11 @@ class NodeObjects {
   // Drops an unsealed object (its creator failed or died). A sealed or absent one: no-op.
   void Abort(const ObjectId& id);
   // A sealed object's location, pinned by `holder` (pins count; one Release per Open). A
-  // spilled object is restored into the arena first (which may spill others; a restore that
-  // cannot fit fails as Create does and leaves it spilled). NotFound when absent or not
-  // sealed; Internal when its spill file cannot be read back or is not what was written
-  // (the object is then lost and dropped).
+  // spilled object is restored into the arena first (which may spill others); when it
+  // cannot fit (the rest is pinned, or spilling others failed) it stays spilled and the
+  // location names its intact spill file instead (spill_file; nothing pinned). NotFound
+  // when absent or not sealed; Internal when its spill file is missing, truncated or not what
+  // was written (the object is then lost and dropped), naming why.
   Result<ObjectLocation> Open(const ObjectId& id, const std::string& holder);
   // Drops one of `holder`'s pins on `id`; no-op when it holds none.
   void Release(const ObjectId& id, const std::string& holder);

@@ -1,9 +1,11 @@
 #include "objects/internal/object_client.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "core/internal/log.h"
 #include "objects/internal/shm_arena.h"
+#include "objects/internal/spill_file.h"
 
 namespace orrery::objects {
 
@@ -15,7 +17,9 @@ namespace {
 int DefaultDeadlineMs(uint64_t size) { return 30000 + int(size / (100 << 20) * 1000); }
 }  // namespace
 
-MappedObject::~MappedObject() { client_->Release(id_); }
+MappedObject::~MappedObject() {
+  if (client_) client_->Release(id_);
+}
 
 ObjectClient::ObjectClient(Outbox& outbox)
     : outbox_(outbox), next_request_(proto::RequestIdBase()) {}
@@ -154,6 +158,14 @@ Result<std::shared_ptr<const MappedObject>> ObjectClient::Open(
   m.source = location;
   int deadline = timeout_ms >= 0 ? timeout_ms : DefaultDeadlineMs(location.size);
   auto reply = Call(MsgType::kObjectOpen, m, deadline);
+  // A spill file that went between the reply and the read: the object was restored (ask
+  // again: it is in the store now) or freed (the node then says so). Bounded.
+  for (int again = 0; reply.ok() && reply->ok && !reply->spill_file.empty(); ++again) {
+    auto spilled = ReadSpilled(id, *reply, location.size);
+    if (spilled.ok() || spilled.status().code() != StatusCode::kNotFound || again == 3)
+      return spilled;
+    reply = Call(MsgType::kObjectOpen, m, deadline);
+  }
   if (!reply.ok()) return reply.status();
   if (!reply->ok) return Status::NotFound(reply->message);
   if (reply->size != location.size) {
@@ -176,6 +188,27 @@ Result<std::shared_ptr<const MappedObject>> ObjectClient::Open(
   // Another thread opened it meanwhile: `mapped` releases its own pin as it goes (after the
   // lock, which its release takes).
   return earlier ? earlier : mapped;
+}
+
+Result<std::shared_ptr<const MappedObject>> ObjectClient::ReadSpilled(
+    const ObjectId& id, const proto::ObjectStoreReplyMsg& reply, uint64_t size) {
+  if (reply.size != size)
+    return Status::Internal("the node's copy of object " + id.Hex() + " has the wrong size");
+  // The node names a file of its own spill directory: <dir>/<this object's id>.
+  std::filesystem::path path(reply.spill_file);
+  if (!path.is_absolute() || path.filename() != id.Hex() ||
+      reply.spill_file.find("/../") != std::string::npos) {
+    return Status::Internal("the node named a bad spill file for object " + id.Hex() + ": " +
+                            reply.spill_file);
+  }
+  auto bytes = ReadSpillFile(reply.spill_file, reply.size);
+  if (!bytes.ok()) {
+    std::string m = "object " + id.Hex() + " lost: spill file " + reply.spill_file + ": " +
+                    bytes.status().message();
+    return bytes.status().code() == StatusCode::kNotFound ? Status::NotFound(m)
+                                                          : Status::Internal(m);
+  }
+  return std::make_shared<const MappedObject>(id, std::move(*bytes));
 }
 
 void ObjectClient::Release(const ObjectId& id) {

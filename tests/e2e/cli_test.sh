@@ -8,7 +8,9 @@
 #   6. orrery list actors: shows the example's actors (as typed, and with --redis-address)
 #      and, once the driver has exited, every node's resources are free again
 #   7. bad input (malformed --resources JSON, an unknown flag, an unknown table): a message
-#      and a non-zero exit, and nothing started
+#      and a non-zero exit, and nothing started; a failed `orrery start --head` (port taken)
+#      and a failed `orrery start --address` (wrong token) leave the cluster reachable:
+#      orrery status, orrery list and a driver still work, session_latest has not moved
 #   8. orrery stop: every head, node and redis-server of this test exits (pids from the
 #      session files, checked with kill -0 against a deadline), and no process started
 #      by this test remains (zygotes and workers included)
@@ -166,6 +168,28 @@ grep -qF "Cluster at $head_address" "$tmp/status_after_failed_start.out" ||
   fail "orrery status does not show the running cluster after a failed start"
 # The failed start stopped its own processes; its directory goes, so that the count below is
 # the running cluster's.
+comm -13 <(echo "$before") <(find "$sessions" -maxdepth 1 -name 'session_*' -type d | sort) | xargs -r rm -rf
+
+step "orrery start --address with a wrong token: it fails, and leaves no session that later commands pick"
+before=$(find "$sessions" -maxdepth 1 -name 'session_*' -type d | sort)
+latest_before=$(readlink -f "$sessions/session_latest")
+(umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' >"$tmp/wrong_token")
+expect_error "refused the cluster token" start --address "$head_address" --token-file "$tmp/wrong_token"
+[[ $(readlink -f "$sessions/session_latest") == "$latest_before" ]] ||
+  fail "the failed orrery start moved session_latest to $(readlink -f "$sessions/session_latest")"
+for dir in $(comm -13 <(echo "$before") <(find "$sessions" -maxdepth 1 -name 'session_*' -type d | sort)); do
+  [[ ! -e "$dir/token" ]] || fail "the failed orrery start left its token in $dir"
+done
+for cmd in status "list nodes"; do
+  # shellcheck disable=SC2086
+  orrery $cmd >"$tmp/after_wrong_token.out" 2>&1 ||
+    fail "orrery $cmd failed after a failed start with a wrong token: $(cat "$tmp/after_wrong_token.out")"
+done
+rc=0
+ORRERY_TMPDIR="$sessions" ORRERY_ADDRESS="$head_address" timeout --kill-after=10 120 "$hello" \
+  >"$tmp/hello2.out" 2>&1 || rc=$?
+[[ $rc -eq 0 ]] || fail "hello_actors exited $rc after a failed start with a wrong token: $(tail -n 5 "$tmp/hello2.out")"
+echo "ok: orrery status, orrery list and a driver still reach $head_address"
 comm -13 <(echo "$before") <(find "$sessions" -maxdepth 1 -name 'session_*' -type d | sort) | xargs -r rm -rf
 
 # 8. orrery stop, and nothing of this test remains.

@@ -1,14 +1,17 @@
 // Large values through the node's shared-memory object store (docs/objects.md): arguments and
 // results of 1 KiB to 1 GiB between the driver, tasks and actors; zero-copy Buffer views; a
-// store too small (ObjectStoreFullError naming the sizes); spilling to disk and restoring;
+// store too small (ObjectStoreFullError naming the sizes); spilling to disk and restoring,
+// also when the spill disk is full too (an object spilled intact still reads back);
 // and lifetime: usage back to zero when refs go, no arena or spill file left after Shutdown.
 // Each test starts its own embedded cluster (its store's size differs).
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -193,6 +196,38 @@ TEST_F(LargeObjectsTest, SpillsWhenFullRestoresOnGetAndFreesEverything) {
   refs.clear();
   EXPECT_TRUE(WaitFor([] { return StoreUsed() == 0; })) << "store usage back to zero";
   EXPECT_TRUE(WaitFor([&] { return spill_files() == 0; })) << "no spill file left";
+}
+
+// A 64 MiB store spilling to a full 32 MiB file system: the Put that cannot spill fails as
+// full ("No space left on device"), and an object spilled earlier, intact on disk, still
+// reads back (from its spill file: there is no room to restore it). Needs root to mount.
+TEST_F(LargeObjectsTest, ASpilledObjectReadsBackWhenTheSpillDiskIsFull) {
+  std::string disk = TempDir("fulldisk");
+  if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=32m") != 0)
+    GTEST_SKIP() << "cannot mount a 32 MiB tmpfs (needs root): " << std::strerror(errno);
+  struct Unmount {  // also when an assertion or an exception ends the test early
+    std::string dir;
+    ~Unmount() {
+      if (orrery::IsInitialized()) orrery::Shutdown();
+      umount2(dir.c_str(), MNT_DETACH);
+      rmdir(dir.c_str());
+    }
+  } unmount{disk};
+  orrery::Init(StoreConfig(64ll << 20, disk));
+  {
+    auto a = orrery::Put(Pattern(24 << 20, 1));
+    auto b = orrery::Put(Pattern(24 << 20, 2));
+    auto c = orrery::Put(Pattern(24 << 20, 3));  // spills a: 24 of the disk's 32 MiB
+    try {
+      orrery::Put(Pattern(24 << 20, 4));  // spilling b does not fit on the disk
+      ADD_FAILURE() << "a Put that can neither fit nor spill succeeded";
+    } catch (const orrery::ObjectStoreFullError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("No space left on device"));
+    }
+    EXPECT_EQ(ChecksumOf(*orrery::Get(a, kGetTimeoutMs)), ChecksumOf(Pattern(24 << 20, 1)));
+    EXPECT_EQ(ChecksumOf(*orrery::Get(b, kGetTimeoutMs)), ChecksumOf(Pattern(24 << 20, 2)));
+    EXPECT_EQ(ChecksumOf(*orrery::Get(c, kGetTimeoutMs)), ChecksumOf(Pattern(24 << 20, 3)));
+  }
 }
 
 TEST_F(LargeObjectsTest, DroppedRefsFreeTheStoreAndShutdownLeavesNoFile) {

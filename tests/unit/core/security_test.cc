@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -108,8 +109,18 @@ TEST_F(SecurityTest, UseCredentialsSaysWhereTheTokenIsExpected) {
   std::string session = dir_ + "/session_1_1";
   std::filesystem::create_directories(session);
   std::ofstream(session + "/session.json")
-      << R"({"values": {"head_address": "127.0.0.1:1"}, "pids": []})";
+      << R"({"values": {"head_address": "127.0.0.1:1", "started": "1"}, "pids": []})";
   ASSERT_TRUE(WriteSecretFile(session + "/token", NewToken()).ok());
+  EXPECT_EQ(FindSessionTokenFile("tcp://127.0.0.1:1"), session + "/token");
+  // A newer session of that head whose start did not complete (a failed `orrery start
+  // --address` with a wrong token) is not picked.
+  std::string failed = dir_ + "/session_3_3";
+  std::filesystem::create_directories(failed);
+  std::ofstream(failed + "/session.json")
+      << R"({"values": {"head_address": "127.0.0.1:1"}, "pids": []})";
+  ASSERT_TRUE(WriteSecretFile(failed + "/token", NewToken()).ok());
+  std::filesystem::last_write_time(
+      failed, std::filesystem::last_write_time(session) + std::chrono::seconds(10));
   EXPECT_EQ(FindSessionTokenFile("tcp://127.0.0.1:1"), session + "/token");
   EXPECT_EQ(FindSessionTokenFile("127.0.0.1:2"), "");
   // A garbage session file is skipped, not trusted.

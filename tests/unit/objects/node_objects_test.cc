@@ -1,11 +1,14 @@
 // A node's object table (objects/src/node_objects.h): create/seal/open/release/free, pins,
 // spilling when full and restoring with identical bytes, the "object store full" message,
-// failed spills, hostile spill files, FreeOwnedBy, ReleaseHolder, and that nothing is left on
-// disk after the store is destroyed.
+// failed spills, reading a spilled object from its file when there is no room to restore it
+// (the spill disk full too), hostile spill files, FreeOwnedBy, ReleaseHolder, and that nothing is
+// left on disk after the store is destroyed.
 #include "objects/src/node_objects.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +16,8 @@
 #include <fstream>
 #include <map>
 #include <random>
+
+#include "objects/internal/spill_file.h"
 
 namespace orrery::objects {
 namespace {
@@ -294,19 +299,73 @@ TEST_F(NodeObjectsTest, AFailedSpillLeavesTheObjectInMemory) {
   EXPECT_EQ(store_->Usage().spilled_bytes, 0u);
 }
 
-TEST_F(NodeObjectsTest, ARestoreThatCannotFitLeavesTheObjectSpilled) {
+// Checks that `loc` names a's spill file, whose bytes are a's, and that a stays spilled.
+void ExpectReadFromSpillFile(NodeObjects& store, const ObjectId& a, const std::string& file,
+                             const Result<ObjectLocation>& loc) {
+  ASSERT_TRUE(loc.ok()) << loc.status().message();
+  EXPECT_EQ(loc->spill_file, file);
+  ASSERT_EQ(loc->size, 2 * kMiB);
+  auto bytes = ReadSpillFile(loc->spill_file, loc->size);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_TRUE(**bytes == Pattern(a, 2 * kMiB)) << "the spill file's bytes differ";
+  EXPECT_EQ(store.Pins(a), 0) << "read from its file: nothing pinned";
+  EXPECT_TRUE(store.Contains(a));
+}
+
+TEST_F(NodeObjectsTest, ARestoreThatCannotFitIsReadFromItsSpillFile) {
   ObjectId a = Put(2 * kMiB);
   ObjectId b = Put(2 * kMiB), c = Put(2 * kMiB);  // spills a
   ASSERT_TRUE(Info(a).spilled);
   ASSERT_TRUE(store_->Open(b, "w").ok());
   ASSERT_TRUE(store_->Open(c, "w").ok());
-  auto r = store_->Open(a, "w");
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_THAT(r.status().message(), HasSubstr("2.0 MiB needed"));
-  EXPECT_THAT(r.status().message(), HasSubstr("2.0 MiB spilled"));
-  EXPECT_TRUE(store_->Contains(a));
+  ExpectReadFromSpillFile(*store_, a, SpillFile(a), store_->Open(a, "w"));
   EXPECT_TRUE(Info(a).spilled);
   store_->ReleaseHolder("w");
+  ExpectBytes(a, 2 * kMiB);  // room again: restored into the arena
+  EXPECT_FALSE(Info(a).spilled);
+}
+
+// No file may grow past `bytes` while it lives (a full disk, for root as for anyone):
+// writes past it fail with EFBIG instead of raising SIGXFSZ.
+class ScopedFileSizeLimit {
+ public:
+  explicit ScopedFileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    old_signal_ = signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{bytes, old_.rlim_max};
+    ok_ = setrlimit(RLIMIT_FSIZE, &limit) == 0;
+  }
+  ~ScopedFileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    signal(SIGXFSZ, old_signal_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit old_{};
+  sighandler_t old_signal_ = SIG_DFL;
+  bool ok_ = false;
+};
+
+// The store is full and so is the spill disk: the Create that cannot spill fails as full,
+// and an object spilled earlier, intact on disk, still reads back (from its file).
+TEST_F(NodeObjectsTest, ASpilledObjectReadsBackWhenTheStoreAndTheSpillDiskAreFull) {
+  ObjectId a = Put(2 * kMiB);
+  ObjectId b = Put(2 * kMiB);
+  Put(2 * kMiB);  // spills a
+  ASSERT_TRUE(Info(a).spilled);
+  {
+    ScopedFileSizeLimit full_disk(4096);
+    if (!full_disk.ok()) GTEST_SKIP() << "cannot lower RLIMIT_FSIZE here";
+    auto full = store_->Create(ObjectId::Random(), 2 * kMiB, "o", "h");
+    ASSERT_FALSE(full.ok());
+    EXPECT_EQ(full.status().code(), StatusCode::kUnavailable);
+    EXPECT_THAT(full.status().message(), HasSubstr("spilling failed: cannot write spill file"));
+    ExpectReadFromSpillFile(*store_, a, SpillFile(a), store_->Open(a, "reader"));
+    EXPECT_TRUE(Info(a).spilled);
+    EXPECT_FALSE(fs::exists(SpillFile(b) + ".partial")) << "a failed spill leaves nothing";
+  }
+  store_->Free(b);  // room again: a is restored into the arena
   ExpectBytes(a, 2 * kMiB);
 }
 
@@ -406,8 +465,11 @@ TEST_F(NodeObjectsTest, RandomOperationsKeepBytesAndCounts) {
     auto it = std::next(live.begin(), long(rng() % live.size()));
     if (op == 1) {
       auto loc = store_->Open(it->first, "r");
-      if (!loc.ok()) {
-        ASSERT_EQ(loc.status().code(), StatusCode::kUnavailable) << loc.status().message();
+      ASSERT_TRUE(loc.ok()) << loc.status().message();
+      if (!loc->spill_file.empty()) {  // no room to restore it: read from its file, unpinned
+        auto bytes = ReadSpillFile(loc->spill_file, loc->size);
+        ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+        ASSERT_TRUE(**bytes == Pattern(it->first, it->second));
         continue;
       }
       ASSERT_TRUE(std::string(store_->arena().data() + loc->offset, it->second) ==
