@@ -100,3 +100,9 @@ TEST_F(FailureDetectionTest, ANodeKilledIsDeclaredDeadWithinFiveSeconds) {
 }
 
 }  // namespace
+
+int main(int argc, char** argv) {
+  orrery::RunWorkerIfRequested(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

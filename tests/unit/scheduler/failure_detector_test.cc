@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 
 namespace orrery::scheduler {
@@ -129,17 +130,23 @@ TEST(FailureDetectorTest, AForgottenPeerIsNotWatched) {
   EXPECT_TRUE(d.prober->probes.empty());
 }
 
-// Waits for the prober's outcome for `key`, up to 10 s.
-ProbeOutcome AwaitOutcome(Prober& prober, const std::string& key) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (auto& [k, outcome] : prober.Take())
-      if (k == key) return outcome;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+// The outcomes a prober reported, by key (Take hands each over once).
+struct Outcomes {
+  // Waits for the outcome for `key`, up to 10 s.
+  ProbeOutcome Await(Prober& prober, const std::string& key) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!seen.count(key) && std::chrono::steady_clock::now() < deadline) {
+      for (auto& [k, outcome] : prober.Take()) seen[k] = outcome;
+      if (!seen.count(key)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!seen.count(key)) {
+      ADD_FAILURE() << "no outcome for " << key;
+      return ProbeOutcome::kNoAnswer;
+    }
+    return seen[key];
   }
-  ADD_FAILURE() << "no outcome for " << key;
-  return ProbeOutcome::kNoAnswer;
-}
+  std::map<std::string, ProbeOutcome> seen;
+};
 
 TEST(ConnectProberTest, TellsAListeningPortFromAClosedOneAndRefusesNonsense) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -153,17 +160,18 @@ TEST(ConnectProberTest, TellsAListeningPortFromAClosedOneAndRefusesNonsense) {
   ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
   std::string address = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
   auto prober = MakeConnectProber(1.0);
+  Outcomes outcomes;
   prober->Probe("up", address);
-  EXPECT_EQ(AwaitOutcome(*prober, "up"), ProbeOutcome::kListening);
+  EXPECT_EQ(outcomes.Await(*prober, "up"), ProbeOutcome::kListening);
   close(fd);  // the process is gone: nothing listens there any more
   prober->Probe("gone", address);
-  EXPECT_EQ(AwaitOutcome(*prober, "gone"), ProbeOutcome::kRefused);
+  EXPECT_EQ(outcomes.Await(*prober, "gone"), ProbeOutcome::kRefused);
   prober->Probe("ipc", "ipc:///nonexistent/orrery-probe-test");
-  EXPECT_EQ(AwaitOutcome(*prober, "ipc"), ProbeOutcome::kRefused);
+  EXPECT_EQ(outcomes.Await(*prober, "ipc"), ProbeOutcome::kRefused);
   for (const char* bad : {"", "tcp://", "tcp://:80", "udp://1.2.3.4:5"})
     prober->Probe(std::string("bad") + bad, bad);
   for (const char* bad : {"", "tcp://", "tcp://:80", "udp://1.2.3.4:5"})
-    EXPECT_EQ(AwaitOutcome(*prober, std::string("bad") + bad), ProbeOutcome::kNoAnswer) << bad;
+    EXPECT_EQ(outcomes.Await(*prober, std::string("bad") + bad), ProbeOutcome::kNoAnswer) << bad;
 }
 
 }  // namespace
