@@ -185,8 +185,11 @@ bool LogMonitor::ReadFile(Process& p, File& f, bool at_end, Groups* out) {
       if (n <= 0) break;
       f.offset += uint64_t(n);
       budget -= std::min(budget, uint64_t(n));
-      ForEachLine(std::string_view(buf.data(), size_t(n)), false, &f.pending,
-                  [&](std::string line) { Take(p, f, std::move(line), out); });
+      ForEachLine(
+          std::string_view(buf.data(), size_t(n)), false, &f.pending, [&](std::string line) {
+            poll_mu_.AssertHeld();  // the caller holds it; the analysis does not follow lambdas
+            Take(p, f, std::move(line), out);
+          });
     }
     behind = !at_end && budget == 0;
     if (writable && fstat(fd, &st) == 0 && uint64_t(st.st_size) > options_.rotate_bytes) {
@@ -197,7 +200,10 @@ bool LogMonitor::ReadFile(Process& p, File& f, bool at_end, Groups* out) {
     close(fd);
   }
   if (!at_end) return behind;
-  ForEachLine({}, true, &f.pending, [&](std::string line) { Take(p, f, std::move(line), out); });
+  ForEachLine({}, true, &f.pending, [&](std::string line) {
+    poll_mu_.AssertHeld();  // the caller holds it; the analysis does not follow lambdas
+    Take(p, f, std::move(line), out);
+  });
   Release(p, f, true, out);
   return false;
 }

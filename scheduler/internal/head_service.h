@@ -72,6 +72,7 @@ class HeadService {
   void HeardJob(const proto::JobMsg& m);
   void HeardRestored();
   void CheckHealth(double now);
+  void OnNodeVerdict(const FailureDetector::Verdict& v, double now);
   // Starts the metrics endpoint (when asked for) and records its address in table "head".
   Status StartMetrics();
 
@@ -79,7 +80,10 @@ class HeadService {
   std::shared_ptr<RetentionStore> retention_;  // null without a history TTL
   transport::Inbox inbox_;
   HeadManagers m_;
-  FailureDetector health_;
+  FailureDetector nodes_health_;
+  // Drivers heartbeat once a second whatever the nodes' period: their detector counts in
+  // their period, with a tolerance of at least 5 s (head_health.cc).
+  FailureDetector drivers_health_;
   std::unordered_map<int, std::function<Status(transport::Envelope&)>> handlers_;
   // Serves the text the inbox thread renders each second; its threads see nothing else.
   std::unique_ptr<metrics::MetricsServer> metrics_;

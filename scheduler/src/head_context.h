@@ -17,6 +17,10 @@
 
 namespace orrery::scheduler {
 
+// Drivers heartbeat this often (actors/src/job_registration.h); a driver is dead after at
+// least kMinDriverToleranceS of silence, or sooner when a probe finds it gone.
+inline constexpr double kDriverHeartbeatS = 1.0;
+inline constexpr double kMinDriverToleranceS = 5.0;
 // ActorOptionsMsg::lifetime of a detached actor.
 inline constexpr int kDetachedLifetime = 1;
 

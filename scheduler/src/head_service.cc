@@ -25,6 +25,15 @@ FailurePolicy HealthPolicy(const HeadOptions& o) {
   return p;
 }
 
+// Drivers send a heartbeat every kDriverHeartbeatS, whatever the nodes' period.
+FailurePolicy DriverPolicy(const HeadOptions& o) {
+  FailurePolicy p;
+  p.period_s = kDriverHeartbeatS;
+  p.suspect_after_s = 3 * kDriverHeartbeatS;
+  p.tolerance_s = std::max(HealthPolicy(o).tolerance_s, kMinDriverToleranceS);
+  return p;
+}
+
 double ProbeTimeout(const HeadOptions& o) { return std::clamp(o.health_check_period_s, 0.1, 1.0); }
 
 HeadOptions WithDefaults(HeadOptions o) {
@@ -42,7 +51,8 @@ HeadService::HeadService(HeadOptions options)
       m_(HeadContext{retention_ ? retention_ : options_.store,
                      std::shared_ptr<Outbox>(&TransportOutbox(), [](Outbox*) {})},
          options_.binary_dir),
-      health_(HealthPolicy(options_), MakeConnectProber(ProbeTimeout(options_))) {
+      nodes_health_(HealthPolicy(options_), MakeConnectProber(ProbeTimeout(options_))),
+      drivers_health_(DriverPolicy(options_), MakeConnectProber(1.0)) {
   if (retention_) {
     retention_->SetForget(
         [this](const std::string& table, const std::string& key) { return m_.Forget(table, key); });

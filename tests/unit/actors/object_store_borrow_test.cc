@@ -226,8 +226,11 @@ TEST(PeerWatchTest, APeerFoundGoneIsDeadAtOnceAndAPausedOneOnlyAfterTheTolerance
   std::vector<std::string> dead;
   // One round at time t over `peers`, "fine" answering its ping.
   auto round = [&](double t, const std::set<std::string>& peers) {
-    for (const auto& p : watch.Tick(t, peers, &dead))
-      if (p.address == "fine") EXPECT_TRUE(watch.OnPong(p.request_id));
+    for (const auto& p : watch.Tick(t, peers, &dead)) {
+      if (p.address == "fine") {
+        EXPECT_TRUE(watch.OnPong(p.request_id));
+      }
+    }
   };
   double t = 100;
   for (; t <= 106; t += 2) round(t, {"gone", "paused", "fine"});

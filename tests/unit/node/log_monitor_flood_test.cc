@@ -19,6 +19,18 @@
 #include "tests/fakes/recording_outbox.h"
 
 namespace orrery::node {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 namespace {
 
 constexpr uint64_t kLineBytes = 100;  // "line 00000042 xxx...\n"
@@ -133,7 +145,11 @@ TEST(LogMonitorFloodTest, MemoryIsBoundedTheFileRotatesWhileWrittenAndDropsAreCo
   EXPECT_EQ(last, "the last line");
   EXPECT_TRUE(rotated_while_running);
   EXPECT_LE(largest, kRotateBytes + kRoundBytes + 4096);
-  EXPECT_LT(peak - base, kRssBudget) << "the monitor held " << (peak - base) << " bytes";
+  // Under a sanitizer the process's peak says nothing of the monitor (ASan keeps freed
+  // memory in quarantine, TSan shadows it): the bound is checked in the plain build.
+  if (!kSanitized) {
+    EXPECT_LT(peak - base, kRssBudget) << "the monitor held " << (peak - base) << " bytes";
+  }
   for (int fd : {ready[0], go[0], go[1]}) close(fd);
   std::filesystem::remove_all(dir);
 }
