@@ -172,8 +172,13 @@ struct SendLimits {
   // A socket that must give way (to the cap above, or idle) while it still holds messages
   // (a slow CURVE handshake, a peer still starting) stays open outside the cap until they
   // are delivered, for at most drain_s (ZeroMQ's handshake timeout), and at most
-  // max_draining_per_thread of them; then what it holds is dropped, with a warning.
+  // max_draining_per_thread of them. Past drain_s its peer is probed (a connect to its
+  // address): unless the connect is refused (nothing listens: the peer is gone), it gets
+  // drain_s more, up to drain_max_s in all (a process swamped by a storm of handshakes on a
+  // busy machine accepts late); past that, or refused, what it holds is dropped, with a
+  // warning.
   double drain_s = 30;
+  double drain_max_s = 600;
   size_t max_draining_per_thread = 4096;
 };
 // Applies to sockets opened afterwards (the byte caps: to every later send).

@@ -18,6 +18,8 @@ namespace {
 // (TCP pushes back), past sndhwm it drops the error reply.
 constexpr int kRouterRcvHwm = 100000;
 constexpr int kRouterSndHwm = 1000;
+// Connections waiting to be accepted (the kernel caps it at net.core.somaxconn).
+constexpr int kListenBacklog = 4096;
 
 RateLimitedLog g_loop_error_log;
 
@@ -62,6 +64,10 @@ Status Inbox::Bind(const std::string& host, int port, const std::string& adverti
     router_->set(zmq::sockopt::rcvhwm, kRouterRcvHwm);
     router_->set(zmq::sockopt::sndhwm, kRouterSndHwm);
     router_->set(zmq::sockopt::linger, 0);
+    // Thousands of processes may connect at once (workers created together, each greeting
+    // its driver): they wait in the kernel's queue (up to net.core.somaxconn) to be accepted
+    // at the pace the inbox serves them, instead of ZeroMQ's 100 and retried SYNs.
+    router_->set(zmq::sockopt::backlog, kListenBacklog);
     router_->set(zmq::sockopt::maxmsgsize, int64_t(max_message_bytes_));
     security::ConfigureServer(Context(), *router_);
     router_->bind("tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*")));

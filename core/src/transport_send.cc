@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <list>
+#include <optional>
 #include <unordered_map>
 
 #include "core/internal/clock.h"
+#include "core/internal/connect_probe.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
@@ -121,8 +123,41 @@ struct CachedSocket {
 struct DrainingSocket {
   std::unique_ptr<zmq::socket_t> socket;
   std::shared_ptr<PeerQueue> queue;
-  double since = 0;
+  double since = 0;    // when it gave way
+  double until = 0;    // its deadline: drain_s after it gave way, later while its peer listens
+  bool asked = false;  // a probe of its peer is under way
 };
+
+// Probes the peers of sockets past their drain deadline, for every thread of the process.
+class DrainProbes {
+ public:
+  void Ask(const std::string& address) EXCLUDES(mu_) {
+    {
+      MutexLock lock(&mu_);
+      outcomes_.erase(address);  // an older answer says nothing of now
+    }
+    prober_->Probe(address, address);
+  }
+  // The outcome of the last probe of `address`, once it came.
+  std::optional<ProbeOutcome> Take(const std::string& address) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    if (outcomes_.size() > 4096) outcomes_.clear();  // bounded: peers come and go
+    for (auto& [key, outcome] : prober_->Take()) outcomes_[key] = outcome;
+    auto it = outcomes_.find(address);
+    if (it == outcomes_.end()) return std::nullopt;
+    return it->second;  // kept for other threads draining to the same peer
+  }
+
+ private:
+  std::unique_ptr<Prober> prober_ = MakeConnectProber(1.0);
+  Mutex mu_;
+  std::unordered_map<std::string, ProbeOutcome> outcomes_ GUARDED_BY(mu_);
+};
+
+DrainProbes& Probes() {
+  static auto* probes = new DrainProbes();  // never destroyed: threads drain during exit
+  return *probes;
+}
 
 RateLimitedLog g_drain_log;
 
@@ -155,7 +190,8 @@ struct ThreadSockets {
     if (limits && limits->drain_s > 0 && limits->max_draining_per_thread > 0 &&
         c.queue->bytes.load(std::memory_order_relaxed) > 0) {
       while (draining.size() >= limits->max_draining_per_thread) DropOldestDraining(*limits);
-      draining[address] = DrainingSocket{std::move(c.socket), c.queue, MonotonicSeconds()};
+      double now = MonotonicSeconds();
+      draining[address] = DrainingSocket{std::move(c.socket), c.queue, now, now + limits->drain_s};
     } else {
       c.socket->set(zmq::sockopt::linger, linger_ms);
       c.socket->close();
@@ -164,11 +200,12 @@ struct ThreadSockets {
     sockets.erase(it);
   }
   // Closes draining sockets that delivered everything; drops what the ones past their
-  // deadline still hold.
+  // deadline still hold, unless their peer still listens.
   void CheckDraining(double now, const SendLimits& limits) {
     for (auto it = draining.begin(); it != draining.end();) {
       int64_t left = it->second.queue->bytes.load(std::memory_order_relaxed);
-      if (left > 0 && now - it->second.since < limits.drain_s) {
+      if (left > 0 &&
+          (now < it->second.until || StillListening(it->first, it->second, now, limits))) {
         ++it;
         continue;
       }
@@ -176,6 +213,25 @@ struct ThreadSockets {
       CloseNow(*it->second.socket);
       it = draining.erase(it);
     }
+  }
+  // Past its deadline: true while the probe of its peer is under way (for a few seconds),
+  // and unless the probe found nothing listening there (its deadline moves by drain_s, up to
+  // drain_max_s).
+  static bool StillListening(const std::string& address, DrainingSocket& d, double now,
+                             const SendLimits& limits) {
+    if (!d.asked) {
+      d.asked = true;
+      Probes().Ask(address);
+      return true;
+    }
+    std::optional<ProbeOutcome> outcome = Probes().Take(address);
+    if (!outcome) return now < d.until + 5;  // the probe's answer is still coming
+    d.asked = false;
+    // Only a refused connect proves the peer gone: one that timed out may be a listen queue
+    // full of other connections (a storm of them to a swamped process).
+    if (*outcome == ProbeOutcome::kRefused || now - d.since >= limits.drain_max_s) return false;
+    d.until = std::min(now + limits.drain_s, d.since + limits.drain_max_s);
+    return true;
   }
   void DropOldestDraining(const SendLimits& limits) {
     auto oldest = draining.begin();
@@ -192,7 +248,8 @@ struct ThreadSockets {
     std::snprintf(seconds, sizeof(seconds), "%g", limits.drain_s);
     LOG_WARN("dropped about " + std::to_string(bytes) + " queued bytes to " + address +
              ": not delivered within " + seconds +
-             " s of its socket giving way (the peer is gone or not answering)" +
+             " s of its socket giving way, and its peer is gone, does not answer, or took "
+             "longer than the longest wait" +
              RateLimitedLog::More(suppressed));
   }
   ~ThreadSockets() {

@@ -6,6 +6,8 @@
 #include "core/internal/transport.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -170,6 +172,45 @@ TEST(TransportTest, DrainingSocketsCloseAfterTheirDeadlineAndComeBackWhenUsed) {
     CloseThreadSockets();
     EXPECT_EQ(ThreadDrainingCount(), 0u);
   }).join();
+}
+
+// A draining socket whose peer still listens (a process swamped by a storm of handshakes
+// on a busy machine: its kernel accepts the connection, its handshake does not finish) is
+// not dropped at drain_s: it waits while probes find the peer listening, up to drain_max_s.
+// 2,000 workers created at once beside a CPU burner lost their first message to the driver
+// this way.
+TEST(TransportTest, ADrainingSocketWhosePeerStillListensWaitsUpToTheLongestWait) {
+  LimitsGuard guard;
+  SendLimits limits = GetSendLimits();
+  limits.max_sockets_per_thread = 1;
+  limits.drain_s = 0.2;
+  limits.drain_max_s = 3;
+  SetSendLimits(limits);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);  // listens, never speaks: no handshake finishes
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string swamped = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  std::thread([&] {
+    SendFrames(swamped, "hello", nullptr);
+    SendFrames(DeadAddress(0), "x", nullptr);  // takes the one place: `swamped` drains
+    ASSERT_EQ(ThreadDrainingCount(), 1u);
+    auto gave_way = std::chrono::steady_clock::now();
+    // Five times drain_s: still draining, its peer listening.
+    SweepUntil([&] {
+      return ThreadDrainingCount() == 0 ||
+             std::chrono::steady_clock::now() - gave_way > std::chrono::seconds(1);
+    });
+    EXPECT_EQ(ThreadDrainingCount(), 1u) << "dropped while its peer still listened";
+    EXPECT_TRUE(SweepUntil([] { return ThreadDrainingCount() == 0; })) << "kept past drain_max_s";
+    CloseThreadSockets();
+  }).join();
+  close(fd);
 }
 
 TEST(TransportTest, BytesQueuedForAPeerThatDoesNotReadAreCapped) {
