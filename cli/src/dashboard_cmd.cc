@@ -171,8 +171,11 @@ int RunDashboard(DashboardFlags flags) {
   }
   // The cluster's credentials, for /api/workers and /api/tasks (asked of the nodes and
   // drivers themselves): the token found above, else this host's session of its Redis.
-  std::string cluster_token =
-      token_file.empty() ? SessionTokenFile(flags.redis_address) : token_file;
+  // An explicit --token-file counts even for a loopback dashboard: `orrery start` passes it
+  // before its session is published, so no session lookup could find it yet.
+  std::string cluster_token = !token_file.empty()        ? token_file
+                              : !flags.token_file.empty() ? flags.token_file
+                                                          : SessionTokenFile(flags.redis_address);
   if (!security::UseCredentials(flags.insecure || cluster_token.empty(), cluster_token, "").ok())
     std::cerr << "orrery dashboard: the cluster token " << cluster_token
               << " is unusable: /api/workers and /api/tasks will not get answers\n";
