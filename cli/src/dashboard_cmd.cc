@@ -173,7 +173,7 @@ int RunDashboard(DashboardFlags flags) {
   // drivers themselves): the token found above, else this host's session of its Redis.
   // An explicit --token-file counts even for a loopback dashboard: `orrery start` passes it
   // before its session is published, so no session lookup could find it yet.
-  std::string cluster_token = !token_file.empty()        ? token_file
+  std::string cluster_token = !token_file.empty()         ? token_file
                               : !flags.token_file.empty() ? flags.token_file
                                                           : SessionTokenFile(flags.redis_address);
   if (!security::UseCredentials(flags.insecure || cluster_token.empty(), cluster_token, "").ok())
