@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,8 @@ const char* TargetName(Target t) {
       return "head";
     case Target::kPauseNode:
       return "pause";
+    case Target::kPauseDriver:
+      return "driver";
     case Target::kOverload:
       return "burn";
   }
@@ -39,8 +42,8 @@ std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_
   double t = first_s;
   while (t < duration_s - 5) {
     if (round.empty()) {
-      round = {Target::kWorker, Target::kWorker,    Target::kNode,    Target::kRedis,
-               Target::kHead,   Target::kPauseNode, Target::kOverload};
+      round = {Target::kWorker, Target::kWorker,    Target::kNode,        Target::kRedis,
+               Target::kHead,   Target::kPauseNode, Target::kPauseDriver, Target::kOverload};
       std::shuffle(round.begin(), round.end(), rng);
     }
     ChaosEvent e;
@@ -51,7 +54,8 @@ std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_
     if (e.target == Target::kNode) e.downtime_s = node_down(rng);
     if (e.target == Target::kRedis) e.downtime_s = redis_down(rng);
     if (e.target == Target::kHead) e.downtime_s = head_down(rng);
-    if (e.target == Target::kPauseNode) e.downtime_s = pause(rng);
+    if (e.target == Target::kPauseNode || e.target == Target::kPauseDriver)
+      e.downtime_s = pause(rng);
     if (e.target == Target::kOverload) e.downtime_s = burn(rng);
     plan.push_back(e);
     t += gap(rng);
@@ -61,9 +65,9 @@ std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_
 
 std::string Describe(const ChaosEvent& e) {
   char buf[160];
-  const char* verb = e.target == Target::kPauseNode  ? "stop"
-                     : e.target == Target::kOverload ? "load"
-                                                     : "kill";
+  const char* verb = e.target == Target::kPauseNode || e.target == Target::kPauseDriver ? "stop"
+                     : e.target == Target::kOverload                                    ? "load"
+                                                                                        : "kill";
   std::snprintf(buf, sizeof(buf), "t=%6.1fs %s %-6s pick=%10u down %.1fs", e.at_s, verb,
                 TargetName(e.target), e.pick, e.downtime_s);
   return buf;
@@ -195,6 +199,8 @@ void ChaosMonkey::Apply(const ChaosEvent& e) {
       kill(pid, SIGCONT);
       return Note("node pid " + std::to_string(pid) + " resumed");
     }
+    case Target::kPauseDriver:
+      return PauseDriver(e);
     case Target::kOverload:
       return Overload(e);
     case Target::kHead: {
@@ -224,8 +230,7 @@ void ChaosMonkey::Overload(const ChaosEvent& e) {
     pid_t pid = fork();
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
-      for (volatile uint64_t n = 0;; n = n + 1) {
-      }
+      for (uint64_t n = 0;; ++n) asm volatile("" : "+r"(n));  // spin; not optimized away
     }
     if (pid > 0) burners.push_back(pid);
   }
@@ -236,6 +241,23 @@ void ChaosMonkey::Overload(const ChaosEvent& e) {
     waitpid(pid, nullptr, 0);
   }
   Note("the CPU burners stopped");
+}
+
+void ChaosMonkey::PauseDriver(const ChaosEvent& e) {
+  Note(Describe(e) + ": pausing this driver (pid " + std::to_string(getpid()) + ")");
+  timespec nap{time_t(e.downtime_s), long((e.downtime_s - double(time_t(e.downtime_s))) * 1e9)};
+  pid_t pid = fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls in the child of a threaded process.
+    pid_t driver = getppid();
+    kill(driver, SIGSTOP);
+    nanosleep(&nap, nullptr);
+    kill(driver, SIGCONT);
+    _exit(0);
+  }
+  if (pid < 0) return Note("fork failed: the driver was not paused");
+  waitpid(pid, nullptr, 0);
+  Note("this driver resumed");
 }
 
 std::vector<std::string> ChaosMonkey::Log() const {

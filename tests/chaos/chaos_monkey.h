@@ -1,10 +1,10 @@
 // The chaos thread: kills parts of a test cluster with SIGKILL on a schedule drawn from a
 // seeded generator, and brings back what it killed (a worker is the runtime's to replace;
-// a node, Redis and the head are restarted here). It also pauses nodes (SIGSTOP, then
-// SIGCONT, for less than the head's tolerance: a paused node must keep its actors) and
-// overloads the machine (a CPU burner per core for a few seconds). The schedule depends on the seed
-// only; which pid a "kill a worker" hits depends on the workers alive at that moment (the pick'th
-// of them, sorted by pid).
+// a node, Redis and the head are restarted here). It also pauses nodes and this driver
+// (SIGSTOP, then SIGCONT, for less than the head's tolerance: a paused node or driver must
+// keep its actors) and overloads the machine (a CPU burner per core for a few seconds). The
+// schedule depends on the seed only; which pid a "kill a worker" hits depends on the workers alive
+// at that moment (the pick'th of them, sorted by pid).
 #pragma once
 
 #include <atomic>
@@ -19,7 +19,7 @@
 
 namespace orrery_chaos {
 
-enum class Target { kWorker, kNode, kRedis, kHead, kPauseNode, kOverload };
+enum class Target { kWorker, kNode, kRedis, kHead, kPauseNode, kPauseDriver, kOverload };
 const char* TargetName(Target t);
 
 struct ChaosEvent {
@@ -31,8 +31,9 @@ struct ChaosEvent {
 
 // Events from about `first_s` until `duration_s - 5`, one every 3 to 8 s; a node stays down
 // 0.5 to 3 s, Redis 0.5 to 8 s (at times longer than the head retries a write), the head up
-// to 2 s; a node is paused for 0.2 to `max_pause_s` s, the CPUs overloaded for 2 to 6 s.
-// Targets come from shuffled rounds of {worker, worker, node, Redis, head, pause, overload},
+// to 2 s; a node or the driver is paused for 0.2 to `max_pause_s` s, the CPUs overloaded
+// for 2 to 6 s. Targets come from shuffled rounds of {worker, worker, node, Redis, head,
+// pause a node, pause the driver, overload},
 // so every kind is hit even in a short run.
 std::vector<ChaosEvent> MakePlan(uint64_t seed, double duration_s, double first_s = 2,
                                  double max_pause_s = 1.5);
@@ -69,6 +70,9 @@ class ChaosMonkey {
   void Apply(const ChaosEvent& e);
   // A CPU burner per core (children of this process) for e.downtime_s.
   void Overload(const ChaosEvent& e);
+  // This whole process (the driver, this thread included) stopped for e.downtime_s by a
+  // child that sends SIGSTOP, sleeps and sends SIGCONT.
+  void PauseDriver(const ChaosEvent& e);
   void Note(const std::string& line);
   // Sleeps up to `s` seconds; false if Stop() came first.
   bool Pause(double s);
