@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <random>
 
+#include "tests/fakes/cpu_burner.h"
+
 namespace orrery_chaos {
 
 const char* TargetName(Target t) {
@@ -224,22 +226,9 @@ void ChaosMonkey::Apply(const ChaosEvent& e) {
 }
 
 void ChaosMonkey::Overload(const ChaosEvent& e) {
-  std::vector<pid_t> burners;
-  long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  for (long i = 0; i < cores; ++i) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      for (uint64_t n = 0;; ++n) asm volatile("" : "+r"(n));  // spin; not optimized away
-    }
-    if (pid > 0) burners.push_back(pid);
-  }
-  Note(Describe(e) + ": " + std::to_string(burners.size()) + " CPU burner(s)");
+  orrery::testing::CpuBurner burner;
+  Note(Describe(e) + ": " + std::to_string(burner.size()) + " CPU burner(s)");
   std::this_thread::sleep_for(std::chrono::duration<double>(e.downtime_s));
-  for (pid_t pid : burners) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
   Note("the CPU burners stopped");
 }
 

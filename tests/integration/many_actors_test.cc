@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "tests/fakes/cpu_burner.h"
 
 namespace {
 
@@ -56,33 +57,7 @@ long long ProcValue(const std::string& path, const std::string& key) {
   return -1;
 }
 
-// A busy machine: a process spinning on each core, for as long as the burner lives.
-class CpuBurner {
- public:
-  CpuBurner() {
-    long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-    for (long i = 0; i < cores; ++i) {
-      pid_t pid = fork();
-      if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        for (volatile unsigned long n = 0;; n = n + 1) {
-        }
-      }
-      if (pid > 0) pids_.push_back(pid);
-    }
-  }
-  ~CpuBurner() {
-    for (pid_t pid : pids_) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-  CpuBurner(const CpuBurner&) = delete;
-  CpuBurner& operator=(const CpuBurner&) = delete;
-
- private:
-  std::vector<pid_t> pids_;
-};
+using ::orrery::testing::CpuBurner;
 
 // Shuts the cluster down however the test ends (an assertion returns early).
 struct ClusterGuard {
