@@ -129,6 +129,7 @@ void JobRunner::Launch(JobProcess& j, const std::string& path) {
   }
   for (const auto& [k, v] : options_.env) env[k] = v;  // credentials, tunables
   for (const auto& [k, v] : j.start.env) env[k] = v;
+  env["ORRERY_SUBMISSION_ID"] = sid;  // also how KillAll finds its processes without cgroups
   std::vector<std::string> env_strings;
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> argv, envp;
@@ -221,7 +222,11 @@ void JobRunner::Check() {
 
 void JobRunner::KillAll(const std::string& submission_id, int pid) {
   kill(-pid, SIGKILL);
-  if (cgroups_) cgroups_->End("job-" + submission_id);
+  if (cgroups_) return cgroups_->End("job-" + submission_id);
+  // Without cgroups, what left the driver's process group (setsid) is found by the
+  // submission id in its environment; it was re-parented to init (or a subreaper), which
+  // reaps it.
+  for (int p : ProcessesWithEnv("ORRERY_SUBMISSION_ID=" + submission_id)) kill(p, SIGKILL);
 }
 
 void JobRunner::List(proto::ListWorkersReplyMsg* reply) const {

@@ -99,6 +99,28 @@ std::string OwnCgroupDir() {
   return access((dir + "/cgroup.procs").c_str(), W_OK) == 0 ? dir : "";
 }
 
+bool EnvironHas(int pid, const std::string& var) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+  std::string entry;
+  while (std::getline(in, entry, '\0')) {
+    if (entry == var) return true;
+  }
+  return false;
+}
+
+std::vector<int> ProcessesWithEnv(const std::string& var) {
+  std::vector<int> found;
+  DIR* proc = opendir("/proc");
+  if (!proc) return found;
+  int self = getpid();
+  while (dirent* d = readdir(proc)) {
+    int pid = std::atoi(d->d_name);
+    if (pid > 0 && pid != self && EnvironHas(pid, var)) found.push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
 int OpenCgroupProcs(const std::string& dir) {
   return open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace orrery::node {
 
@@ -34,6 +35,13 @@ bool WaitCgroupEmpty(const std::string& dir, int timeout_ms);
 // Removes `dir` and the cgroups below it, deepest first; false when one still holds a
 // process (or `dir` cannot be removed). A missing `dir` counts as removed.
 bool RemoveCgroup(const std::string& dir);
+
+// Without cgroups: whether process `pid`'s environment holds `var` ("NAME=value") exactly,
+// and the processes other than this one whose environment does (of those this process may
+// read). A job's driver carries ORRERY_SUBMISSION_ID, and so does what it starts with exec,
+// in a new session or not.
+bool EnvironHas(int pid, const std::string& var);
+std::vector<int> ProcessesWithEnv(const std::string& var);
 
 // The node's subtree. Owns it: the destructor kills what is left in it and removes it.
 class CgroupTree {
