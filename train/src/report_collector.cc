@@ -1,6 +1,7 @@
 #include "train/src/report_collector.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace orrery::train {
 
@@ -56,6 +57,7 @@ std::optional<ReportCollector::Failure> ReportCollector::Absorb(size_t r,
   if (!reply.done) return std::nullopt;
   done_[r] = true;
   if (!reply.failed) return std::nullopt;
+  if (reply.process_failed) return Failure{r, true, reply.error_message};
   return Failure{r, false, reply.error_type + ": " + reply.error_message};
 }
 
@@ -65,6 +67,11 @@ std::optional<std::pair<ReportMsg, std::string>> ReportCollector::TakeComplete()
   for (size_t r = 0; r < workers_.size(); ++r) {
     if (seen_[r] < next_final_ && !done_[r]) return std::nullopt;
   }
+  return TakeNext();
+}
+
+std::pair<ReportMsg, std::string> ReportCollector::TakeNext() {
+  auto it = rank0_.find(next_final_);
   std::pair<ReportMsg, std::string> out{std::move(it->second), ""};
   rank0_.erase(it);
   if (auto c = checkpoint_of_.find(next_final_); c != checkpoint_of_.end()) {
@@ -72,6 +79,26 @@ std::optional<std::pair<ReportMsg, std::string>> ReportCollector::TakeComplete()
     checkpoint_of_.erase(c);
   }
   ++next_final_;
+  return out;
+}
+
+std::vector<std::pair<ReportMsg, std::string>> ReportCollector::SettleAfterFailure(size_t failed,
+                                                                                   int timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto caught_up = [&] {
+    for (size_t r = 0; r < workers_.size(); ++r) {
+      if (!done_[r] && seen_[r] < seen_[failed]) return false;
+    }
+    return true;
+  };
+  while (!caught_up() && std::chrono::steady_clock::now() < deadline) {
+    (void)PollOnce(100);  // another failure only ends what it can still add
+  }
+  std::vector<std::pair<ReportMsg, std::string>> out;
+  auto everyone = [this] {
+    return std::all_of(seen_.begin(), seen_.end(), [this](int64_t s) { return s >= next_final_; });
+  };
+  while (rank0_.count(next_final_) && everyone()) out.push_back(TakeNext());
   return out;
 }
 

@@ -19,7 +19,8 @@ namespace orrery::train {
 
 class ReportCollector {
  public:
-  // Why collecting stopped early: the worker of `rank` died (`died`) or its loop failed.
+  // Why collecting stopped early: the worker of `rank` died or its Entrypoint's process
+  // failed (`died`: the group may restart), or its loop failed.
   struct Failure {
     size_t rank = 0;
     bool died = false;
@@ -35,6 +36,11 @@ class ReportCollector {
   // The next complete report in index order, with its checkpoint path ("" when none);
   // empty when the next one is not complete yet.
   std::optional<std::pair<ReportMsg, std::string>> TakeComplete();
+  // After `failed` failed: waits up to timeout_ms for the other workers' answers to catch
+  // up with what it had reported, and returns the reports every rank made (the failed one
+  // included) that were not taken yet, in index order: progress the failure does not undo
+  // (their checkpoints are where the group restarts from).
+  std::vector<std::pair<ReportMsg, std::string>> SettleAfterFailure(size_t failed, int timeout_ms);
   bool AllDone() const;
   // Indices of reports some worker made that can no longer complete (after a failure).
   std::set<int64_t> Unfinished() const;
@@ -42,6 +48,8 @@ class ReportCollector {
   std::set<int64_t> OrphanCheckpoints() const;
 
  private:
+  // Rank 0's report next_final_ (it must be there) with its checkpoint path, and moves on.
+  std::pair<ReportMsg, std::string> TakeNext();
   // Takes in one worker's answer; a failure when its loop failed.
   std::optional<Failure> Absorb(size_t rank, const PollReplyMsg& reply);
 

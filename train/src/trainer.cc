@@ -27,6 +27,7 @@ using internal::TrainWorker;
 namespace {
 
 constexpr int kPollMs = 500;             // how long a worker holds a Poll open
+constexpr int kSettleMs = 3000;          // after a failure, for the others' last reports
 constexpr int kSetupTimeoutMs = 120000;  // worker start, Info and Start
 
 std::string DefaultStoragePath() {
@@ -62,6 +63,12 @@ std::string FormatMetrics(const Metrics& m) {
   return out;
 }
 
+std::string JoinArgv(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
 // How one attempt (one group, from start to end or failure) ended.
 struct Outcome {
   enum Kind { kFinished, kWorkerFailed, kFatal } kind = kFinished;
@@ -83,9 +90,10 @@ proto::ErrorKind SetError(Result& r, proto::ErrorKind k, const std::string& mess
 // The state of one Fit(): the configs, the run's record and what was reported so far.
 class Run {
  public:
-  Run(std::string loop, const ScalingConfig& scaling, const RunConfig& run,
+  Run(std::string loop, Entrypoint entrypoint, const ScalingConfig& scaling, const RunConfig& run,
       const TorchConfig& torch, nlohmann::json loop_config, ResolvedConfig resolved)
       : loop_(std::move(loop)),
+        entrypoint_(std::move(entrypoint)),
         scaling_(scaling),
         run_(run),
         torch_(torch),
@@ -96,7 +104,7 @@ class Run {
     if (run_.storage_path.empty()) run_.storage_path = DefaultStoragePath();
     record_.id = UniqueId::Random().Hex();
     record_.name = run_.name;
-    record_.loop = loop_;
+    record_.loop = loop_.empty() ? "entrypoint: " + JoinArgv(entrypoint_.argv) : loop_;
     record_.path = (std::filesystem::path(run_.storage_path) / run_.name).string();
     record_.backend = rc_.backend;
     record_.start_time = WallSeconds();
@@ -138,6 +146,7 @@ class Run {
   }
 
   std::string loop_;
+  Entrypoint entrypoint_;  // when loop_ is ""
   ScalingConfig scaling_;
   RunConfig run_;
   TorchConfig torch_;
@@ -329,6 +338,9 @@ WorkerStartMsg Run::StartMessage(const WorkerAssignment& a, const std::vector<st
                                  const std::string& checkpoint_path) const {
   WorkerStartMsg m;
   m.loop_name = loop_;
+  m.entrypoint_argv = entrypoint_.argv;
+  m.entrypoint_env = entrypoint_.env;
+  m.entrypoint_dir = entrypoint_.working_dir;
   m.rank = a.rank;
   m.world_size = a.world_size;
   m.local_rank = a.local_rank;
@@ -382,6 +394,10 @@ Outcome Run::Watch(const std::vector<ActorHandle<TrainWorker>>& by_rank,
   ReportCollector reports(by_rank, reports_);
   while (true) {
     if (auto failure = reports.PollOnce(kPollMs)) {
+      if (failure->died) {
+        for (auto& [report, checkpoint] : reports.SettleAfterFailure(failure->rank, kSettleMs))
+          Finalize(report, checkpoint);
+      }
       incomplete->merge(reports.Unfinished());
       if (failure->died)
         return {Outcome::kWorkerFailed, Who(failure->rank) + " died: " + failure->message};
@@ -465,11 +481,21 @@ TorchTrainer::TorchTrainer(TrainLoop loop, ScalingConfig scaling, RunConfig run,
       torch_(std::move(torch)),
       loop_config_(std::move(train_loop_config)) {}
 
+TorchTrainer::TorchTrainer(Entrypoint entrypoint, ScalingConfig scaling, RunConfig run,
+                           TorchConfig torch, nlohmann::json train_loop_config)
+    : entrypoint_(std::move(entrypoint)),
+      scaling_(std::move(scaling)),
+      run_(std::move(run)),
+      torch_(std::move(torch)),
+      loop_config_(std::move(train_loop_config)) {}
+
 Result TorchTrainer::Fit() {
   ResolvedConfig resolved =
       ResolveConfig(scaling_, torch_);  // ConfigError before anything is reserved
+  if (loop_name_.empty() && (entrypoint_.argv.empty() || entrypoint_.argv[0].empty()))
+    throw ConfigError("TorchTrainer: the Entrypoint's argv is empty (give the command to run)");
   if (!IsInitialized()) throw Error("TorchTrainer::Fit() needs orrery::Init() first");
-  Run run(loop_name_, scaling_, run_, torch_, loop_config_, std::move(resolved));
+  Run run(loop_name_, entrypoint_, scaling_, run_, torch_, loop_config_, std::move(resolved));
   return run.Fit();
 }
 

@@ -22,6 +22,7 @@
 #include "orrery/train/trainer.h"
 #include "train/src/checkpoint_manager.h"
 #include "train/src/collective.h"
+#include "train/src/entrypoint_process.h"
 #include "train/src/port_reservation.h"
 
 namespace orrery::train::internal {
@@ -52,10 +53,12 @@ class ReportSink {
     reports_.push_back(std::move(r));
     cv_.NotifyAll();
   }
-  void Finish(bool failed, std::string type, std::string message) EXCLUDES(mu_) {
+  void Finish(bool failed, std::string type, std::string message, bool process_failed = false)
+      EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     done_ = true;
     failed_ = failed;
+    process_failed_ = process_failed;
     error_type_ = std::move(type);
     error_message_ = std::move(message);
     cv_.NotifyAll();
@@ -79,6 +82,7 @@ class ReportSink {
     out.failed = failed_;
     out.error_type = error_type_;
     out.error_message = error_message_;
+    out.process_failed = process_failed_;
     return out;
   }
 
@@ -88,6 +92,7 @@ class ReportSink {
   std::deque<ReportMsg> reports_ GUARDED_BY(mu_);
   bool done_ GUARDED_BY(mu_) = false;
   bool failed_ GUARDED_BY(mu_) = false;
+  bool process_failed_ GUARDED_BY(mu_) = false;
   std::string error_type_ GUARDED_BY(mu_);
   std::string error_message_ GUARDED_BY(mu_);
 };
@@ -229,6 +234,7 @@ PollReplyMsg TrainWorker::Poll(int64_t after, int timeout_ms) {
 }
 
 void TrainWorker::RunLoop(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m) {
+  if (!m.entrypoint_argv.empty()) return RunProcess(group, sink, m);
   auto loop = orrery::internal::FindLocalFunction<TrainLoop>(m.loop_name);
   if (loop == nullptr) {
     sink.Finish(true, proto::ErrorKindName(proto::ErrorKind::kFunctionNotFoundError),
@@ -245,6 +251,26 @@ void TrainWorker::RunLoop(CollectiveGroup& group, ReportSink& sink, const Worker
     sink.Finish(true, Demangle(typeid(e).name()), e.what());
   } catch (...) {
     sink.Finish(true, "unknown", "the loop threw something that is not a std::exception");
+  }
+}
+
+void TrainWorker::RunProcess(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m) {
+  EntrypointRun run;
+  run.argv = m.entrypoint_argv;
+  run.env = m.entrypoint_env;
+  run.working_dir = m.entrypoint_dir;
+  run.silence_s = m.timeout_s;
+  run.hostname = Hostname();
+  try {
+    ContextImpl ctx(m, &group, &sink);
+    RunEntrypoint(ctx, run);
+    sink.Finish(false, "", "");
+  } catch (const ProcessFailed& e) {
+    sink.Finish(true, proto::ErrorKindName(proto::ErrorKind::kTrainingFailedError), e.what(), true);
+  } catch (const Error& e) {
+    sink.Finish(true, e.kind(), e.what());
+  } catch (const std::exception& e) {
+    sink.Finish(true, Demangle(typeid(e).name()), e.what());
   }
 }
 

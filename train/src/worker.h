@@ -34,6 +34,8 @@ class TrainWorker {
   struct State;
   TrainWorker();
   static void RunLoop(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m);
+  // The trainer's Entrypoint as a child process (entrypoint_process.h) instead of a loop.
+  static void RunProcess(CollectiveGroup& group, ReportSink& sink, const WorkerStartMsg& m);
   std::unique_ptr<State> s_;
 };
 

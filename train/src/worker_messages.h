@@ -44,9 +44,15 @@ struct WorkerStartMsg {
   std::vector<std::string> mesh_axis_names;
   std::vector<int> mesh_local_device_ids;
   std::vector<std::vector<int>> mesh_local_coordinates;
+  // An Entrypoint instead of a registered loop (loop_name is then ""): its command line,
+  // its own environment and working directory (entrypoint_process.h).
+  std::vector<std::string> entrypoint_argv;
+  std::map<std::string, std::string> entrypoint_env;
+  std::string entrypoint_dir;
   MSGPACK_DEFINE(loop_name, rank, world_size, local_rank, local_world_size, node_rank, device, env,
                  peers, timeout_s, config_json, checkpoint_path, run_name, run_path, report_offset,
-                 mesh_shape, mesh_axis_names, mesh_local_device_ids, mesh_local_coordinates);
+                 mesh_shape, mesh_axis_names, mesh_local_device_ids, mesh_local_coordinates,
+                 entrypoint_argv, entrypoint_env, entrypoint_dir);
 };
 
 struct ReportMsg {
@@ -64,7 +70,10 @@ struct PollReplyMsg {
   bool failed = false;  // it threw: error_type and error_message say what
   std::string error_type;
   std::string error_message;
-  MSGPACK_DEFINE(reports, done, failed, error_type, error_message);
+  // An Entrypoint's process failed (exited non-zero, killed, silent): the group restarts
+  // for it within max_failures, as for a worker that died.
+  bool process_failed = false;
+  MSGPACK_DEFINE(reports, done, failed, error_type, error_message, process_failed);
 };
 
 }  // namespace orrery::train

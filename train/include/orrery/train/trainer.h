@@ -3,6 +3,7 @@
 #pragma once
 
 #include <exception>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +20,17 @@ namespace orrery::train {
 // A training loop: a free function registered with ORRERY_REMOTE (every worker process runs
 // the driver's executable and finds the loop by its registered name).
 using TrainLoop = void (*)(Context&);
+
+// A framework process as the training loop (docs/train.md "Framework processes"): each
+// worker of the group starts `argv` (found on PATH when it has no '/') as a child, with
+// torchrun's variables, the XLA and JAX ones on a TPU slice, `env` and the Python module
+// orrery_train on PYTHONPATH, in `working_dir` ("" -> the worker's). The process reports
+// through orrery_train (or the line protocol); its exit 0 ends the rank's loop.
+struct Entrypoint {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string working_dir;
+};
 
 struct Result {
   Metrics metrics;                       // the last report (rank 0's)
@@ -56,6 +68,12 @@ class TorchTrainer {
   // Throws FunctionNotFoundError when `loop` was not registered with ORRERY_REMOTE.
   TorchTrainer(TrainLoop loop, ScalingConfig scaling, RunConfig run = {}, TorchConfig torch = {},
                nlohmann::json train_loop_config = {});
+  // The same with a framework process in place of the loop; Fit() throws ConfigError when
+  // its argv is empty. A process that exits non-zero, is killed or is silent (no report
+  // and no heartbeat) for TorchConfig::timeout_s fails the attempt, naming the rank, host,
+  // status and the last lines of its stderr; the group restarts within max_failures.
+  TorchTrainer(Entrypoint entrypoint, ScalingConfig scaling, RunConfig run = {},
+               TorchConfig torch = {}, nlohmann::json train_loop_config = {});
 
   // Validates the configs (throws ConfigError before anything is reserved), reserves the
   // workers, runs the loop on all of them, restarts the group from the latest checkpoint
@@ -66,6 +84,7 @@ class TorchTrainer {
 
  private:
   std::string loop_name_;
+  Entrypoint entrypoint_;  // used when loop_name_ is ""
   ScalingConfig scaling_;
   RunConfig run_;
   TorchConfig torch_;
