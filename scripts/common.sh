@@ -34,6 +34,7 @@ ORRERY_TEST_PACKAGES=(
   clang llvm libclang-rt-dev  # .ci/run: sanitizer builds, libFuzzer, llvm-symbolizer (docs/testing.md)
   clang-format clang-tidy  # scripts/lint.sh (.ci/run's lint stage)
   python3-yaml kubernetes-client  # tests/deploy: deploy/kubernetes/ parsed offline (kubectl 1.20)
+  python3-torch  # examples/train_torch_ddp.py: PyTorch DDP as an Entrypoint (docs/train.md)
 )
 # A package whose command another package already provides counts as installed: a host
 # with Google Cloud SDK's kubectl cannot install Debian's (both ship /usr/bin/kubectl).

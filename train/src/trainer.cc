@@ -63,12 +63,6 @@ std::string FormatMetrics(const Metrics& m) {
   return out;
 }
 
-std::string JoinArgv(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
-  return out;
-}
-
 // How one attempt (one group, from start to end or failure) ended.
 struct Outcome {
   enum Kind { kFinished, kWorkerFailed, kFatal } kind = kFinished;
@@ -104,7 +98,9 @@ class Run {
     if (run_.storage_path.empty()) run_.storage_path = DefaultStoragePath();
     record_.id = UniqueId::Random().Hex();
     record_.name = run_.name;
-    record_.loop = loop_.empty() ? "entrypoint: " + JoinArgv(entrypoint_.argv) : loop_;
+    record_.loop = loop_.empty() ? "entrypoint:" : loop_;
+    if (loop_.empty())
+      for (const auto& a : entrypoint_.argv) record_.loop += " " + a;
     record_.path = (std::filesystem::path(run_.storage_path) / run_.name).string();
     record_.backend = rc_.backend;
     record_.start_time = WallSeconds();
