@@ -384,6 +384,50 @@ TEST_F(TrainClusterTest, OneTpuSliceRunsOneSpmdWorkerPerHostWithTheXlaEnvironmen
   EXPECT_EQ(record.value("backend", ""), "xla_tpu");
 }
 
+// An Entrypoint on the slice (docs/train.md "Framework processes"): one process per host,
+// each seeing the XLA/libtpu variables of its host and JAX's settings, consistent across
+// the slice. The process only writes its environment to a file and exits 0.
+TEST_F(TrainClusterTest, AnEntrypointOnATpuSliceSeesItsHostsTpuVariables) {
+  std::string dir = cluster_->dir() + "/tpu_entrypoint";
+  fs::create_directories(dir);
+  train::Entrypoint e;
+  e.argv = {"sh", "-c", "env > env_$RANK.txt"};
+  e.working_dir = dir;
+  train::TorchTrainer trainer(e, Tpu(2, "2x2x2"), Run("tpu_entrypoint"));
+  train::Result result = trainer.Fit();
+  ASSERT_FALSE(result.error) << ErrorText(result);
+  std::map<int, std::map<std::string, std::string>> env;  // by rank
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(dir + "/env_" + std::to_string(rank) + ".txt");
+    ASSERT_TRUE(in) << "rank " << rank << " wrote no environment";
+    for (std::string line; std::getline(in, line);) {
+      auto eq = line.find('=');
+      if (eq != std::string::npos) env[rank][line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+  json record = RunRecord(result.run_id, "FINISHED");
+  ASSERT_EQ(record["workers"].size(), 2u);
+  std::set<std::string> nodes;
+  for (const auto& w : record["workers"]) {
+    int rank = w.at("rank").get<int>();
+    std::string node = w.at("node_id").get<std::string>();
+    nodes.insert(node);
+    auto& v = env[rank];
+    EXPECT_EQ(v["PJRT_DEVICE"], "TPU");
+    EXPECT_EQ(v["TPU_WORKER_ID"], NodeLabel(node, "orrery.io/tpu-worker-id")) << "rank " << rank;
+    EXPECT_EQ(v["TPU_WORKER_HOSTNAMES"], env[0]["TPU_WORKER_HOSTNAMES"]) << "the same slice";
+    EXPECT_FALSE(v["TPU_VISIBLE_CHIPS"].empty()) << "rank " << rank;
+    EXPECT_EQ(v["XLA_USE_SPMD"], "1");
+    EXPECT_EQ(v["JAX_NUM_PROCESSES"], "2");
+    EXPECT_EQ(v["JAX_PROCESS_ID"], std::to_string(rank));
+    EXPECT_EQ(v["JAX_COORDINATOR_ADDRESS"], env[0]["MASTER_ADDR"] + ":" + env[0]["MASTER_PORT"]);
+    EXPECT_EQ(v["RANK"], std::to_string(rank));
+    EXPECT_NE(v["ORRERY_TRAIN_SOCKET"], "");
+  }
+  EXPECT_EQ(nodes.size(), 2u) << "one process per host";
+  EXPECT_NE(env[0]["TPU_WORKER_ID"], env[1]["TPU_WORKER_ID"]);
+}
+
 TEST_F(TrainClusterTest, TwoTpuSlicesGetMegascaleIdsPerSlice) {
   train::TorchTrainer trainer(TpuLoop, Tpu(4, "2x2x2"), Run("tpu_two_slices"), {},
                               {{"hosts", 2}, {"slices", 2}, {"mesh", {2, 2, 2, 2}}});
