@@ -3,7 +3,7 @@
 // step, so every worker holds the same weights. The loss falls; a checkpoint every 10 steps.
 //
 //   ./train_linear                          # 4 CPU workers on the embedded cluster
-//   ./train_linear --address=127.0.0.1:6380 # on a cluster (orrery start --head prints it)
+//   ./train_linear --orrery-address=127.0.0.1:6380 # on a cluster (orrery start --head prints it)
 #include <unistd.h>
 
 #include <cmath>

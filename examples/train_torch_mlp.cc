@@ -4,8 +4,8 @@
 // trainer's rendezvous, so every worker holds the same weights. The loss falls. Built only
 // when libtorch is found (ORRERY_WITH_TORCH, Debian's libtorch-dev).
 //
-//   ./train_torch_mlp                          # 2 CPU workers on the embedded cluster
-//   ./train_torch_mlp --address=127.0.0.1:6380 # on a cluster (orrery start --head prints it)
+//   ./train_torch_mlp                                  # 2 CPU workers, embedded cluster
+//   ./train_torch_mlp --orrery-address=127.0.0.1:6380  # on a cluster (orrery start prints it)
 #include <torch/torch.h>
 #include <unistd.h>
 
