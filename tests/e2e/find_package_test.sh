@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # find_package(Orrery) from an installed tree:
 #   1. cmake --install <build dir> --prefix <tmp>/prefix
-#   2. checks that the installed public headers include no internal or transport headers
+#   2. checks that the Python module orrery_train was installed and imports, and that the
+#      installed public headers include no internal or transport headers
 #   3. configures and builds tests/e2e/consumer against <tmp>/prefix
 #   4. runs the consumer program (real worker processes; non-zero exit on any mismatch)
 # Usage: find_package_test.sh <build dir> <source dir>
@@ -37,6 +38,13 @@ if [[ ! -f "$tmp/prefix/include/orrery/orrery.h" ]]; then
   echo "FAIL: include/orrery/orrery.h was not installed" >&2
   exit 1
 fi
+
+if [[ ! -f "$tmp/prefix/share/orrery/python/orrery_train/__init__.py" ]]; then
+  echo "FAIL: share/orrery/python/orrery_train (the module an Entrypoint imports) was not installed" >&2
+  exit 1
+fi
+PYTHONPATH="$tmp/prefix/share/orrery/python" python3 -c 'import orrery_train' ||
+  { echo "FAIL: the installed orrery_train does not import" >&2; exit 1; }
 
 step "Checking the installed public headers"
 # docs/architecture.md "Layout": no ZeroMQ, hiredis, spdlog or boost type in a public

@@ -1,5 +1,6 @@
 #include "train/src/entrypoint_process.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -363,9 +364,16 @@ std::string AnswerRequest(Context& ctx, const std::string& line) {
 
 std::string PythonModuleDir() {
   if (const char* p = std::getenv("ORRERY_PYTHON_PATH"); p && *p) return p;
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::exists(ORRERY_PYTHON_INSTALL_DIR "/orrery_train", ec))
-    return ORRERY_PYTHON_INSTALL_DIR;
+  // Beside the library (or executable) this code runs from: an installed tree moved to
+  // another prefix still finds its own copy.
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&PythonModuleDir), &info) && info.dli_fname) {
+    fs::path near = fs::path(info.dli_fname).parent_path().parent_path() / "share/orrery/python";
+    if (fs::exists(near / "orrery_train", ec)) return near.string();
+  }
+  if (fs::exists(ORRERY_PYTHON_INSTALL_DIR "/orrery_train", ec)) return ORRERY_PYTHON_INSTALL_DIR;
   return ORRERY_PYTHON_SOURCE_DIR;
 }
 

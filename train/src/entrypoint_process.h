@@ -38,11 +38,11 @@ class ProcessFailed : public std::runtime_error {
 void RunEntrypoint(Context& ctx, const EntrypointRun& run);
 
 // The line protocol's answer to one request line (exposed for tests): a JSON object
-// without the newline. `checkpoint` is where to resume from ("" for none).
+// without the newline.
 std::string AnswerRequest(Context& ctx, const std::string& line);
 
-// Where the Python module orrery_train is: $ORRERY_PYTHON_PATH, else the installed copy,
-// else the source tree's.
+// Where the Python module orrery_train is: $ORRERY_PYTHON_PATH, else <dir of this
+// library>/../share/orrery/python, else the configured prefix's, else the source tree's.
 std::string PythonModuleDir();
 
 }  // namespace orrery::train::internal
