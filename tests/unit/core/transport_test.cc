@@ -6,8 +6,6 @@
 #include "core/internal/transport.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -17,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 #include <zmq_addon.hpp>
+
+#include "tests/fakes/silent_listener.h"
 
 namespace orrery::transport {
 namespace {
@@ -186,16 +186,9 @@ TEST(TransportTest, ADrainingSocketWhosePeerStillListensWaitsUpToTheLongestWait)
   limits.drain_s = 0.2;
   limits.drain_max_s = 3;
   SetSendLimits(limits);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);  // listens, never speaks: no handshake finishes
-  ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 16), 0);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const std::string swamped = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  orrery::testing::SilentListener listener;  // listens, never speaks: no handshake finishes
+  const std::string swamped = listener.address();
+  ASSERT_FALSE(swamped.empty()) << "no loopback port could listen";
   std::thread([&] {
     SendFrames(swamped, "hello", nullptr);
     SendFrames(DeadAddress(0), "x", nullptr);  // takes the one place: `swamped` drains
@@ -210,7 +203,6 @@ TEST(TransportTest, ADrainingSocketWhosePeerStillListensWaitsUpToTheLongestWait)
     EXPECT_TRUE(SweepUntil([] { return ThreadDrainingCount() == 0; })) << "kept past drain_max_s";
     CloseThreadSockets();
   }).join();
-  close(fd);
 }
 
 TEST(TransportTest, BytesQueuedForAPeerThatDoesNotReadAreCapped) {

@@ -4,13 +4,12 @@
 #include "scheduler/src/failure_detector.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <map>
 #include <thread>
+
+#include "tests/fakes/silent_listener.h"
 
 namespace orrery::scheduler {
 namespace {
@@ -149,21 +148,14 @@ struct Outcomes {
 };
 
 TEST(ConnectProberTest, TellsAListeningPortFromAClosedOneAndRefusesNonsense) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(fd, 4), 0);
-  socklen_t len = sizeof(a);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  std::string address = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  orrery::testing::SilentListener listener;
+  const std::string address = listener.address();
+  ASSERT_FALSE(address.empty()) << "no loopback port could listen";
   auto prober = MakeConnectProber(1.0);
   Outcomes outcomes;
   prober->Probe("up", address);
   EXPECT_EQ(outcomes.Await(*prober, "up"), ProbeOutcome::kListening);
-  close(fd);  // the process is gone: nothing listens there any more
+  listener.Close();  // the process is gone: nothing listens there any more
   prober->Probe("gone", address);
   EXPECT_EQ(outcomes.Await(*prober, "gone"), ProbeOutcome::kRefused);
   prober->Probe("ipc", "ipc:///nonexistent/orrery-probe-test");
