@@ -99,11 +99,11 @@ std::string OwnCgroupDir() {
   return access((dir + "/cgroup.procs").c_str(), W_OK) == 0 ? dir : "";
 }
 
-bool EnvironHas(int pid, const std::string& var) {
+bool AnyEnvironEntry(int pid, const std::function<bool(const std::string&)>& match) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
   std::string entry;
   while (std::getline(in, entry, '\0')) {
-    if (entry == var) return true;
+    if (match(entry)) return true;
   }
   return false;
 }
@@ -115,7 +115,9 @@ std::vector<int> ProcessesWithEnv(const std::string& var) {
   int self = getpid();
   while (dirent* d = readdir(proc)) {
     int pid = std::atoi(d->d_name);
-    if (pid > 0 && pid != self && EnvironHas(pid, var)) found.push_back(pid);
+    if (pid > 0 && pid != self &&
+        AnyEnvironEntry(pid, [&var](const std::string& entry) { return entry == var; }))
+      found.push_back(pid);
   }
   closedir(proc);
   return found;

@@ -12,6 +12,7 @@
 // between fork and exec). Not thread-safe otherwise; no exceptions.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -36,11 +37,12 @@ bool WaitCgroupEmpty(const std::string& dir, int timeout_ms);
 // process (or `dir` cannot be removed). A missing `dir` counts as removed.
 bool RemoveCgroup(const std::string& dir);
 
-// Without cgroups: whether process `pid`'s environment holds `var` ("NAME=value") exactly,
-// and the processes other than this one whose environment does (of those this process may
-// read). A job's driver carries ORRERY_SUBMISSION_ID, and so does what it starts with exec,
+// Without cgroups: whether an entry ("NAME=value") of process `pid`'s environment matches
+// (false when it cannot be read), and the processes other than this one whose environment
+// holds `var` exactly (of those this process may read). A job's driver carries
+// ORRERY_SUBMISSION_ID and a worker ORRERY_WORKER_ID, and so does what they start with exec,
 // in a new session or not.
-bool EnvironHas(int pid, const std::string& var);
+bool AnyEnvironEntry(int pid, const std::function<bool(const std::string&)>& match);
 std::vector<int> ProcessesWithEnv(const std::string& var);
 
 // The node's subtree. Owns it: the destructor kills what is left in it and removes it.

@@ -154,12 +154,9 @@ class WorkerEnds {
     return ppid;
   }
   bool NamesEndedWorker(int pid) const {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
-    std::string var;
-    while (std::getline(in, var, '\0')) {
-      if (var.rfind("ORRERY_WORKER_ID=", 0) == 0 && ended_ids_.count(var.substr(17))) return true;
-    }
-    return false;
+    return AnyEnvironEntry(pid, [this](const std::string& var) {
+      return var.rfind("ORRERY_WORKER_ID=", 0) == 0 && ended_ids_.count(var.substr(17)) > 0;
+    });
   }
 
   std::string cgroup_dir_;
