@@ -32,6 +32,12 @@ namespace {
 constexpr int64_t kFrameOverhead = 256;
 // How long a closed socket may still try to deliver what it queued.
 constexpr int kLingerMs = 2000;
+// A draining socket's peer is probed with a connect that gives up after kProbeTimeoutS; its
+// answer is awaited up to kProbeAnswerS past the socket's deadline (the prober's thread may
+// have others queued first). At most kMaxProbeOutcomes answers are kept.
+constexpr double kProbeTimeoutS = 1.0;
+constexpr double kProbeAnswerS = 5.0;
+constexpr size_t kMaxProbeOutcomes = 4096;
 
 Mutex g_limits_mu;
 SendLimits g_limits GUARDED_BY(g_limits_mu);
@@ -141,7 +147,7 @@ class DrainProbes {
   // The outcome of the last probe of `address`, once it came.
   std::optional<ProbeOutcome> Take(const std::string& address) EXCLUDES(mu_) {
     MutexLock lock(&mu_);
-    if (outcomes_.size() > 4096) outcomes_.clear();  // bounded: peers come and go
+    if (outcomes_.size() > kMaxProbeOutcomes) outcomes_.clear();  // peers come and go
     for (auto& [key, outcome] : prober_->Take()) outcomes_[key] = outcome;
     auto it = outcomes_.find(address);
     if (it == outcomes_.end()) return std::nullopt;
@@ -149,7 +155,7 @@ class DrainProbes {
   }
 
  private:
-  std::unique_ptr<Prober> prober_ = MakeConnectProber(1.0);
+  std::unique_ptr<Prober> prober_ = MakeConnectProber(kProbeTimeoutS);
   Mutex mu_;
   std::unordered_map<std::string, ProbeOutcome> outcomes_ GUARDED_BY(mu_);
 };
@@ -225,7 +231,7 @@ struct ThreadSockets {
       return true;
     }
     std::optional<ProbeOutcome> outcome = Probes().Take(address);
-    if (!outcome) return now < d.until + 5;  // the probe's answer is still coming
+    if (!outcome) return now < d.until + kProbeAnswerS;  // its answer is still coming
     d.asked = false;
     // Only a refused connect proves the peer gone: one that timed out may be a listen queue
     // full of other connections (a storm of them to a swamped process).
