@@ -25,6 +25,7 @@
 #include "core/internal/transport.h"
 #include "orrery/orrery.h"
 #include "tests/cluster/cluster_fixture.h"
+#include "tests/sanitizers.h"
 #include "tests/skip_exit_code.h"
 
 using orrery::proto::MsgType;
@@ -36,17 +37,7 @@ namespace {
 // before it is reused, so a process that allocates and drops many large messages peaks
 // that much higher. The RSS bounds below allow for it there; the plain build checks them
 // as they are.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr long kAsanQuarantineKb = 256 * 1024;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr long kAsanQuarantineKb = 256 * 1024;
-#else
-constexpr long kAsanQuarantineKb = 0;
-#endif
-#else
-constexpr long kAsanQuarantineKb = 0;
-#endif
+constexpr long kAsanQuarantineKb = orrery_test::kAddressSanitizer ? 256 * 1024 : 0;
 
 class Greeter {
  public:

@@ -17,22 +17,13 @@
 
 #include "test_support.h"
 #include "tests/fakes/cpu_burner.h"
+#include "tests/sanitizers.h"
 
 namespace {
 
 // Sanitizer builds make each process several times heavier: fewer actors there, still
 // more than the zygote's socket holds at once (about 170 requests).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kActors = 400;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr int kActors = 400;
-#else
-constexpr int kActors = 2000;
-#endif
-#else
-constexpr int kActors = 2000;
-#endif
+constexpr int kActors = orrery_test::kSanitized ? 400 : 2000;
 
 class Tiny {
  public:

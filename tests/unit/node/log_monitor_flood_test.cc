@@ -17,19 +17,10 @@
 #include "node/src/log_monitor.h"
 #include "orrery/ids.h"
 #include "tests/fakes/recording_outbox.h"
+#include "tests/sanitizers.h"
 
 namespace orrery::node {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using orrery_test::kSanitized;
 
 namespace {
 
