@@ -205,7 +205,7 @@ bool BenchHeadRecovery(nlohmann::json& out, const Cluster& c) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == orrery::bench::kEchoServerFlag) {
-    return orrery::bench::RunZmqEchoServer(std::atoi(argv[2]));
+    return orrery::bench::RunZmqEchoServer(argv[2]);
   }
   orrery::RunWorkerIfRequested(argc, argv);
   if (argc == 4 && std::string(argv[1]) == "--client")

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "host_limits.h"
 #include "metrics.h"
 #include "zmq_limit.h"
 
@@ -35,6 +36,45 @@ namespace {
 using orrery::bench::Rate;
 
 constexpr const char* kLimitName = "zmq_roundtrip_limit";
+
+// The host's other limits (bench/host_limits.h), measured after kLimitName, in this order.
+struct HostLimit {
+  const char* name;
+  const char* definition;
+};
+constexpr HostLimit kHostLimits[] = {
+    {"ipc_roundtrip_limit", "the same ZeroMQ round trips over ipc:// (a Unix domain socket)"},
+    {"tcp_roundtrip_limit", "a plain TCP ping-pong of 2 bytes between two processes, no ZeroMQ"},
+    {"shm_roundtrip_limit",
+     "a ping-pong through a shared page, each side waking the other by futex"},
+    {"process_spawn_limit",
+     "fork of a 12 MB process (a zygote) whose child writes 1.1 MB of its pages and 1.1 MB of "
+     "fresh ones (a worker's private memory), then exits"},
+};
+
+// Each metric that the table also reads against another limit than kLimitName.
+constexpr std::pair<const char*, const char*> kAlsoAgainst[] = {
+    {"1_1_actor_calls_sync", "tcp_roundtrip_limit"},
+    {"1_1_actor_calls_sync", "ipc_roundtrip_limit"},
+    {"1_1_actor_calls_sync", "shm_roundtrip_limit"},
+    {"single_client_tasks_sync", "tcp_roundtrip_limit"},
+    {"actor_creation", "process_spawn_limit"},
+};
+
+bool IsLimit(const std::string& name) {
+  if (name == kLimitName) return true;
+  for (const auto& l : kHostLimits)
+    if (name == l.name) return true;
+  return false;
+}
+
+orrery::bench::Rate MeasureHostLimit(const std::string& name,
+                                     const orrery::bench::TimingOptions& timing) {
+  if (name == "ipc_roundtrip_limit") return orrery::bench::MeasureZmqRoundTrip(timing, true);
+  if (name == "tcp_roundtrip_limit") return orrery::bench::MeasureTcpRoundTrip(timing);
+  if (name == "shm_roundtrip_limit") return orrery::bench::MeasureShmRoundTrip(timing);
+  return orrery::bench::MeasureProcessSpawn(timing, orrery::bench::SpawnShape{});
+}
 
 struct Outcome {
   std::string name;
@@ -68,7 +108,7 @@ void PrintLine(std::ostream& os, const Outcome& o, double limit) {
   char buf[256];
   if (!o.ok) {
     std::snprintf(buf, sizeof(buf), "%-28s FAILED: %s\n", o.name.c_str(), o.error.c_str());
-  } else if (o.name == kLimitName) {
+  } else if (IsLimit(o.name)) {
     std::snprintf(buf, sizeof(buf), "%-28s %12.1f ops/s +- %9.1f   (the limit)\n", o.name.c_str(),
                   o.rate.mean, o.rate.sd);
   } else if (limit > 0) {
@@ -156,11 +196,13 @@ void ListMetrics() {
   std::cout << kLimitName
             << "\tsynchronous ZeroMQ DEALER->ROUTER round trips between two processes over "
                "loopback TCP\n";
+  for (const auto& l : kHostLimits) std::cout << l.name << "\t" << l.definition << "\n";
 }
 
 // The metrics --only names; false (after saying which) when one is unknown.
 bool ResolveOnly(const std::vector<std::string>& only_args, std::set<std::string>* only) {
   std::vector<std::string> all = {kLimitName};
+  for (const auto& l : kHostLimits) all.push_back(l.name);
   for (const auto& m : orrery::bench::Metrics()) all.push_back(m.name);
   for (const auto& name : SplitCsv(only_args)) {
     if (std::find(all.begin(), all.end(), name) == all.end()) {
@@ -212,7 +254,28 @@ std::vector<std::pair<std::string, double>> MeasureInsecure(const orrery::bench:
   return curve_ratios;
 }
 
-void PrintJson(const Flags& f, double limit_rate, const std::vector<Outcome>& outcomes,
+// The rate of each limit that was measured, by name.
+using LimitRates = std::vector<std::pair<std::string, double>>;
+
+// Prints each metric of kAlsoAgainst that ran against its other limit.
+void PrintOtherRatios(std::ostream& table, const std::vector<Outcome>& outcomes,
+                      const LimitRates& limits) {
+  for (const auto& [metric, limit] : kAlsoAgainst) {
+    for (const auto& o : outcomes) {
+      if (o.name != metric || !o.ok) continue;
+      for (const auto& [name, rate] : limits) {
+        if (name != limit || rate <= 0) continue;
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "%-28s ratio %.3f to %s\n", metric, o.rate.mean / rate,
+                      limit);
+        table << buf;
+      }
+    }
+  }
+}
+
+void PrintJson(const Flags& f, double limit_rate, const LimitRates& limits,
+               const std::vector<Outcome>& outcomes,
                const std::vector<std::pair<std::string, double>>& curve_ratios) {
   nlohmann::json doc;
   doc["machine"] = MachineLine();
@@ -223,6 +286,9 @@ void PrintJson(const Flags& f, double limit_rate, const std::vector<Outcome>& ou
                     {"actors", f.opt.actors},
                     {"concurrency", f.opt.concurrency}};
   doc["limit"] = {{"name", kLimitName}, {"ops_per_s", limit_rate}};
+  nlohmann::json limit_doc = nlohmann::json::object();
+  for (const auto& [name, rate] : limits) limit_doc[name] = rate;
+  doc["limits"] = limit_doc;  // every limit's ops/s, kLimitName's included
   nlohmann::json results = nlohmann::json::array();
   for (const auto& o : outcomes) {
     nlohmann::json r = {{"name", o.name}, {"ok", o.ok}};
@@ -230,6 +296,12 @@ void PrintJson(const Flags& f, double limit_rate, const std::vector<Outcome>& ou
       r["ops_per_s"] = o.rate.mean;
       r["sd"] = o.rate.sd;
       r["ratio"] = limit_rate > 0 ? nlohmann::json(o.rate.mean / limit_rate) : nlohmann::json();
+      nlohmann::json ratios = nlohmann::json::object();  // against each limit
+      if (!IsLimit(o.name)) {
+        for (const auto& [name, rate] : limits)
+          if (rate > 0) ratios[name] = o.rate.mean / rate;
+      }
+      r["ratios"] = ratios;
     } else {
       r["error"] = o.error;
     }
@@ -249,7 +321,7 @@ void PrintJson(const Flags& f, double limit_rate, const std::vector<Outcome>& ou
 int main(int argc, char** argv) {
   // The echo server of the ZeroMQ limit is this executable re-run; it never starts Orrery.
   if (argc >= 2 && std::string(argv[1]) == orrery::bench::kEchoServerFlag) {
-    return orrery::bench::RunZmqEchoServer(argc >= 3 ? std::atoi(argv[2]) : 0);
+    return orrery::bench::RunZmqEchoServer(argc >= 3 ? argv[2] : "0");
   }
   // Orrery's workers are this executable re-run too: in a worker this serves and exits.
   orrery::RunWorkerIfRequested(argc, argv);
@@ -276,6 +348,15 @@ int main(int argc, char** argv) {
   PrintLine(table, limit, 0);
   if (wanted(kLimitName)) outcomes.push_back(limit);
   const double limit_rate = limit.ok ? limit.rate.mean : 0;
+  LimitRates limits = {{kLimitName, limit_rate}};
+  bool limits_ok = limit.ok;
+  for (const auto& l : kHostLimits) {
+    Outcome o = Measure(l.name, [&] { return MeasureHostLimit(l.name, opt.timing); });
+    PrintLine(table, o, 0);
+    if (wanted(l.name)) outcomes.push_back(o);
+    limits.emplace_back(l.name, o.ok ? o.rate.mean : 0);
+    limits_ok = limits_ok && o.ok;
+  }
 
   bool any_orrery = false;
   for (const auto& m : orrery::bench::Metrics()) any_orrery = any_orrery || wanted(m.name);
@@ -301,8 +382,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  bool failed = !limit.ok;
+  PrintOtherRatios(table, outcomes, limits);
+  bool failed = !limits_ok;
   for (const auto& o : outcomes) failed = failed || !o.ok;
-  if (f.json) PrintJson(f, limit_rate, outcomes, curve_ratios);
+  if (f.json) PrintJson(f, limit_rate, limits, outcomes, curve_ratios);
   return failed ? 1 : 0;
 }

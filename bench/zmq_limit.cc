@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -23,7 +24,7 @@ constexpr char kStop[] = "STOP";
 // The echo server child; stopped with a STOP message, killed if that fails.
 class EchoServerProcess {
  public:
-  EchoServerProcess() {
+  explicit EchoServerProcess(const char* where) {
     int fds[2];
     if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
     posix_spawn_file_actions_t actions;
@@ -32,7 +33,7 @@ class EchoServerProcess {
     posix_spawn_file_actions_addclose(&actions, fds[0]);
     std::string self = "/proc/self/exe";
     char* argv[] = {const_cast<char*>("orrery_microbench"), const_cast<char*>(kEchoServerFlag),
-                    const_cast<char*>("0"), nullptr};
+                    const_cast<char*>(where), nullptr};
     int rc = posix_spawn(&pid_, self.c_str(), &actions, nullptr, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
@@ -83,12 +84,21 @@ class EchoServerProcess {
 
 }  // namespace
 
-int RunZmqEchoServer(int port) {
+int RunZmqEchoServer(const char* where) {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   zmq::context_t ctx(1);
   zmq::socket_t router(ctx, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
-  router.bind("tcp://127.0.0.1:" + (port > 0 ? std::to_string(port) : std::string("*")));
+  std::string socket_file;
+  if (std::strcmp(where, kEchoOverIpc) == 0) {
+    const char* tmp = std::getenv("TMPDIR");
+    socket_file = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                  "/orrery-bench-echo-" + std::to_string(getpid()) + ".sock";
+    router.bind("ipc://" + socket_file);
+  } else {
+    int port = std::atoi(where);
+    router.bind("tcp://127.0.0.1:" + (port > 0 ? std::to_string(port) : std::string("*")));
+  }
   std::string endpoint = router.get(zmq::sockopt::last_endpoint);
   std::printf("ENDPOINT %s\n", endpoint.c_str());
   std::fflush(stdout);
@@ -100,12 +110,15 @@ int RunZmqEchoServer(int port) {
                 std::memcmp(payload.data(), kStop, payload.size()) == 0;
     router.send(identity, zmq::send_flags::sndmore);
     router.send(payload, zmq::send_flags::none);
-    if (stop) return 0;
+    if (stop) {
+      if (!socket_file.empty()) unlink(socket_file.c_str());
+      return 0;
+    }
   }
 }
 
-Rate MeasureZmqRoundTrip(const TimingOptions& options) {
-  EchoServerProcess server;
+Rate MeasureZmqRoundTrip(const TimingOptions& options, bool ipc) {
+  EchoServerProcess server(ipc ? kEchoOverIpc : "0");
   zmq::context_t ctx(1);
   zmq::socket_t dealer(ctx, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::linger, 0);
