@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -165,6 +166,50 @@ TEST(SerializeTest, MsgpackTypeNameIsReadable) {
                               name_of(Pack(std::map<int, int>{})), name_of(Pack(true))};
   EXPECT_EQ(names.size(), 6u) << "each wire type should have its own name";
   for (const auto& n : names) EXPECT_FALSE(n.empty());
+}
+
+// Large values take the fresh-memory path (ReserveFresh, CopyBytes on several threads): the
+// bytes must arrive exactly, at every size around the thresholds and at odd lengths.
+TEST(SerializeTest, LargeValuesRoundTripByteForByte) {
+  for (size_t n : {kFreshValueBytes - 1, kFreshValueBytes, kParallelCopyBytes + 4097,
+                   3 * kParallelCopyBytes + 13}) {
+    std::vector<unsigned char> bytes(n);
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<unsigned char>(i * 131 + (i >> 12));
+    EXPECT_EQ(RoundTrip(bytes), bytes) << n << " bytes";
+    std::vector<uint32_t> words(n / 4 + 1);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = static_cast<uint32_t>(i * 2654435761u);
+    EXPECT_EQ(RoundTrip(words), words) << words.size() << " words";
+    // Into a vector that already has room: the vector's own memory is reused.
+    std::vector<unsigned char> into(n + 100, 9);
+    const unsigned char* before = into.data();
+    std::string packed = Pack(bytes);
+    msgpack::object_handle oh = UnpackUntrusted(packed.data(), packed.size(), kValueUnpackLimits);
+    oh.get().convert(into);
+    EXPECT_EQ(into, bytes);
+    EXPECT_EQ(into.data(), before);
+  }
+}
+
+TEST(SerializeTest, CopyBytesCopiesEveryByteOnce) {
+  const size_t n = 2 * kParallelCopyBytes + 4095;
+  std::vector<char> src(n), dst(n + 2, 'x');
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<char>(i % 251);
+  CopyBytes(dst.data() + 1, src.data(), n);
+  EXPECT_EQ(dst.front(), 'x');
+  EXPECT_EQ(dst.back(), 'x');
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin() + 1));
+  CopyBytes(dst.data(), src.data(), 0);  // nothing, and no access
+  EXPECT_EQ(dst.front(), 'x');
+}
+
+TEST(SerializeTest, PackIntoALargeSpanIsExact) {
+  std::vector<unsigned char> bytes(kParallelCopyBytes * 2 + 7, 5);
+  bytes.back() = 6;
+  size_t size = PackedSize(bytes);
+  std::string out(size + 1, '\0');
+  PackInto(bytes, out.data(), size);
+  EXPECT_EQ(out.substr(0, size), Pack(bytes));
+  EXPECT_EQ(out.back(), '\0');
 }
 
 }  // namespace

@@ -100,6 +100,35 @@ constexpr int8_t ContiguousExtType() {
 template <typename T>
 inline constexpr bool kIsContiguous = ContiguousExtType<T>() != 0;
 
+// ---- Large values: fresh memory at memory speed (docs/objects.md "Speed"). ----
+
+// From this size on, a value handed to user code in new memory gets that memory prepared
+// first (PrepareFreshMemory).
+inline constexpr size_t kFreshValueBytes = size_t{2} << 20;
+// From this size on, CopyBytes splits a copy across threads (as Ray's parallel memcpy).
+inline constexpr size_t kParallelCopyBytes = size_t{8} << 20;
+
+// memcpy(dst, src, n), on several threads (at most one per core) from kParallelCopyBytes on.
+void CopyBytes(void* dst, const void* src, size_t n);
+
+// Makes [p, p + n), allocated but not yet written, present before a copy into it: advises
+// transparent huge pages on its 2 MiB-aligned interior (a host whose THP mode is "madvise"
+// then faults 2 MiB at a time) and touches it from several threads. No-op below
+// kFreshValueBytes. The bytes are left zero or unspecified: the caller overwrites them.
+void PrepareFreshMemory(void* p, size_t n);
+
+// Gives `v` room for `n` elements in memory prepared by PrepareFreshMemory when the value is
+// large and `v` has no room yet (a new vector); otherwise leaves it to the vector.
+template <typename V>
+void ReserveFresh(V& v, size_t n) {
+  using T = typename V::value_type;
+  if (n * sizeof(T) < kFreshValueBytes || v.capacity() >= n) return;
+  V fresh;
+  fresh.reserve(n);
+  PrepareFreshMemory(fresh.data(), n * sizeof(T));
+  v.swap(fresh);
+}
+
 // The elements are the machine's bytes, so the wire order is the machine's order.
 static_assert(std::endian::native == std::endian::little,
               "contiguous vectors travel little-endian: a big-endian build must swap bytes");
@@ -124,10 +153,11 @@ template <typename T, typename Alloc>
 void ConvertContiguous(const msgpack::object_ext& ext, std::vector<T, Alloc>& v) {
   constexpr int8_t kind = ContiguousExtType<T>();
   size_t count = ContiguousElementCount(ext, kind);
+  ReserveFresh(v, count);
   v.resize(count);
   if (count == 0) return;
   if (ext.type() == kind) {
-    std::memcpy(v.data(), ext.data(), count * sizeof(T));  // the input may be unaligned
+    CopyBytes(v.data(), ext.data(), count * sizeof(T));  // the input may be unaligned
   } else {
     ConvertContiguousElements(ext, kind, v.data(), count);
   }
@@ -190,8 +220,8 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   template <>
   struct pack<float> : PackFloatingPoint<float> {};
 
-  // Bytes: one pass (allocate and copy) instead of msgpack's resize, which zero-fills first:
-  // for a large value both passes fault fresh pages in, so this halves a Get's cost.
+  // Bytes: one pass (allocate and copy) instead of msgpack's resize, which zero-fills first;
+  // a large value's new memory is prepared first (ReserveFresh), so the copy finds its pages.
   template <typename Alloc>
   struct convert<std::vector<unsigned char, Alloc>, void> {
     const msgpack::object& operator()(const msgpack::object& o,
@@ -208,6 +238,7 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
         throw msgpack::type_error();
       }
       const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+      orrery::internal::ReserveFresh(v, n);
       v.assign(bytes, bytes + n);
       return o;
     }
@@ -242,7 +273,7 @@ struct SpanWriter {
   size_t size;
   void write(const char* data, size_t n) {
     if (n > left) ThrowPackedSizeMismatch(size, true);
-    if (n != 0) std::memcpy(out, data, n);
+    CopyBytes(out, data, n);
     out += n;
     left -= n;
   }
