@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -38,14 +39,21 @@ size_t ThreadsFor(size_t n) {
 }
 
 // Runs part(begin, end) over [0, n) split into `threads` page-aligned parts, one on this
-// thread and the others on threads of their own.
+// thread and the others on threads of their own. A part whose thread cannot be started (a
+// process at its thread limit) runs on this thread.
 template <typename Part>
 void Split(size_t n, size_t threads, const Part& part) {
   const size_t step = (n / threads + kPage - 1) / kPage * kPage;
   std::vector<std::thread> others;
   others.reserve(threads - 1);
-  for (size_t begin = step; begin < n; begin += step)
-    others.emplace_back([&part, begin, end = std::min(n, begin + step)] { part(begin, end); });
+  for (size_t begin = step; begin < n; begin += step) {
+    const size_t end = std::min(n, begin + step);
+    try {
+      others.emplace_back([&part, begin, end] { part(begin, end); });
+    } catch (const std::system_error&) {
+      part(begin, end);
+    }
+  }
   part(0, std::min(n, step));
   for (auto& t : others) t.join();
 }

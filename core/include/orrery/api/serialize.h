@@ -123,7 +123,7 @@ template <typename V>
 void ReserveFresh(V& v, size_t n) {
   using T = typename V::value_type;
   if (n * sizeof(T) < kFreshValueBytes || v.capacity() >= n) return;
-  V fresh;
+  V fresh(v.get_allocator());  // equal allocators: the swap below is defined for any
   fresh.reserve(n);
   PrepareFreshMemory(fresh.data(), n * sizeof(T));
   v.swap(fresh);
