@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "core/internal/log.h"
@@ -108,18 +109,71 @@ bool AnyEnvironEntry(int pid, const std::function<bool(const std::string&)>& mat
   return false;
 }
 
+namespace {
+
+enum class Environ { kHolds, kLacks, kEmpty };
+
+Environ ReadEnviron(int pid, const std::string& var) {
+  bool any = false;
+  bool holds = AnyEnvironEntry(pid, [&](const std::string& entry) {
+    any = true;
+    return entry == var;
+  });
+  return holds ? Environ::kHolds : any ? Environ::kLacks : Environ::kEmpty;
+}
+
+// Whether a process that shows no environment never will: it is gone, a zombie or a
+// kernel thread (PF_KTHREAD in the flags of /proc/<pid>/stat). Any other process shows
+// none only in the middle of an exec, before the new program's environment is set up.
+bool NeverShowsEnviron(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return true;
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return true;
+  char state = line[close + 2];
+  if (state == 'Z' || state == 'X') return true;
+  std::istringstream fields(line.substr(close + 2));
+  std::string skip;
+  for (int field = 3; field <= 8; ++field) fields >> skip;  // state .. tpgid
+  unsigned long flags = 0;
+  fields >> flags;
+  constexpr unsigned long kKernelThread = 0x00200000;
+  return !fields || (flags & kKernelThread) != 0;
+}
+
+// How long ProcessesWithEnv looks again at processes caught in an exec.
+constexpr int kExecRetries = 50;
+constexpr auto kExecRetryPause = std::chrono::milliseconds(1);
+
+}  // namespace
+
 std::vector<int> ProcessesWithEnv(const std::string& var) {
   std::vector<int> found;
+  std::vector<int> in_exec;  // showed no environment, and will
   DIR* proc = opendir("/proc");
   if (!proc) return found;
   int self = getpid();
   while (dirent* d = readdir(proc)) {
     int pid = std::atoi(d->d_name);
-    if (pid > 0 && pid != self &&
-        AnyEnvironEntry(pid, [&var](const std::string& entry) { return entry == var; }))
-      found.push_back(pid);
+    if (pid <= 0 || pid == self) continue;
+    Environ e = ReadEnviron(pid, var);
+    if (e == Environ::kHolds) found.push_back(pid);
+    if (e == Environ::kEmpty && !NeverShowsEnviron(pid)) in_exec.push_back(pid);
   }
   closedir(proc);
+  // A process that execs (a driver's "exec sleep") has no environment for a moment: the
+  // few caught so are read again until they show one, or for at most about 50 ms.
+  for (int round = 0; round < kExecRetries && !in_exec.empty(); ++round) {
+    std::this_thread::sleep_for(kExecRetryPause);
+    std::vector<int> still;
+    for (int pid : in_exec) {
+      Environ e = ReadEnviron(pid, var);
+      if (e == Environ::kHolds) found.push_back(pid);
+      if (e == Environ::kEmpty && !NeverShowsEnviron(pid)) still.push_back(pid);
+    }
+    in_exec.swap(still);
+  }
   return found;
 }
 

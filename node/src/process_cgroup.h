@@ -41,7 +41,8 @@ bool RemoveCgroup(const std::string& dir);
 // (false when it cannot be read), and the processes other than this one whose environment
 // holds `var` exactly (of those this process may read). A job's driver carries
 // ORRERY_SUBMISSION_ID and a worker ORRERY_WORKER_ID, and so does what they start with exec,
-// in a new session or not.
+// in a new session or not. A process caught in an exec shows no environment for a moment:
+// ProcessesWithEnv reads such processes again, for up to about 50 ms.
 bool AnyEnvironEntry(int pid, const std::function<bool(const std::string&)>& match);
 std::vector<int> ProcessesWithEnv(const std::string& var);
 
