@@ -5,14 +5,17 @@
 
 namespace orrery::runtime {
 
-TaskTable::TaskTable() : ring_(kCapacity) {}
+// The ring grows as tasks are submitted: its full size is nearly 1 MB, and every worker
+// process has a table, so a fresh worker would otherwise fault all of it in at start.
+TaskTable::TaskTable() = default;
 
 void TaskTable::Submitted(const ObjectId& result, const std::string& name, const ActorId* actor) {
   double now = WallSeconds();
   MutexLock lock(&mu_);
   size_t slot;
   if (count_ < kCapacity) {
-    slot = (first_ + count_++) % kCapacity;
+    slot = (first_ + count_++) % kCapacity;  // first_ is 0 until the ring is full
+    if (slot == ring_.size()) ring_.emplace_back();
   } else {  // the oldest goes
     slot = first_;
     first_ = (first_ + 1) % kCapacity;

@@ -46,7 +46,7 @@ class TaskTable {
   };
 
   mutable Mutex mu_;
-  std::vector<Entry> ring_ GUARDED_BY(mu_);  // kCapacity slots, oldest at first_
+  std::vector<Entry> ring_ GUARDED_BY(mu_);  // up to kCapacity slots, oldest at first_
   size_t first_ GUARDED_BY(mu_) = 0;
   size_t count_ GUARDED_BY(mu_) = 0;
   std::unordered_map<ObjectId, size_t, IdHash> pending_ GUARDED_BY(mu_);  // id -> slot
