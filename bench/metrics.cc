@@ -2,8 +2,19 @@
 
 #include <orrery/orrery.h>
 
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace orrery::bench {
@@ -116,6 +127,94 @@ Rate ActorCreation(const MetricOptions& o) {
   return TimeIt(step, o.actors, o.timing);
 }
 
+// Worker processes below this one (the embedded node's zygote forks them) that have started
+// their call inbox: a thread named orrery-calls.
+int StartedWorkerProcesses() {
+  std::map<int, int> parent;
+  if (DIR* d = opendir("/proc")) {
+    while (dirent* e = readdir(d)) {
+      int pid = std::atoi(e->d_name);
+      if (pid <= 0) continue;
+      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      size_t paren = line.rfind(')');
+      if (paren == std::string::npos) continue;
+      char state = 0;
+      int ppid = 0;
+      if (std::sscanf(line.c_str() + paren + 1, " %c %d", &state, &ppid) == 2 && state != 'Z')
+        parent[pid] = ppid;
+    }
+    closedir(d);
+  }
+  int self = int(getpid()), n = 0;
+  for (const auto& [pid, ppid] : parent) {
+    int up = ppid;
+    for (int depth = 0; depth < 8 && up > 1 && up != self; ++depth)
+      up = parent.count(up) ? parent[up] : 0;
+    if (up != self) continue;
+    std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+    DIR* tasks = opendir(task_dir.c_str());
+    if (!tasks) continue;
+    while (dirent* t = readdir(tasks)) {
+      std::ifstream comm(task_dir + "/" + t->d_name + "/comm");
+      std::string name;
+      if (std::getline(comm, name) && name == "orrery-calls") {
+        ++n;
+        break;
+      }
+    }
+    closedir(tasks);
+  }
+  return n;
+}
+
+// A burst of kBurstActors actors served by prestarted workers: before each burst (untimed)
+// waits until the node has replaced the previous burst's workers with as many started
+// spares and the killed ones are gone; then creates the actors, calls each once and waits
+// for every reply. Actors per second of the burst, from the first creation to the last reply.
+Rate ActorCreationBurst(const MetricOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  auto wait_for_spares = [&] {
+    auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (StartedWorkerProcesses() != kBurstActors) {
+      if (Clock::now() > deadline)
+        throw std::runtime_error("the node did not prestart " + std::to_string(kBurstActors) +
+                                 " workers within 60 s (Config::prestarted_workers)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  auto burst = [&] {
+    std::vector<ActorHandle<BenchActor>> actors;
+    actors.reserve(kBurstActors);
+    auto start = Clock::now();
+    for (int i = 0; i < kBurstActors; ++i) actors.push_back(NewActor());
+    std::vector<ObjectRef<std::string>> refs;
+    refs.reserve(kBurstActors);
+    for (auto& a : actors) refs.push_back(a.Task(&BenchActor::SmallValue).Remote());
+    GetAll(refs, o.timeout_ms);
+    double s = std::chrono::duration<double>(Clock::now() - start).count();
+    for (auto& a : actors) a.Kill();
+    return kBurstActors / s;
+  };
+  burst();  // the first burst is forked and tells the node how many spares to keep
+  wait_for_spares();
+  burst();  // warm-up
+  std::vector<double> rates;
+  const int bursts = std::max(3, o.timing.rounds * 2);
+  for (int i = 0; i < bursts; ++i) {
+    wait_for_spares();
+    rates.push_back(burst());
+  }
+  Rate r;
+  for (double x : rates) r.mean += x;
+  r.mean /= double(rates.size());
+  for (double x : rates) r.sd += (x - r.mean) * (x - r.mean);
+  r.sd = std::sqrt(r.sd / double(rates.size()));
+  r.calls = bursts;
+  return r;
+}
+
 }  // namespace
 
 const std::vector<Metric>& Metrics() {
@@ -136,6 +235,10 @@ const std::vector<Metric>& Metrics() {
       {"actor_creation",
        "create N actors (a process each), call a method on each, wait for all replies, kill them",
        ActorCreation},
+      {"actor_creation_burst_32",
+       "create 32 actors at once from the node's prestarted workers, call each, wait for all "
+       "replies (the wait for the node to prestart the next 32 is not counted)",
+       ActorCreationBurst},
   };
   return metrics;
 }

@@ -31,4 +31,8 @@ const std::vector<Metric>& Metrics();
 inline constexpr const char* kActorResource = "orrery_bench_actor";
 inline constexpr double kActorResourceCapacity = 100000;
 
+// Actors per burst of actor_creation_burst_32, and the prestarted workers the benchmark's
+// embedded node keeps (Config::prestarted_workers) so that a burst finds them all.
+inline constexpr int kBurstActors = 32;
+
 }  // namespace orrery::bench

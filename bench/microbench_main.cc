@@ -59,6 +59,7 @@ constexpr std::pair<const char*, const char*> kAlsoAgainst[] = {
     {"1_1_actor_calls_sync", "shm_roundtrip_limit"},
     {"single_client_tasks_sync", "tcp_roundtrip_limit"},
     {"actor_creation", "process_spawn_limit"},
+    {"actor_creation_burst_32", "process_spawn_limit"},
 };
 
 bool IsLimit(const std::string& name) {
@@ -221,6 +222,7 @@ bool InitCluster(bool insecure, int argc, char** argv) {
   orrery::Config config;
   config.resources[orrery::bench::kActorResource] = orrery::bench::kActorResourceCapacity;
   config.insecure = insecure;
+  config.prestarted_workers = orrery::bench::kBurstActors;  // actor_creation_burst_32
   try {
     orrery::Init(config, argc, argv);
     return true;

@@ -167,6 +167,7 @@ std::unique_ptr<node::NodeService> StartEmbeddedNode(
   no.advertise_host = advertise;  // its workers read the same $ORRERY_ADVERTISE_ADDRESS
   no.memory_usage_threshold = config.memory_usage_threshold;
   no.memory_monitor_refresh_ms = config.memory_monitor_refresh_ms;
+  no.prestarted_workers = config.prestarted_workers;
   no.object_store_memory = uint64_t(config.object_store_memory);
   no.object_spill_dir = config.object_spill_dir;
   no.worker_argv = runtime::SelfCommandLine();

@@ -196,6 +196,7 @@ int RunNode(const NodeFlags& flags) {
   no.heartbeat_period_s = flags.heartbeat_s;
   no.memory_usage_threshold = flags.memory_usage_threshold;
   no.memory_monitor_refresh_ms = flags.memory_monitor_refresh_ms;
+  no.prestarted_workers = flags.prestarted_workers;
   no.object_store_memory = flags.object_store_memory;
   no.object_spill_dir = flags.object_spill_dir;
   no.log_dir = flags.log_dir;
@@ -276,6 +277,7 @@ int RunNodeCommand(DaemonCommands& c) {
   nf.memory = c.node_resources.memory;
   nf.memory_usage_threshold = parsed.memory_usage_threshold;
   nf.memory_monitor_refresh_ms = parsed.memory_monitor_refresh_ms;
+  nf.prestarted_workers = parsed.prestarted_workers;
   nf.object_store_memory = uint64_t(parsed.object_store_memory);
   nf.object_spill_dir = parsed.object_spill_dir;
   nf.log_dir = c.node_resources.log_dir;

@@ -48,6 +48,7 @@ struct NodeFlags {
   double heartbeat_s = 1.0;
   double memory_usage_threshold = 0.95;
   int memory_monitor_refresh_ms = 250;
+  int prestarted_workers = 16;
   uint64_t object_store_memory = 0;  // 0: 30% of memory
   std::string object_spill_dir;
   std::string log_dir;            // "": the node's default (docs/logs.md)

@@ -24,6 +24,9 @@ void ResourceFlags::Add(CLI::App* app) {
   app->add_option("--memory-monitor-refresh-ms", memory_monitor_refresh_ms,
                   "how often the memory monitor reads memory; 0: it kills nothing "
                   "(default $ORRERY_MEMORY_MONITOR_REFRESH_MS, else 250)");
+  app->add_option("--prestarted-workers", prestarted_workers,
+                  "started workers kept without an assignment per executable, for bursts of "
+                  "actors and tasks; 0: none (default $ORRERY_PRESTARTED_WORKERS, else 16)");
   app->add_option("--object-store-memory", object_store_memory,
                   "the shared-memory object store's capacity: bytes, or with a K, M or G suffix "
                   "(default $ORRERY_OBJECT_STORE_MEMORY, else 30% of memory)");
@@ -58,6 +61,7 @@ orrery::Config ResourceFlags::Parsed() const {
   for (auto [name, value] :
        {std::pair{std::string("memory-usage-threshold"), memory_usage_threshold},
         std::pair{std::string("memory-monitor-refresh-ms"), memory_monitor_refresh_ms},
+        std::pair{std::string("prestarted-workers"), prestarted_workers},
         std::pair{std::string("object-store-memory"), object_store_memory},
         std::pair{std::string("object-spill-dir"), object_spill_dir}}) {
     std::string from = "--" + name;
@@ -103,6 +107,8 @@ void ResourceFlags::AppendTo(std::vector<std::string>& argv) const {
   if (!memory_monitor_refresh_ms.empty()) {
     argv.insert(argv.end(), {"--memory-monitor-refresh-ms", memory_monitor_refresh_ms});
   }
+  if (!prestarted_workers.empty())
+    argv.insert(argv.end(), {"--prestarted-workers", prestarted_workers});
   if (!object_store_memory.empty())
     argv.insert(argv.end(), {"--object-store-memory", object_store_memory});
   if (!object_spill_dir.empty()) argv.insert(argv.end(), {"--object-spill-dir", object_spill_dir});

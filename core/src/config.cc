@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -28,6 +29,7 @@ int ParseInt(const std::string& what, const std::string& text) {
   long v = std::strtol(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0')
     throw ConfigError(what + ": expected an integer, got '" + text + "'");
+  if (v < INT_MIN || v > INT_MAX) throw ConfigError(what + ": " + text + " is out of range");
   return int(v);
 }
 
@@ -79,6 +81,15 @@ void CheckMemoryUsageThreshold(const std::string& what, double t) {
 void CheckRefreshMs(const std::string& what, long long ms) {
   if (ms < 0 || ms > 3600 * 1000)
     throw ConfigError(what + ": must be 0 (off) to 3600000 ms, got " + std::to_string(ms));
+}
+
+// A bound on the processes one request can make a node keep idle.
+constexpr int kMaxPrestartedWorkers = 1024;
+
+void CheckPrestartedWorkers(const std::string& what, int n) {
+  if (n < 0 || n > kMaxPrestartedWorkers)
+    throw ConfigError(what + ": must be 0 (none) to " + std::to_string(kMaxPrestartedWorkers) +
+                      ", got " + std::to_string(n));
 }
 
 void CheckLogLevel(const std::string& what, const std::string& level) {
@@ -152,6 +163,10 @@ void SetField(Config& c, const std::string& key, const std::string& value,
     CheckRefreshMs(what, v);
     if (c.memory_monitor_refresh_ms == kDefaults.memory_monitor_refresh_ms)
       c.memory_monitor_refresh_ms = int(v);
+  } else if (key == "prestarted-workers") {
+    int n = ParseInt(what, value);
+    CheckPrestartedWorkers(what, n);
+    if (c.prestarted_workers == kDefaults.prestarted_workers) c.prestarted_workers = n;
   } else if (key == "token-file") {
     if (value.empty()) throw ConfigError(what + ": expected a file name");
     if (c.token_file.empty()) c.token_file = value;
@@ -182,6 +197,7 @@ const char* kKeys[] = {"address",
                        "node-ip",
                        "memory-usage-threshold",
                        "memory-monitor-refresh-ms",
+                       "prestarted-workers",
                        "token-file",
                        "insecure",
                        "object-store-memory",
@@ -205,6 +221,7 @@ void ValidateConfig(const Config& c) {
   if (c.max_message_bytes <= 0) throw ConfigError("Config::max_message_bytes must be positive");
   CheckMemoryUsageThreshold("Config::memory_usage_threshold", c.memory_usage_threshold);
   CheckRefreshMs("Config::memory_monitor_refresh_ms", c.memory_monitor_refresh_ms);
+  CheckPrestartedWorkers("Config::prestarted_workers", c.prestarted_workers);
   if (c.object_store_memory < 0)
     throw ConfigError("Config::object_store_memory must be >= 0 (0: 30% of memory)");
   if (c.insecure && !c.token_file.empty()) {

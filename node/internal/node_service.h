@@ -52,6 +52,9 @@ struct NodeOptions {
   std::vector<std::string> worker_argv;
   std::map<std::string, std::string> worker_env;  // passed to every worker
   int idle_workers_kept = 2;
+  // Started workers kept ready, with no assignment, per executable in demand (worker_pool.h);
+  // 0: every worker is forked when asked for.
+  int prestarted_workers = 0;
   double idle_worker_timeout_s = 10;
   double heartbeat_period_s = 1.0;
   // Where executables fetched from the head are cached; empty: $ORRERY_TMPDIR (or

@@ -18,9 +18,10 @@ void NodeService::OnListWorkers(const proto::ListWorkersMsg& m) {
     }
     proto::WorkerInfoMsg info;
     info.pid = w.pid;
-    info.kind = w.is_actor ? "actor" : "task";
-    info.state = w.kill_requested            ? "STOPPING"
-                 : !w.ready                  ? "STARTING"
+    info.kind = w.is_actor ? "actor" : w.spare ? "prestarted" : "task";
+    info.state = w.kill_requested              ? "STOPPING"
+                 : w.spare && !w.address.empty() ? "IDLE"
+                 : !w.ready                    ? "STARTING"
                  : w.is_actor || w.has_lease ? "BUSY"
                                              : "IDLE";
     proto::LogLinesMsg source = WorkerPool::LogSource(w);

@@ -84,7 +84,7 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   zygotes_ = processes(std::move(zygote_env), std::move(events));
   pool_ = std::make_unique<WorkerPool>(
       WorkerPoolOptions{options_.head_address, id_.Binary(), id_.Hex(), secret_,
-                        options_.worker_argv, options_.log_dir},
+                        options_.worker_argv, options_.log_dir, options_.prestarted_workers},
       outbox_, devices_, cache_, *zygotes_);
   JobRunnerOptions jo{options_.head_address, id_.Binary(),       id_.Hex().substr(0, 12), secret_,
                       options_.log_dir,      options_.worker_env};
@@ -305,6 +305,7 @@ void NodeService::Tick() {
   jobs_->Check();
   if (cgroups_) cgroups_->Sweep();
   RenderMetrics(Now());
+  pool_->Replenish(Now());
   // The tick may be the memory monitor's, shorter than the heartbeat's period: refresh the
   // heartbeat on the tick nearest to its period, never later. The heartbeat thread sends
   // the latest one every period even when this loop is held up.

@@ -32,7 +32,11 @@ void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
   Worker& w = NewWorker(false, r.argv, r.binary_hash, r.arch, r.resources);
   w.has_lease = true;
   w.lease = r;
-  if (w.kill_requested) FailWorker(w, w.kill_reason);
+  if (w.kill_requested) {
+    FailWorker(w, w.kill_reason);
+  } else {
+    Assign(w);  // a spare that took it; a new process is assigned when it registers
+  }
 }
 
 void WorkerPool::GrantTo(Worker& w) {

@@ -114,7 +114,11 @@ void WorkerPool::OnStartActor(const proto::StartActorMsg& m) {
   Worker& w =
       NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch, m.spec.options.resources);
   w.actor = m;
-  if (w.kill_requested) FailWorker(w, w.kill_reason);
+  if (w.kill_requested) {
+    FailWorker(w, w.kill_reason);
+  } else {
+    Assign(w);  // a spare that took it; a new process is assigned when it registers
+  }
 }
 
 void WorkerPool::Kill(Worker& w, const std::string& reason) {
@@ -155,13 +159,23 @@ void WorkerPool::OnWorkerRegister(const proto::WorkerRegisterMsg& m) {
     Kill(w, w.kill_reason);
     return;
   }
+  // A spare waits for its assignment; a message now opens the node's connection to it (and
+  // its handshake) before a burst needs it. It answers no ping without a reply address.
+  if (w.spare) outbox_.Send(w.address, MsgType::kPing, proto::PingMsg{});
+  Assign(w);
+}
+
+void WorkerPool::Assign(Worker& w) {
+  if (w.address.empty() || w.spare) return;
   proto::AssignMsg a;
-  a.worker_id = m.worker_id;
+  a.worker_id = WorkerId(UniqueId::FromBinary(w.id)).Hex();
   a.is_actor = w.is_actor;
   if (w.is_actor) a.actor = w.actor;
   a.node_id = options_.node_id;
   a.head_address = options_.head_address;
   outbox_.Send(w.address, MsgType::kAssign, a);
+  // A spare's logs were attributed to no one until now.
+  if (w.pid > 0 && logs_) logs_->Describe(w.pid, LogSource(w));
 }
 
 void WorkerPool::OnAssignReply(const proto::AssignReplyMsg& m) {

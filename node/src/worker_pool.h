@@ -5,9 +5,17 @@
 // for, hands each its assignment, grants leases, kills, and reports deaths and exits to the
 // head and to the leases' holders, all through the Outbox.
 //
+// Prestarted workers (docs/architecture.md "Prestarted workers"): once an executable has been
+// asked for workers without devices, the node keeps started, registered workers of it that
+// have no assignment yet ("spares"): the most it was asked for within kDemandWindowS, up to
+// `prestarted`; an actor or a lease of that executable takes one instead of forking,
+// and Replenish (on the node's tick) starts their successors in the background. An
+// executable not asked for again within kSpareKeepS loses its spares.
+//
 // Not thread-safe: used on the node's inbox thread only.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +40,8 @@ struct WorkerPoolOptions {
   // The command line of the executable workers run when a request names none.
   std::vector<std::string> worker_argv;
   std::string log_dir;  // workers write worker-<pid>.out/.err there
+  // The most prestarted workers kept per executable (0: none).
+  int prestarted = 0;
 };
 
 class WorkerPool {
@@ -45,6 +55,7 @@ class WorkerPool {
     proto::StartActorMsg actor;
     bool has_lease = false;
     proto::LeaseRequestMsg lease;
+    bool spare = false;     // prestarted: no assignment yet, waiting to be taken
     bool ready = false;     // assignment accepted
     bool reported = false;  // death already reported to the head
     bool kill_requested = false;
@@ -54,7 +65,7 @@ class WorkerPool {
     double started = 0;  // when it took its current actor or lease (for the memory monitor)
     double idle_since = 0;
     double wall_started = 0;        // when its process was asked for, seconds since the epoch
-    std::vector<std::string> argv;  // while waiting for the executable
+    std::vector<std::string> argv;  // while waiting for the executable; a spare's command line
     std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
     DeviceIds devices;       // accelerator ids this process owns
     std::map<std::string, std::string> device_env;  // what makes them visible to it
@@ -87,6 +98,16 @@ class WorkerPool {
   void OnSpawnFailed(uint64_t request, const std::string& cause);
   void OnExited(int pid, const std::string& how);
 
+  // Starts the spares that executables in demand lack; kills those of executables no longer
+  // asked for. On the node's tick.
+  void Replenish(double now);
+  // How long an executable keeps its spares after it was last asked for a worker.
+  static constexpr double kSpareKeepS = 60;
+  // The window a burst's demand is counted over.
+  static constexpr double kDemandWindowS = 1;
+  // At most this many executables have spares at once (the least recently asked lose theirs).
+  static constexpr size_t kMaxSpareExecutables = 4;
+
   // Kills idle task workers beyond the `kept` first ones idle for longer than timeout_s.
   void ReapIdle(double now, int kept, double timeout_s);
   // Kills the worker `id` (the memory monitor's victim), its death reported as `kind`.
@@ -107,6 +128,15 @@ class WorkerPool {
   Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
                     const std::string& arch, const Resources& demand);
   void Spawn(Worker& w, const std::vector<std::string>& argv);
+  // Starts the worker `w` of a request without devices running argv: a spare of the same
+  // executable takes its place when there is one (w is erased, the spare returned, its
+  // assignment sent by Assign once the caller has filled it in); otherwise spawns it.
+  // Counts the demand for Replenish.
+  Worker& SpawnOrTakeSpare(Worker& w, const std::vector<std::string>& argv);
+  // The environment DeviceAllocator gives a worker without devices: a spare's.
+  std::map<std::string, std::string> NoDeviceEnv();
+  // Sends a registered worker its assignment (actor or lease); nothing before it registered.
+  void Assign(Worker& w);
   void WatchLogs(const Worker& w);
   void FailWorker(Worker& w, const std::string& reason);
   // Gives the worker's devices back to devices_.
@@ -132,6 +162,13 @@ class WorkerPool {
   std::map<int, std::string> by_pid_;
   std::map<uint64_t, std::string> by_spawn_;
   uint64_t next_spawn_ = 1;
+  // Executables (hash, command line) asked for workers without devices.
+  struct SpareDemand {
+    double last = 0;           // when last asked
+    std::deque<double> asked;  // when, within the last kDemandWindowS (at most `prestarted`)
+    int target = 0;            // spares kept: the most asked within a window, up to `prestarted`
+  };
+  std::map<std::pair<std::string, std::vector<std::string>>, SpareDemand> spare_demand_;
   NodeCallStats call_stats_;  // the workers' kWorkerStats reports
 };
 

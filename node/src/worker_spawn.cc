@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -71,8 +72,7 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
       WarnRefused(w.kill_reason);
       return w;
     }
-    Spawn(w, options_.worker_argv);
-    return w;
+    return SpawnOrTakeSpare(w, options_.worker_argv);
   }
   if (!IsContentHash(hash)) {
     w.kill_requested = true;
@@ -88,8 +88,7 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
     if (!path.empty()) {
       std::vector<std::string> resolved = w.argv;
       resolved[0] = path;
-      Spawn(w, resolved);
-      return w;
+      return SpawnOrTakeSpare(w, resolved);
     }
   }
   executables_.Await(hash, w.argv[0], id, node_address_);
@@ -118,7 +117,89 @@ void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& h
   }
   std::vector<std::string> argv = w.argv;
   argv[0] = local;
-  Spawn(w, argv);
+  Assign(SpawnOrTakeSpare(w, argv));
+}
+
+WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<std::string>& argv) {
+  // Only a worker that sees no devices (a fraction of one shows it) is prestarted.
+  if (options_.prestarted <= 0 || !w.devices.empty() || w.device_env != NoDeviceEnv()) {
+    Spawn(w, argv);
+    return w;
+  }
+  auto key = std::make_pair(w.executable, argv);
+  SpareDemand& demand = spare_demand_[key];
+  demand.last = Now();
+  demand.asked.push_back(demand.last);
+  while (!demand.asked.empty() && (demand.last - demand.asked.front() > kDemandWindowS ||
+                                   int(demand.asked.size()) > options_.prestarted))
+    demand.asked.pop_front();
+  demand.target = std::max(demand.target, int(demand.asked.size()));
+  if (spare_demand_.size() > kMaxSpareExecutables) {
+    auto oldest = spare_demand_.begin();
+    for (auto it = spare_demand_.begin(); it != spare_demand_.end(); ++it)
+      if (it->second.last < oldest->second.last) oldest = it;
+    spare_demand_.erase(oldest);  // Replenish kills its spares
+  }
+  // A registered spare first: it takes its assignment at once.
+  Worker* spare = nullptr;
+  for (auto& [id, s] : workers_) {
+    if (!s.spare || s.kill_requested || s.executable != key.first || s.argv != key.second)
+      continue;
+    if (!spare || (spare->address.empty() && !s.address.empty())) spare = &s;
+  }
+  if (!spare) {
+    Spawn(w, argv);
+    return w;
+  }
+  Worker& s = *spare;
+  s.spare = false;
+  s.is_actor = w.is_actor;
+  s.actor = w.actor;
+  s.has_lease = w.has_lease;
+  s.lease = w.lease;
+  s.started = Now();
+  std::string unused = w.id;
+  Erase(unused);
+  return s;
+}
+
+std::map<std::string, std::string> WorkerPool::NoDeviceEnv() {
+  auto none = devices_.Assign({}, options_.node_hex.substr(0, 12));
+  return none.ok() ? none.value().env : std::map<std::string, std::string>{};
+}
+
+void WorkerPool::Replenish(double now) {
+  for (auto it = spare_demand_.begin(); it != spare_demand_.end();) {
+    it = now - it->second.last > kSpareKeepS ? spare_demand_.erase(it) : std::next(it);
+  }
+  std::map<std::pair<std::string, std::vector<std::string>>, int> have;
+  for (auto& [id, w] : workers_) {
+    if (!w.spare || w.kill_requested) continue;
+    auto key = std::make_pair(w.executable, w.argv);
+    if (options_.prestarted > 0 && spare_demand_.count(key)) {
+      ++have[key];
+    } else {
+      Kill(w, "a prestarted worker of an executable no longer asked for");
+    }
+  }
+  for (const auto& [key, demand] : spare_demand_) {
+    for (int n = have[key]; n < demand.target; ++n) {
+      std::string id = WorkerId::Random().Binary();
+      Worker& w = workers_[id];
+      w.id = id;
+      w.spare = true;
+      w.started = now;
+      w.wall_started = WallSeconds();
+      w.executable = key.first;
+      w.argv = key.second;
+      w.device_env = NoDeviceEnv();
+      Spawn(w, key.second);
+      if (w.kill_requested) {  // the zygote did not take it; try again on a later tick
+        Erase(id);
+        break;
+      }
+    }
+  }
 }
 
 void WorkerPool::Spawn(Worker& w, const std::vector<std::string>& argv) {

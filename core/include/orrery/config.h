@@ -49,6 +49,12 @@ struct Config {
   // How often the embedded node's memory monitor reads memory, in milliseconds; 0 turns it
   // off. Env ORRERY_MEMORY_MONITOR_REFRESH_MS, flag --orrery-memory-monitor-refresh-ms.
   int memory_monitor_refresh_ms = 250;
+  // The embedded node's prestarted workers (docs/architecture.md "Prestarted workers"): at
+  // most this many started workers without an assignment are kept per executable, as many as
+  // were asked for between two of the node's ticks, so a burst of actors or leases takes
+  // them instead of forking; 0: every worker is forked when asked for. Env
+  // ORRERY_PRESTARTED_WORKERS, flag --orrery-prestarted-workers.
+  int prestarted_workers = 16;
   // The cluster token (docs/security.md): a file holding the secret every process of the
   // cluster presents. Empty: on the head's host, the token of this host's session whose
   // head is `address` (`orrery start --head` writes <session dir>/token); the embedded

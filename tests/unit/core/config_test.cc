@@ -260,5 +260,23 @@ TEST_F(ConfigTest, MemoryUsageThresholdOutsideZeroToOneIsConfigError) {
   EXPECT_THROW(ValidateConfig(set_in_code), ConfigError);
 }
 
+TEST_F(ConfigTest, PrestartedWorkersFromEnvironmentAndFlagsWithinBounds) {
+  EXPECT_EQ(Config{}.prestarted_workers, 16);
+  {
+    ScopedEnv p("ORRERY_PRESTARTED_WORKERS", "0");
+    EXPECT_EQ(ApplyEnvironment(Config{}).prestarted_workers, 0);
+  }
+  Argv args{"prog", "--orrery-prestarted-workers=32"};
+  EXPECT_EQ(ApplyFlags(Config{}, args.argc(), args.argv()).prestarted_workers, 32);
+  for (const char* bad : {"-1", "1025", "4294967297", "many", ""}) {
+    std::string flag = std::string("--orrery-prestarted-workers=") + bad;
+    Argv a{"prog", flag.c_str()};
+    EXPECT_THROW(ApplyFlags(Config{}, a.argc(), a.argv()), ConfigError) << bad;
+  }
+  Config set_in_code;
+  set_in_code.prestarted_workers = -1;
+  EXPECT_THROW(ValidateConfig(set_in_code), ConfigError);
+}
+
 }  // namespace
 }  // namespace orrery

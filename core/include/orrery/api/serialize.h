@@ -273,7 +273,11 @@ struct SpanWriter {
   size_t size;
   void write(const char* data, size_t n) {
     if (n > left) ThrowPackedSizeMismatch(size, true);
-    CopyBytes(out, data, n);
+    if (n < kParallelCopyBytes) {
+      std::memcpy(out, data, n);  // the common small write stays inline
+    } else {
+      CopyBytes(out, data, n);
+    }
     out += n;
     left -= n;
   }
