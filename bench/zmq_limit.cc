@@ -84,7 +84,24 @@ class EchoServerProcess {
 
 }  // namespace
 
+namespace {
+// The ipc echo server's socket file, removed when the server is told to stop or is
+// terminated (its parent's death sends SIGTERM; a kill -9 of the parent must not leave the
+// file behind).
+char g_echo_socket_file[512];
+
+void RemoveEchoSocketAndExit(int) {
+  if (g_echo_socket_file[0] != '\0') unlink(g_echo_socket_file);
+  _exit(0);
+}
+}  // namespace
+
 int RunZmqEchoServer(const char* where) {
+  struct sigaction on_term {};
+  on_term.sa_handler = RemoveEchoSocketAndExit;
+  sigemptyset(&on_term.sa_mask);
+  sigaction(SIGTERM, &on_term, nullptr);
+  sigaction(SIGINT, &on_term, nullptr);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   zmq::context_t ctx(1);
   zmq::socket_t router(ctx, zmq::socket_type::router);
@@ -94,6 +111,18 @@ int RunZmqEchoServer(const char* where) {
     const char* tmp = std::getenv("TMPDIR");
     socket_file = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
                   "/orrery-bench-echo-" + std::to_string(getpid()) + ".sock";
+    if (socket_file.size() >= sizeof(g_echo_socket_file)) {
+      std::fprintf(stderr, "the echo server's socket path is too long: %s\n", socket_file.c_str());
+      return 2;
+    }
+    // Blocked while the name is written, so the handler never reads half of it.
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGINT);
+    sigprocmask(SIG_BLOCK, &term, &old);
+    std::memcpy(g_echo_socket_file, socket_file.c_str(), socket_file.size() + 1);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
     router.bind("ipc://" + socket_file);
   } else {
     int port = std::atoi(where);
