@@ -1,8 +1,7 @@
 #include "metrics.h"
 
-#include <orrery/orrery.h>
-
 #include <dirent.h>
+#include <orrery/orrery.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -21,7 +21,7 @@ struct ResourceFlags {
   std::string labels;
   std::string memory_usage_threshold;  // as typed; validated by Parsed()
   std::string memory_monitor_refresh_ms;
-  std::string prestarted_workers;  // as typed; validated by Parsed()
+  std::string prestarted_workers;   // as typed; validated by Parsed()
   std::string object_store_memory;  // as typed: bytes or with a K/M/G suffix
   std::string object_spill_dir;
   // Workers' and jobs' log files (docs/logs.md): where, and when one is rotated.

@@ -1,8 +1,8 @@
 #include "orrery/config.h"
 
 #include <cctype>
-#include <cstdio>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>

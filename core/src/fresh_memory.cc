@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/internal/sanitizers.h"
 #include "orrery/api/serialize.h"
 
 namespace orrery::internal {
@@ -19,17 +20,7 @@ constexpr size_t kMaxThreads = 4;
 
 // Under AddressSanitizer the memory is not touched ahead: a vector's room past its size may be
 // poisoned (container-overflow annotations).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kTouchAhead = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kTouchAhead = false;
-#else
-constexpr bool kTouchAhead = true;
-#endif
-#else
-constexpr bool kTouchAhead = true;
-#endif
+constexpr bool kTouchAhead = !kAddressSanitizer;
 
 // The threads a job of `n` bytes is split across: one per kParallelCopyBytes / 2, at most
 // one per core and kMaxThreads.

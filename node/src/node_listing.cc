@@ -19,11 +19,11 @@ void NodeService::OnListWorkers(const proto::ListWorkersMsg& m) {
     proto::WorkerInfoMsg info;
     info.pid = w.pid;
     info.kind = w.is_actor ? "actor" : w.spare ? "prestarted" : "task";
-    info.state = w.kill_requested              ? "STOPPING"
+    info.state = w.kill_requested                ? "STOPPING"
                  : w.spare && !w.address.empty() ? "IDLE"
-                 : !w.ready                    ? "STARTING"
-                 : w.is_actor || w.has_lease ? "BUSY"
-                                             : "IDLE";
+                 : !w.ready                      ? "STARTING"
+                 : w.is_actor || w.has_lease     ? "BUSY"
+                                                 : "IDLE";
     proto::LogLinesMsg source = WorkerPool::LogSource(w);
     info.job_id = source.job_id;
     info.actor_id = source.actor_id;

@@ -143,8 +143,7 @@ WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<st
   // A registered spare first: it takes its assignment at once.
   Worker* spare = nullptr;
   for (auto& [id, s] : workers_) {
-    if (!s.spare || s.kill_requested || s.executable != key.first || s.argv != key.second)
-      continue;
+    if (!s.spare || s.kill_requested || s.executable != key.first || s.argv != key.second) continue;
     if (!spare || (spare->address.empty() && !s.address.empty())) spare = &s;
   }
   if (!spare) {

@@ -22,8 +22,13 @@ struct PoolHarness {
       : devices(resources, {}),
         cache(outbox, NodeHarness::kHead, "/nonexistent-node-binaries"),
         processes(ZygoteEvents{}),
-        pool(WorkerPoolOptions{NodeHarness::kHead, NodeId::Random().Binary(), "0123456789ab", "s",
-                               {"/bin/worker"}, "/nonexistent-logs", prestarted},
+        pool(WorkerPoolOptions{NodeHarness::kHead,
+                               NodeId::Random().Binary(),
+                               "0123456789ab",
+                               "s",
+                               {"/bin/worker"},
+                               "/nonexistent-logs",
+                               prestarted},
              outbox, devices, cache, processes) {
     pool.SetNode("tcp://node", nullptr, nullptr);
   }
