@@ -273,11 +273,7 @@ struct SpanWriter {
   size_t size;
   void write(const char* data, size_t n) {
     if (n > left) ThrowPackedSizeMismatch(size, true);
-    if (n < kParallelCopyBytes) {
-      std::memcpy(out, data, n);  // the common small write stays inline
-    } else {
-      CopyBytes(out, data, n);
-    }
+    CopyBytes(out, data, n);
     out += n;
     left -= n;
   }
