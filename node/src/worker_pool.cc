@@ -27,7 +27,10 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, Outbox& outbox, DeviceAllocato
       outbox_(outbox),
       devices_(devices),
       executables_(executables),
-      processes_(processes) {}
+      processes_(processes) {
+  auto none = devices_.Assign({}, options_.node_hex.substr(0, 12));  // takes nothing
+  if (none.ok()) no_device_env_ = none.value().env;
+}
 
 void WorkerPool::SetNode(const std::string& address, LogMonitor* logs,
                          objects::NodeObjectPlane* objects) {

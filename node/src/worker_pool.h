@@ -122,6 +122,8 @@ class WorkerPool {
   static proto::LogLinesMsg LogSource(const Worker& w);
 
  private:
+  // An executable that has spares: its hash ("": worker_argv) and command line.
+  using SpareKey = std::pair<std::string, std::vector<std::string>>;
   // Creates the worker record and spawns its process, or queues it until the driver's
   // executable (named by hash) has been fetched from the head. On failure the record has
   // kill_requested set with the reason.
@@ -133,8 +135,8 @@ class WorkerPool {
   // assignment sent by Assign once the caller has filled it in); otherwise spawns it.
   // Counts the demand for Replenish.
   Worker& SpawnOrTakeSpare(Worker& w, const std::vector<std::string>& argv);
-  // The environment DeviceAllocator gives a worker without devices: a spare's.
-  std::map<std::string, std::string> NoDeviceEnv();
+  // Spawns a spare of `key`; false (and no record) when the zygote did not take it.
+  bool StartSpare(const SpareKey& key, double now);
   // Sends a registered worker its assignment (actor or lease); nothing before it registered.
   void Assign(Worker& w);
   void WatchLogs(const Worker& w);
@@ -162,13 +164,15 @@ class WorkerPool {
   std::map<int, std::string> by_pid_;
   std::map<uint64_t, std::string> by_spawn_;
   uint64_t next_spawn_ = 1;
-  // Executables (hash, command line) asked for workers without devices.
+  // The environment DeviceAllocator gives a worker without devices: a spare's.
+  std::map<std::string, std::string> no_device_env_;
+  // Executables asked for workers without devices.
   struct SpareDemand {
     double last = 0;           // when last asked
     std::deque<double> asked;  // when, within the last kDemandWindowS (at most `prestarted`)
     int target = 0;            // spares kept: the most asked within a window, up to `prestarted`
   };
-  std::map<std::pair<std::string, std::vector<std::string>>, SpareDemand> spare_demand_;
+  std::map<SpareKey, SpareDemand> spare_demand_;
   NodeCallStats call_stats_;  // the workers' kWorkerStats reports
 };
 

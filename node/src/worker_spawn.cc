@@ -122,11 +122,11 @@ void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& h
 
 WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<std::string>& argv) {
   // Only a worker that sees no devices (a fraction of one shows it) is prestarted.
-  if (options_.prestarted <= 0 || !w.devices.empty() || w.device_env != NoDeviceEnv()) {
+  if (options_.prestarted <= 0 || !w.devices.empty() || w.device_env != no_device_env_) {
     Spawn(w, argv);
     return w;
   }
-  auto key = std::make_pair(w.executable, argv);
+  SpareKey key{w.executable, argv};
   SpareDemand& demand = spare_demand_[key];
   demand.last = Now();
   demand.asked.push_back(demand.last);
@@ -162,43 +162,44 @@ WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<st
   return s;
 }
 
-std::map<std::string, std::string> WorkerPool::NoDeviceEnv() {
-  auto none = devices_.Assign({}, options_.node_hex.substr(0, 12));
-  return none.ok() ? none.value().env : std::map<std::string, std::string>{};
-}
-
 void WorkerPool::Replenish(double now) {
   for (auto it = spare_demand_.begin(); it != spare_demand_.end();) {
     it = now - it->second.last > kSpareKeepS ? spare_demand_.erase(it) : std::next(it);
   }
-  std::map<std::pair<std::string, std::vector<std::string>>, int> have;
+  std::map<SpareKey, int> have;
   for (auto& [id, w] : workers_) {
     if (!w.spare || w.kill_requested) continue;
-    auto key = std::make_pair(w.executable, w.argv);
+    SpareKey key{w.executable, w.argv};
     if (options_.prestarted > 0 && spare_demand_.count(key)) {
       ++have[key];
     } else {
       Kill(w, "a prestarted worker of an executable no longer asked for");
     }
   }
-  for (const auto& [key, demand] : spare_demand_) {
-    for (int n = have[key]; n < demand.target; ++n) {
-      std::string id = WorkerId::Random().Binary();
-      Worker& w = workers_[id];
-      w.id = id;
-      w.spare = true;
-      w.started = now;
-      w.wall_started = WallSeconds();
-      w.executable = key.first;
-      w.argv = key.second;
-      w.device_env = NoDeviceEnv();
-      Spawn(w, key.second);
-      if (w.kill_requested) {  // the zygote did not take it; try again on a later tick
-        Erase(id);
-        break;
-      }
-    }
+  for (auto it = spare_demand_.begin(); it != spare_demand_.end();) {
+    bool refused = false;
+    for (int n = have[it->first]; n < it->second.target && !refused; ++n)
+      refused = !StartSpare(it->first, now);
+    // A zygote that refuses is not asked again on every tick (each refusal is logged): the
+    // executable's next demand starts its spares again.
+    it = refused ? spare_demand_.erase(it) : std::next(it);
   }
+}
+
+bool WorkerPool::StartSpare(const SpareKey& key, double now) {
+  std::string id = WorkerId::Random().Binary();
+  Worker& w = workers_[id];
+  w.id = id;
+  w.spare = true;
+  w.started = now;
+  w.wall_started = WallSeconds();
+  w.executable = key.first;
+  w.argv = key.second;
+  w.device_env = no_device_env_;
+  Spawn(w, key.second);
+  if (!w.kill_requested) return true;
+  Erase(id);
+  return false;
 }
 
 void WorkerPool::Spawn(Worker& w, const std::vector<std::string>& argv) {

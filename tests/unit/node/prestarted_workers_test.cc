@@ -46,6 +46,12 @@ struct PoolHarness {
     reply.worker_id = worker_id;
     pool.OnAssignReply(reply);
   }
+  // An actor without devices, then a tick: the actor's worker is spawn request 0 (nothing
+  // was asked before), the spare that one demand asks for is request 1.
+  void ActorThenTick() {
+    pool.OnStartActor(NodeHarness::Actor({{"CPU", 1}}));
+    pool.Replenish(1.0);
+  }
   int Spares() const {
     return int(std::count_if(pool.workers().begin(), pool.workers().end(),
                              [](const auto& w) { return w.second.spare; }));
@@ -101,8 +107,7 @@ TEST(PrestartedWorkersTest, AnActorTakesASpareInsteadOfForkingAndTheTickStartsIt
 
 TEST(PrestartedWorkersTest, ASpareTakenBeforeItRegisteredIsAssignedWhenItDoes) {
   PoolHarness h(4);
-  h.pool.OnStartActor(NodeHarness::Actor({{"CPU", 1}}));
-  h.pool.Replenish(1.0);
+  h.ActorThenTick();
   ASSERT_EQ(h.processes.spawns.size(), 2u);
   auto actor = NodeHarness::Actor({{"CPU", 1}});
   h.pool.OnStartActor(actor);
@@ -163,8 +168,7 @@ TEST(PrestartedWorkersTest, WorkersWithDevicesAreNeitherPrestartedNorTakenFromSp
 
 TEST(PrestartedWorkersTest, SparesOfAnExecutableNoLongerAskedForAreKilled) {
   PoolHarness h(2);
-  h.pool.OnStartActor(NodeHarness::Actor({{"CPU", 1}}));
-  h.pool.Replenish(1.0);
+  h.ActorThenTick();
   ASSERT_EQ(h.processes.spawns.size(), 2u);
   h.Start(1, 501, "tcp://w1");
   // The demand was recorded at the monotonic clock's "now"; a tick long after it forgets it.
@@ -197,6 +201,21 @@ TEST(PrestartedWorkersTest, ASpareThatDiesIsForgottenAndNotReportedAsAnActor) {
   EXPECT_FALSE(h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead));
   h.pool.OnStartActor(NodeHarness::Actor({{"CPU", 1}}));
   EXPECT_EQ(h.processes.spawns.size(), 3u) << "an actor waited for a dead spare";
+}
+
+TEST(PrestartedWorkersTest, ASpareTheZygoteRefusesIsNotAskedForAgainOnEveryTick) {
+  PoolHarness h(2);
+  h.processes.refuse_spawns = true;
+  h.ActorThenTick();
+  ASSERT_EQ(h.processes.spawns.size(), 2u) << "the actor's worker and one spare were asked for";
+  EXPECT_EQ(h.Spares(), 0) << "a refused spare was kept";
+  h.pool.Replenish(2.0);
+  h.pool.Replenish(3.0);
+  EXPECT_EQ(h.processes.spawns.size(), 2u) << "a refused spare was asked for on every tick";
+  h.processes.refuse_spawns = false;
+  h.ActorThenTick();  // a new demand asks again
+  EXPECT_EQ(h.processes.spawns.size(), 4u);
+  EXPECT_EQ(h.Spares(), 1);
 }
 
 }  // namespace
