@@ -16,11 +16,6 @@ constexpr int kSyncTimeoutMs = 5000;
 constexpr size_t kKeptEvents = 50;
 constexpr double kFirstBackoffS = 1, kMaxBackoffS = 60;
 
-std::string Label(const Labels& labels, const std::string& key) {
-  auto it = labels.find(key);
-  return it == labels.end() ? "" : it->second;
-}
-
 std::string Describe(const Unit& unit) {
   return unit.slice.empty() ? "node " + unit.names[0] : "slice " + unit.slice;
 }
@@ -54,8 +49,8 @@ int Autoscaler::Units(const std::string& group,
                       const std::vector<proto::AutoscalerNodeMsg>& nodes) const {
   std::set<std::string> units;
   for (const auto& n : nodes) {
-    if (Label(n.labels, kGroupLabel) != group) continue;
-    std::string slice = Label(n.labels, kTpuSliceNameLabel);
+    if (LabelValue(n.labels, kGroupLabel) != group) continue;
+    std::string slice = LabelValue(n.labels, kTpuSliceNameLabel);
     units.insert(slice.empty() ? n.node_id : slice);
   }
   int launching = 0;
@@ -106,7 +101,7 @@ Result<proto::AutoscalerStateMsg> Autoscaler::Sync(std::vector<ScaleDown> remove
 
 void Autoscaler::TrackLaunches(const std::vector<proto::AutoscalerNodeMsg>& nodes, double now) {
   std::set<std::string> up;
-  for (const auto& n : nodes) up.insert(Label(n.labels, kNodeLabel));
+  for (const auto& n : nodes) up.insert(LabelValue(n.labels, kNodeLabel));
   for (const auto& name : [&] {
          std::vector<std::string> all;
          for (auto& [g, p] : providers_)
@@ -142,9 +137,9 @@ void Autoscaler::ScaleUpGroup(const ScaleUp& up, const std::vector<proto::Autosc
   if (now < b.next_try) return;
   std::set<int> used;
   for (const auto& n : nodes) {
-    if (Label(n.labels, kGroupLabel) != g->name) continue;
-    used.insert(
-        Ordinal(g->is_tpu ? Label(n.labels, kTpuSliceNameLabel) : Label(n.labels, kNodeLabel)));
+    if (LabelValue(n.labels, kGroupLabel) != g->name) continue;
+    used.insert(Ordinal(g->is_tpu ? LabelValue(n.labels, kTpuSliceNameLabel)
+                                  : LabelValue(n.labels, kNodeLabel)));
   }
   for (const auto& p : launching_)
     if (p.launch.group == g->name)

@@ -15,11 +15,6 @@ struct Bin {
   Labels labels;
 };
 
-std::string Label(const Labels& labels, const std::string& key) {
-  auto it = labels.find(key);
-  return it == labels.end() ? "" : it->second;
-}
-
 // The bins of one unit (a node, or a slice's hosts) of group `g`, named `slice`.
 std::vector<Bin> UnitBins(const GroupConfig& g, const std::string& slice) {
   proto::AutoscalerGroupMsg shape = g.Shape();
@@ -70,7 +65,7 @@ bool PlaceOn(const proto::PendingDemandMsg& d, std::vector<Bin>& bins) {
   std::map<std::string, std::vector<size_t>> by_value;  // same_label's value -> bins
   for (size_t i = 0; i < bins.size(); ++i) {
     if (!MatchesSelector(bins[i].labels, d.label_selector)) continue;
-    std::string v = d.same_label.empty() ? "" : Label(bins[i].labels, d.same_label);
+    std::string v = d.same_label.empty() ? "" : LabelValue(bins[i].labels, d.same_label);
     if (!d.same_label.empty() && v.empty()) continue;
     by_value[v].push_back(i);
   }
@@ -116,8 +111,8 @@ Plan PlanScaleUp(const Config& config, const std::vector<proto::AutoscalerNodeMs
   std::set<std::string> slices_seen;
   for (const auto& n : nodes) {
     bins.push_back({n.available, n.labels});
-    std::string group = Label(n.labels, kGroupLabel);
-    std::string slice = Label(n.labels, kTpuSliceNameLabel);
+    std::string group = LabelValue(n.labels, kGroupLabel);
+    std::string slice = LabelValue(n.labels, kTpuSliceNameLabel);
     if (group.empty()) continue;
     if (slice.empty() || slices_seen.insert(slice).second) ++units[group];
   }
@@ -179,9 +174,9 @@ std::vector<ScaleDown> PlanScaleDown(const Config& config,
     std::map<int, ScaleDown, std::greater<int>> by_ordinal;
     std::map<int, double> idle;  // ordinal -> the least idle time among its hosts
     for (const auto& n : nodes) {
-      if (Label(n.labels, kGroupLabel) != g.name) continue;
-      std::string slice = Label(n.labels, kTpuSliceNameLabel);
-      std::string name = Label(n.labels, kNodeLabel);
+      if (LabelValue(n.labels, kGroupLabel) != g.name) continue;
+      std::string slice = LabelValue(n.labels, kTpuSliceNameLabel);
+      std::string name = LabelValue(n.labels, kNodeLabel);
       int ord = Ordinal(g.is_tpu ? slice : name);
       ScaleDown& s = by_ordinal[ord];
       s.group = g.name;

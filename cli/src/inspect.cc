@@ -190,7 +190,7 @@ bool Connect(const InspectFlags& flags) {
 
 }  // namespace
 
-int Status(const InspectFlags& flags) {
+int PrintStatus(const InspectFlags& flags) {
   if (!Connect(flags)) return 1;
   nlohmann::json nodes = NodesJson();
   nlohmann::json actors = Table(flags.redis_address, flags.redis_password, "actors");

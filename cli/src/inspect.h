@@ -22,7 +22,7 @@ struct InspectFlags {
   std::string state, node, job;
 };
 
-int Status(const InspectFlags& flags);
+int PrintStatus(const InspectFlags& flags);
 int List(const std::string& what, const InspectFlags& flags);
 
 // The `orrery status` and `orrery list` subcommands and the flags they fill (inspect_cmd.cc).

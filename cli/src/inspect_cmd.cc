@@ -92,7 +92,7 @@ int RunInspectCommand(InspectCommands& c) {
     return 2;
   }
   if (!Authenticate(c.credentials, inspect.address)) return 2;
-  return *c.status ? Status(inspect) : List(c.what, inspect);
+  return *c.status ? PrintStatus(inspect) : List(c.what, inspect);
 }
 
 }  // namespace orrery::cli

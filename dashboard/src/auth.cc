@@ -11,7 +11,6 @@ namespace orrery::dashboard {
 namespace {
 
 constexpr const char* kHtmlType = "text/html; charset=utf-8";
-constexpr const char* kJsonType = "application/json; charset=utf-8";
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);

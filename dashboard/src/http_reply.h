@@ -7,6 +7,9 @@
 
 namespace orrery::dashboard {
 
+// The content type of every JSON answer.
+inline constexpr const char* kJsonType = "application/json; charset=utf-8";
+
 struct HttpReply {
   int status = 200;
   std::string content_type;

@@ -17,8 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kJsonType = "application/json; charset=utf-8";
-
 bool IsRunId(const std::string& s) {
   if (s.size() != 32) return false;
   for (char c : s) {

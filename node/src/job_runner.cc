@@ -39,7 +39,7 @@ int ExitCode(int status) {
   return -1;
 }
 
-std::string Describe(int status) {
+std::string DescribeJobExit(int status) {
   if (WIFSIGNALED(status))
     return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
            strsignal(WTERMSIG(status)) + ")";
@@ -209,7 +209,7 @@ void JobRunner::Check() {
       KillAll(it->first, j.pid);  // what the driver left behind goes with it
       if (logs_) logs_->Finish(j.pid);
       std::string cause =
-          (j.stop_requested ? "stopped: its driver " : "its driver ") + Describe(status);
+          (j.stop_requested ? "stopped: its driver " : "its driver ") + DescribeJobExit(status);
       SendEvent(it->first, proto::JobEventKind::kExited, j.pid, ExitCode(status), cause);
       it = jobs_.erase(it);
       continue;

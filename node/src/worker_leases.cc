@@ -8,10 +8,6 @@ namespace orrery::node {
 
 using proto::MsgType;
 
-namespace {
-double Now() { return MonotonicSeconds(); }
-}  // namespace
-
 void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
   bool wants_devices = false;
   for (const char* kind : {"TPU", "GPU", "XPU"})
@@ -24,7 +20,7 @@ void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
         w.devices.empty() && w.executable == executable) {
       w.has_lease = true;
       w.lease = r;
-      w.started = Now();
+      w.started = MonotonicSeconds();
       GrantTo(w);
       return;
     }
@@ -73,7 +69,7 @@ void WorkerPool::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind k
 void WorkerPool::OnReleaseLease(const std::string& lease_id) {
   if (Worker* w = ByLease(lease_id)) {
     w->has_lease = false;
-    w->idle_since = Now();
+    w->idle_since = MonotonicSeconds();
     if (!w->devices.empty()) Kill(*w, "its lease ended; its devices go back to the node");
   }
 }

@@ -14,7 +14,6 @@ namespace orrery::node {
 using proto::MsgType;
 
 namespace {
-double Now() { return MonotonicSeconds(); }
 
 std::string HexId(const std::string& binary) {
   return binary.size() == UniqueId::kSize ? UniqueId::FromBinary(binary).Hex() : "";
@@ -213,7 +212,7 @@ void WorkerPool::OnAssignReply(const proto::AssignReplyMsg& m) {
   } else if (w.has_lease) {
     GrantTo(w);
   } else {
-    w.idle_since = Now();
+    w.idle_since = MonotonicSeconds();
   }
 }
 

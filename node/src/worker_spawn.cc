@@ -23,7 +23,6 @@ namespace orrery::node {
 using proto::MsgType;
 
 namespace {
-double Now() { return MonotonicSeconds(); }
 
 RateLimitedLog refused_log;
 
@@ -44,7 +43,7 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
   Worker& w = workers_[id];
   w.id = id;
   w.is_actor = is_actor;
-  w.started = Now();
+  w.started = MonotonicSeconds();
   w.wall_started = WallSeconds();
   w.executable = hash;
   auto grant = devices_.Assign(demand, options_.node_hex.substr(0, 12));
@@ -128,7 +127,7 @@ WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<st
   }
   SpareKey key{w.executable, argv};
   SpareDemand& demand = spare_demand_[key];
-  demand.last = Now();
+  demand.last = MonotonicSeconds();
   demand.asked.push_back(demand.last);
   while (!demand.asked.empty() && (demand.last - demand.asked.front() > kDemandWindowS ||
                                    int(demand.asked.size()) > options_.prestarted))
@@ -156,7 +155,7 @@ WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<st
   s.actor = w.actor;
   s.has_lease = w.has_lease;
   s.lease = w.lease;
-  s.started = Now();
+  s.started = MonotonicSeconds();
   std::string unused = w.id;
   Erase(unused);
   return s;

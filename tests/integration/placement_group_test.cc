@@ -11,12 +11,11 @@
 
 namespace {
 
+using orrery_test::AvailableCpu;
 using orrery_test::kGetTimeoutMs;
 using orrery_test::kTestCpus;
 using orrery_test::ResourceOr0;
 using orrery_test::WaitFor;
-
-double AvailableCpu() { return ResourceOr0(orrery::AvailableResources(), "CPU"); }
 
 // Removes the group when the test ends, pass or fail.
 struct PgRemover {

@@ -12,6 +12,7 @@
 
 namespace {
 
+using orrery_test::AvailableCpu;
 using orrery_test::kGetTimeoutMs;
 using orrery_test::kTestCpus;
 using orrery_test::kTestCustom;
@@ -19,7 +20,6 @@ using orrery_test::ResourceOr0;
 using orrery_test::WaitFor;
 using ::testing::HasSubstr;
 
-double AvailableCpu() { return ResourceOr0(orrery::AvailableResources(), "CPU"); }
 double AvailableCustom() { return ResourceOr0(orrery::AvailableResources(), "Custom"); }
 
 // Waits until no earlier work holds resources, so a test can count what it takes.

@@ -111,6 +111,9 @@ inline double ResourceOr0(const orrery::Resources& r, const std::string& name) {
   return it == r.end() ? 0.0 : it->second;
 }
 
+// The CPUs the cluster has free now.
+inline double AvailableCpu() { return ResourceOr0(orrery::AvailableResources(), "CPU"); }
+
 // Kills the actors a test created when the test ends, pass or fail, so one failing test
 // does not hold resources that later tests need.
 class ActorReaper {

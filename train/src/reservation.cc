@@ -22,11 +22,6 @@ std::string ResourcesText(const Resources& r) {
   return out + "}";
 }
 
-std::string Get(const Labels& labels, const std::string& key) {
-  auto it = labels.find(key);
-  return it == labels.end() ? "" : it->second;
-}
-
 PlacementStrategy StrategyOf(const std::string& name) {
   if (name == "SPREAD") return PlacementStrategy::SPREAD;
   if (name == "STRICT_PACK") return PlacementStrategy::STRICT_PACK;
@@ -70,9 +65,10 @@ Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
       if (!n.alive) continue;
       auto it = n.total.find(head);
       if (it != n.total.end() && it->second > 0) ++heads;
-      std::string slice = Get(n.labels, kTpuSliceNameLabel);
+      std::string slice = LabelValue(n.labels, kTpuSliceNameLabel);
       if (!slice.empty())
-        slices[Get(n.labels, kTpuPodTypeLabel) + " slice \"" + slice + "\""].insert(n.address);
+        slices[LabelValue(n.labels, kTpuPodTypeLabel) + " slice \"" + slice + "\""].insert(
+            n.address);
     }
     if (heads >= config.num_slices) return Status::Ok();
     *kind = proto::ErrorKind::kAcceleratorNotAvailableError;
@@ -92,7 +88,7 @@ Status CheckFeasible(const ResolvedConfig& config, const ScalingConfig& scaling,
   for (const auto& n : nodes) {
     bool labels_ok = n.alive;
     for (const auto& [k, v] : scaling.label_selector)
-      labels_ok = labels_ok && Get(n.labels, k) == v;
+      labels_ok = labels_ok && LabelValue(n.labels, k) == v;
     if (!labels_ok) continue;
     int fit = config.num_workers;
     for (const auto& [name, need] : config.resources_per_worker) {

@@ -16,7 +16,7 @@ TEST(FileHashTest, HashesAreSha256InLowercaseHex) {
 }
 
 TEST(FileHashTest, FileHashEqualsTheHashOfItsBytes) {
-  std::string path = testing::TempDir() + "/file_hash_test." + std::to_string(getpid());
+  std::string path = ::testing::TempDir() + "/file_hash_test." + std::to_string(getpid());
   {
     std::ofstream out(path, std::ios::binary);
     out << std::string(200000, 'x') << "tail";

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "orrery/train/config.h"
+#include "tpu_slice_config.h"
 
 namespace orrery::train {
 namespace {
@@ -32,15 +33,6 @@ WorkerPlacement TpuPlacement(int index, int slice, int worker_id, const std::str
                    {"orrery.io/tpu-slice-name", "slice-" + std::to_string(slice)}};
   p.accelerator_ids = {{"TPU", {0, 1, 2, 3}}};
   return p;
-}
-
-ScalingConfig V4Slice(int workers) {
-  return ScalingConfig{.num_workers = workers,
-                       .use_tpu = true,
-                       .resources_per_worker = {{"TPU", 4}},
-                       .topology = "2x2x2",
-                       .accelerator_type = "TPU-V4",
-                       .placement_strategy = "SPREAD"};
 }
 
 std::vector<WorkerAssignment> Assign(const ResolvedConfig& config,

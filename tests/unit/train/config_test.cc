@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "orrery/errors.h"
+#include "tpu_slice_config.h"
 
 namespace orrery::train {
 namespace {
@@ -19,15 +20,6 @@ std::string ErrorOf(const ScalingConfig& s, const TorchConfig& t = {}) {
     return e.what();
   }
   return "";
-}
-
-ScalingConfig V4Slice(int workers = 2) {
-  return ScalingConfig{.num_workers = workers,
-                       .use_tpu = true,
-                       .resources_per_worker = {{"TPU", 4}},
-                       .topology = "2x2x2",
-                       .accelerator_type = "TPU-V4",
-                       .placement_strategy = "SPREAD"};
 }
 
 TEST(TrainConfig, DesignExampleResolvesToAV4SliceOfTwoHosts) {

@@ -12,6 +12,7 @@
 
 #include "orrery/errors.h"
 #include "orrery/train/config.h"
+#include "tpu_slice_config.h"
 
 namespace orrery::train {
 namespace {
@@ -34,15 +35,6 @@ NodeInfo TpuHost(const std::string& address, const std::string& slice, const std
   if (head) r["TPU-" + pod_type + "-head"] = 1;
   return Node(address, r,
               {{"orrery.io/tpu-slice-name", slice}, {"orrery.io/tpu-pod-type", pod_type}});
-}
-
-ScalingConfig V4Slice(int workers) {
-  return ScalingConfig{.num_workers = workers,
-                       .use_tpu = true,
-                       .resources_per_worker = {{"TPU", 4}},
-                       .topology = "2x2x2",
-                       .accelerator_type = "TPU-V4",
-                       .placement_strategy = "SPREAD"};
 }
 
 // CheckFeasible's status and kind (kNone when it set none).

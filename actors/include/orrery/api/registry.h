@@ -227,6 +227,8 @@ bool RegisterAll(const char* csv, Fs... fs) {
 
 // Registers functions, actor factories (static functions returning T*) and actor methods
 // by name: ORRERY_REMOTE(Add, Counter::Create, &Counter::Inc);
-#define ORRERY_REMOTE(...)                                                         \
-  [[maybe_unused]] static const bool ORRERY_CONCAT(orrery_registered_, __LINE__) = \
+// __COUNTER__, not __LINE__: two files compiled as one (a unity build) may register on the
+// same line.
+#define ORRERY_REMOTE(...)                                                            \
+  [[maybe_unused]] static const bool ORRERY_CONCAT(orrery_registered_, __COUNTER__) = \
       ::orrery::internal::RegisterAll(#__VA_ARGS__, __VA_ARGS__)
