@@ -25,6 +25,12 @@ endfunction()
 
 function(orrery_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers)
+  # A unity build includes each source into a generated one, so gcc takes every source for a
+  # header and warns of a class that uses a type of the source's anonymous namespace: true of
+  # a header, not of a source.
+  if(ORRERY_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+  endif()
   if(ORRERY_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

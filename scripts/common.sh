@@ -1,9 +1,13 @@
 # shellcheck shell=bash
 # Shared steps of scripts/setup.sh and scripts/test.sh. Source it; do not run it.
 #
-#   orrery_install_deps   apt-get install the Debian packages Orrery needs (skipped when
-#                         every one of them is already installed)
-#   orrery_build          configure build/ with Ninja (first time only) and build it
+#   orrery_install_deps [--product]
+#                         apt-get install the Debian packages Orrery and its tests need
+#                         (skipped when every one of them is already installed); with
+#                         --product only those that building and running Orrery needs
+#   orrery_build [TARGET...]
+#                         configure build/ with Ninja (first time only) and build the
+#                         targets (default: all)
 #   orrery_check_no_leftovers MARKER
 #                         fails (and lists, then stops them) when a process whose
 #                         environment holds ORRERY_CI_RUN_ID=MARKER still runs
@@ -42,10 +46,13 @@ declare -gA ORRERY_PACKAGE_COMMANDS=([kubernetes-client]=kubectl)
 
 orrery_log() { printf '==> %s\n' "$*"; }
 
-# Prints the packages of both lists that are not installed (one per line).
+# Prints the packages of the lists that are not installed (one per line): both lists, or
+# with --product ORRERY_PACKAGES only.
 orrery_missing_packages() {
   local pkg status
-  for pkg in "${ORRERY_PACKAGES[@]}" "${ORRERY_TEST_PACKAGES[@]}"; do
+  local -a pkgs=("${ORRERY_PACKAGES[@]}")
+  [[ "${1:-}" == "--product" ]] || pkgs+=("${ORRERY_TEST_PACKAGES[@]}")
+  for pkg in "${pkgs[@]}"; do
     if [[ -n "${ORRERY_PACKAGE_COMMANDS[$pkg]:-}" ]] &&
       command -v "${ORRERY_PACKAGE_COMMANDS[$pkg]}" >/dev/null 2>&1; then
       continue
@@ -63,9 +70,9 @@ orrery_install_deps() {
     return 1
   fi
   local -a missing
-  mapfile -t missing < <(orrery_missing_packages)
+  mapfile -t missing < <(orrery_missing_packages "$@")
   if [[ ${#missing[@]} -eq 0 ]]; then
-    orrery_log "All $((${#ORRERY_PACKAGES[@]} + ${#ORRERY_TEST_PACKAGES[@]})) Debian packages are installed"
+    orrery_log "The Debian packages are installed"
     return 0
   fi
   local -a sudo=()
@@ -92,8 +99,10 @@ orrery_build() {
     # shellcheck disable=SC2086  # user-supplied extra arguments
     cmake -S . -B "$dir" -G Ninja "${ci_args[@]}" ${ORRERY_CMAKE_ARGS:-}
   fi
-  orrery_log "Building $dir/ with -j$jobs"
-  cmake --build "$dir" -j "$jobs"
+  local -a targets=()
+  [[ $# -gt 0 ]] && targets=(--target "$@")
+  orrery_log "Building ${*:-everything} in $dir/ with -j$jobs"
+  cmake --build "$dir" -j "$jobs" "${targets[@]}"
 }
 
 # Pids of live processes (not zombies) whose environment holds ORRERY_CI_RUN_ID=$1, except

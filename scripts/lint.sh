@@ -111,7 +111,7 @@ check_functions() {
   mkdir -p "$lint_dir"
   cmake -S . -B "$lint_dir" -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
     -DORRERY_BUILD_TESTS=OFF -DORRERY_BUILD_EXAMPLES=OFF -DORRERY_BUILD_BENCH=ON \
-    -DORRERY_WITH_TORCH=OFF >"$lint_dir/configure.log" 2>&1 || {
+    -DORRERY_WITH_TORCH=OFF -DORRERY_UNITY_BUILD=OFF >"$lint_dir/configure.log" 2>&1 || {
     cat "$lint_dir/configure.log" >&2
     echo "FAIL: configuring $lint_dir/ for the compile database" >&2
     return 1
