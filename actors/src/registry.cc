@@ -91,7 +91,11 @@ std::string SymbolOf(const std::string& key) {
   if (hash == std::string::npos || key.size() < hash + 1 + sizeof(void*)) return "";
   uintptr_t addr;
   std::memcpy(&addr, key.data() + hash + 1, sizeof(addr));
-  if (addr & 1) return "";  // a virtual member function: no address to look up
+  // A member function pointer (two words, Itanium ABI) with its low bit set is a virtual
+  // one: an offset into the vtable, no address to look up. A plain function's address may be
+  // odd (gcc aligns functions only when optimizing).
+  bool member = key.size() - hash - 1 == 2 * sizeof(void*);
+  if (member && (addr & 1)) return "";
   Dl_info info;
   if (!dladdr(reinterpret_cast<void*>(addr), &info) || !info.dli_sname) return "";
   int status = 0;
