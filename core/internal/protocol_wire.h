@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -127,8 +128,20 @@ struct Header {
   std::string_view meta;
 };
 
-// Validates magic, version and type. Never throws.
+// Validates magic, version and type. Never throws. A frame of another protocol version is
+// Incompatible (both versions named); any other fault is InvalidArgument.
 Result<Header> DecodeHeader(const void* data, size_t size);
+
+// The version refusal: what a process answers, over the connection it came by, to a frame
+// of another protocol version. Its layout is the same in every version, so that a peer of
+// any version can read it: the 4-byte header {'O', 'R', <the refuser's protocol version>,
+// kVersionRefusalType}, then the refuser's project version as text (at most 32 bytes).
+inline constexpr uint8_t kVersionRefusalType = 0xFF;
+inline constexpr size_t kMaxRefusalText = 32;
+std::string EncodeVersionRefusal();
+// The refusal in `data`, if it is one, as a status naming both sides' versions (`from`
+// names the peer); std::nullopt for any other frame.
+std::optional<Status> DecodeVersionRefusal(const void* data, size_t size, const std::string& from);
 
 // Frame 0 for a message: header + packed meta.
 template <typename Meta>

@@ -142,6 +142,7 @@ class Inbox {
   // Runs `fn` (`what` names it in the log), catching whatever it throws.
   void Guarded(const char* what, const std::function<void()>& fn);
   void ReplyError(const std::string& identity, const std::string& message);
+  void RefuseVersion(const std::string& identity, const zmq::message_t& frame, const Status& why);
 
   std::unique_ptr<zmq::socket_t> router_;
   uint64_t handshake_watch_ = 0;  // security::WatchHandshakes

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <random>
 
+#include "orrery/version.h"
+
 namespace orrery::proto {
 
 uint64_t RequestIdBase() {
@@ -57,14 +59,40 @@ Result<Header> DecodeHeader(const void* data, size_t size) {
   if (b[0] != kMagic0 || b[1] != kMagic1)
     return Status::InvalidArgument("bad magic: not an Orrery frame");
   if (b[2] != kProtocolVersion) {
-    return Status::InvalidArgument("protocol version " + std::to_string(b[2]) +
-                                   " is not supported (this is " +
-                                   std::to_string(kProtocolVersion) + ")");
+    return Status::Incompatible("the peer speaks protocol version " + std::to_string(b[2]) +
+                                "; this is " + VersionLine() +
+                                ": every process of a cluster must run the same protocol "
+                                "version (docs/cli.md \"Versions\")");
   }
   if (!IsKnownType(b[3]))
     return Status::InvalidArgument("unknown message type " + std::to_string(b[3]));
   return Header{MsgType(b[3]),
                 std::string_view(static_cast<const char*>(data) + kHeaderSize, size - kHeaderSize)};
+}
+
+std::string EncodeVersionRefusal() {
+  std::string out{char(kMagic0), char(kMagic1), char(kProtocolVersion), char(kVersionRefusalType)};
+  out += std::string(Version()).substr(0, kMaxRefusalText);
+  return out;
+}
+
+std::optional<Status> DecodeVersionRefusal(const void* data, size_t size, const std::string& from) {
+  auto* b = static_cast<const uint8_t*>(data);
+  if (size < kHeaderSize || size > kHeaderSize + kMaxRefusalText || b[0] != kMagic0 ||
+      b[1] != kMagic1 || b[3] != kVersionRefusalType) {
+    return std::nullopt;
+  }
+  // The peer's version text, printable ASCII only (it comes from the network).
+  std::string theirs;
+  for (size_t i = kHeaderSize; i < size; ++i) {
+    char c = char(b[i]);
+    theirs += (c >= 0x20 && c < 0x7f) ? c : '?';
+  }
+  if (theirs.empty()) theirs = "unknown";
+  return Status::Incompatible(from + " runs orrery " + theirs + " (protocol version " +
+                              std::to_string(b[2]) + ") and refused this " + VersionLine() +
+                              ": every process of a cluster must run the same protocol version "
+                              "(docs/cli.md \"Versions\")");
 }
 
 }  // namespace orrery::proto

@@ -20,6 +20,8 @@ const char* StatusCodeName(StatusCode code) {
       return "Internal";
     case StatusCode::kPermissionDenied:
       return "PermissionDenied";
+    case StatusCode::kIncompatible:
+      return "Incompatible";
   }
   return "Unknown";
 }

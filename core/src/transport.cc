@@ -152,6 +152,29 @@ void Inbox::ReplyError(const std::string& identity, const std::string& message) 
   }
 }
 
+void Inbox::RefuseVersion(const std::string& identity, const zmq::message_t& frame,
+                          const Status& why) {
+  static RateLimitedLog refused_log;
+  uint64_t suppressed = 0;
+  if (refused_log.ShouldLog(&suppressed)) {
+    std::string from = "a peer";
+    const char* peer = zmq_msg_gets(frame.handle(), "Peer-Address");
+    if (peer != nullptr) from = peer;
+    LOG_WARN("refused a message on " + address_ + " from " + from + ": " + why.message() +
+             RateLimitedLog::More(suppressed));
+  }
+  if (identity.empty()) return;
+  // Answered in the layout every version reads (protocol_wire.h): the sender's transport
+  // finds it on its connection and fails its next send to this address with both versions.
+  try {
+    std::string refusal = proto::EncodeVersionRefusal();
+    router_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router_->send(zmq::buffer(refusal), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t& e) {
+    LOG_WARN(std::string("could not send a version refusal: ") + e.what());
+  }
+}
+
 void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
   std::string identity = frames.empty() ? std::string() : frames[0].to_string();
   if (frames.size() < 2 || frames.size() > 3) {
@@ -160,6 +183,10 @@ void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
     return;
   }
   Result<proto::Header> header = proto::DecodeHeader(frames[1].data(), frames[1].size());
+  if (!header.ok() && header.status().code() == StatusCode::kIncompatible) {
+    RefuseVersion(identity, frames[1], header.status());
+    return;
+  }
   if (!header.ok()) {
     ReplyError(identity, header.status().message());
     return;

@@ -123,6 +123,8 @@ struct CachedSocket {
   std::shared_ptr<PeerQueue> queue;
   std::list<std::string>::iterator lru;  // position in ThreadSockets::lru
   double last_used = 0;
+  uint32_t sends = 0;  // counted up to kWatchedSends
+  Status refused;      // the peer's version refusal, once it came
 };
 
 // A socket that gave way with messages still queued (SendLimits::drain_s).
@@ -378,6 +380,28 @@ Status Admit(const std::string& address, const PeerQueue& peer, int64_t bytes,
   return Status::Ok();
 }
 
+// A peer of another protocol version answers a connection's frames with a version refusal
+// (protocol_wire.h), which comes back on the sending socket. A socket's first kWatchedSends
+// sends look for it (any other frame that comes back, an error reply the peer also logged,
+// is dropped); once it came, every send on that socket fails with it.
+constexpr uint32_t kWatchedSends = 256;
+constexpr int kMaxReadBack = 16;
+
+Status CheckRefused(const std::string& address, CachedSocket& c) {
+  if (!c.refused.ok()) return c.refused;
+  if (c.sends >= kWatchedSends) return Status::Ok();
+  ++c.sends;
+  for (int i = 0; i < kMaxReadBack && (c.socket->get(zmq::sockopt::events) & ZMQ_POLLIN); ++i) {
+    zmq::message_t m;
+    if (!c.socket->recv(m, zmq::recv_flags::dontwait)) break;
+    if (auto refusal = proto::DecodeVersionRefusal(m.data(), m.size(), "the peer at " + address)) {
+      c.refused = *refusal;
+      return c.refused;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void SetSendLimits(const SendLimits& limits) {
@@ -406,6 +430,7 @@ Status TrySendFrames(const std::string& address, const std::string& frame0,
   auto late = LateLock();
   try {
     CachedSocket& c = SocketFor(address, limits);
+    if (Status refused = CheckRefused(address, c); !refused.ok()) return refused;
     int64_t bytes = int64_t(frame0.size()) + kFrameOverhead +
                     (payload ? int64_t(payload->size()) + kFrameOverhead : 0);
     Status admitted = Admit(address, *c.queue, bytes, limits);

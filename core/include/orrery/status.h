@@ -18,6 +18,7 @@ enum class StatusCode : int {
   kCancelled = 5,
   kInternal = 6,
   kPermissionDenied = 7,  // a credential is missing or wrong
+  kIncompatible = 8,      // the peer speaks another protocol version (orrery/version.h)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -36,6 +37,7 @@ class [[nodiscard]] Status {
   static Status Timeout(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status Incompatible(std::string m) { return {StatusCode::kIncompatible, std::move(m)}; }
   static Status PermissionDenied(std::string m) {
     return {StatusCode::kPermissionDenied, std::move(m)};
   }
