@@ -41,6 +41,12 @@ std::shared_ptr<transport::Envelope> HeadClient::Exchange(MsgType type, uint64_t
   Status sent = Status::Ok();
   while (!done && std::chrono::steady_clock::now() < deadline) {
     sent = outbox_.TrySendFrame(head_address_, frame0, payload);
+    // A head of another protocol version refused this process: no resend will change that.
+    if (sent.code() == StatusCode::kIncompatible) {
+      MutexLock lock(&mu_);
+      replies_.erase(id);
+      throw ConnectionError(sent.message());
+    }
     MutexLock lock(&mu_);
     auto wake = std::min(deadline,
                          std::chrono::steady_clock::now() + std::chrono::milliseconds(resend_ms_));

@@ -15,6 +15,7 @@
 #include "cli/src/start_cmd.h"
 #include "orrery/errors.h"
 #include "orrery/orrery.h"
+#include "orrery/version.h"
 
 namespace oc = orrery::cli;
 
@@ -36,6 +37,9 @@ int Stop() {
 int main(int argc, char** argv) {
   orrery::RunWorkerIfRequested(argc, argv);
   CLI::App app{"orrery: start, inspect and stop Orrery clusters"};
+  // "orrery 0.1.0 (protocol version 3)" (docs/cli.md "Versions").
+  app.set_version_flag("--version", std::string(orrery::VersionLine()),
+                       "print the project and protocol versions and exit");
   app.require_subcommand(1);
   oc::StartFlags start_flags;
   CLI::App* start = oc::AddStartCommand(app, &start_flags);

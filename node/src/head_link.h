@@ -41,7 +41,9 @@ class HeadLink {
   const std::string& head_address() const { return head_address_; }
 
   // Sends a registration (a heartbeat when already registered) or, with node.alive false,
-  // the goodbye. Nothing is sent once the head has refused the node.
+  // the goodbye. Nothing is sent once the head has refused the node. A head of another
+  // protocol version refuses the node here: its transport answers in a way every version
+  // reads (core/internal/protocol_wire.h).
   void Send(const proto::RegisterNodeMsg& reg) EXCLUDES(mu_);
 
   // The head's answer. OK when it accepted the node; PermissionDenied with the head's reason
@@ -50,9 +52,12 @@ class HeadLink {
   Status OnAck(const proto::AckMsg& ack) EXCLUDES(mu_);
 
   // Waits until the head has answered the first registration: OK when it accepted it, the
-  // refusal (PermissionDenied, with the head's reason) when it refused it, Unavailable when
-  // no answer came within timeout_ms.
-  Status WaitRegistered(int timeout_ms) EXCLUDES(mu_);
+  // refusal (PermissionDenied, with the head's reason; Incompatible when the head speaks
+  // another protocol version) when it refused it, Unavailable when no answer came within
+  // timeout_ms. `resend` runs every resend_ms while it waits (registrations are idempotent,
+  // and one sent as the head restarts is lost).
+  Status WaitRegistered(int timeout_ms, int resend_ms = 1000,
+                        const std::function<void()>& resend = nullptr) EXCLUDES(mu_);
 
   // The node is up (Start returned OK): a refusal from now on is reported to on_refused
   // (before, it is WaitRegistered's answer).
@@ -72,6 +77,9 @@ class HeadLink {
   bool TakeRegistered() EXCLUDES(mu_);
 
  private:
+  // Refuses the link for good with `why` (the first refusal stays); reports it once started.
+  Status Refuse(const Status& why) EXCLUDES(mu_);
+
   Outbox& outbox_;
   const std::string head_address_;
   const std::function<void(const Status&)> on_refused_;

@@ -156,7 +156,11 @@ Status NodeService::Start(int register_timeout_ms) {
     if (!st.ok()) return st;
   }
   inbox_.Post([this] { SendRegistration(true); });
-  if (Status r = head_.WaitRegistered(register_timeout_ms); !r.ok()) return r;
+  if (Status r = head_.WaitRegistered(register_timeout_ms, 1000,
+                                      [this] { inbox_.Post([this] { SendRegistration(true); }); });
+      !r.ok()) {
+    return r;
+  }
   head_.Started();
   head_.StartHeartbeats(options_.heartbeat_period_s);
   LOG_INFO("node " + id_.Hex() + " up at " + inbox_.address() + " with " +

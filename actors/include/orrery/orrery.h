@@ -27,6 +27,7 @@
 #include "orrery/config.h"
 #include "orrery/errors.h"
 #include "orrery/ids.h"
+#include "orrery/version.h"
 
 namespace orrery {
 

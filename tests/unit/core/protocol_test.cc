@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "orrery/version.h"
 
 namespace orrery::proto {
 namespace {
@@ -229,9 +232,42 @@ TEST(ProtocolTest, WrongVersionIsRejectedAndNamed) {
                       internal::Pack(PingMsg{});
   Result<Header> r = DecodeHeader(frame.data(), frame.size());
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("version"));
+  EXPECT_EQ(r.status().code(), StatusCode::kIncompatible);
+  // Both versions: the peer's, and this one's with the project version.
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("protocol version " + std::to_string(kProtocolVersion + 1)));
+  EXPECT_THAT(r.status().message(), HasSubstr(orrery::VersionLine()));
   frame[2] = 0;
-  EXPECT_FALSE(DecodeHeader(frame.data(), frame.size()).ok());
+  EXPECT_EQ(DecodeHeader(frame.data(), frame.size()).status().code(), StatusCode::kIncompatible);
+}
+
+TEST(ProtocolTest, VersionRefusalRoundTripsAndNamesBothVersions) {
+  std::string refusal = EncodeVersionRefusal();
+  ASSERT_EQ(refusal.substr(0, 4),
+            HeaderBytes(kMagic0, kMagic1, kProtocolVersion, kVersionRefusalType));
+  EXPECT_EQ(refusal.substr(4), orrery::Version());
+  // As a peer of version 9 running orrery 9.0.0 would send it.
+  std::string theirs = HeaderBytes(kMagic0, kMagic1, 9, kVersionRefusalType) + "9.0.0";
+  std::optional<Status> s = DecodeVersionRefusal(theirs.data(), theirs.size(), "the head at X");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->code(), StatusCode::kIncompatible);
+  EXPECT_THAT(s->message(), HasSubstr("the head at X runs orrery 9.0.0 (protocol version 9)"));
+  EXPECT_THAT(s->message(), HasSubstr(orrery::VersionLine()));
+  // The refusal type is no message type of any version: DecodeHeader never takes it.
+  EXPECT_FALSE(IsKnownType(kVersionRefusalType));
+}
+
+TEST(ProtocolTest, VersionRefusalFromAHostilePeerIsBoundedAndPrintable) {
+  std::string control = HeaderBytes(kMagic0, kMagic1, 4, kVersionRefusalType) + "1\n\x1b[2J\xff";
+  std::optional<Status> s = DecodeVersionRefusal(control.data(), control.size(), "p");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_THAT(s->message(), HasSubstr("orrery 1??[2J? (protocol version 4)"));
+  std::string too_long =
+      HeaderBytes(kMagic0, kMagic1, 4, kVersionRefusalType) + std::string(kMaxRefusalText + 1, 'v');
+  EXPECT_FALSE(DecodeVersionRefusal(too_long.data(), too_long.size(), "p").has_value());
+  std::string other = HeaderBytes(kMagic0, kMagic1, 4, uint8_t(MsgType::kPing));
+  EXPECT_FALSE(DecodeVersionRefusal(other.data(), other.size(), "p").has_value());
+  EXPECT_FALSE(DecodeVersionRefusal(other.data(), 3, "p").has_value());
 }
 
 TEST(ProtocolTest, UnknownTypeIsRejected) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <iterator>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <zmq_addon.hpp>
 
+#include "orrery/version.h"
 #include "tests/fakes/silent_listener.h"
 
 namespace orrery::transport {
@@ -233,6 +235,75 @@ TEST(TransportTest, BytesQueuedForAPeerThatDoesNotReadAreCapped) {
     EXPECT_LE(QueuedBytes(), limits.total_bytes + int64_t(big.size()) + 4096);
     CloseThreadSockets();
   }).join();
+}
+
+// Sends `frame0` to `address` every 10 ms until a send fails (the peer's version refusal
+// came back on the connection) or 20 s pass; returns the failure.
+Status SendUntilRefused(const std::string& address, const std::string& frame0) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  Status last = Status::Ok();
+  while (last.ok() && std::chrono::steady_clock::now() < deadline) {
+    last = TrySendFrames(address, frame0, nullptr);
+    if (last.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return last;
+}
+
+// A frame of another protocol version never reaches the handler: the inbox answers with the
+// version refusal, which the sender's transport reads and fails its sends with, naming both.
+TEST(TransportTest, AnInboxRefusesAnotherProtocolVersionAndTheSenderSeesBothVersions) {
+  std::atomic<int> handled{0};
+  Inbox inbox;
+  ASSERT_TRUE(inbox.Bind("127.0.0.1").ok());
+  inbox.Start([&](Envelope&) {
+    ++handled;
+    return Status::Ok();
+  });
+  std::string frame{char(proto::kMagic0), char(proto::kMagic1), char(proto::kProtocolVersion + 1),
+                    char(proto::MsgType::kPing)};
+  std::thread([&] {
+    Status refused = SendUntilRefused(inbox.address(), frame);
+    EXPECT_EQ(refused.code(), StatusCode::kIncompatible) << refused.ToString();
+    EXPECT_NE(refused.message().find("the peer at " + inbox.address() + " runs orrery " +
+                                     orrery::Version()),
+              std::string::npos)
+        << refused.message();
+    EXPECT_NE(refused.message().find(orrery::VersionLine()), std::string::npos);
+    // For good, on that connection.
+    EXPECT_EQ(TrySendFrames(inbox.address(), frame, nullptr).code(), StatusCode::kIncompatible);
+    CloseThreadSockets();
+  }).join();
+  inbox.Stop();
+  // The refusal came in place of the handler's call, never after it.
+  EXPECT_EQ(handled.load(), 0);
+}
+
+// A peer of another version (9, "orrery 9.0.0") answers with its refusal: this process's
+// sends to it fail with both versions named.
+TEST(TransportTest, ARefusalFromAPeerOfAnotherVersionFailsTheSendsWithBothVersions) {
+  const std::string address = FreeAddress();
+  zmq::socket_t peer(Context(), zmq::socket_type::router);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::rcvtimeo, 20000);
+  peer.bind(address);
+  std::thread sender([&] {
+    Status refused = SendUntilRefused(address, "anything");
+    EXPECT_EQ(refused.code(), StatusCode::kIncompatible) << refused.ToString();
+    EXPECT_NE(refused.message().find("runs orrery 9.0.0 (protocol version 9)"), std::string::npos)
+        << refused.message();
+    EXPECT_NE(refused.message().find(orrery::VersionLine()), std::string::npos);
+    CloseThreadSockets();
+  });
+  std::vector<zmq::message_t> frames;
+  ASSERT_TRUE(zmq::recv_multipart(peer, std::back_inserter(frames)));
+  std::string refusal{char(proto::kMagic0), char(proto::kMagic1), char(9),
+                      char(proto::kVersionRefusalType)};
+  refusal += "9.0.0";
+  peer.send(frames[0], zmq::send_flags::sndmore);
+  peer.send(zmq::buffer(refusal));
+  sender.join();
+  peer.close();
+  ::unlink(address.substr(std::string("ipc://").size()).c_str());
 }
 
 TEST(TransportTest, RequestIdsStartAtARandomNonZeroPointPerProcess) {

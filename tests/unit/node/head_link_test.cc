@@ -53,6 +53,35 @@ TEST(HeadLinkTest, ARefusedRegistrationIsAnErrorWithTheHeadsReason) {
   EXPECT_FALSE(link.TakeRegistered()) << "a refused node has no registration to end";
 }
 
+// A head of another protocol version: the transport fails the send with Incompatible (its
+// refusal names both versions). The link is refused for good with that message, at once.
+TEST(HeadLinkTest, AHeadOfAnotherProtocolVersionRefusesTheNodeWithBothVersions) {
+  RecordingOutbox outbox;
+  const std::string why =
+      "the peer at tcp://head runs orrery 9.0.0 (protocol version 9) and refused this orrery";
+  outbox.on_send = [&](const auto&) { return Status::Incompatible(why); };
+  HeadLink link(outbox, "tcp://head");
+  int resends = 0;
+  link.Send(Registration());
+  Status wait = link.WaitRegistered(10000, 1, [&] { ++resends; });
+  EXPECT_EQ(wait.code(), StatusCode::kIncompatible);
+  EXPECT_EQ(wait.message(), why);
+  EXPECT_EQ(resends, 0) << "refused before the first resend";
+  link.Send(Registration());
+  EXPECT_EQ(outbox.Count(MsgType::kRegisterNode), 1u) << "a refused node sends nothing more";
+}
+
+// With no answer, the registration is sent again every resend_ms until the deadline.
+TEST(HeadLinkTest, AnUnansweredRegistrationIsResentUntilTheDeadline) {
+  RecordingOutbox outbox;
+  HeadLink link(outbox, "tcp://head");
+  int resends = 0;
+  Status wait = link.WaitRegistered(200, 10, [&] { ++resends; });
+  EXPECT_EQ(wait.code(), StatusCode::kUnavailable);
+  EXPECT_GE(resends, 1);
+  EXPECT_LE(resends, 20) << "each resend follows a wait of resend_ms";
+}
+
 TEST(HeadLinkTest, ANodeRefusedOnAHeartbeatStopsHeartbeating) {
   RecordingOutbox outbox;
   HeadLink link(outbox, "tcp://head");
