@@ -4,15 +4,21 @@
 #
 #   docker/make-base-image.sh              # the runtime base: what Orrery's binaries load
 #   docker/make-base-image.sh --build      # also the build packages of scripts/common.sh
+#   docker/make-base-image.sh --package    # the runtime base, a compiler and CMake: where the
+#                                          # Debian package is installed and built against
 #
 # The runtime base holds the shared libraries Orrery's executables and libraries link
 # (`ldd build/cli/orrery`: libzmq5, libsodium23, libhiredis0.14, libspdlog1.10 with libfmt9,
 # libcpp-httplib0.11, libyaml-cpp0.7) and redis-server; no compiler, no libtorch (train_torch_mlp and
 # liborrery_train_torch need it; train_linear does not). docker/Dockerfile.prebuilt puts an
 # installed Orrery on it. The build base (--build) has every package of ORRERY_PACKAGES, so
-# `docker build --build-arg BASE=<it> -f docker/Dockerfile .` needs no network at all.
+# `docker build --build-arg BASE=<it> -f docker/Dockerfile .` needs no network at all. The
+# package base (--package) holds every Depends of orrery_<version>_amd64.deb
+# (docs/packaging.md) and g++, cmake, make and pkg-config, so that `apt-get install
+# ./orrery_*.deb` and a build with find_package(Orrery) need no network either.
 #
-# The image is tagged orrery-base:bookworm-<hash> (orrery-base-build:... with --build), the
+# The image is tagged orrery-base:bookworm-<hash> (orrery-base-build:... with --build,
+# orrery-base-package:... with --package), the
 # hash being that of the suite, the mirror and the package list: an image with that tag is
 # reused (--force makes it again). The tag is the last line printed on stdout.
 #
@@ -34,6 +40,7 @@ force=0
 for arg in "$@"; do
   case "$arg" in
     --build) kind=build ;;
+    --package) kind=package ;;
     --force) force=1 ;;
     -h | --help)
       sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
@@ -53,6 +60,9 @@ if [[ "$kind" == build ]]; then
   source "$here/../scripts/common.sh"
   packages+=("${ORRERY_PACKAGES[@]}")
   repo=orrery-base-build
+elif [[ "$kind" == package ]]; then
+  packages+=(g++ cmake make pkg-config libmsgpack-cxx-dev nlohmann-json3-dev)
+  repo=orrery-base-package
 fi
 include=$(printf '%s\n' "${packages[@]}" | sort -u | paste -sd, -)
 hash=$(printf '%s\n' "$suite" "$mirror" "$include" | sha256sum | cut -c1-12)

@@ -50,7 +50,6 @@ timing() { printf '    (%s: %d s)\n' "$1" "$((SECONDS - $2))"; }
 project=orrerye2e$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
 image="orrery-e2e:$project"
 compose_dir="$tmp/compose"
-dockerd_pid=""
 compose_up=0
 image_built=0
 
@@ -67,33 +66,14 @@ cleanup_docker() {
     compose down -v --remove-orphans --timeout 20 >/dev/null 2>&1
   fi
   [[ $image_built -eq 1 ]] && docker image rm "$image" >/dev/null 2>&1
-  if [[ -n "$dockerd_pid" ]] && alive "$dockerd_pid"; then
-    kill -TERM "$dockerd_pid"
-    wait_gone 60 "$dockerd_pid" >/dev/null || kill -KILL "$dockerd_pid"
-  fi
+  stop_own_dockerd
   (exit "$rc")
   cleanup_test_session
 }
 trap cleanup_docker EXIT
 
 step "dockerd"
-if docker info >/dev/null 2>&1; then
-  echo "using the running dockerd ($(docker info -f '{{.ServerVersion}}'))"
-else
-  # ORRERY_TMPDIR marks it (and the containerd it starts) as this test's: stop_session ends
-  # whatever of them outlives the TERM above.
-  ORRERY_TMPDIR="$sessions" dockerd --pidfile "$tmp/dockerd.pid" >"$tmp/dockerd.log" 2>&1 &
-  dockerd_pid=$!
-  deadline=$((SECONDS + 60))
-  until docker info >/dev/null 2>&1; do
-    if ! alive "$dockerd_pid" || ((SECONDS >= deadline)); then
-      tail -n 20 "$tmp/dockerd.log"
-      skip "dockerd could not start here (its log above)"
-    fi
-    sleep 0.2
-  done
-  echo "started dockerd $(docker info -f '{{.ServerVersion}}') (pid $dockerd_pid)"
-fi
+ensure_dockerd
 
 step "the base image (docker/make-base-image.sh)"
 t=$SECONDS

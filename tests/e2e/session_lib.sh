@@ -266,3 +266,36 @@ cleanup_daemon_test() {
   rm -rf "$tmp"
   exit "$rc"
 }
+
+# Docker for the tests that use it (docker_test.sh, deb_package_test.sh): uses the running
+# dockerd, else starts one marked as this test's (ORRERY_TMPDIR: stop_session ends whatever
+# of it and its containerd outlives stop_own_dockerd) and sets dockerd_pid; exits 77 when
+# it cannot start. Their ctest entries share the resource lock "docker".
+dockerd_pid=""
+ensure_dockerd() {
+  local deadline
+  if docker info >/dev/null 2>&1; then
+    echo "using the running dockerd ($(docker info -f '{{.ServerVersion}}'))"
+    return 0
+  fi
+  ORRERY_TMPDIR="$sessions" dockerd --pidfile "$tmp/dockerd.pid" >"$tmp/dockerd.log" 2>&1 &
+  dockerd_pid=$!
+  deadline=$((SECONDS + 60))
+  until docker info >/dev/null 2>&1; do
+    if ! alive "$dockerd_pid" || ((SECONDS >= deadline)); then
+      tail -n 20 "$tmp/dockerd.log"
+      echo "SKIP: dockerd could not start here (its log above)"
+      exit 77
+    fi
+    sleep 0.2
+  done
+  echo "started dockerd $(docker info -f '{{.ServerVersion}}') (pid $dockerd_pid)"
+}
+
+# Stops the dockerd that ensure_dockerd started, if it did.
+stop_own_dockerd() {
+  if [[ -n "$dockerd_pid" ]] && alive "$dockerd_pid"; then
+    kill -TERM "$dockerd_pid"
+    wait_gone 60 "$dockerd_pid" >/dev/null || kill -KILL "$dockerd_pid"
+  fi
+}
