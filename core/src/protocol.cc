@@ -10,6 +10,12 @@
 
 namespace orrery::proto {
 
+namespace {
+// Ends both sides' messages about another protocol version.
+constexpr const char* kSameVersionRule =
+    ": every process of a cluster must run the same protocol version (docs/cli.md \"Versions\")";
+}  // namespace
+
 uint64_t RequestIdBase() {
   // Per process: a forked child (a worker from its zygote) draws its own.
   static std::atomic<pid_t> drawn_for{0};
@@ -60,9 +66,7 @@ Result<Header> DecodeHeader(const void* data, size_t size) {
     return Status::InvalidArgument("bad magic: not an Orrery frame");
   if (b[2] != kProtocolVersion) {
     return Status::Incompatible("the peer speaks protocol version " + std::to_string(b[2]) +
-                                "; this is " + VersionLine() +
-                                ": every process of a cluster must run the same protocol "
-                                "version (docs/cli.md \"Versions\")");
+                                "; this is " + VersionLine() + kSameVersionRule);
   }
   if (!IsKnownType(b[3]))
     return Status::InvalidArgument("unknown message type " + std::to_string(b[3]));
@@ -91,8 +95,7 @@ std::optional<Status> DecodeVersionRefusal(const void* data, size_t size, const 
   if (theirs.empty()) theirs = "unknown";
   return Status::Incompatible(from + " runs orrery " + theirs + " (protocol version " +
                               std::to_string(b[2]) + ") and refused this " + VersionLine() +
-                              ": every process of a cluster must run the same protocol version "
-                              "(docs/cli.md \"Versions\")");
+                              kSameVersionRule);
 }
 
 }  // namespace orrery::proto
