@@ -4,11 +4,13 @@
 #      runtime packages (libzmq5, libhiredis, redis-server, ...)
 #   2. the package base image (docker/make-base-image.sh --package: debootstrap of the
 #      package's Depends, g++ and cmake; kept and reused) starts a container with no network
-#   3. in it: `apt-get install ./orrery_*.deb`; `orrery --version` names the project and
-#      protocol versions; tests/e2e/consumer is built with find_package(Orrery) and runs on
-#      the embedded default (real worker processes); `orrery start --head`, `orrery status`
-#      and `orrery stop` work, and nothing of the cluster is left running
-#   4. the container is removed; the image is kept for the next run
+#   3. docker/Dockerfile.deb builds an image from it on that base (`apt-get install
+#      ./orrery_*.deb`, no network)
+#   4. in a container of that image, with no network: `orrery --version` names the project
+#      and protocol versions; tests/e2e/consumer is built with find_package(Orrery) and runs
+#      on the embedded default (real worker processes); `orrery start --head`, `orrery
+#      status` and `orrery stop` work, and nothing of the cluster is left running
+#   5. the container and the image from the package are removed; the base image is kept
 # Exits 77 (reported as skipped) when docker, dockerd, debootstrap or cpack is missing, when
 # not root, when dockerd cannot start, or when Debian's archive cannot be reached.
 # Usage: deb_package_test.sh <build dir>
@@ -32,10 +34,12 @@ require_built "$orrery_bin"
 
 start_test_session deb
 container=orrery-e2e-deb-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
+image=$container:latest
 cleanup_deb() {
   local rc=$?
   set +e
   docker rm -f "$container" >/dev/null 2>&1
+  docker rmi -f "$image" >/dev/null 2>&1
   stop_own_dockerd
   (exit "$rc")
   cleanup_test_session
@@ -66,19 +70,25 @@ base_rc=0
 [[ $base_rc -eq 0 ]] || fail "docker/make-base-image.sh --package failed ($base_rc)"
 base=$(tail -n 1 "$tmp/base.out")
 
-step "installed and used in a clean container (no network)"
-mkdir -p "$tmp/ctx"
-cp "$deb" "$tmp/ctx/"
+step "an image from the package (docker/Dockerfile.deb, no network)"
+mkdir -p "$tmp/image" "$tmp/ctx"
+cp "$deb" "$tmp/image/"
+docker build --network none -q -f "$source_dir/docker/Dockerfile.deb" --build-arg BASE="$base" \
+  -t "$image" "$tmp/image" >"$tmp/image.log" 2>&1 || {
+  tail -n 30 "$tmp/image.log"
+  fail "docker build -f docker/Dockerfile.deb failed"
+}
+docker run --rm --network none "$image" --version | grep -Eq '^orrery [0-9.]+ \(protocol' ||
+  fail "the image's entrypoint is not a working orrery"
+
+step "used in a container of that image (no network)"
 cp -r "$source_dir/tests/e2e/consumer" "$tmp/ctx/consumer"
 cat >"$tmp/ctx/inside.sh" <<'INSIDE'
 set -euo pipefail
 cd /ctx
-apt-get install -y -q /ctx/orrery_*_amd64.deb >/tmp/apt.log 2>&1 || {
-  tail -n 30 /tmp/apt.log
-  echo "FAIL: apt-get install of the package" >&2
-  exit 1
-}
 echo "installed: $(dpkg-query -W -f '${Package} ${Version} ${Status}' orrery)"
+dpkg-query -W -f '${Status}' orrery | grep -q 'install ok installed'
+[[ -z "$(ls /tmp/orrery_*.deb 2>/dev/null)" ]] || { echo "FAIL: the .deb was left in the image" >&2; exit 1; }
 orrery --version
 orrery --version | grep -Eq '^orrery [0-9]+\.[0-9]+\.[0-9]+ \(protocol version [0-9]+\)$'
 cmake -S /ctx/consumer -B /tmp/consumer -DCMAKE_BUILD_TYPE=Release >/tmp/cmake.log 2>&1 || {
@@ -110,8 +120,8 @@ if [[ -n "$(left)" ]]; then
 fi
 echo "OK"
 INSIDE
-docker run --name "$container" --network none -v "$tmp/ctx:/ctx:ro" "$base" \
-  bash /ctx/inside.sh 2>&1 | tee "$tmp/inside.log"
+docker run --name "$container" --network none -v "$tmp/ctx:/ctx:ro" --entrypoint bash "$image" \
+  /ctx/inside.sh 2>&1 | tee "$tmp/inside.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || fail "the package did not work in the container (above)"
 grep -q '^OK$' "$tmp/inside.log" || fail "the container's script did not finish"
 echo "PASS"
