@@ -4,6 +4,7 @@
 
 #include "actors/internal/runtime.h"
 #include "core/internal/log.h"
+#include "core/internal/transport.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
@@ -79,6 +80,7 @@ void Runtime::OnCancel(const proto::CancelMsg& m) {
   // force. Its node reports the exit, which frees the lease's resources; the caller queues
   // the worker's other tasks again.
   LOG_WARN("exiting: the caller of running task " + id.Hex() + " cancelled it with force");
+  transport::RemoveLocalSockets();
   std::_Exit(1);
 }
 

@@ -18,6 +18,7 @@
 #include "core/internal/log.h"
 #include "core/internal/security.h"
 #include "core/internal/thread_annotations.h"
+#include "core/internal/transport.h"
 #include "orrery/api/registry.h"
 #include "orrery/errors.h"
 
@@ -492,6 +493,7 @@ void WorkerMain() {
       proto::WorkerRegisterMsg{worker_id, rt->address(), int(getpid()), server->call_address()});
   server->WaitForExit();
   std::fflush(nullptr);
+  transport::RemoveLocalSockets();
   _exit(0);
 }
 

@@ -69,6 +69,18 @@ bool Enabled();
 void ConfigureServer(zmq::context_t& context, zmq::socket_t& socket);
 void ConfigureClient(zmq::socket_t& socket);
 
+// The same-host channel (core/src/local_channel.h): an inbox's Unix socket and the senders
+// that reach it there speak ZeroMQ's PLAIN mechanism, with LocalSecret() as the password.
+// Nothing is encrypted (the kernel carries the bytes between two processes of this user);
+// the ZAP handler admits a peer whose password is this cluster's and whose uid
+// (SO_PEERCRED) is this process's. With credentials off: the NULL mechanism, and the socket
+// folder's mode 0700 alone keeps other users out.
+void ConfigureLocalServer(zmq::context_t& context, zmq::socket_t& socket);
+void ConfigureLocalClient(zmq::socket_t& socket);
+// 64 hex characters derived from the cluster's secret key (a pure function of the token);
+// "" when credentials are off.
+std::string LocalSecret(const Credentials& credentials);
+
 // Watches a bound server socket's handshakes and logs (rate-limited) the address of every
 // peer whose handshake failed: a wrong key or no CURVE at all never reaches the ZAP handler,
 // so without this such peers would be refused silently. Returns an id for StopWatching;

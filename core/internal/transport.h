@@ -1,9 +1,10 @@
 // ZeroMQ transport (docs/protocol.md).
 //
 // Every process that receives messages owns one Inbox: a ROUTER socket bound to an
-// ephemeral TCP port and a thread that drains it and calls a handler. Sending is done from
-// any thread with Send(address, ...), which uses a DEALER socket owned by the calling thread
-// (one per destination, created on first use), so senders never contend on a lock and no
+// ephemeral TCP port (and a second one on a Unix socket for processes of this host and
+// user: core/src/local_channel.h) and a thread that drains them and calls a handler. Sending is
+// done from any thread with Send(address, ...), which uses a DEALER socket owned by the calling
+// thread (one per destination, created on first use), so senders never contend on a lock and no
 // thread hand-off sits on the call path. Replies are just messages sent to the caller's
 // inbox address, which every request carries.
 //
@@ -62,6 +63,10 @@ struct Envelope {
   }
 };
 
+// The address ZeroMQ gives for the sender of `frame` ("127.0.0.1" over TCP,
+// "localhost:<uid>:<gid>:<pid>" over a Unix socket); "" when it has none.
+std::string PeerAddress(const zmq::message_t& frame);
+
 // For handlers: decodes env's meta as Msg and calls fn(msg), which returns void or Status;
 // a meta that does not decode is the handler's failure.
 template <typename Msg, typename Fn>
@@ -93,6 +98,8 @@ class Inbox {
   Status Bind(const std::string& host, int port = 0, const std::string& advertise_host = "");
   const std::string& address() const { return address_; }
   int port() const { return port_; }
+  // The same-host channel's endpoint (ipc://...), "" when it has none.
+  const std::string& local_endpoint() const { return local_endpoint_; }
   void SetMaxMessageBytes(long long bytes) { max_message_bytes_ = bytes; }
 
   // Polls `fd` on the inbox thread; on_readable runs there. Call before Start() or from
@@ -138,13 +145,21 @@ class Inbox {
   void Loop();
   void RunLoop(uint64_t generation);
   void Wake();
-  void HandleRaw(std::vector<zmq::message_t>& frames);
+  std::unique_ptr<zmq::socket_t> NewRouter();
+  void BindLocal(const std::string& advertised_host);
+  // Reads up to 1024 messages from `router` and handles them; false when the loop was
+  // handed off meanwhile (the sockets are no longer this thread's).
+  bool Drain(zmq::socket_t& router, std::vector<zmq::message_t>& frames, uint64_t generation);
+  void HandleRaw(zmq::socket_t& router, std::vector<zmq::message_t>& frames);
   // Runs `fn` (`what` names it in the log), catching whatever it throws.
   void Guarded(const char* what, const std::function<void()>& fn);
-  void ReplyError(const std::string& identity, const std::string& message);
-  void RefuseVersion(const std::string& identity, const zmq::message_t& frame, const Status& why);
+  void ReplyError(zmq::socket_t& router, const std::string& identity, const std::string& message);
+  void RefuseVersion(zmq::socket_t& router, const std::string& identity,
+                     const zmq::message_t& frame, const Status& why);
 
   std::unique_ptr<zmq::socket_t> router_;
+  std::unique_ptr<zmq::socket_t> local_router_;  // the same-host channel; null when off
+  std::string local_endpoint_;
   uint64_t handshake_watch_ = 0;  // security::WatchHandshakes
   std::string address_;
   int port_ = 0;
@@ -214,6 +229,22 @@ template <typename Meta>
                              const std::string* payload = nullptr) {
   return TrySendFrames(address, proto::EncodeFrame(type, meta), payload);
 }
+
+// Removes the socket files of this process's inboxes' same-host channels: for a process
+// about to end with _exit, which skips the destructors that would (a worker).
+void RemoveLocalSockets();
+
+// The process whose inbox was at `address` (tcp://...) has ended: removes that inbox's
+// same-host channel socket file unless something listens on it (a node calls it for each
+// worker it saw exit; the worker's own removal does not run when it is killed).
+void ForgetLocalPeer(const std::string& address);
+
+// Removes every socket file of this host's same-host channel folder that nothing listens on
+// any more (a probe per file), whatever its age: for a process that has just ended many
+// others at once and waited for them to be gone (a zygote that killed its workers). A file
+// of another process caught between its bind() and its listen() would go too: that inbox
+// is then reached over TCP.
+void SweepLocalSockets();
 
 // Closes the calling thread's sending sockets (they close at thread exit anyway).
 void CloseThreadSockets();

@@ -78,6 +78,26 @@ void ConfigureClient(zmq::socket_t& socket) {
   socket.set(zmq::sockopt::curve_secretkey, zmq::buffer(c.secret_key));
 }
 
+std::string LocalSecret(const Credentials& credentials) {
+  if (!credentials.enabled) return "";
+  return Sha256Hex(std::string("orrery same-host channel\n") + credentials.secret_key);
+}
+
+void ConfigureLocalServer(zmq::context_t& context, zmq::socket_t& socket) {
+  Credentials c = ProcessCredentials();
+  if (!c.enabled) return;
+  EnsureZapHandler(context);
+  socket.set(zmq::sockopt::plain_server, 1);
+  socket.set(zmq::sockopt::zap_domain, internal::kLocalZapDomain);
+}
+
+void ConfigureLocalClient(zmq::socket_t& socket) {
+  Credentials c = ProcessCredentials();
+  if (!c.enabled) return;
+  socket.set(zmq::sockopt::plain_username, internal::kLocalUser);
+  socket.set(zmq::sockopt::plain_password, LocalSecret(c));
+}
+
 namespace {
 // What the monitor `events` of a probing client says of its handshake with `address` by
 // the deadline.

@@ -21,6 +21,7 @@
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
 #include "core/internal/thread_annotations.h"
+#include "core/src/local_channel.h"
 #include "core/src/security_internal.h"
 
 namespace orrery::security {
@@ -131,6 +132,24 @@ namespace {
 Mutex g_zap_mu;
 std::map<zmq::context_t*, std::shared_ptr<ZapHandler::State>> g_zap_states GUARDED_BY(g_zap_mu);
 
+// Why a connection to a same-host channel's socket (kLocalZapDomain) is refused; "" when it
+// is admitted: PLAIN with this cluster's LocalSecret, from a process of this user.
+std::string LocalRefusal(const std::vector<zmq::message_t>& frames, const Credentials& creds) {
+  if (frames.size() < 8 || frames[5].to_string_view() != "PLAIN") {
+    return "it does not use the same-host channel's PLAIN mechanism (no token, or started "
+           "with --insecure)";
+  }
+  if (!transport::local::PeerIsUser(frames[3].to_string(), geteuid())) {
+    return "it runs as another user";
+  }
+  std::string secret = LocalSecret(creds);
+  if (frames[6].to_string_view() != internal::kLocalUser || frames[7].size() != secret.size() ||
+      sodium_memcmp(frames[7].data(), secret.data(), secret.size()) != 0) {
+    return "its password is not this cluster's: it holds a different token";
+  }
+  return "";
+}
+
 // Answers one waiting ZAP request; false when none was waiting.
 bool AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
   std::vector<zmq::message_t> frames;
@@ -146,6 +165,10 @@ bool AnswerZap(zmq::socket_t& rep, const Credentials& creds) {
     why = "a malformed ZAP request";
   } else if (!creds.enabled) {
     admitted = true;  // insecure: no ZAP is configured; answer yes if asked
+  } else if (text(2) == internal::kLocalZapDomain) {
+    why = LocalRefusal(frames, creds);
+    admitted = why.empty();
+    if (!admitted) address = "the local process " + address + " (host:uid:gid:pid)";
   } else if (mechanism != "CURVE") {
     why = "it does not use CURVE security (no token, or started with --insecure)";
   } else if (frames.size() < 7 || frames[6].size() != crypto_box_PUBLICKEYBYTES ||

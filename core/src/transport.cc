@@ -5,9 +5,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstdint>
+
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
+#include "core/src/local_channel.h"
 
 namespace orrery::transport {
 
@@ -55,20 +58,46 @@ Inbox::~Inbox() {
     security::StopWatching(*router_, handshake_watch_);
     router_->close();
   }
+  if (local_router_) {
+    local_router_->close();  // ZeroMQ removes the socket file
+    local::UnregisterOwn(local_endpoint_);
+  }
   if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+std::unique_ptr<zmq::socket_t> Inbox::NewRouter() {
+  auto router = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::router);
+  router->set(zmq::sockopt::rcvhwm, kRouterRcvHwm);
+  router->set(zmq::sockopt::sndhwm, kRouterSndHwm);
+  router->set(zmq::sockopt::linger, 0);
+  // Thousands of processes may connect at once (workers created together, each greeting
+  // its driver): they wait in the kernel's queue (up to net.core.somaxconn) to be accepted
+  // at the pace the inbox serves them, instead of ZeroMQ's 100 and retried SYNs.
+  router->set(zmq::sockopt::backlog, kListenBacklog);
+  router->set(zmq::sockopt::maxmsgsize, int64_t(max_message_bytes_));
+  return router;
+}
+
+// Without it the inbox still works, over TCP only: a failure here is logged, not returned.
+void Inbox::BindLocal(const std::string& advertised_host) {
+  std::string endpoint = local::EndpointFor(advertised_host, port_);
+  if (endpoint.empty()) return;
+  try {
+    auto router = NewRouter();
+    security::ConfigureLocalServer(Context(), *router);
+    router->bind(endpoint);
+    local_router_ = std::move(router);
+    local_endpoint_ = endpoint;
+    local::RegisterOwn(endpoint);
+  } catch (const zmq::error_t& e) {
+    LOG_WARN("the inbox at " + address_ + " has no same-host channel (" + endpoint +
+             "): " + e.what());
+  }
 }
 
 Status Inbox::Bind(const std::string& host, int port, const std::string& advertise_host) {
   try {
-    router_ = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::router);
-    router_->set(zmq::sockopt::rcvhwm, kRouterRcvHwm);
-    router_->set(zmq::sockopt::sndhwm, kRouterSndHwm);
-    router_->set(zmq::sockopt::linger, 0);
-    // Thousands of processes may connect at once (workers created together, each greeting
-    // its driver): they wait in the kernel's queue (up to net.core.somaxconn) to be accepted
-    // at the pace the inbox serves them, instead of ZeroMQ's 100 and retried SYNs.
-    router_->set(zmq::sockopt::backlog, kListenBacklog);
-    router_->set(zmq::sockopt::maxmsgsize, int64_t(max_message_bytes_));
+    router_ = NewRouter();
     security::ConfigureServer(Context(), *router_);
     router_->bind("tcp://" + host + ":" + (port ? std::to_string(port) : std::string("*")));
     std::string endpoint = router_->get(zmq::sockopt::last_endpoint);
@@ -78,11 +107,35 @@ Status Inbox::Bind(const std::string& host, int port, const std::string& adverti
                           : advertise_host;
     address_ = "tcp://" + adv + ":" + std::to_string(port_);
     handshake_watch_ = security::WatchHandshakes(Context(), *router_, "the inbox at " + address_);
+    BindLocal(adv);
     return Status::Ok();
   } catch (const zmq::error_t& e) {
     return Status::Unavailable("cannot bind tcp://" + host + ":" + std::to_string(port) + ": " +
                                e.what());
   }
+}
+
+// libzmq's I/O thread wrote the string when the connection was made and hands it over with
+// each message through its pipe, which ThreadSanitizer cannot see into (libzmq is not
+// instrumented; tests/sanitizers/tsan.supp): it is copied here byte by byte, unchecked, and
+// everything else works on the copy.
+#if defined(__clang__)
+__attribute__((no_sanitize("thread")))
+#endif
+std::string
+PeerAddress(const zmq::message_t& frame) {
+  const char* peer = zmq_msg_gets(frame.handle(), "Peer-Address");
+  std::string copy;
+  for (size_t i = 0; peer != nullptr && peer[i] != '\0' && i < 256; ++i) copy.push_back(peer[i]);
+  return copy;
+}
+
+void RemoveLocalSockets() { local::RemoveOwn(); }
+
+void ForgetLocalPeer(const std::string& address) { local::RemoveIfDead(address); }
+
+void SweepLocalSockets() {
+  if (!local::Dir().empty()) local::Sweep(local::Dir(), "", SIZE_MAX, 0);
 }
 
 void Inbox::AddFd(int fd, std::function<void()> on_readable) {
@@ -134,7 +187,8 @@ void Inbox::Stop() {
   thread_.join();
 }
 
-void Inbox::ReplyError(const std::string& identity, const std::string& message) {
+void Inbox::ReplyError(zmq::socket_t& router, const std::string& identity,
+                       const std::string& message) {
   static RateLimitedLog rejected_log;
   uint64_t suppressed = 0;
   if (rejected_log.ShouldLog(&suppressed)) {
@@ -145,21 +199,20 @@ void Inbox::ReplyError(const std::string& identity, const std::string& message) 
   try {
     proto::ErrorMsg err{0, message};
     std::string f0 = proto::EncodeFrame(proto::MsgType::kError, err);
-    router_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    router_->send(zmq::buffer(f0), zmq::send_flags::dontwait);
+    router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router.send(zmq::buffer(f0), zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     LOG_WARN(std::string("could not send an error reply: ") + e.what());
   }
 }
 
-void Inbox::RefuseVersion(const std::string& identity, const zmq::message_t& frame,
-                          const Status& why) {
+void Inbox::RefuseVersion(zmq::socket_t& router, const std::string& identity,
+                          const zmq::message_t& frame, const Status& why) {
   static RateLimitedLog refused_log;
   uint64_t suppressed = 0;
   if (refused_log.ShouldLog(&suppressed)) {
-    std::string from = "a peer";
-    const char* peer = zmq_msg_gets(frame.handle(), "Peer-Address");
-    if (peer != nullptr) from = peer;
+    std::string from = PeerAddress(frame);
+    if (from.empty()) from = "a peer";
     LOG_WARN("refused a message on " + address_ + " from " + from + ": " + why.message() +
              RateLimitedLog::More(suppressed));
   }
@@ -168,27 +221,28 @@ void Inbox::RefuseVersion(const std::string& identity, const zmq::message_t& fra
   // finds it on its connection and fails its next send to this address with both versions.
   try {
     std::string refusal = proto::EncodeVersionRefusal();
-    router_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    router_->send(zmq::buffer(refusal), zmq::send_flags::dontwait);
+    router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    router.send(zmq::buffer(refusal), zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     LOG_WARN(std::string("could not send a version refusal: ") + e.what());
   }
 }
 
-void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
+void Inbox::HandleRaw(zmq::socket_t& router, std::vector<zmq::message_t>& frames) {
   std::string identity = frames.empty() ? std::string() : frames[0].to_string();
   if (frames.size() < 2 || frames.size() > 3) {
-    ReplyError(identity, "expected 1 or 2 frames after the identity, got " +
-                             std::to_string(frames.empty() ? 0 : frames.size() - 1));
+    ReplyError(router, identity,
+               "expected 1 or 2 frames after the identity, got " +
+                   std::to_string(frames.empty() ? 0 : frames.size() - 1));
     return;
   }
   Result<proto::Header> header = proto::DecodeHeader(frames[1].data(), frames[1].size());
   if (!header.ok() && header.status().code() == StatusCode::kIncompatible) {
-    RefuseVersion(identity, frames[1], header.status());
+    RefuseVersion(router, identity, frames[1], header.status());
     return;
   }
   if (!header.ok()) {
-    ReplyError(identity, header.status().message());
+    ReplyError(router, identity, header.status().message());
     return;
   }
   Envelope env;
@@ -202,17 +256,19 @@ void Inbox::HandleRaw(std::vector<zmq::message_t>& frames) {
   try {
     Status handled = handler_(env);
     if (!handled.ok()) {
-      ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) + ": " +
-                                   handled.message());
+      ReplyError(
+          router, env.identity,
+          std::string("failed to handle ") + proto::TypeName(env.type) + ": " + handled.message());
     }
   } catch (const std::exception& e) {
     // Handlers report errors themselves; an exception here is a bug or bad input that got
     // through decoding. Keep serving.
-    ReplyError(env.identity,
+    ReplyError(router, env.identity,
                std::string("failed to handle ") + proto::TypeName(env.type) + ": " + e.what());
   } catch (...) {
-    ReplyError(env.identity, std::string("failed to handle ") + proto::TypeName(env.type) +
-                                 ": unknown exception");
+    ReplyError(
+        router, env.identity,
+        std::string("failed to handle ") + proto::TypeName(env.type) + ": unknown exception");
   }
 }
 
@@ -233,6 +289,18 @@ void Inbox::Guarded(const char* what, const std::function<void()>& fn) {
   }
 }
 
+bool Inbox::Drain(zmq::socket_t& router, std::vector<zmq::message_t>& frames, uint64_t generation) {
+  for (int n = 0; n < 1024; ++n) {
+    frames.clear();
+    if (!zmq::recv_multipart(router, std::back_inserter(frames), zmq::recv_flags::dontwait)) {
+      return true;
+    }
+    HandleRaw(router, frames);
+    if (generation_.load() != generation) return false;
+  }
+  return false;
+}
+
 void Inbox::Loop() {
   t_loop = {this, generation_.load()};
   RunLoop(t_loop.generation);
@@ -242,12 +310,15 @@ void Inbox::RunLoop(uint64_t generation) {
   std::vector<zmq::pollitem_t> items;
   auto next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
   std::vector<zmq::message_t> frames;
+  // items: the wake fd, the fds added, the router, the same-host channel's router.
+  const size_t sockets = local_router_ ? 2 : 1;
   while (!stop_) {
-    if (items.size() != fds_.size() + 2) {  // fds added from the inbox thread
+    if (items.size() != 1 + fds_.size() + sockets) {  // fds added from the inbox thread
       items.clear();
-      items.push_back({static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0});
       items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
       for (auto& [fd, cb] : fds_) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
+      items.push_back({static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0});
+      if (local_router_) items.push_back({static_cast<void*>(*local_router_), 0, ZMQ_POLLIN, 0});
     }
     auto now = std::chrono::steady_clock::now();
     if (tick_changed_.exchange(false)) next_tick = now + std::chrono::milliseconds(tick_ms_);
@@ -264,7 +335,7 @@ void Inbox::RunLoop(uint64_t generation) {
       break;
     }
     if (stop_) break;
-    if (items[1].revents & ZMQ_POLLIN) {
+    if (items[0].revents & ZMQ_POLLIN) {
       uint64_t v;
       [[maybe_unused]] ssize_t n = read(wake_fd_, &v, sizeof(v));
       std::vector<std::function<void()>> posted;
@@ -275,21 +346,17 @@ void Inbox::RunLoop(uint64_t generation) {
       for (auto& fn : posted) Guarded("a posted function", fn);
       if (generation_.load() != generation) return;
     }
-    for (size_t i = 0; i + 2 < items.size(); ++i)
-      if (items[2 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+    for (size_t i = 0; i < fds_.size(); ++i)
+      if (items[1 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
         Guarded("an fd callback", fds_[i].second);
-    // Drain the router (bounded, so ticks and posted work are not starved).
-    caught_up_ = false;
-    for (int n = 0; n < 1024; ++n) {
-      frames.clear();
-      auto r = zmq::recv_multipart(*router_, std::back_inserter(frames), zmq::recv_flags::dontwait);
-      if (!r) {
-        caught_up_ = true;
-        break;
-      }
-      HandleRaw(frames);
-      if (generation_.load() != generation) return;  // handed off: the socket is not ours
+    // Drain the routers (bounded, so ticks and posted work are not starved).
+    bool caught_up = Drain(*router_, frames, generation);
+    if (generation_.load() != generation) return;  // handed off: the sockets are not ours
+    if (local_router_) {
+      caught_up = Drain(*local_router_, frames, generation) && caught_up;
+      if (generation_.load() != generation) return;
     }
+    caught_up_ = caught_up;
     SweepThreadSockets();
     if (tick_ && std::chrono::steady_clock::now() >= next_tick) {
       Guarded("the tick", tick_);

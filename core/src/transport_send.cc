@@ -13,6 +13,9 @@
 #include "core/internal/security.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
+#include "core/src/gone_peers.h"
+#include "core/src/local_channel.h"
+#include "core/src/tsan_handoff.h"
 
 namespace orrery::transport {
 
@@ -72,27 +75,6 @@ struct Block {
   int64_t counted = 0;
 };
 
-// ZeroMQ hands a frame from the sending thread to its I/O thread, which calls FreeBlock
-// once it is sent. Debian's libzmq is not built with ThreadSanitizer, so TSan cannot see
-// that hand-off; these two calls tell it (Frame releases the block, FreeBlock acquires it),
-// so that a real race in FreeBlock would still be reported.
-#if defined(__SANITIZE_THREAD__)
-#define ORRERY_TSAN_HANDOFF 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ORRERY_TSAN_HANDOFF 1
-#endif
-#endif
-#ifdef ORRERY_TSAN_HANDOFF
-extern "C" void __tsan_acquire(void* addr);
-extern "C" void __tsan_release(void* addr);
-inline void HandOver(void* p) { __tsan_release(p); }
-inline void TakeOver(void* p) { __tsan_acquire(p); }
-#else
-inline void HandOver(void*) {}
-inline void TakeOver(void*) {}
-#endif
-
 void FreeBlock(void*, void* hint) {
   TakeOver(hint);
   auto* b = static_cast<Block*>(hint);
@@ -112,19 +94,19 @@ zmq::message_t Frame(std::string data, const std::shared_ptr<PeerQueue>& peer) {
   return zmq::message_t(bytes, size, FreeBlock, b);
 }
 
-// Peers known to be gone; threads purge their sockets to them lazily.
-Mutex g_gone_mu;
-std::vector<std::string> g_gone GUARDED_BY(g_gone_mu);
-std::atomic<uint64_t> g_gone_generation{0};
-constexpr size_t kMaxGone = 4096;
+// How often a sending socket over the same-host channel looks whether its peer's socket
+// file was replaced (local::Replaced): an lstat at most once a millisecond per socket.
+constexpr double kLocalCheckS = 0.001;
 
 struct CachedSocket {
   std::unique_ptr<zmq::socket_t> socket;
   std::shared_ptr<PeerQueue> queue;
   std::list<std::string>::iterator lru;  // position in ThreadSockets::lru
   double last_used = 0;
-  uint32_t sends = 0;  // counted up to kWatchedSends
-  Status refused;      // the peer's version refusal, once it came
+  uint32_t sends = 0;        // counted up to kWatchedSends
+  Status refused;            // the peer's version refusal, once it came
+  local::Peer local;         // the Unix socket file it is connected to, if any
+  double local_checked = 0;  // when that file was last looked at (local::Replaced)
 };
 
 // A socket that gave way with messages still queued (SendLimits::drain_s).
@@ -134,6 +116,7 @@ struct DrainingSocket {
   double since = 0;    // when it gave way
   double until = 0;    // its deadline: drain_s after it gave way, later while its peer listens
   bool asked = false;  // a probe of its peer is under way
+  local::Peer local;   // CachedSocket::local
 };
 
 // Probes the peers of sockets past their drain deadline, for every thread of the process.
@@ -199,7 +182,8 @@ struct ThreadSockets {
         c.queue->bytes.load(std::memory_order_relaxed) > 0) {
       while (draining.size() >= limits->max_draining_per_thread) DropOldestDraining(*limits);
       double now = MonotonicSeconds();
-      draining[address] = DrainingSocket{std::move(c.socket), c.queue, now, now + limits->drain_s};
+      draining[address] =
+          DrainingSocket{std::move(c.socket), c.queue, now, now + limits->drain_s, false, c.local};
     } else {
       c.socket->set(zmq::sockopt::linger, linger_ms);
       c.socket->close();
@@ -284,17 +268,15 @@ std::unique_lock<std::mutex> LateLock() {
 }
 
 void PurgeGone(ThreadSockets& ts) {
-  uint64_t gen = g_gone_generation.load(std::memory_order_acquire);
-  if (gen == ts.gone_seen) return;
-  MutexLock lock(&g_gone_mu);
-  for (const auto& addr : g_gone) {
+  GonePeers& gone = GonePeers::Process();
+  if (gone.generation() == ts.gone_seen) return;
+  ts.gone_seen = gone.Since(ts.gone_seen, [&ts](const std::string& addr) {
     ts.Close(addr, 0);
     if (auto d = ts.draining.find(addr); d != ts.draining.end()) {
       CloseNow(*d->second.socket);
       ts.draining.erase(d);
     }
-  }
-  ts.gone_seen = gen;
+  });
 }
 
 // Cheap enough for every send: it looks at the least recently used socket only, unless
@@ -317,6 +299,16 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
   double now = MonotonicSeconds();
   SweepIdle(ts, now, limits);
   auto it = ts.sockets.find(address);
+  if (it != ts.sockets.end() && !it->second.local.path.empty() &&
+      now - it->second.local_checked >= kLocalCheckS) {
+    it->second.local_checked = now;
+    if (local::Replaced(it->second.local)) {
+      // A later process at the same address: what the socket holds was for the one that
+      // ended, and the socket would reach the new one only at its next reconnect.
+      ts.Close(address, 0);
+      it = ts.sockets.end();
+    }
+  }
   if (it != ts.sockets.end()) {
     ts.lru.splice(ts.lru.begin(), ts.lru, it->second.lru);
     it->second.last_used = now;
@@ -338,10 +330,17 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
   }
   std::unique_ptr<zmq::socket_t> s;
   std::shared_ptr<PeerQueue> queue;
+  local::Peer local;
+  if (auto d = ts.draining.find(address);
+      d != ts.draining.end() && local::Replaced(d->second.local)) {
+    CloseNow(*d->second.socket);  // what it holds was for the process that ended
+    ts.draining.erase(d);
+  }
   if (auto d = ts.draining.find(address); d != ts.draining.end()) {
     // Still draining: back into use, so that a new socket cannot overtake what it holds.
     s = std::move(d->second.socket);
     queue = std::move(d->second.queue);
+    local = d->second.local;
     ts.draining.erase(d);
   } else {
     s = std::make_unique<zmq::socket_t>(Context(), zmq::socket_type::dealer);
@@ -349,8 +348,7 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
     s->set(zmq::sockopt::linger, kLingerMs);
     s->set(zmq::sockopt::reconnect_ivl, 100);
     s->set(zmq::sockopt::reconnect_ivl_max, 5000);  // back off from peers that are gone
-    security::ConfigureClient(*s);
-    s->connect(address);
+    local = local::Connect(*s, address);            // a peer of this host and user: its Unix socket
     queue = std::make_shared<PeerQueue>();
   }
   ts.lru.push_front(address);
@@ -359,6 +357,8 @@ CachedSocket& SocketFor(const std::string& address, const SendLimits& limits) {
   c.queue = std::move(queue);
   c.lru = ts.lru.begin();
   c.last_used = now;
+  c.local = std::move(local);
+  c.local_checked = now;
   return c;
 }
 
@@ -486,13 +486,7 @@ void SweepThreadSockets() {
 }
 
 void MarkPeerGone(const std::string& address) {
-  if (address.empty()) return;
-  {
-    MutexLock lock(&g_gone_mu);
-    g_gone.push_back(address);
-    if (g_gone.size() > kMaxGone) g_gone.erase(g_gone.begin(), g_gone.begin() + kMaxGone / 2);
-  }
-  g_gone_generation.fetch_add(1, std::memory_order_release);
+  if (!address.empty()) GonePeers::Process().Mark(address);
 }
 
 }  // namespace orrery::transport

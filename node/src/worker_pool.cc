@@ -8,6 +8,7 @@
 
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
+#include "core/internal/transport.h"
 
 namespace orrery::node {
 
@@ -253,6 +254,9 @@ void WorkerPool::OnExited(int pid, const std::string& how) {
         w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kWorkerDied : w.kill_kind,
         cause);
   if (objects_) objects_->OnProcessExit(w.address);
+  for (const std::string* a : {&w.address, &w.call_address}) {
+    if (!a->empty()) transport::ForgetLocalPeer(*a);
+  }
   Erase(id);
 }
 

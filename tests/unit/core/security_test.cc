@@ -12,26 +12,22 @@
 #include <fstream>
 #include <string>
 
+#include "tests/fakes/temp_dir.h"
+
 namespace orrery::security {
 namespace {
 
 class SecurityTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/orrery_security_test_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()); }
   std::string Write(const std::string& name, const std::string& content) {
     std::string path = dir_ + "/" + name;
     std::ofstream(path, std::ios::binary) << content;
     chmod(path.c_str(), 0600);
     return path;
   }
-  std::string dir_;
+  orrery::testing::TempDir tmp_{"orrery_security_test"};
+  const std::string& dir_ = tmp_.path();
 };
 
 TEST_F(SecurityTest, NewTokensAreLongRandomAndReadBack) {
