@@ -239,12 +239,10 @@ void RemoveLocalSockets();
 // worker it saw exit; the worker's own removal does not run when it is killed).
 void ForgetLocalPeer(const std::string& address);
 
-// Removes every socket file of this host's same-host channel folder that nothing listens on
-// any more (a probe per file), whatever its age: for a process that has just ended many
-// others at once and waited for them to be gone (a zygote that killed its workers). A file
-// of another process caught between its bind() and its listen() would go too: that inbox
-// is then reached over TCP.
-void SweepLocalSockets();
+// Probes 16 socket files of the folder picked at random and removes those nobody has
+// listened on for 2 s: a node calls it on each heartbeat, for the files of processes killed
+// where no node saw them end (a node killed with its zygote and workers).
+void SampleLocalSockets();
 
 // Closes the calling thread's sending sockets (they close at thread exit anyway).
 void CloseThreadSockets();

@@ -58,9 +58,6 @@ bool SplitTcp(const std::string& address, std::string* host, int* port) {
   return true;
 }
 
-// Entries of the folder probed at each RegisterOwn (Sweep).
-constexpr size_t kSweepSamples = 4;
-
 // The socket files this process bound (RegisterOwn); few: one per inbox.
 std::mutex g_own_mu;
 std::vector<std::string>* const g_own = new std::vector<std::string>();  // never destroyed
@@ -72,8 +69,10 @@ std::string ComputeDir() {
   if (stat("/proc/self/ns/net", &ns) != 0) return "";  // namespaces cannot be told apart
   std::string dir = SessionRoot() + "/ipc-" + std::to_string(geteuid()) + "-" +
                     std::to_string(static_cast<unsigned long long>(ns.st_ino));
-  // Room for the longest file name: a 64-character host and a port.
-  if (dir.size() + 1 + 64 + 6 > kMaxSocketPath) return "";
+  // Room at least for an IPv4 address and a port ("255.255.255.255_65535"); an inbox whose
+  // advertised host makes its path too long has no socket here (EndpointFor), and its
+  // senders, which find no path for it either, use TCP.
+  if (dir.size() + 1 + 21 > kMaxSocketPath) return "";
   return CheckDir(dir).empty() ? dir : "";
 }
 
@@ -199,11 +198,8 @@ void Sweep(const std::string& dir, const std::string& self, size_t samples, time
 }
 
 void RegisterOwn(const std::string& endpoint) {
-  {
-    std::lock_guard<std::mutex> lock(g_own_mu);
-    g_own->push_back(endpoint.substr(6));
-  }
-  Sweep(Dir(), endpoint.substr(6), kSweepSamples);
+  std::lock_guard<std::mutex> lock(g_own_mu);
+  g_own->push_back(endpoint.substr(6));
 }
 
 void UnregisterOwn(const std::string& endpoint) {

@@ -69,15 +69,15 @@ bool ProbePath(const std::string& path, Peer* stamp = nullptr, time_t stale_afte
 void RemoveIfDead(const std::string& tcp_address);
 
 // Probes `samples` entries of `dir` (but `self`) picked at random, so that socket files
-// nobody listens on are removed (ProbePath): it keeps the folder near the number of live
-// inboxes though workers end with _exit and killed processes remove nothing.
-// Files younger than `stale_after_s` are kept (ProbePath).
+// nobody listens on are removed (ProbePath): with a node sampling its folder on every
+// heartbeat, the folder stays near the number of live inboxes though killed processes
+// remove nothing. Files younger than `stale_after_s` are kept (ProbePath).
 void Sweep(const std::string& dir, const std::string& self, size_t samples,
            time_t stale_after_s = kStaleAfterS);
 
-// This process's own socket files: RegisterOwn records one it made (and sweeps Dir() for 4
-// entries), UnregisterOwn forgets one that ZeroMQ removed when its socket closed, RemoveOwn
-// unlinks those still there (before _exit, which skips the destructors that would).
+// This process's own socket files: RegisterOwn records one it made, UnregisterOwn forgets one that
+// ZeroMQ removed when its socket closed, RemoveOwn unlinks those still there (before _exit, which
+// skips the destructors that would).
 void RegisterOwn(const std::string& endpoint);
 void UnregisterOwn(const std::string& endpoint);
 void RemoveOwn();

@@ -134,8 +134,8 @@ void RemoveLocalSockets() { local::RemoveOwn(); }
 
 void ForgetLocalPeer(const std::string& address) { local::RemoveIfDead(address); }
 
-void SweepLocalSockets() {
-  if (!local::Dir().empty()) local::Sweep(local::Dir(), "", SIZE_MAX, 0);
+void SampleLocalSockets() {
+  if (!local::Dir().empty()) local::Sweep(local::Dir(), "", 16);
 }
 
 void Inbox::AddFd(int fd, std::function<void()> on_readable) {

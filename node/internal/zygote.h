@@ -53,13 +53,9 @@ class ZygoteClient {
   // the zygote's death takes with it.
   const std::set<uint64_t>& unanswered() const { return unanswered_; }
   const std::set<int>& children() const { return children_; }
-  // Ends the zygote and reaps it. Closing its socket makes it kill its workers, wait for
-  // them and remove the socket files their inboxes leave (transport::SweepLocalSockets); a
-  // zygote still there after kStopGraceMs (paused, or stuck) is killed, and its workers
-  // with it (PR_SET_PDEATHSIG). Returns how it ended ("exited with code 0", "was killed
-  // by signal 9 (Killed)"), empty if it was not running.
+  // Kills the zygote (and, through PR_SET_PDEATHSIG, every worker) and reaps it. Returns
+  // how it ended ("was killed by signal 9 (Killed)"), empty if it was not running.
   std::string Stop();
-  static constexpr int kStopGraceMs = 3000;
   int pid() const { return pid_; }
 
  private:

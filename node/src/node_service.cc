@@ -15,6 +15,7 @@
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
 #include "core/internal/session_dir.h"
+#include "core/internal/transport.h"
 #include "node/src/node_metrics.h"
 #include "node/src/zygote_pool.h"
 #include "orrery/resources.h"
@@ -323,6 +324,7 @@ void NodeService::Tick() {
   objects_->Tick(now);
   // Idle task workers beyond the kept pool go after a while.
   pool_->ReapIdle(now, options_.idle_workers_kept, options_.idle_worker_timeout_s);
+  transport::SampleLocalSockets();  // files of processes killed where no node saw them end
 }
 
 void NodeService::RenderMetrics(double now) {

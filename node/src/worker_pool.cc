@@ -63,8 +63,14 @@ void WorkerPool::KillAs(const std::string& id, proto::ErrorKind kind, const std:
 }
 
 void WorkerPool::KillAll() {
-  for (auto& [id, w] : workers_)
+  for (auto& [id, w] : workers_) {
     if (w.pid > 0) processes_.Kill(w.pid);
+    // The zygotes' workers have ended (WorkerProcesses::StopAll comes first): nothing of
+    // theirs removes the socket files of their same-host channel.
+    for (const std::string* a : {&w.address, &w.call_address}) {
+      if (!a->empty()) transport::ForgetLocalPeer(*a);
+    }
+  }
   workers_.clear();
   by_pid_.clear();
   by_spawn_.clear();

@@ -112,7 +112,8 @@ class WorkerPool {
   void ReapIdle(double now, int kept, double timeout_s);
   // Kills the worker `id` (the memory monitor's victim), its death reported as `kind`.
   void KillAs(const std::string& id, proto::ErrorKind kind, const std::string& reason);
-  // Kills every worker process and forgets them (the node stops).
+  // Kills every worker process and forgets them, removing the socket files their inboxes
+  // leave (the node stops, after WorkerProcesses::StopAll).
   void KillAll();
 
   const std::map<std::string, Worker>& workers() const { return workers_; }

@@ -39,7 +39,7 @@ class WorkerProcesses {
                                      const std::map<std::string, std::string>& env) = 0;
   // Kills the worker process `pid` (SIGKILL); its exit comes through the events.
   virtual void Kill(int pid) = 0;
-  // Kills every worker process.
+  // Kills every worker process and waits (briefly) until they have ended.
   virtual void StopAll() = 0;
 };
 

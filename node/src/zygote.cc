@@ -9,7 +9,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +19,6 @@
 #include <set>
 #include <sstream>
 
-#include "core/internal/transport.h"
 #include "node/src/process_cgroup.h"
 #include "orrery/api/serialize.h"
 
@@ -243,22 +241,8 @@ void ZygoteMain(int fd, WorkerEntry entry) {
       SendEvent(fd, Event{kSpawned, req.request_id, int(pid), pid < 0 ? std::strerror(errno) : ""});
     }
   }
-  // The node closed the socket (ZygoteClient::Stop) or is gone: the workers end with the
-  // zygote. Killed workers leave their inboxes' socket files behind: once they are gone (at
-  // most 2 s), remove those nobody listens on.
   for (int pid : children) kill(pid, SIGKILL);
   ends.EndAll();
-  for (int round = 0; round < 200 && !children.empty(); ++round) {
-    pid_t done = waitpid(-1, nullptr, WNOHANG);
-    if (done > 0) {
-      children.erase(done);
-    } else if (done < 0) {
-      break;  // no children left
-    } else {
-      usleep(10000);
-    }
-  }
-  transport::SweepLocalSockets();
   _exit(0);
 }
 
@@ -355,34 +339,17 @@ bool ZygoteClient::OnReadable(const std::function<void(uint64_t, int)>& spawned,
   }
 }
 
-namespace {
-// Whether `pid` (a child) ended within `timeout_ms`; then reaped, its status in *status.
-bool EndsWithin(pid_t pid, int timeout_ms, int* status) {
-  int pidfd = int(syscall(SYS_pidfd_open, pid, 0));
-  if (pidfd >= 0) {
-    pollfd p{pidfd, POLLIN, 0};
-    while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR) {
-    }
-    close(pidfd);
-  }
-  return waitpid(pid, status, WNOHANG) == pid;
-}
-}  // namespace
-
 std::string ZygoteClient::Stop() {
+  std::string how;
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int status;
+    if (waitpid(pid_, &status, 0) == pid_) how = Describe(status);
+    pid_ = -1;
+  }
   if (fd_ >= 0) {
     close(fd_);
     fd_ = -1;
-  }
-  std::string how;
-  if (pid_ > 0) {
-    int status = 0;
-    if (!EndsWithin(pid_, kStopGraceMs, &status)) {
-      kill(pid_, SIGKILL);
-      if (waitpid(pid_, &status, 0) != pid_) status = -1;
-    }
-    if (status != -1) how = Describe(status);
-    pid_ = -1;
   }
   queue_.clear();
   return how;

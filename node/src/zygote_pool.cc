@@ -7,8 +7,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
+#include "core/internal/clock.h"
 #include "core/internal/log.h"
 #include "node/src/process_cgroup.h"
 
@@ -18,6 +22,23 @@ namespace {
 ExecutableIdentity FromStat(const struct stat& st) {
   return ExecutableIdentity{st.st_dev, st.st_ino, st.st_size,
                             (long long)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec};
+}
+
+// Whether the process `pid` has ended: gone, or a zombie (its descriptors are closed).
+bool Ended(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  size_t paren = line.rfind(')');
+  return paren == std::string::npos || line.compare(paren, 3, ") Z") == 0;
+}
+
+// Waits until every process of `pids` has ended, at most `seconds`.
+void WaitEnded(const std::vector<int>& pids, double seconds) {
+  double deadline = MonotonicSeconds() + seconds;
+  for (int pid : pids) {
+    while (!Ended(pid) && MonotonicSeconds() < deadline) usleep(5000);
+  }
 }
 }  // namespace
 
@@ -213,6 +234,9 @@ void ZygotePool::Kill(int pid) {
 }
 
 void ZygotePool::StopAll() {
+  std::vector<int> workers;
+  for (auto& [id, e] : entries_)
+    workers.insert(workers.end(), e->client->children().begin(), e->client->children().end());
   for (auto& [id, e] : entries_) {
     if (e->client->fd() >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, e->client->fd(), nullptr);
     e->client->Stop();
@@ -220,6 +244,9 @@ void ZygotePool::StopAll() {
   }
   entries_.clear();
   current_.clear();
+  // The workers die with their zygotes (PR_SET_PDEATHSIG); what the node does next (removing
+  // their socket files: WorkerPool::KillAll) needs them gone.
+  WaitEnded(workers, kStopWaitS);
 }
 
 int ZygotePool::ZygotePid(const std::string& path) const {

@@ -64,7 +64,10 @@ class ZygotePool final : public WorkerProcesses {
                const std::map<std::string, std::string>& env) override;
   void Kill(int pid) override;
   // Kills every zygote and with them their workers.
+  // Kills every zygote, and so their workers, and waits until those have ended (at most
+  // kStopWaitS).
   void StopAll() override;
+  static constexpr double kStopWaitS = 2.0;
 
   // For tests and status: the pid of the current zygote for `path`, 0 when none.
   int ZygotePid(const std::string& path) const;
