@@ -168,6 +168,22 @@ int StartedWorkerProcesses() {
   return n;
 }
 
+// Creates `n` actors at once, calls each once and waits for every reply, then kills them:
+// actors per second from the first creation to the last reply.
+double CreateCallKill(int n, int64_t timeout_ms) {
+  auto start = std::chrono::steady_clock::now();
+  std::vector<ActorHandle<BenchActor>> actors;
+  actors.reserve(n);
+  for (int i = 0; i < n; ++i) actors.push_back(NewActor());
+  std::vector<ObjectRef<std::string>> refs;
+  refs.reserve(n);
+  for (auto& a : actors) refs.push_back(a.Task(&BenchActor::SmallValue).Remote());
+  GetAll(refs, timeout_ms);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto& a : actors) a.Kill();
+  return n / s;
+}
+
 // A burst of kBurstActors actors served by prestarted workers: before each burst (untimed)
 // waits until the node has replaced the previous burst's workers with as many started
 // spares; then creates the actors, calls each once and waits
@@ -189,19 +205,7 @@ Rate ActorCreationBurst(const MetricOptions& o) {
       throw std::runtime_error("the node did not prestart " + std::to_string(kBurstActors) +
                                " workers within 60 s (Config::prestarted_workers)");
   };
-  auto burst = [&] {
-    std::vector<ActorHandle<BenchActor>> actors;
-    actors.reserve(kBurstActors);
-    auto start = Clock::now();
-    for (int i = 0; i < kBurstActors; ++i) actors.push_back(NewActor());
-    std::vector<ObjectRef<std::string>> refs;
-    refs.reserve(kBurstActors);
-    for (auto& a : actors) refs.push_back(a.Task(&BenchActor::SmallValue).Remote());
-    GetAll(refs, o.timeout_ms);
-    double s = std::chrono::duration<double>(Clock::now() - start).count();
-    for (auto& a : actors) a.Kill();
-    return kBurstActors / s;
-  };
+  auto burst = [&] { return CreateCallKill(kBurstActors, o.timeout_ms); };
   // The first bursts are forked and tell the node how many spares to keep: as many as were
   // asked for within a second, which a slow first burst may not reach.
   for (int i = 0; i < 4; ++i) {
@@ -216,13 +220,29 @@ Rate ActorCreationBurst(const MetricOptions& o) {
     wait_for_spares();
     rates.push_back(burst());
   }
-  Rate r;
-  for (double x : rates) r.mean += x;
-  r.mean /= double(rates.size());
-  for (double x : rates) r.sd += (x - r.mean) * (x - r.mean);
-  r.sd = std::sqrt(r.sd / double(rates.size()));
-  r.calls = bursts;
-  return r;
+  return RateOf(rates, bursts);
+}
+
+// kManyActors actors created at once (far more than the prestarted workers: most are
+// forked), each called once, then killed. Actors per second from the first creation to the
+// last reply; before each round (untimed) the previous round's workers must be gone.
+Rate ActorCreationMany(const MetricOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  auto wait_for_teardown = [&] {
+    auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (StartedWorkerProcesses() > 2 * kBurstActors) {
+      if (Clock::now() > deadline)
+        throw std::runtime_error("the killed actors' workers were not gone within 120 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  };
+  std::vector<double> rates;
+  const int rounds = std::max(1, o.timing.rounds / 2);
+  for (int round = 0; round < rounds; ++round) {
+    wait_for_teardown();
+    rates.push_back(CreateCallKill(kManyActors, std::max<int64_t>(o.timeout_ms, 600000)));
+  }
+  return RateOf(rates, rounds);
 }
 
 }  // namespace
@@ -249,6 +269,11 @@ const std::vector<Metric>& Metrics() {
        "create 32 actors at once from the node's prestarted workers, call each, wait for all "
        "replies (the wait for the node to prestart the next 32 is not counted)",
        ActorCreationBurst},
+      {"actor_creation_1000",
+       "create 1,000 actors at once (most forked: more than the prestarted workers), call each, "
+       "wait for all replies, kill them; --rounds / 2 times (the teardown between is not "
+       "counted)",
+       ActorCreationMany},
   };
   return metrics;
 }

@@ -60,6 +60,7 @@ constexpr std::pair<const char*, const char*> kAlsoAgainst[] = {
     {"single_client_tasks_sync", "tcp_roundtrip_limit"},
     {"actor_creation", "process_spawn_limit"},
     {"actor_creation_burst_32", "process_spawn_limit"},
+    {"actor_creation_1000", "process_spawn_limit"},
 };
 
 bool IsLimit(const std::string& name) {

@@ -24,6 +24,19 @@ struct Rate {
   long long calls = 0;  // calls of fn during the measured rounds
 };
 
+// The mean and standard deviation of per-round `rates` (at least one), `calls` calls made.
+inline Rate RateOf(const std::vector<double>& rates, long long calls) {
+  Rate out;
+  out.calls = calls;
+  double sum = 0;
+  for (double x : rates) sum += x;
+  out.mean = sum / static_cast<double>(rates.size());
+  double var = 0;
+  for (double x : rates) var += (x - out.mean) * (x - out.mean);
+  out.sd = std::sqrt(var / static_cast<double>(rates.size()));
+  return out;
+}
+
 inline Rate TimeIt(const std::function<void()>& fn, double multiplier, const TimingOptions& opt) {
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) {
@@ -43,7 +56,7 @@ inline Rate TimeIt(const std::function<void()>& fn, double multiplier, const Tim
   const int rounds = std::max(1, opt.rounds);
   const double round_s = opt.duration_s / rounds;
   std::vector<double> rates;
-  Rate out;
+  long long calls = 0;
   for (int r = 0; r < rounds; ++r) {
     long long count = 0;
     start = Clock::now();
@@ -54,15 +67,9 @@ inline Rate TimeIt(const std::function<void()>& fn, double multiplier, const Tim
       elapsed = seconds_since(start);
     } while (elapsed < round_s);
     rates.push_back(multiplier * static_cast<double>(count) / elapsed);
-    out.calls += count;
+    calls += count;
   }
-  double sum = 0;
-  for (double x : rates) sum += x;
-  out.mean = sum / static_cast<double>(rates.size());
-  double var = 0;
-  for (double x : rates) var += (x - out.mean) * (x - out.mean);
-  out.sd = std::sqrt(var / static_cast<double>(rates.size()));
-  return out;
+  return RateOf(rates, calls);
 }
 
 }  // namespace orrery::bench
