@@ -76,15 +76,13 @@ std::string ComputeDir() {
   return CheckDir(dir).empty() ? dir : "";
 }
 
-}  // namespace
-
-namespace {
 void SetStamp(const struct stat& st, const std::string& path, Peer* peer) {
   peer->path = path;
   peer->dev = st.st_dev;
   peer->ino = st.st_ino;
   peer->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
 }
+
 }  // namespace
 
 bool ProbePath(const std::string& path, Peer* stamp, time_t stale_after_s) {
@@ -155,12 +153,18 @@ std::string EndpointFor(const std::string& host, int port) {
 }
 
 namespace {
-// Resolve, with the identity of the file found.
-std::string ResolveStamped(const std::string& tcp_address, Peer* stamp) {
+// The ipc:// endpoint of the inbox at tcp://H:P, whether or not its file exists; "" when
+// there is none (the channel is off, not a TCP address, a path too long).
+std::string EndpointOf(const std::string& tcp_address) {
   std::string host;
   int port = 0;
   if (Dir().empty() || !SplitTcp(tcp_address, &host, &port)) return "";
-  std::string endpoint = EndpointFor(host, port);
+  return EndpointFor(host, port);
+}
+
+// Resolve, with the identity of the file found.
+std::string ResolveStamped(const std::string& tcp_address, Peer* stamp) {
+  std::string endpoint = EndpointOf(tcp_address);
   if (endpoint.empty()) return "";
   return ProbePath(endpoint.substr(6), stamp) ? endpoint : "";  // past "ipc://"
 }
@@ -169,10 +173,7 @@ std::string ResolveStamped(const std::string& tcp_address, Peer* stamp) {
 std::string Resolve(const std::string& tcp_address) { return ResolveStamped(tcp_address, nullptr); }
 
 void RemoveIfDead(const std::string& tcp_address) {
-  std::string host;
-  int port = 0;
-  if (Dir().empty() || !SplitTcp(tcp_address, &host, &port)) return;
-  if (std::string endpoint = EndpointFor(host, port); !endpoint.empty()) {
+  if (std::string endpoint = EndpointOf(tcp_address); !endpoint.empty()) {
     ProbePath(endpoint.substr(6), nullptr, 0);
   }
 }
