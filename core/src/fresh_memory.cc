@@ -49,6 +49,14 @@ void Split(size_t n, size_t threads, const Part& part) {
   for (auto& t : others) t.join();
 }
 
+void AdviseHugePages(void* p, size_t n) {
+  auto start = reinterpret_cast<uintptr_t>(p);
+  uintptr_t first = (start + kHugePage - 1) & ~(kHugePage - 1);
+  uintptr_t last = (start + n) & ~(kHugePage - 1);
+  // Errors are ignored: a kernel without transparent huge pages keeps small ones.
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 }  // namespace
 
 void CopyBytes(void* dst, const void* src, size_t n) {
@@ -65,16 +73,19 @@ void CopyBytes(void* dst, const void* src, size_t n) {
 
 void PrepareFreshMemory(void* p, size_t n) {
   if (n < kFreshValueBytes) return;
-  auto start = reinterpret_cast<uintptr_t>(p);
-  uintptr_t first = (start + kHugePage - 1) & ~(kHugePage - 1);
-  uintptr_t last = (start + n) & ~(kHugePage - 1);
-  // Errors are ignored: a kernel without transparent huge pages keeps small ones.
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+  AdviseHugePages(p, n);
   if (!kTouchAhead) return;
   auto* bytes = static_cast<volatile char*>(p);
   Split(n, ThreadsFor(n), [bytes](size_t begin, size_t end) {
     for (size_t i = begin; i < end; i += kPage) bytes[i] = 0;
   });
+}
+
+bool CopyIntoRoom(void* room, const void* src, size_t n) {
+  if (!kTouchAhead) return false;
+  if (n >= kFreshValueBytes) AdviseHugePages(room, n);
+  CopyBytes(room, src, n);
+  return true;
 }
 
 }  // namespace orrery::internal

@@ -117,6 +117,14 @@ void CopyBytes(void* dst, const void* src, size_t n);
 // kFreshValueBytes. The bytes are left zero or unspecified: the caller overwrites them.
 void PrepareFreshMemory(void* p, size_t n);
 
+// Copies `n` bytes from `src` into `room`, memory just allocated and never written (a new
+// vector's room past its size): advises huge pages on it, then copies on several threads,
+// so that each page is faulted in by the copy that fills it (one pass over the memory, not
+// a touch, a zero-fill and a copy). Returns false, having written nothing, where a vector's
+// room may not be written before it holds elements (under AddressSanitizer, whose
+// container annotations may poison it).
+bool CopyIntoRoom(void* room, const void* src, size_t n);
+
 // Gives `v` room for `n` elements in memory prepared by PrepareFreshMemory when the value is
 // large and `v` has no room yet (a new vector); otherwise leaves it to the vector.
 template <typename V>
@@ -127,6 +135,25 @@ void ReserveFresh(V& v, size_t n) {
   fresh.reserve(n);
   PrepareFreshMemory(fresh.data(), n * sizeof(T));
   v.swap(fresh);
+}
+
+// Makes `v` (a vector of a trivially copyable type) the `n` elements whose bytes are at
+// `src` (which may be unaligned) in one pass over new memory, when the value is large and `v`
+// has no room for it yet; returns false, leaving `v` as it was, otherwise. The bytes are
+// copied into the new vector's room (CopyIntoRoom), then inserted from there onto
+// themselves: a copy whose source is its destination, which the C library's memmove skips
+// (and which would cost one pass over warm memory where it did not).
+template <typename V>
+bool AssignFresh(V& v, const void* src, size_t n) {
+  using T = typename V::value_type;
+  static_assert(std::is_trivially_copyable_v<T>);
+  if (n * sizeof(T) < kFreshValueBytes || v.capacity() >= n) return false;
+  V fresh(v.get_allocator());
+  fresh.reserve(n);
+  if (!CopyIntoRoom(fresh.data(), src, n * sizeof(T))) return false;
+  fresh.insert(fresh.end(), fresh.data(), fresh.data() + n);
+  v.swap(fresh);
+  return true;
 }
 
 // The elements are the machine's bytes, so the wire order is the machine's order.
@@ -153,6 +180,7 @@ template <typename T, typename Alloc>
 void ConvertContiguous(const msgpack::object_ext& ext, std::vector<T, Alloc>& v) {
   constexpr int8_t kind = ContiguousExtType<T>();
   size_t count = ContiguousElementCount(ext, kind);
+  if (ext.type() == kind && AssignFresh(v, ext.data(), count)) return;
   ReserveFresh(v, count);
   v.resize(count);
   if (count == 0) return;
@@ -221,7 +249,7 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   struct pack<float> : PackFloatingPoint<float> {};
 
   // Bytes: one pass (allocate and copy) instead of msgpack's resize, which zero-fills first;
-  // a large value's new memory is prepared first (ReserveFresh), so the copy finds its pages.
+  // a large value goes into new memory on several threads (AssignFresh).
   template <typename Alloc>
   struct convert<std::vector<unsigned char, Alloc>, void> {
     const msgpack::object& operator()(const msgpack::object& o,
@@ -238,8 +266,7 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
         throw msgpack::type_error();
       }
       const auto* bytes = reinterpret_cast<const unsigned char*>(p);
-      orrery::internal::ReserveFresh(v, n);
-      v.assign(bytes, bytes + n);
+      if (!orrery::internal::AssignFresh(v, bytes, n)) v.assign(bytes, bytes + n);
       return o;
     }
   };
