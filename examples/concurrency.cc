@@ -1,5 +1,6 @@
-// concurrency: by default an actor runs one call at a time. SetMaxConcurrency(n) lets up
-// to n calls run at once, each on its own thread, so calls that block (here: waiting
+// concurrency: by default an actor runs one call at a time, each to its end, also while it
+// waits in Get (so a method's read, wait, write loses no update). SetMaxConcurrency(n) lets
+// up to n calls run at once, each on its own thread, so calls that block (here: waiting
 // for each other at a rendezvous) do not hold up the rest.
 //
 //   ./concurrency
@@ -32,7 +33,26 @@ class Rendezvous {
   int arrived_ = 0;
 };
 
-ORRERY_REMOTE(Rendezvous::Create, &Rendezvous::Arrive);
+int Fee(int amount) { return amount / 10; }
+
+// Deposit reads the balance, waits on a task for the fee, then writes the balance back.
+class Account {
+ public:
+  static Account* Create() { return new Account(); }
+  int Deposit(int amount) {
+    int before = balance_;
+    int fee = *orrery::Get(orrery::Task(Fee).Remote(amount));
+    balance_ = before + amount - fee;
+    return balance_;
+  }
+  int Balance() { return balance_; }
+
+ private:
+  int balance_ = 0;
+};
+
+ORRERY_REMOTE(Rendezvous::Create, &Rendezvous::Arrive, Fee, Account::Create, &Account::Deposit,
+              &Account::Balance);
 
 namespace {
 
@@ -64,6 +84,16 @@ bool Run() {
               "the first call waited alone and gave up; the second found it had arrived earlier");
 
   serial.Kill();
+
+  std::printf("a default actor holds itself while a method waits in Get:\n");
+  auto account = orrery::Actor(Account::Create).Remote();
+  std::vector<orrery::ObjectRef<int>> deposits;
+  for (int i = 0; i < 10; ++i) deposits.push_back(account.Task(&Account::Deposit).Remote(100));
+  orrery::Get(deposits);
+  int balance = *orrery::Get(account.Task(&Account::Balance).Remote());
+  ok &= Check(balance == 900, "10 deposits of 100 (fee 10 each) read, waited and wrote back: " +
+                                  std::to_string(balance) + " (900 expected)");
+  account.Kill();
   return ok;
 }
 

@@ -129,6 +129,12 @@ class Runtime {
   void EndCall(const ObjectId& id) EXCLUDES(cancel_mu_);
   bool IsCallCancelled(const ObjectId& id) EXCLUDES(cancel_mu_);
   void SetActorWorker() { actor_worker_ = true; }
+  // A worker of an actor with max_concurrency 1 (docs/api.md "Actors"): a call of it that
+  // waits in Get or Wait on the result of a call to that same actor, not yet answered, would
+  // wait forever (the actor runs one call at a time), so Get and Wait throw instead.
+  // `runs_its_call` says whether the calling thread runs one of the actor's calls. Call
+  // once, before the actor's first call.
+  void SetOwnActor(const ActorId& actor, bool (*runs_its_call)());
   // kCancel, from the runtime's inbox (or a worker's call inbox). Throws on a malformed one.
   void OnCancel(const proto::CancelMsg& msg) EXCLUDES(cancel_mu_);
   // Workers' log lines the head passed on: printed with their source when
@@ -161,6 +167,11 @@ class Runtime {
                                   std::vector<internal::ArgSlot> args,
                                   const internal::CallOptions& options) const;
   std::string NamespaceOr(const std::string& given) const;
+  // Throws orrery::Error when a Get/Wait (`what`) needing `needed` of `ids` could only be
+  // satisfied by an unanswered call to this worker's own actor (SetOwnActor).
+  void ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int needed, const char* what);
+  // Whether this worker ran the call whose result is `id` (among the newest kMaxCancelled).
+  bool EndedHere(const ObjectId& id) EXCLUDES(cancel_mu_);
 
   // Declaration order is construction order: the pieces hold references to what precedes.
   Config config_;
@@ -190,7 +201,12 @@ class Runtime {
   std::unordered_set<ObjectId, IdHash> running_ GUARDED_BY(cancel_mu_);
   std::unordered_set<ObjectId, IdHash> cancelled_ GUARDED_BY(cancel_mu_);
   std::deque<ObjectId> cancelled_order_ GUARDED_BY(cancel_mu_);
+  // An own actor's worker (SetOwnActor): the calls it ran, the newest kMaxCancelled.
+  std::unordered_set<ObjectId, IdHash> ended_ GUARDED_BY(cancel_mu_);
+  std::deque<ObjectId> ended_order_ GUARDED_BY(cancel_mu_);
   std::atomic<bool> actor_worker_{false};
+  ActorId own_actor_;  // written once by SetOwnActor, before runs_its_call_ is published
+  std::atomic<bool (*)()> runs_its_call_{nullptr};
 
  public:
   static constexpr double kBorrowerPingS = 2;

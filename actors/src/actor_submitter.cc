@@ -332,6 +332,20 @@ bool ActorSubmitter::Cancel(const ObjectId& id, bool force, std::string* functio
   return false;
 }
 
+bool ActorSubmitter::Unanswered(const ActorId& actor, const ObjectId& id, std::string* function) {
+  std::shared_ptr<ActorState> a = FindActor(actor);
+  if (!a) return false;
+  MutexLock lock(&a->mu);
+  auto is_it = [&](const std::shared_ptr<PendingCall>& call) {
+    if (call->return_id != id) return false;
+    *function = call->function;
+    return true;
+  };
+  if (std::any_of(a->queue.begin(), a->queue.end(), is_it)) return true;
+  return std::any_of(a->inflight.begin(), a->inflight.end(),
+                     [&](const auto& entry) { return is_it(entry.second); });
+}
+
 void ActorSubmitter::Kill(const ActorId& actor, bool no_restart) {
   ObjectStore::DeferCallbacks defer;  // failed calls complete after the lock is released
   head_.KillActor(actor, no_restart);

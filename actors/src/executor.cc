@@ -2,109 +2,39 @@
 
 #include <pthread.h>
 
-#include <algorithm>
-
 namespace orrery::runtime {
 
-namespace {
-thread_local Executor* t_executor = nullptr;
-}  // namespace
-
-Executor::Executor(int concurrency, int max_threads)
-    : concurrency_(concurrency < 1 ? 1 : concurrency),
-      max_threads_(std::max(max_threads, concurrency)) {
+Executor::Executor(int concurrency) {
   MutexLock lock(&mu_);
-  for (int i = 0; i < concurrency_; ++i) SpawnLocked();
+  for (int i = 0; i < (concurrency < 1 ? 1 : concurrency); ++i)
+    threads_.emplace_back([this] { ThreadMain(); });
 }
 
 Executor::~Executor() { Stop(); }
 
-void Executor::SpawnLocked() {
-  threads_.emplace_back([this] { ThreadMain(); });
-}
-
 void Executor::Submit(Work work) {
-  MutexLock lock(&mu_);
-  queue_.push_back(std::move(work));
-  WakeOrSpawnLocked();
-}
-
-void Executor::WakeOrSpawnLocked() {
-  if (!CanStartLocked()) return;
-  if (idle_ > 0) {
-    cv_.NotifyOne();
-  } else if (int(threads_.size()) < max_threads_ && !closed_) {
-    SpawnLocked();
+  {
+    MutexLock lock(&mu_);
+    queue_.push_back(std::move(work));
   }
-}
-
-bool Executor::CanStartLocked() const {
-  return !queue_.empty() && active_ < concurrency_ && resuming_ == 0;
-}
-
-void Executor::SlotFreedLocked() {
-  if (resuming_ > 0) {
-    resume_cv_.NotifyOne();
-  } else {
-    WakeOrSpawnLocked();
-  }
+  cv_.NotifyOne();
 }
 
 void Executor::ThreadMain() {
   pthread_setname_np(pthread_self(), "orrery-exec");
-  t_executor = this;
   mu_.Lock();
   while (true) {
-    ++idle_;
-    // Once closed, queued calls still run (within the limit) before the thread ends.
-    while (!(CanStartLocked() || (closed_ && queue_.empty()))) cv_.Wait(&mu_);
-    --idle_;
-    if (!CanStartLocked()) break;  // closed and drained
+    // Once closed, queued calls still run before the thread ends.
+    while (queue_.empty() && !closed_) cv_.Wait(&mu_);
+    if (queue_.empty()) break;  // closed and drained
     Work work = std::move(queue_.front());
     queue_.pop_front();
-    ++active_;
-    // A thread woken for one call may have been the only idle one while more were
-    // queued: pass the wake-up on (or add a thread) while slots remain.
-    WakeOrSpawnLocked();
     mu_.Unlock();
     work();
     work = nullptr;
     mu_.Lock();
-    --active_;
-    SlotFreedLocked();
-    if (closed_ && queue_.empty()) cv_.NotifyAll();
   }
-  t_executor = nullptr;
   mu_.Unlock();
-}
-
-void Executor::OnBlock() {
-  MutexLock lock(&mu_);
-  --active_;
-  SlotFreedLocked();
-}
-
-void Executor::OnUnblock() {
-  MutexLock lock(&mu_);
-  ++resuming_;
-  while (!(active_ < concurrency_)) resume_cv_.Wait(&mu_);
-  --resuming_;
-  ++active_;
-  // Another slot may still be free: for the next resumed call, else for queued work.
-  if (active_ < concurrency_) SlotFreedLocked();
-}
-
-int Executor::resuming() {
-  MutexLock lock(&mu_);
-  return resuming_;
-}
-
-void Executor::BeforeBlock() {
-  if (t_executor) t_executor->OnBlock();
-}
-
-void Executor::AfterBlock() {
-  if (t_executor) t_executor->OnUnblock();
 }
 
 void Executor::Stop() {
@@ -126,30 +56,14 @@ void Executor::Stop() {
 
 bool CallSlot::TryTake() {
   MutexLock lock(&mu_);
-  if (held_ || resuming_ > 0) return false;
+  if (held_) return false;
   held_ = true;
   return true;
 }
 
-void CallSlot::TakeResumed() {
-  MutexLock lock(&mu_);
-  ++resuming_;
-  while (held_) cv_.Wait(&mu_);
-  --resuming_;
-  held_ = true;
-}
-
 void CallSlot::Release() {
-  {
-    MutexLock lock(&mu_);
-    held_ = false;
-  }
-  cv_.NotifyOne();
-}
-
-int CallSlot::resuming() {
   MutexLock lock(&mu_);
-  return resuming_;
+  held_ = false;
 }
 
 }  // namespace orrery::runtime

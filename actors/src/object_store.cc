@@ -10,9 +10,8 @@ namespace {
 void (*g_before_block)() = nullptr;
 void (*g_after_block)() = nullptr;
 
-// Frees the executor slot of the calling thread for the duration of a blocking wait. Must
-// end with the store's mutex released: taking the slot back may wait for another call,
-// which may need the store.
+// Runs the block hooks around a blocking wait. Must end with the store's mutex released:
+// the hooks may wait for other threads, which may need the store.
 struct BlockScope {
   BlockScope() {
     if (g_before_block) g_before_block();

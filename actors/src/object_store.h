@@ -125,7 +125,8 @@ class ObjectStore {
   static constexpr size_t kMaxBorrowers = 4096;
   size_t Size() EXCLUDES(mu_);
 
-  // Hooks called around a blocking wait, so an executor can free the caller's slot.
+  // Hooks called around a blocking wait (either may be null): a worker moves its call loop
+  // to a new thread before a call blocks.
   static void SetBlockHooks(void (*before)(), void (*after)());
 
  private:

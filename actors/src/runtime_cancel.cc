@@ -46,6 +46,19 @@ bool Runtime::BeginCall(const ObjectId& id) {
 void Runtime::EndCall(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
   running_.erase(id);
+  if (runs_its_call_.load(std::memory_order_relaxed) == nullptr) return;
+  // An own actor's calls that ended: their replies may not be read yet (SetOwnActor).
+  if (!ended_.insert(id).second) return;
+  ended_order_.push_back(id);
+  if (ended_order_.size() > kMaxCancelled) {
+    ended_.erase(ended_order_.front());
+    ended_order_.pop_front();
+  }
+}
+
+bool Runtime::EndedHere(const ObjectId& id) {
+  MutexLock lock(&cancel_mu_);
+  return ended_.count(id) > 0;
 }
 
 bool Runtime::IsCallCancelled(const ObjectId& id) {

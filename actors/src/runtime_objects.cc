@@ -142,8 +142,37 @@ std::shared_ptr<internal::RefHolder> Runtime::Put(std::string bytes) {
   return ref;
 }
 
+void Runtime::SetOwnActor(const ActorId& actor, bool (*runs_its_call)()) {
+  own_actor_ = actor;
+  runs_its_call_.store(runs_its_call, std::memory_order_release);
+}
+
+void Runtime::ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int needed,
+                                     const char* what) {
+  auto runs_its_call = runs_its_call_.load(std::memory_order_acquire);
+  if (runs_its_call == nullptr || !runs_its_call()) return;
+  std::string method;
+  int others = 0;
+  for (const auto& id : ids) {
+    std::string function;
+    // A call that ran here already has its reply on the way: only one not yet run waits
+    // behind this call.
+    if (actors_.Unanswered(own_actor_, id, &function) && !EndedHere(id)) {
+      method = function;
+    } else {
+      ++others;
+    }
+  }
+  if (method.empty() || others >= needed) return;
+  throw Error(std::string(what) + " would wait forever: it waits on a call to '" + method +
+              "' of its own actor, which runs one call at a time and cannot start that call "
+              "until this one returns (call the method directly, or give the actor "
+              "SetMaxConcurrency(n > 1))");
+}
+
 internal::BytesView Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
   auto presence = store_.Lookup(ref.id());
+  if (presence != ObjectStore::Presence::kReady) ThrowIfWaitsOnOwnActor({ref.id()}, 1, "Get");
   if (presence == ObjectStore::Presence::kAbsent ||
       presence == ObjectStore::Presence::kReferenced) {
     if (ref.owner() == address()) {
@@ -178,6 +207,7 @@ std::vector<bool> Runtime::Wait(const std::vector<const internal::RefHolder*>& r
       resolver_.EnsureFetch(*r);
     ids.push_back(r->id());
   }
+  ThrowIfWaitsOnOwnActor(ids, num_returns, "Wait");
   return store_.Wait(ids, num_returns, timeout_ms);
 }
 

@@ -49,11 +49,12 @@ std::vector<proto::ContainedRefMsg> ContainedRefs(
 
 // Calls of actors with max_concurrency 1 and of task workers run inline on the call inbox's
 // loop thread: no thread hand-off on the call path. When such a call blocks in Get/Wait,
-// the loop moves to a new thread so the worker keeps serving. An actor's inline calls hold
-// its one CallSlot while they run: a call waiting in Get/Wait gives it up (the next call
-// may start) and takes it back before it goes on, so its calls interleave at waits but
-// never run at once. Actors with a higher max_concurrency run calls on an Executor, which
-// keeps the same rules with n slots. Task calls share no state and take no slot.
+// the loop moves to a new thread so the worker keeps taking messages. An actor's inline
+// calls hold its one CallSlot from start to return, waits included: a default actor's
+// calls never interleave (docs/api.md), and a call that would wait on a call queued behind
+// it on its own actor fails at once (Runtime::Get). Actors with a higher max_concurrency
+// run calls on an Executor of that many threads. Task calls share no state and take no
+// slot.
 class WorkerServer {
  public:
   // A call let go to run, with its arguments.
@@ -115,12 +116,10 @@ class WorkerServer {
 
   static void BeforeBlock() {
     if (g_server) g_server->OnBlock();
-    Executor::BeforeBlock();
   }
-  static void AfterBlock() {
-    if (g_server) g_server->OnUnblock();
-    Executor::AfterBlock();
-  }
+  // Whether this thread runs a call of a max_concurrency 1 actor (which holds its only
+  // slot).
+  static bool RunsOnlyCall() { return t_holds_slot; }
 
  private:
   void RequestExit() EXCLUDES(mu_) {
@@ -161,6 +160,9 @@ class WorkerServer {
     const auto& spec = m.actor.spec;
     actor_id_ = spec.actor_id;
     Current()->SetActorWorker();
+    if (spec.options.max_concurrency <= 1)
+      Current()->SetOwnActor(ActorId(UniqueId::FromBinary(spec.actor_id)),
+                             &WorkerServer::RunsOnlyCall);
     log::SetProcessTag("worker " + std::to_string(getpid()) + " " + spec.factory);
     auto create = [this, spec] { CreateActor(spec); };
     if (spec.options.max_concurrency > 1) {
@@ -303,25 +305,10 @@ class WorkerServer {
     });
   }
 
-  // Before a Get/Wait on any thread of this process.
+  // Before a Get/Wait on any thread of this process: the call loop moves to a new thread
+  // (the waiting call keeps its slot).
   void OnBlock() {
-    bool owns_loop = calls_.OwnsLoop();
-    if (t_holds_slot) {
-      t_holds_slot = false;
-      t_resumes_slot = true;
-      slot_.Release();
-      if (!owns_loop) Nudge();
-    }
-    // The loop's new thread starts what is ready (if the slot allows).
-    if (owns_loop) calls_.HandOff([this] { RunReady(); });
-  }
-
-  // After the Get/Wait: a call that gave its slot up waits to have it again.
-  void OnUnblock() {
-    if (!t_resumes_slot) return;
-    t_resumes_slot = false;
-    slot_.TakeResumed();
-    t_holds_slot = true;
+    if (calls_.OwnsLoop()) calls_.HandOff([this] { RunReady(); });
   }
 
   void Reply(const proto::CallMsg& call, bool ok, proto::ErrorKind kind, const std::string& type,
@@ -421,10 +408,8 @@ class WorkerServer {
   std::deque<ReadyCall> ready_calls_;
   CallSlot slot_;
   CallCounter counter_;  // any call thread; read by WaitForExit
-  // Whether this thread runs an inline actor call that holds slot_, or one that gave it up
-  // for a wait and takes it back after.
+  // Whether this thread runs an inline actor call, which holds slot_.
   static thread_local bool t_holds_slot;
-  static thread_local bool t_resumes_slot;
   // Only the exit request is under a lock. The assignment above is written once on the
   // runtime's inbox thread and published to the call threads by the atomic ready_; the
   // call-order state belongs to the call loop's thread.
@@ -434,7 +419,6 @@ class WorkerServer {
 };
 
 thread_local bool WorkerServer::t_holds_slot = false;
-thread_local bool WorkerServer::t_resumes_slot = false;
 
 }  // namespace
 
@@ -466,7 +450,7 @@ void WorkerMain() {
     std::fprintf(stderr, "orrery worker: %s\n", used.status().message().c_str());
     _exit(2);
   }
-  ObjectStore::SetBlockHooks(&WorkerServer::BeforeBlock, &WorkerServer::AfterBlock);
+  ObjectStore::SetBlockHooks(&WorkerServer::BeforeBlock, nullptr);
   // Leaked on purpose: the process ends with _exit, never by unwinding.
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));
   // Actors and tasks this worker submits run its own executable, named as its node named it.

@@ -1,6 +1,6 @@
-// Executor and CallSlot: calls interleave only where one waits (BeforeBlock/AfterBlock),
-// never run beyond the concurrency limit, and a call back from a wait goes before calls
-// that have not started. Threads meet on latches; no sleeps.
+// Executor and CallSlot: at most the concurrency limit of calls at once, started in
+// submission order; a call holds its slot until it returns. Threads meet on latches; no
+// sleeps.
 #include "actors/src/executor.h"
 
 #include <gtest/gtest.h>
@@ -71,133 +71,76 @@ struct Probe {
   }
 };
 
-TEST(ExecutorTest, ResumedCallWaitsForTheSlotAndGoesBeforeNewCalls) {
-  Executor executor(1);
+// Two slots, three calls: the third starts only once one of the first two returns, however
+// long they hold their slots.
+TEST(ExecutorTest, RunsAtMostItsConcurrencyAtOnce) {
+  Executor executor(2);
   Probe probe;
-  Latch a_may_resume, b_may_end, b_started;
-  executor.Submit([&] {
-    probe.Enter();
-    --probe.inside;  // not running while it waits
-    Executor::BeforeBlock();
-    a_may_resume.Wait();
-    Executor::AfterBlock();
-    probe.Enter();
-    probe.Exit("A");
-  });
-  executor.Submit([&] {
-    probe.Enter();
-    b_started.Open();
-    b_may_end.Wait();
-    probe.Exit("B");
-  });
+  Latch may_end, a_started, b_started;
+  for (auto [name, started] : {std::pair{"A", &a_started}, std::pair{"B", &b_started}}) {
+    executor.Submit([&, name = std::string(name), started = started] {
+      probe.Enter();
+      started->Open();
+      may_end.Wait();
+      probe.Exit(name);
+    });
+  }
   executor.Submit([&] {
     probe.Enter();
     probe.Exit("C");
   });
-  ASSERT_TRUE(b_started.Wait()) << "B never started while A waited";
-  a_may_resume.Open();
-  ASSERT_TRUE(Eventually([&] { return executor.resuming() == 1; }))
-      << "A did not wait for the slot";
-  b_may_end.Open();
-  ASSERT_TRUE(Eventually([&] { return probe.done == 3; }));
-  EXPECT_EQ(probe.max_inside, 1);
-  EXPECT_EQ(probe.order, (std::vector<std::string>{"B", "A", "C"}));
-}
-
-TEST(ExecutorTest, ResumedCallsCountAgainstTheLimit) {
-  Executor executor(2);
-  Probe probe;
-  Latch a_may_resume, b_may_end, b1_started, b2_started;
-  executor.Submit([&] {
-    probe.Enter();
-    --probe.inside;
-    Executor::BeforeBlock();
-    a_may_resume.Wait();
-    Executor::AfterBlock();
-    probe.Enter();
-    probe.Exit("A");
-  });
-  for (Latch* started : {&b1_started, &b2_started}) {
-    executor.Submit([&, started] {
-      probe.Enter();
-      started->Open();
-      b_may_end.Wait();
-      probe.Exit("B");
-    });
-  }
-  ASSERT_TRUE(b1_started.Wait());
-  ASSERT_TRUE(b2_started.Wait());
-  a_may_resume.Open();
-  ASSERT_TRUE(Eventually([&] { return executor.resuming() == 1; }));
-  EXPECT_EQ(probe.inside, 2);
-  b_may_end.Open();
+  ASSERT_TRUE(a_started.Wait());
+  ASSERT_TRUE(b_started.Wait()) << "the second slot was not used";
+  EXPECT_EQ(probe.done, 0) << "C ran while both slots were held";
+  may_end.Open();
   ASSERT_TRUE(Eventually([&] { return probe.done == 3; }));
   EXPECT_EQ(probe.max_inside, 2);
+  EXPECT_NE(probe.order.front(), "C");  // it started only after one of them ended
 }
 
-// Calls submitted after one blocked (nothing was queued when it did) still get threads.
-TEST(ExecutorTest, CallsSubmittedWhileOneWaitsStillRunUpToTheLimit) {
-  Executor executor(2);
-  Latch a_blocked, a_may_resume, b_may_end, b1_started, b2_started;
-  std::atomic<int> done{0};
-  executor.Submit([&] {
-    Executor::BeforeBlock();
-    a_blocked.Open();
-    a_may_resume.Wait();
-    Executor::AfterBlock();
-    ++done;
-  });
-  ASSERT_TRUE(a_blocked.Wait());
-  for (Latch* started : {&b1_started, &b2_started}) {
-    executor.Submit([&, started] {
-      started->Open();
-      b_may_end.Wait();
-      ++done;
+// With one slot the calls run one after the other, in the order they were submitted.
+TEST(ExecutorTest, OneSlotRunsCallsInSubmissionOrder) {
+  Executor executor(1);
+  Probe probe;
+  std::vector<std::string> expected;
+  for (int i = 0; i < 50; ++i) {
+    expected.push_back(std::to_string(i));
+    executor.Submit([&probe, i] {
+      probe.Enter();
+      probe.Exit(std::to_string(i));
     });
   }
-  EXPECT_TRUE(b1_started.Wait());
-  EXPECT_TRUE(b2_started.Wait()) << "the second call found no thread";
-  a_may_resume.Open();
-  b_may_end.Open();
-  ASSERT_TRUE(Eventually([&] { return done == 3; }));
+  ASSERT_TRUE(Eventually([&] { return probe.done == 50; }));
+  EXPECT_EQ(probe.max_inside, 1);
+  std::lock_guard<std::mutex> lock(probe.mu);
+  EXPECT_EQ(probe.order, expected);
 }
 
-TEST(ExecutorTest, BlockHooksOutsideAnExecutorThreadDoNothing) {
-  Executor::BeforeBlock();
-  Executor::AfterBlock();
+// Stop runs what was queued before it returns.
+TEST(ExecutorTest, StopRunsTheQueuedCallsFirst) {
+  std::atomic<int> ran{0};
+  {
+    Executor executor(1);
+    Latch may_run;
+    executor.Submit([&] {
+      may_run.Wait();
+      ++ran;
+    });
+    for (int i = 0; i < 5; ++i) executor.Submit([&] { ++ran; });
+    may_run.Open();
+    executor.Stop();
+    EXPECT_EQ(ran, 6);
+  }
+  EXPECT_EQ(ran, 6);
 }
 
-TEST(CallSlotTest, AResumedCallGoesBeforeNewOnes) {
+TEST(CallSlotTest, OneCallAtATime) {
   CallSlot slot;
   ASSERT_TRUE(slot.TryTake());
   EXPECT_FALSE(slot.TryTake()) << "one call at a time";
-  std::atomic<bool> resumed{false};
-  std::thread waiter([&] {
-    slot.TakeResumed();
-    resumed = true;
-  });
-  ASSERT_TRUE(Eventually([&] { return slot.resuming() == 1; }));
-  EXPECT_FALSE(resumed);
-  slot.Release();
-  // The slot went to the resumed call, not to a new one.
-  ASSERT_TRUE(Eventually([&] { return resumed.load(); }));
-  EXPECT_FALSE(slot.TryTake());
-  waiter.join();
   slot.Release();
   EXPECT_TRUE(slot.TryTake());
-}
-
-TEST(CallSlotTest, NewCallsWaitWhileAResumedCallWaits) {
-  CallSlot slot;
-  ASSERT_TRUE(slot.TryTake());
-  std::thread waiter([&] {
-    slot.TakeResumed();
-    slot.Release();
-  });
-  ASSERT_TRUE(Eventually([&] { return slot.resuming() == 1; }));
   slot.Release();
-  waiter.join();
-  EXPECT_TRUE(slot.TryTake());
 }
 
 }  // namespace
