@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "actors/src/errors_util.h"
 #include "core/internal/advertised_host.h"
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
+#include "core/internal/runtime_env.h"
 #include "orrery/errors.h"
 #include "orrery/resources.h"
 
@@ -269,6 +271,30 @@ std::shared_ptr<PendingCall> Runtime::NewCall(const std::string& function,
   return call;
 }
 
+namespace {
+
+// `env` as a worker gets it: checked (ConfigError naming `what`), its working_dir made
+// absolute and required to be a folder on this host.
+RuntimeEnv CheckedRuntimeEnv(const RuntimeEnv& env, const std::string& what) {
+  RuntimeEnv out = env;
+  if (!out.working_dir.empty()) {
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(out.working_dir, ec);
+    if (ec) {
+      throw ConfigError(what + ": runtime env: working_dir '" + env.working_dir +
+                        "': " + ec.message());
+    }
+    out.working_dir = absolute.lexically_normal().string();
+    if (std::string problem = runtime_env::FolderProblem(out.working_dir); !problem.empty())
+      throw ConfigError(what + ": runtime env: working_dir " + problem);
+  }
+  Status s = runtime_env::Check({out.env_vars, out.working_dir});
+  if (!s.ok()) throw ConfigError(what + ": " + s.message());
+  return out;
+}
+
+}  // namespace
+
 std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& function,
                                                          std::vector<internal::ArgSlot> args,
                                                          const internal::CallOptions& options) {
@@ -277,6 +303,8 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
   Status s = ValidateResources(o.resources);
   if (!s.ok()) throw ConfigError("task " + function + ": " + s.message());
   CheckTpuAmount(o.resources, "task " + function);
+  o.runtime_env = CheckedRuntimeEnv(o.runtime_env.empty() ? config_.runtime_env : o.runtime_env,
+                                    "task " + function);
   if (o.bundle_index >= 0 && o.placement_group.IsNil()) {
     throw ConfigError("task " + function + ": a bundle index needs a placement group");
   }
@@ -322,6 +350,7 @@ proto::CreateActorMsg Runtime::ActorSpec(const ActorId& id, const std::string& f
   o.strategy = options.strategy;
   o.affinity_node = options.affinity_node.IsNil() ? std::string() : options.affinity_node.Binary();
   o.affinity_soft = options.affinity_soft;
+  o.runtime_env = {options.runtime_env.env_vars, options.runtime_env.working_dir};
   m.spec.infeasible_timeout_s = config_.infeasible_timeout_s;
   m.spec.argv = self_.argv;
   m.spec.binary_hash = self_.binary_hash;
@@ -355,8 +384,11 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
     slot.bytes.assign(v.data, v.size);
     slot.ref = nullptr;
   }
+  internal::CallOptions checked = options;
+  checked.runtime_env = CheckedRuntimeEnv(
+      options.runtime_env.empty() ? config_.runtime_env : options.runtime_env, "actor " + factory);
   ActorId id = ActorId::Random();
-  proto::CreateActorMsg m = ActorSpec(id, factory, std::move(args), options);
+  proto::CreateActorMsg m = ActorSpec(id, factory, std::move(args), checked);
   actors_.AddOwned(id, options.lifetime == ActorLifetime::kDetached, options.max_task_retries,
                    options.max_pending_calls);
   if (m.spec.options.name.empty()) {

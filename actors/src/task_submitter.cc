@@ -34,7 +34,8 @@ std::string TaskSubmitter::KeyOf(const internal::CallOptions& o) {
   // max_retries too: a node's memory monitor kills the workers of retried tasks first.
   return internal::Pack(std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(),
                                         o.bundle_index, o.strategy, o.affinity_node.Binary(),
-                                        o.affinity_soft, o.max_retries));
+                                        o.affinity_soft, o.max_retries, o.runtime_env.env_vars,
+                                        o.runtime_env.working_dir));
 }
 
 void TaskSubmitter::Submit(const internal::CallOptions& options,
@@ -120,6 +121,7 @@ void TaskSubmitter::RequestLease(const std::string& key, TaskKey& k) {
   r.affinity_node = o.affinity_node.IsNil() ? std::string() : o.affinity_node.Binary();
   r.affinity_soft = o.affinity_soft;
   r.max_retries = o.max_retries;
+  r.runtime_env = {o.runtime_env.env_vars, o.runtime_env.working_dir};
   set_tick_ms_(kLeaseTickMs);
   Lease& l = leases_[r.lease_id];
   l.id = r.lease_id;

@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
+#include "core/internal/runtime_env.h"
 #include "core/internal/security.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
@@ -436,6 +439,16 @@ void WorkerMain() {
   std::string head = Env("ORRERY_HEAD_ADDRESS");
   unsetenv("ORRERY_ROLE");
   unsetenv("ORRERY_ZYGOTE_FD");
+  // The working folder of the task's or actor's runtime env (checked by the node).
+  if (std::string dir = Env(runtime_env::kWorkingDirVar); !dir.empty()) {
+    if (chdir(dir.c_str()) != 0) {
+      std::fprintf(stderr,
+                   "orrery worker: cannot change into the runtime env's working_dir %s: %s\n",
+                   dir.c_str(), std::strerror(errno));
+      _exit(2);
+    }
+    unsetenv(runtime_env::kWorkingDirVar);
+  }
   Config config;
   try {
     config = ApplyEnvironment(Config{});

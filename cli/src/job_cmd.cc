@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -16,6 +17,7 @@
 #include "cli/src/log_reader.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/redis_store.h"
+#include "core/internal/runtime_env.h"
 #include "core/internal/text.h"
 #include "orrery/resources.h"
 
@@ -144,6 +146,29 @@ Result<std::unique_ptr<RedisReader>> ConnectRedis(const InspectFlags& f) {
   return RedisReader::Connect(f.redis_address, f.redis_password);
 }
 
+// The driver's runtime env from --env K=V and --working-dir (made absolute, and required to
+// be a folder here).
+Result<proto::RuntimeEnvMsg> JobRuntimeEnv(const std::vector<std::string>& vars,
+                                           const std::string& working_dir) {
+  proto::RuntimeEnvMsg env;
+  for (const auto& kv : vars) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return orrery::Status::InvalidArgument("--env " + kv + ": expected NAME=VALUE");
+    env.env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (!working_dir.empty()) {
+    std::error_code ec;
+    env.working_dir = std::filesystem::absolute(working_dir, ec).lexically_normal().string();
+    if (ec)
+      return orrery::Status::InvalidArgument("--working-dir " + working_dir + ": " + ec.message());
+    if (std::string problem = runtime_env::FolderProblem(env.working_dir); !problem.empty())
+      return orrery::Status::InvalidArgument("--working-dir " + problem);
+  }
+  if (orrery::Status s = runtime_env::Check(env); !s.ok()) return s;
+  return env;
+}
+
 // Sends the submission, uploading the executable when the head lacks it.
 Result<std::string> Submit(JobCommands& c, const std::string& path) {
   auto resources = ParseResourcesJson(c.resources_json);
@@ -158,6 +183,9 @@ Result<std::string> Submit(JobCommands& c, const std::string& path) {
   m.arch = MachineArch();
   m.resources = resources.value();
   m.label_selector = labels.value();
+  auto runtime_env = JobRuntimeEnv(c.env, c.working_dir);
+  if (!runtime_env.ok()) return runtime_env.status();
+  m.runtime_env = runtime_env.value();
   for (const auto& a : c.command) m.entrypoint += (m.entrypoint.empty() ? "" : " ") + a;
   std::string head = HeadAddress(c.flags);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -312,6 +340,10 @@ void AddJobCommands(CLI::App& app, JobCommands* c) {
       "--resources", c->resources_json,
       "what the node running the driver must have free (JSON, e.g. '{\"CPU\": 1}')");
   c->submit->add_option("--label", c->labels, "a label key=value the node must carry (repeatable)");
+  c->submit->add_option("--env", c->env,
+                        "a variable K=V for the driver's environment (repeatable)");
+  c->submit->add_option("--working-dir", c->working_dir,
+                        "the folder the driver starts in (on the node's host)");
   c->submit->add_flag("--no-wait", c->no_wait, "print the job id and return at once");
   c->submit->add_option("command", c->command, "-- ./driver ARGS...")->required();
   c->status = c->job->add_subcommand("status", "a job's state and exit code");

@@ -27,6 +27,8 @@ struct JobCommands {
   // submit
   std::string resources_json;
   std::vector<std::string> labels;
+  std::vector<std::string> env;  // K=V
+  std::string working_dir;
   bool no_wait = false;
   std::vector<std::string> command;
   // status, logs, stop

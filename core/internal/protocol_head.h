@@ -14,6 +14,18 @@
 
 namespace orrery::proto {
 
+// A worker's runtime environment (orrery::RuntimeEnv): checked by the submitter and again by
+// the node (RuntimeEnvError in node/src/worker_spawn.cc).
+struct RuntimeEnvMsg {
+  std::map<std::string, std::string> env_vars;
+  std::string working_dir;  // absolute; empty: the node's own
+  bool empty() const { return env_vars.empty() && working_dir.empty(); }
+  bool operator==(const RuntimeEnvMsg& o) const {
+    return env_vars == o.env_vars && working_dir == o.working_dir;
+  }
+  MSGPACK_DEFINE(env_vars, working_dir);
+};
+
 struct ActorOptionsMsg {
   std::map<std::string, double> resources;
   std::map<std::string, std::string> label_selector;
@@ -28,9 +40,10 @@ struct ActorOptionsMsg {
   int strategy = 0;  // 0 default, 1 spread, 2 node affinity
   std::string affinity_node;
   bool affinity_soft = false;
+  RuntimeEnvMsg runtime_env;  // older senders omit it (none)
   MSGPACK_DEFINE(resources, label_selector, name, namespace_, max_restarts, max_task_retries,
                  max_concurrency, lifetime, placement_group, bundle_index, strategy, affinity_node,
-                 affinity_soft);
+                 affinity_soft, runtime_env);
 };
 
 struct ActorSpecMsg {
@@ -111,9 +124,10 @@ struct LeaseRequestMsg {
   // The retries of the tasks this lease runs (-1: forever): a node's memory monitor kills
   // workers whose tasks are retried first. Older senders omit it (0: not retried).
   int max_retries = 0;
+  RuntimeEnvMsg runtime_env;  // older senders omit it (none)
   MSGPACK_DEFINE(request_id, lease_id, reply_to, resources, label_selector, placement_group,
                  bundle_index, infeasible_timeout_s, job_id, argv, strategy, affinity_node,
-                 affinity_soft, binary_hash, arch, max_retries);
+                 affinity_soft, binary_hash, arch, max_retries, runtime_env);
 };
 
 struct LeaseReplyMsg {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/internal/protocol_head.h"
 #include "core/internal/protocol_wire.h"
 
 namespace orrery::proto {
@@ -26,8 +27,10 @@ struct SubmitJobMsg {
   std::map<std::string, double> resources;            // what the node must have free
   std::map<std::string, std::string> label_selector;  // label=value the node must carry
   std::string entrypoint;                             // the command line, for people
+  // The driver's variables and working folder (--env, --working-dir); older CLIs omit it.
+  RuntimeEnvMsg runtime_env;
   MSGPACK_DEFINE(request_id, reply_to, submission_id, argv, binary_hash, arch, resources,
-                 label_selector, entrypoint);
+                 label_selector, entrypoint, runtime_env);
 };
 
 struct SubmitJobReplyMsg {
@@ -46,7 +49,8 @@ struct StartJobMsg {
   std::string binary_hash;
   std::string arch;
   std::map<std::string, std::string> env;
-  MSGPACK_DEFINE(submission_id, argv, binary_hash, arch, env);
+  std::string working_dir;  // the submission's (absolute); empty: the node's folder for it
+  MSGPACK_DEFINE(submission_id, argv, binary_hash, arch, env, working_dir);
 };
 
 enum class JobEventKind : int { kStarted = 0, kExited = 1, kFailedToStart = 2 };

@@ -12,6 +12,7 @@
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
+#include "core/internal/runtime_env.h"
 
 extern char** environ;
 
@@ -84,6 +85,11 @@ void JobRunner::OnStart(const proto::StartJobMsg& m, const std::string& reply_to
     return refuse("node " + options_.node_name + " runs on " + MachineArch() +
                   ", but the job's executable is built for " + m.arch);
   if (jobs_.size() >= kMaxJobs) return refuse("node runs too many jobs already");
+  if (Status s = runtime_env::Check({{}, m.working_dir}); !s.ok()) return refuse(s.message());
+  if (!m.working_dir.empty()) {
+    if (std::string problem = runtime_env::FolderProblem(m.working_dir); !problem.empty())
+      return refuse("the job's working_dir " + problem + " on node " + options_.node_name);
+  }
   JobProcess& j = jobs_[m.submission_id];
   j.start = m;
   std::string local =
@@ -109,9 +115,12 @@ void JobRunner::OnExecutable(const std::string& submission_id, const std::string
 
 void JobRunner::Launch(JobProcess& j, const std::string& path) {
   const std::string& sid = j.start.submission_id;
-  std::string cwd = options_.log_dir + "/../jobs/" + sid;
-  std::error_code ec;
-  std::filesystem::create_directories(cwd, ec);
+  std::string cwd = j.start.working_dir;
+  if (cwd.empty()) {
+    cwd = options_.log_dir + "/../jobs/" + sid;
+    std::error_code ec;
+    std::filesystem::create_directories(cwd, ec);
+  }
   std::string stem = options_.log_dir + "/job-" + sid;
   std::string out_path = stem + ".out", err_path = stem + ".err";
   // Everything the child needs is made before fork(): after it, only async-signal-safe calls.

@@ -15,9 +15,10 @@ void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
   const std::string& executable = r.binary_hash;
   for (auto& [id, w] : workers_) {
     // An idle task worker serves another lease only for the same executable and when
-    // neither needs devices (a process's visible devices are fixed when it starts).
+    // neither needs devices (a process's visible devices are fixed when it starts), and for
+    // the same runtime env (so are its variables and folder).
     if (!w.is_actor && w.ready && !w.has_lease && !w.kill_requested && !wants_devices &&
-        w.devices.empty() && w.executable == executable) {
+        w.devices.empty() && w.executable == executable && w.runtime_env == r.runtime_env) {
       w.has_lease = true;
       w.lease = r;
       w.started = MonotonicSeconds();
@@ -25,7 +26,7 @@ void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
       return;
     }
   }
-  Worker& w = NewWorker(false, r.argv, r.binary_hash, r.arch, r.resources);
+  Worker& w = NewWorker(false, r.argv, r.binary_hash, r.arch, r.resources, r.runtime_env);
   w.has_lease = true;
   w.lease = r;
   if (w.kill_requested) {

@@ -120,8 +120,8 @@ void WorkerPool::Erase(const std::string& worker_id) {
 }
 
 void WorkerPool::OnStartActor(const proto::StartActorMsg& m) {
-  Worker& w =
-      NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch, m.spec.options.resources);
+  Worker& w = NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch,
+                        m.spec.options.resources, m.spec.options.runtime_env);
   w.actor = m;
   if (w.kill_requested) {
     FailWorker(w, w.kill_reason);

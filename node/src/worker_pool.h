@@ -69,6 +69,9 @@ class WorkerPool {
     std::string executable;  // content hash ("": worker_argv): lease workers are reused only for it
     DeviceIds devices;       // accelerator ids this process owns
     std::map<std::string, std::string> device_env;  // what makes them visible to it
+    // Its request's runtime env (variables and working folder): lease workers are reused
+    // only for the same one, and only a worker without one is prestarted.
+    proto::RuntimeEnvMsg runtime_env;
   };
 
   WorkerPool(WorkerPoolOptions options, Outbox& outbox, DeviceAllocator& devices,
@@ -127,9 +130,11 @@ class WorkerPool {
   using SpareKey = std::pair<std::string, std::vector<std::string>>;
   // Creates the worker record and spawns its process, or queues it until the driver's
   // executable (named by hash) has been fetched from the head. On failure the record has
-  // kill_requested set with the reason.
+  // kill_requested set with the reason (also for a runtime env this node cannot give: a
+  // malformed one, or a working folder it lacks).
   Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
-                    const std::string& arch, const Resources& demand);
+                    const std::string& arch, const Resources& demand,
+                    const proto::RuntimeEnvMsg& runtime_env);
   void Spawn(Worker& w, const std::vector<std::string>& argv);
   // Starts the worker `w` of a request without devices running argv: a spare of the same
   // executable takes its place when there is one (w is erased, the spare returned, its

@@ -16,6 +16,7 @@
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
+#include "core/internal/runtime_env.h"
 #include "node/src/worker_pool.h"
 
 namespace orrery::node {
@@ -28,6 +29,14 @@ RateLimitedLog refused_log;
 
 // A request this node will not run (an executable it cannot verify): logged, rate-limited,
 // since any authenticated peer can send such requests at will.
+// What keeps this node from starting a worker with `env`; empty when nothing does.
+std::string RuntimeEnvProblem(const proto::RuntimeEnvMsg& env) {
+  if (Status s = runtime_env::Check(env); !s.ok()) return s.message();
+  if (env.working_dir.empty()) return "";
+  std::string problem = runtime_env::FolderProblem(env.working_dir);
+  return problem.empty() ? "" : "working_dir " + problem + " on this host";
+}
+
 void WarnRefused(const std::string& reason) {
   uint64_t suppressed = 0;
   if (refused_log.ShouldLog(&suppressed)) {
@@ -38,7 +47,8 @@ void WarnRefused(const std::string& reason) {
 
 WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::string>& argv,
                                           const std::string& hash, const std::string& arch,
-                                          const Resources& demand) {
+                                          const Resources& demand,
+                                          const proto::RuntimeEnvMsg& runtime_env) {
   std::string id = WorkerId::Random().Binary();
   Worker& w = workers_[id];
   w.id = id;
@@ -46,6 +56,13 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
   w.started = MonotonicSeconds();
   w.wall_started = WallSeconds();
   w.executable = hash;
+  w.runtime_env = runtime_env;
+  if (std::string problem = RuntimeEnvProblem(runtime_env); !problem.empty()) {
+    w.kill_requested = true;
+    w.kill_reason = "node " + options_.node_hex.substr(0, 12) + " cannot give the " +
+                    (is_actor ? "actor" : "task") + " its runtime env: " + problem;
+    return w;
+  }
   auto grant = devices_.Assign(demand, options_.node_hex.substr(0, 12));
   if (!grant.ok()) {
     w.kill_requested = true;
@@ -120,8 +137,10 @@ void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& h
 }
 
 WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<std::string>& argv) {
-  // Only a worker that sees no devices (a fraction of one shows it) is prestarted.
-  if (options_.prestarted <= 0 || !w.devices.empty() || w.device_env != no_device_env_) {
+  // Only a worker that sees no devices (a fraction of one shows it) and has no runtime env
+  // is prestarted.
+  if (options_.prestarted <= 0 || !w.devices.empty() || w.device_env != no_device_env_ ||
+      !w.runtime_env.empty()) {
     Spawn(w, argv);
     return w;
   }
@@ -204,7 +223,11 @@ bool WorkerPool::StartSpare(const SpareKey& key, double now) {
 void WorkerPool::Spawn(Worker& w, const std::vector<std::string>& argv) {
   uint64_t req = next_spawn_++;
   by_spawn_[req] = w.id;
-  std::map<std::string, std::string> env;
+  // The runtime env's variables first: the runtime's own (ORRERY_*, refused in a runtime env)
+  // and the devices' follow.
+  std::map<std::string, std::string> env = w.runtime_env.env_vars;
+  if (!w.runtime_env.working_dir.empty())
+    env[runtime_env::kWorkingDirVar] = w.runtime_env.working_dir;
   env["ORRERY_ROLE"] = "worker";
   env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(w.id)).Hex();
   env["ORRERY_NODE_ADDRESS"] = node_address_;

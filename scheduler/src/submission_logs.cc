@@ -93,6 +93,8 @@ void SubmissionManager::Restore(const TableRecords& records, double wall_now) {
       s.spec.entrypoint = j.value("entrypoint", "");
       s.spec.resources = j.value("resources", Resources{});
       s.spec.label_selector = j.value("labels", Labels{});
+      s.spec.runtime_env.env_vars = j.value("env_vars", Labels{});
+      s.spec.runtime_env.working_dir = j.value("working_dir", "");
       std::string state = j.at("state").get<std::string>();
       for (auto st :
            {SubmissionState::kPending, SubmissionState::kRunning, SubmissionState::kSucceeded,

@@ -5,6 +5,7 @@
 
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
+#include "core/internal/runtime_env.h"
 #include "core/internal/text.h"
 #include "orrery/resources.h"
 #include "orrery/scheduler/policy.h"
@@ -49,7 +50,10 @@ Status CheckSubmission(const proto::SubmitJobMsg& m) {
   if (Status s = ValidateResources(m.resources); !s.ok()) return s;
   if (Status s = records::CheckUtf8("the job's resources", m.resources); !s.ok()) return s;
   if (Status s = records::CheckUtf8("the job's labels", m.label_selector); !s.ok()) return s;
-  return Status::Ok();
+  if (Status s = runtime_env::Check(m.runtime_env); !s.ok()) return s;
+  if (Status s = records::CheckUtf8("the job's variables", m.runtime_env.env_vars); !s.ok())
+    return s;
+  return records::CheckUtf8("the job's working_dir", m.runtime_env.working_dir);
 }
 
 const char* SubmissionStateName(SubmissionState s) {
@@ -132,6 +136,8 @@ void SubmissionManager::Start(Submission& s, int node, double wall_now) {
   start.arch = s.spec.arch;
   std::string head = head_address_;
   if (head.rfind("tcp://", 0) == 0) head = head.substr(6);
+  start.env = s.spec.runtime_env.env_vars;  // no ORRERY_* among them (CheckSubmission)
+  start.working_dir = s.spec.runtime_env.working_dir;
   start.env["ORRERY_ADDRESS"] = head;
   start.env["ORRERY_SUBMISSION_ID"] = s.spec.submission_id;
   ctx_.outbox->Send(nodes_.address(node), MsgType::kStartJob, start);
@@ -253,6 +259,8 @@ std::string SubmissionManager::Json(const Submission& s) const {
                    {"arch", s.spec.arch},
                    {"resources", s.spec.resources},
                    {"labels", s.spec.label_selector},
+                   {"env_vars", s.spec.runtime_env.env_vars},
+                   {"working_dir", s.spec.runtime_env.working_dir},
                    {"binary_hash", s.spec.binary_hash},
                    {"node_id", s.node >= 0 ? nodes_.HexId(s.node) : ""},
                    {"pid", s.pid},

@@ -5,6 +5,9 @@
 //                         then sleep S seconds (for `orrery list tasks`, `orrery job stop`)
 //   job_driver flood M    print M MiB of numbered lines of 100 bytes to stdout, as fast as
 //                         it can, then "the flood's last line", and exit 0 (no cluster)
+//   job_driver env        print JOB_ENV_TEST and the working folder (no cluster)
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +54,13 @@ int main(int argc, char** argv) {
     for (long i = 0, n = long(arg) * (1 << 20) / 100; i < n; ++i)
       std::printf("line %08ld %s\n", i, x.c_str());
     std::printf("the flood's last line\n");
+    return 0;
+  }
+  if (mode == "env") {  // what --env and --working-dir gave this driver
+    const char* v = std::getenv("JOB_ENV_TEST");
+    char cwd[4096];
+    std::printf("env JOB_ENV_TEST=%s cwd=%s\n", v ? v : "(unset)",
+                getcwd(cwd, sizeof(cwd)) ? cwd : "?");
     return 0;
   }
   orrery::Init();

@@ -16,8 +16,10 @@
 #      /api/workers and /api/tasks too), then it is STOPPED by orrery job stop
 #   6. a job pinned to the second node (--label pool=b) is FAILED naming the node once that
 #      node is killed with SIGKILL
-#   7. bad input: unknown job ids, a missing executable, malformed --resources and
-#      --label, resources no node has: a clear message and a non-zero exit each
+#   4c. a job submitted with --env K=V --working-dir DIR sees the variable and starts there
+#   7. bad input: unknown job ids, a missing executable, malformed --resources, --label and
+#      --env, a --working-dir that is no folder, resources no node has: a clear message
+#      and a non-zero exit each
 # Usage: jobs_test.sh <build dir>
 set -euo pipefail
 
@@ -97,6 +99,16 @@ rc=0
 [[ $rc -eq 0 ]] || fail "a job exiting 0 made orrery job submit exit $rc: $(cat "$tmp/ok.err")"
 ok_id=$(sed -n 's/^orrery: job \(job_[0-9a-f]*\) submitted$/\1/p' "$tmp/ok.err")
 state_is "$ok_id" SUCCEEDED || fail "job $ok_id is $(job_state "$ok_id"), not SUCCEEDED"
+
+step "a job with --env and --working-dir starts with that variable, in that folder"
+mkdir -p "$tmp/job wd"
+rc=0
+(cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" timeout 120 "$orrery_bin" job submit \
+  --env JOB_ENV_TEST=hello --working-dir "$tmp/job wd" -- ./driver env) \
+  >"$tmp/env.out" 2>"$tmp/env.err" || rc=$?
+[[ $rc -eq 0 ]] || fail "the job with --env exited $rc: $(cat "$tmp/env.err")"
+grep -qxF "env JOB_ENV_TEST=hello cwd=$tmp/job wd" "$tmp/env.out" ||
+  fail "the job did not see its --env and --working-dir: $(cat "$tmp/env.out")"
 
 step "a flood of output: the last line comes back and what did not is counted"
 flood_mib=32
@@ -191,6 +203,9 @@ expect_error "\-\-resources" job submit --resources '{bad' -- ./driver
 expect_error "\-\-resources" job submit --resources '{"CPU": -1}' -- ./driver
 expect_error "\-\-label" job submit --label nolabel -- ./driver
 expect_error "can never run" job submit --resources '{"GPU": 64}' -- ./driver
+expect_error "expected NAME=VALUE" job submit --env novalue -- ./driver
+expect_error "runtime's own" job submit --env ORRERY_ADDRESS=elsewhere -- ./driver
+expect_error "no_such_folder" job submit --working-dir "$tmp/no_such_folder" -- ./driver
 
 if [[ ${#failures[@]} -gt 0 ]]; then
   fail "${#failures[@]} check(s) failed"

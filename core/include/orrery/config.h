@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "orrery/runtime_env.h"
+
 namespace orrery {
 
 using Resources = std::map<std::string, double>;
@@ -78,6 +80,9 @@ struct Config {
   // its source as a prefix: "(Counter pid=4242, node=ab12cd) ..." (docs/logs.md). Env
   // ORRERY_LOG_TO_DRIVER=0, flag --orrery-log-to-driver=0 turn it off.
   bool log_to_driver = true;
+  // The runtime env of this job's tasks and actors that set none themselves (docs/api.md
+  // "Runtime environments"). Set in code only.
+  RuntimeEnv runtime_env;
 };
 
 // Parses a size in bytes: digits with an optional K, M, G or T suffix (powers of 1024).

@@ -73,6 +73,12 @@ class OptionsBuilder {
     options_.resources_set = true;
     return self();
   }
+  // Variables and a working folder for the worker that runs it (docs/api.md "Runtime
+  // environments"); checked at submission (ConfigError).
+  Derived& SetRuntimeEnv(const RuntimeEnv& env) {
+    options_.runtime_env = env;
+    return self();
+  }
   Derived& SetLabelSelector(const Labels& selector) {
     options_.label_selector = selector;
     return self();

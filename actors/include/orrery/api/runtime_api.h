@@ -2,6 +2,7 @@
 // runtime inside liborrery. Everything here is internal: users call orrery.h.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "orrery/api/object_ref.h"
 #include "orrery/config.h"
 #include "orrery/ids.h"
+#include "orrery/runtime_env.h"
 
 namespace orrery {
 
@@ -78,6 +80,7 @@ struct CallOptions {
   int strategy = 0;  // 0 default, 1 spread, 2 node affinity
   NodeId affinity_node;
   bool affinity_soft = false;
+  RuntimeEnv runtime_env;
 };
 
 std::shared_ptr<RefHolder> SubmitTask(const std::string& function, std::vector<ArgSlot> args,

@@ -1,0 +1,27 @@
+// Checks of a worker's runtime environment (orrery::RuntimeEnv, docs/api.md "Runtime
+// environments"): the submitter checks what its user gave, and the node checks again what a
+// peer sent before it starts a worker with it.
+#pragma once
+
+#include <string>
+
+#include "core/internal/protocol_head.h"
+#include "orrery/status.h"
+
+namespace orrery::runtime_env {
+
+inline constexpr size_t kMaxVars = 1024;
+inline constexpr size_t kMaxBytes = 1 << 20;  // names and values together
+// The worker reads it, changes into the folder it names, and removes it.
+inline constexpr char kWorkingDirVar[] = "ORRERY_WORKING_DIR";
+
+// InvalidArgument, naming the first problem, unless: every variable name is non-empty, holds
+// no '=' or NUL and does not start with "ORRERY_" (the runtime's own variables); no value
+// holds a NUL; there are at most kMaxVars variables of at most kMaxBytes in all; and
+// working_dir is empty or an absolute path without NUL.
+Status Check(const proto::RuntimeEnvMsg& env);
+
+// Whether `path` is a folder on this host (following links); an error message otherwise.
+std::string FolderProblem(const std::string& path);
+
+}  // namespace orrery::runtime_env

@@ -1,0 +1,53 @@
+#include "core/internal/runtime_env.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace orrery::runtime_env {
+
+Status Check(const proto::RuntimeEnvMsg& env) {
+  if (env.env_vars.size() > kMaxVars) {
+    return Status::InvalidArgument("runtime env: " + std::to_string(env.env_vars.size()) +
+                                   " variables (at most " + std::to_string(kMaxVars) + ")");
+  }
+  size_t bytes = 0;
+  for (const auto& [name, value] : env.env_vars) {
+    bytes += name.size() + value.size();
+    if (name.empty()) return Status::InvalidArgument("runtime env: a variable with no name");
+    if (name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("runtime env: the variable name '" + name +
+                                     "' holds '=' or a NUL byte");
+    }
+    if (name.rfind("ORRERY_", 0) == 0) {
+      return Status::InvalidArgument("runtime env: '" + name +
+                                     "' is one of the runtime's own variables (ORRERY_*)");
+    }
+    if (value.find('\0') != std::string::npos) {
+      return Status::InvalidArgument("runtime env: the value of '" + name + "' holds a NUL byte");
+    }
+  }
+  if (bytes > kMaxBytes) {
+    return Status::InvalidArgument("runtime env: " + std::to_string(bytes) +
+                                   " bytes of variables (at most " + std::to_string(kMaxBytes) +
+                                   ")");
+  }
+  const std::string& dir = env.working_dir;
+  if (dir.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("runtime env: working_dir holds a NUL byte");
+  }
+  if (!dir.empty() && dir[0] != '/') {
+    return Status::InvalidArgument("runtime env: working_dir '" + dir + "' is not absolute");
+  }
+  return Status::Ok();
+}
+
+std::string FolderProblem(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return "'" + path + "': " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return "'" + path + "' is not a folder";
+  return "";
+}
+
+}  // namespace orrery::runtime_env
