@@ -135,6 +135,9 @@ class Runtime {
   // `runs_its_call` says whether the calling thread runs one of the actor's calls. Call
   // once, before the actor's first call.
   void SetOwnActor(const ActorId& actor, bool (*runs_its_call)());
+  // The worker of such an actor ran (or answered without running) the call whose result is
+  // `id`: its reply is on its way, so a wait on it is no deadlock.
+  void NoteCallEnded(const ObjectId& id) EXCLUDES(cancel_mu_);
   // kCancel, from the runtime's inbox (or a worker's call inbox). Throws on a malformed one.
   void OnCancel(const proto::CancelMsg& msg) EXCLUDES(cancel_mu_);
   // Workers' log lines the head passed on: printed with their source when
@@ -168,8 +171,10 @@ class Runtime {
                                   const internal::CallOptions& options) const;
   std::string NamespaceOr(const std::string& given) const;
   // Throws orrery::Error when a Get/Wait (`what`) needing `needed` of `ids` could only be
-  // satisfied by an unanswered call to this worker's own actor (SetOwnActor).
-  void ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int needed, const char* what);
+  // satisfied by an unanswered call to this worker's own actor (SetOwnActor). A poll
+  // (timeout_ms 0) never throws.
+  void ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int needed, int timeout_ms,
+                              const char* what);
   // Whether this worker ran the call whose result is `id` (among the newest kMaxCancelled).
   bool EndedHere(const ObjectId& id) EXCLUDES(cancel_mu_);
 
@@ -201,7 +206,7 @@ class Runtime {
   std::unordered_set<ObjectId, IdHash> running_ GUARDED_BY(cancel_mu_);
   std::unordered_set<ObjectId, IdHash> cancelled_ GUARDED_BY(cancel_mu_);
   std::deque<ObjectId> cancelled_order_ GUARDED_BY(cancel_mu_);
-  // An own actor's worker (SetOwnActor): the calls it ran, the newest kMaxCancelled.
+  // An own actor's worker (SetOwnActor): the calls it ended, the newest kMaxCancelled.
   std::unordered_set<ObjectId, IdHash> ended_ GUARDED_BY(cancel_mu_);
   std::deque<ObjectId> ended_order_ GUARDED_BY(cancel_mu_);
   std::atomic<bool> actor_worker_{false};

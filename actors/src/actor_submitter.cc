@@ -337,7 +337,8 @@ bool ActorSubmitter::Unanswered(const ActorId& actor, const ObjectId& id, std::s
   if (!a) return false;
   MutexLock lock(&a->mu);
   auto is_it = [&](const std::shared_ptr<PendingCall>& call) {
-    if (call->return_id != id) return false;
+    // A cancelled call's result (TaskCancelledError) is there already.
+    if (call->return_id != id || call->cancelled) return false;
     *function = call->function;
     return true;
   };

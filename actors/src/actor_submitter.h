@@ -85,8 +85,8 @@ class ActorSubmitter {
   // when no actor call of this process has that result; *function: the call's method.
   // Throws ConfigError for force (it would kill the actor).
   bool Cancel(const ObjectId& id, bool force, std::string* function) EXCLUDES(actors_mu_);
-  // Whether `id` is the result of a call of this process to `actor` not yet answered;
-  // *function: the call's method.
+  // Whether `id` is the result of a call of this process to `actor` not yet answered nor
+  // cancelled; *function: the call's method.
   bool Unanswered(const ActorId& actor, const ObjectId& id, std::string* function)
       EXCLUDES(actors_mu_);
 

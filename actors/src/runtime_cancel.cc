@@ -46,8 +46,10 @@ bool Runtime::BeginCall(const ObjectId& id) {
 void Runtime::EndCall(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
   running_.erase(id);
-  if (runs_its_call_.load(std::memory_order_relaxed) == nullptr) return;
-  // An own actor's calls that ended: their replies may not be read yet (SetOwnActor).
+}
+
+void Runtime::NoteCallEnded(const ObjectId& id) {
+  MutexLock lock(&cancel_mu_);
   if (!ended_.insert(id).second) return;
   ended_order_.push_back(id);
   if (ended_order_.size() > kMaxCancelled) {

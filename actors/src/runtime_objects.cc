@@ -147,17 +147,18 @@ void Runtime::SetOwnActor(const ActorId& actor, bool (*runs_its_call)()) {
   runs_its_call_.store(runs_its_call, std::memory_order_release);
 }
 
-void Runtime::ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int needed,
+void Runtime::ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int needed, int timeout_ms,
                                      const char* what) {
   auto runs_its_call = runs_its_call_.load(std::memory_order_acquire);
-  if (runs_its_call == nullptr || !runs_its_call()) return;
+  if (timeout_ms == 0 || runs_its_call == nullptr || !runs_its_call()) return;
   std::string method;
   int others = 0;
   for (const auto& id : ids) {
     std::string function;
     // A call that ran here already has its reply on the way: only one not yet run waits
     // behind this call.
-    if (actors_.Unanswered(own_actor_, id, &function) && !EndedHere(id)) {
+    if (store_.Lookup(id) != ObjectStore::Presence::kReady &&
+        actors_.Unanswered(own_actor_, id, &function) && !EndedHere(id)) {
       method = function;
     } else {
       ++others;
@@ -172,7 +173,8 @@ void Runtime::ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int neede
 
 internal::BytesView Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
   auto presence = store_.Lookup(ref.id());
-  if (presence != ObjectStore::Presence::kReady) ThrowIfWaitsOnOwnActor({ref.id()}, 1, "Get");
+  if (presence != ObjectStore::Presence::kReady)
+    ThrowIfWaitsOnOwnActor({ref.id()}, 1, timeout_ms, "Get");
   if (presence == ObjectStore::Presence::kAbsent ||
       presence == ObjectStore::Presence::kReferenced) {
     if (ref.owner() == address()) {
@@ -207,7 +209,7 @@ std::vector<bool> Runtime::Wait(const std::vector<const internal::RefHolder*>& r
       resolver_.EnsureFetch(*r);
     ids.push_back(r->id());
   }
-  ThrowIfWaitsOnOwnActor(ids, num_returns, "Wait");
+  ThrowIfWaitsOnOwnActor(ids, num_returns, timeout_ms, "Wait");
   return store_.Wait(ids, num_returns, timeout_ms);
 }
 

@@ -282,6 +282,8 @@ class WorkerServer {
       ready_calls_.pop_front();
       t_holds_slot = slotted;
       Execute(*call, payload);
+      // Answered, whether it ran or not: a later call may wait on it (Runtime::SetOwnActor).
+      if (slotted) Current()->NoteCallEnded(ObjectId(UniqueId::FromBinary(call->object_id)));
       if (t_holds_slot) {
         t_holds_slot = false;
         ReleaseSlot();

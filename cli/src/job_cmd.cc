@@ -133,6 +133,9 @@ orrery::Status Pump(RedisReader& redis, const std::string& stream, std::string* 
     if (follow && done && !finished && Clock::now() - asked >= std::chrono::milliseconds(100)) {
       finished = done();
       asked = Clock::now();
+      // Lines written just before the end may still be on their way: wait for a quiet
+      // window counted from the end, not from before it.
+      if (finished) quiet_since = Clock::now();
     }
     if (finished && Clock::now() - quiet_since > std::chrono::milliseconds(kQuietMs))
       return orrery::Status::Ok();

@@ -11,7 +11,9 @@
 namespace orrery::runtime_env {
 
 inline constexpr size_t kMaxVars = 1024;
-inline constexpr size_t kMaxBytes = 1 << 20;  // names and values together
+// Names and values together: well inside one request to a zygote (a SOCK_SEQPACKET message,
+// bounded by the socket's send buffer, about 208 KiB by default).
+inline constexpr size_t kMaxBytes = 64 << 10;
 // The worker reads it, changes into the folder it names, and removes it.
 inline constexpr char kWorkingDirVar[] = "ORRERY_WORKING_DIR";
 
@@ -21,7 +23,8 @@ inline constexpr char kWorkingDirVar[] = "ORRERY_WORKING_DIR";
 // working_dir is empty or an absolute path without NUL.
 Status Check(const proto::RuntimeEnvMsg& env);
 
-// Whether `path` is a folder on this host (following links); an error message otherwise.
+// Whether `path` is a folder on this host (following links) that this process may enter;
+// an error message otherwise.
 std::string FolderProblem(const std::string& path);
 
 }  // namespace orrery::runtime_env

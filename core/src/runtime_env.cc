@@ -1,6 +1,7 @@
 #include "core/internal/runtime_env.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -47,6 +48,7 @@ std::string FolderProblem(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return "'" + path + "': " + std::strerror(errno);
   if (!S_ISDIR(st.st_mode)) return "'" + path + "' is not a folder";
+  if (access(path.c_str(), X_OK) != 0) return "'" + path + "': " + std::strerror(errno);
   return "";
 }
 

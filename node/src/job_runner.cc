@@ -47,6 +47,14 @@ std::string DescribeJobExit(int status) {
   return "exited with code " + std::to_string(ExitCode(status));
 }
 
+// In the forked driver before its exec: says `msg` on stderr and exits with `code`, with
+// async-signal-safe calls only.
+[[noreturn]] void ChildFails(const char* msg, int code) {
+  ssize_t ignored = write(2, msg, strlen(msg));
+  (void)ignored;
+  _exit(code);
+}
+
 }  // namespace
 
 JobRunner::JobRunner(JobRunnerOptions options, Outbox& outbox, ExecutableCache& executables)
@@ -167,12 +175,9 @@ void JobRunner::Launch(JobProcess& j, const std::string& path) {
     if (err >= 0) dup2(err, 2);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
-    if (chdir(cwd.c_str()) != 0) _exit(126);
+    if (chdir(cwd.c_str()) != 0) ChildFails("orrery: cannot change into the job's folder\n", 126);
     execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "orrery: the job's executable could not be started\n";
-    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-    (void)ignored;
-    _exit(127);
+    ChildFails("orrery: the job's executable could not be started\n", 127);
   }
   if (procs >= 0) close(procs);
   if (pid < 0) {

@@ -99,7 +99,12 @@ void WorkerPool::WatchLogs(const Worker& w) {
 }
 
 void WorkerPool::FailWorker(Worker& w, const std::string& reason) {
-  if (w.is_actor) ActorDied(w, proto::ErrorKind::kActorDiedError, reason);
+  // A worker that can never be started for this request (its runtime env) fails the actor's
+  // creation, which no restart would change.
+  if (w.is_actor)
+    ActorDied(
+        w, w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kActorDiedError : w.kill_kind,
+        reason);
   if (w.has_lease) LeaseFailed(w.lease, proto::ErrorKind::kError, reason);
   Erase(w.id);
 }

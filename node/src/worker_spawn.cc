@@ -61,6 +61,7 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
     w.kill_requested = true;
     w.kill_reason = "node " + options_.node_hex.substr(0, 12) + " cannot give the " +
                     (is_actor ? "actor" : "task") + " its runtime env: " + problem;
+    w.kill_kind = proto::ErrorKind::kCreationFailed;
     return w;
   }
   auto grant = devices_.Assign(demand, options_.node_hex.substr(0, 12));

@@ -102,12 +102,13 @@ state_is "$ok_id" SUCCEEDED || fail "job $ok_id is $(job_state "$ok_id"), not SU
 
 step "a job with --env and --working-dir starts with that variable, in that folder"
 mkdir -p "$tmp/job wd"
+job_wd=$(cd "$tmp/job wd" && pwd -P)  # as the driver's getcwd() will say it
 rc=0
 (cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" timeout 120 "$orrery_bin" job submit \
-  --env JOB_ENV_TEST=hello --working-dir "$tmp/job wd" -- ./driver env) \
+  --env JOB_ENV_TEST=hello --working-dir "$job_wd" -- ./driver env) \
   >"$tmp/env.out" 2>"$tmp/env.err" || rc=$?
 [[ $rc -eq 0 ]] || fail "the job with --env exited $rc: $(cat "$tmp/env.err")"
-grep -qxF "env JOB_ENV_TEST=hello cwd=$tmp/job wd" "$tmp/env.out" ||
+grep -qxF "env JOB_ENV_TEST=hello cwd=$job_wd" "$tmp/env.out" ||
   fail "the job did not see its --env and --working-dir: $(cat "$tmp/env.out")"
 
 step "a flood of output: the last line comes back and what did not is counted"

@@ -68,6 +68,12 @@ class Probe {
     return int(orrery::Wait(refs, 1, 60000).ready.size());
   }
 
+  // Polls a call to its own actor (Wait with timeout 0): not ready, and no error.
+  int PollSelf(orrery::ActorHandle<Probe> self) {
+    std::vector<orrery::ObjectRef<int>> refs{self.Task(&Probe::Count).Remote()};
+    return int(orrery::Wait(refs, 1, 0).unready.size());
+  }
+
   int Count() { return count_; }
   int MaxInside() { return max_inside_.load(); }
 
@@ -86,7 +92,8 @@ class Probe {
 };
 
 ORRERY_REMOTE(Probe::Create, &Probe::ReadWaitWrite, &Probe::Increment, &Probe::Hold,
-              &Probe::CountViaSelf, &Probe::WaitOnSelf, &Probe::Count, &Probe::MaxInside);
+              &Probe::CountViaSelf, &Probe::WaitOnSelf, &Probe::PollSelf, &Probe::Count,
+              &Probe::MaxInside);
 
 using orrery_test::kGetTimeoutMs;
 
@@ -155,6 +162,8 @@ TEST(ReentrancyTest, WaitingOnACallToItsOwnActorFailsFast) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(kGetTimeoutMs))
       << "the failure was not fast";
   EXPECT_EQ(*orrery::Get(probe.Task(&Probe::Count).Remote(), kGetTimeoutMs), 0);
+  // A poll (timeout 0) of a call to its own actor is no wait: it answers "not ready".
+  EXPECT_EQ(*orrery::Get(probe.Task(&Probe::PollSelf).Remote(probe), kGetTimeoutMs), 1);
 }
 
 // Many calls that each wait in Get on another call to the same actor: all return, and

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <optional>
 #include <string>
 
 #include "tests/unit/node/node_harness.h"
@@ -111,6 +112,13 @@ TEST(NodeRuntimeEnvTest, AFolderTheNodeLacksFailsTheRequestWithoutAProcess) {
   actor.spec.options.runtime_env = Env({{"ORRERY_NODE_ADDRESS", "tcp://forged"}});
   ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());
   EXPECT_TRUE(h.processes->spawns.empty()) << "a forged runtime variable reached a process";
+  // Its creation failed (no restart would change that), with the reason.
+  std::optional<proto::WorkerEventMsg> died;
+  while (auto ev = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead))
+    if (ev->kind == int(proto::WorkerEventKind::kActorDied)) died = ev;
+  ASSERT_TRUE(died) << "the actor's failure was not reported";
+  EXPECT_EQ(died->error_kind, proto::ErrorKind::kCreationFailed);
+  EXPECT_NE(died->cause.find("ORRERY_NODE_ADDRESS"), std::string::npos) << died->cause;
 }
 
 }  // namespace
