@@ -1,5 +1,7 @@
 #include "scheduler/src/actor_manager.h"
 
+#include <algorithm>
+
 #include "core/internal/log.h"
 #include "orrery/resources.h"
 #include "scheduler/src/records.h"
@@ -8,6 +10,17 @@ namespace orrery::scheduler {
 
 using proto::ActorState;
 using proto::MsgType;
+
+namespace {
+proto::ActorUpdateMsg UnknownActor(const std::string& actor_id) {
+  proto::ActorUpdateMsg u;
+  u.actor_id = actor_id;
+  u.state = int(ActorState::kDead);
+  u.death_kind = proto::ErrorKind::kActorDiedError;
+  u.death_cause = "no actor with id " + Hex(actor_id) + " is known to the head";
+  return u;
+}
+}  // namespace
 
 template <typename Key>
 std::vector<std::string> ActorManager::Members(const std::map<Key, std::set<std::string>>& index,
@@ -56,6 +69,30 @@ void ActorManager::OnCreate(const proto::CreateActorMsg& m, double now) {
   // Recorded before the ack: when placed (or failed) above, as such; otherwise as pending.
   if (a.node < 0 && a.state == ActorState::kPending) Persist(a);
   ctx_.Ack(m.reply_to, m.request_id);
+  // Those who subscribed before the creation came hear of it now, and of what follows.
+  if (auto w = waiting_.find(m.spec.actor_id); w != waiting_.end()) {
+    for (const auto& [subscriber, since] : w->second) {
+      a.subscribers.insert(subscriber);
+      ctx_.outbox->Send(subscriber, MsgType::kActorUpdate, UpdateOf(a));
+    }
+    waiting_count_ -= w->second.size();
+    waiting_.erase(w);
+    Persist(a);
+  }
+}
+
+void ActorManager::Tick(double now) {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    auto& subs = it->second;
+    auto expired = [&](const auto& s) { return now - s.second >= kUnknownActorGraceS; };
+    for (const auto& s : subs) {
+      if (expired(s)) ctx_.outbox->Send(s.first, MsgType::kActorUpdate, UnknownActor(it->first));
+    }
+    size_t before = subs.size();
+    subs.erase(std::remove_if(subs.begin(), subs.end(), expired), subs.end());
+    waiting_count_ -= before - subs.size();
+    it = subs.empty() ? waiting_.erase(it) : std::next(it);
+  }
 }
 
 proto::ActorUpdateMsg ActorManager::UpdateOf(const ActorEntry& a) const {
@@ -77,18 +114,18 @@ void ActorManager::Notify(const ActorEntry& a) const {
   for (const auto& s : a.subscribers) ctx_.outbox->Send(s, MsgType::kActorUpdate, u);
 }
 
-void ActorManager::OnSubscribe(const proto::SubscribeActorMsg& m) {
+void ActorManager::OnSubscribe(const proto::SubscribeActorMsg& m, double now) {
   // Subscribers are stored in the actor's record: an address must be UTF-8 text.
   if (Status s = records::CheckUtf8("a subscriber address", m.reply_to); !s.ok())
     throw std::runtime_error(s.message());
   auto it = actors_.find(m.actor_id);
   if (it == actors_.end()) {
-    proto::ActorUpdateMsg u;
-    u.actor_id = m.actor_id;
-    u.state = int(ActorState::kDead);
-    u.death_kind = proto::ErrorKind::kActorDiedError;
-    u.death_cause = "no actor with id " + Hex(m.actor_id) + " is known to the head";
-    return ctx_.outbox->Send(m.reply_to, MsgType::kActorUpdate, u);
+    if (m.actor_id.size() == UniqueId::kSize && waiting_count_ < kMaxWaitingSubscriptions) {
+      waiting_[m.actor_id].emplace_back(m.reply_to, now);
+      ++waiting_count_;
+      return;
+    }
+    return ctx_.outbox->Send(m.reply_to, MsgType::kActorUpdate, UnknownActor(m.actor_id));
   }
   it->second.subscribers.insert(m.reply_to);
   ctx_.outbox->Send(m.reply_to, MsgType::kActorUpdate, UpdateOf(it->second));

@@ -43,7 +43,15 @@ class ActorManager final : public DemandSource {
       : ctx_(std::move(ctx)), nodes_(nodes), book_(book), queue_(queue), jobs_(jobs) {}
 
   void OnCreate(const proto::CreateActorMsg& m, double now);
-  void OnSubscribe(const proto::SubscribeActorMsg& m);
+  // A subscription to an actor not created yet waits up to kUnknownActorGraceS for its
+  // creation: an owner's create and a borrower's subscribe (a task handed the new actor's
+  // handle) travel on different connections, so the subscribe may come first.
+  void OnSubscribe(const proto::SubscribeActorMsg& m, double now);
+  // Answers "dead, unknown to the head" to the subscriptions that waited kUnknownActorGraceS.
+  void Tick(double now);
+  static constexpr double kUnknownActorGraceS = 10;
+  // Beyond this many waiting subscriptions, a new one for an unknown actor is answered at once.
+  static constexpr size_t kMaxWaitingSubscriptions = 10000;
   void OnGetNamed(const proto::NamedActorMsg& m) const;
   void OnKill(const proto::KillActorMsg& m);
   // A node's event for one of its actors (node: the sender's index, already authenticated).
@@ -103,6 +111,9 @@ class ActorManager final : public DemandSource {
   // end or a group's removal touches, without a walk over every actor.
   std::map<int, std::set<std::string>> on_node_;
   std::map<std::string, std::set<std::string>> of_job_, in_group_;
+  // Subscriptions to actors not known yet: actor id -> (subscriber, since when).
+  std::map<std::string, std::vector<std::pair<std::string, double>>> waiting_;
+  size_t waiting_count_ = 0;
 };
 
 }  // namespace orrery::scheduler

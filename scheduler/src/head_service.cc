@@ -121,7 +121,7 @@ void HeadService::RegisterHandlers() {
   On<proto::CreateActorMsg>(MsgType::kCreateActor,
                             [this](const auto& m, E&) { m_.actors.OnCreate(m, Now()); });
   On<proto::SubscribeActorMsg>(MsgType::kSubscribeActor,
-                               [this](const auto& m, E&) { m_.actors.OnSubscribe(m); });
+                               [this](const auto& m, E&) { m_.actors.OnSubscribe(m, Now()); });
   On<proto::NamedActorMsg>(MsgType::kGetNamedActor,
                            [this](const auto& m, E&) { m_.actors.OnGetNamed(m); });
   On<proto::KillActorMsg>(MsgType::kKillActor, [this](const auto& m, E&) { m_.actors.OnKill(m); });
@@ -224,6 +224,7 @@ void HeadService::Tick() {
   CheckHealth(now);
   m_.submissions.Tick(WallSeconds());
   m_.pgs.Tick(now);
+  m_.actors.Tick(now);
   if (retention_) retention_->Trim(now, WallSeconds());
   if (metrics_ && now - metrics_rendered_ >= 1.0) {
     metrics_rendered_ = now;

@@ -102,6 +102,46 @@ TEST(ActorManagerTest, OnlyTheActorsNodeReportsItAliveAndSubscribersHear) {
   EXPECT_EQ(update->node_id, a);
 }
 
+// A borrower's subscribe may overtake the owner's create (they travel on different
+// connections): it waits for the creation, and hears "unknown" only after the grace period.
+TEST(ActorManagerTest, ASubscriptionBeforeTheCreationWaitsForIt) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 1}});
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  proto::SubscribeActorMsg early;
+  early.actor_id = req.spec.actor_id;
+  early.reply_to = "tcp://borrower";
+  h.actors.OnSubscribe(early, 0);
+  EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"))
+      << "an actor about to be created was called dead";
+  h.actors.OnCreate(req, 1);
+  auto pending = h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower");
+  ASSERT_TRUE(pending) << "the early subscriber did not hear of the creation";
+  EXPECT_NE(pending->state, int(ActorState::kDead));
+  h.outbox->Clear();
+  h.actors.OnWorkerEvent(Event(proto::WorkerEventKind::kActorAlive, req.spec.actor_id, 0),
+                         h.nodes.Index(node), 2);
+  auto alive = h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower");
+  ASSERT_TRUE(alive) << "the early subscriber is not subscribed";
+  EXPECT_EQ(alive->state, int(ActorState::kAlive));
+
+  // One that is never created is answered dead once the grace period is over.
+  proto::SubscribeActorMsg never = early;
+  never.actor_id = ActorId::Random().Binary();
+  h.actors.OnSubscribe(never, 10);
+  h.actors.Tick(10 + ActorManager::kUnknownActorGraceS / 2);
+  EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"));
+  h.actors.Tick(10 + ActorManager::kUnknownActorGraceS);
+  auto dead = h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower");
+  ASSERT_TRUE(dead);
+  EXPECT_EQ(dead->state, int(ActorState::kDead));
+  EXPECT_NE(dead->death_cause.find("is known to the head"), std::string::npos);
+  // A malformed id is answered at once.
+  never.actor_id = "short";
+  h.actors.OnSubscribe(never, 30);
+  EXPECT_TRUE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"));
+}
+
 TEST(ActorManagerTest, ANodeDeathRestartsTheActorElsewhereWithinItsBudget) {
   HeadHarness h;
   std::string a = h.AddNode({{"CPU", 1}});
