@@ -49,7 +49,7 @@ class ActorManager final : public DemandSource {
   void OnSubscribe(const proto::SubscribeActorMsg& m, double now);
   // Answers "dead, unknown to the head" to the subscriptions that waited kUnknownActorGraceS.
   void Tick(double now);
-  static constexpr double kUnknownActorGraceS = 10;
+  static constexpr double kUnknownActorGraceS = 2;
   // Beyond this many waiting subscriptions, a new one for an unknown actor is answered at once.
   static constexpr size_t kMaxWaitingSubscriptions = 10000;
   void OnGetNamed(const proto::NamedActorMsg& m) const;
