@@ -63,6 +63,14 @@ void MessageDecoder() {
   Write(t, "call_reply_contained", EncodeFrame(MsgType::kCallReply, reply));
   Write(t, "borrow", EncodeFrame(MsgType::kBorrow, BorrowMsg{kId, "tcp://127.0.0.1:5001", 1}));
   Write(t, "cancel", EncodeFrame(MsgType::kCancel, CancelMsg{kId, true}));
+  StreamItemMsg item;
+  item.call_id = kId;
+  item.index = 3;
+  item.object_id = std::string(16, '\x22');
+  item.ack_to = "tcp://127.0.0.1:5002";
+  item.contained = {ContainedRefMsg{kId, "tcp://127.0.0.1:5000"}};
+  Write(t, "stream_item", EncodeFrame(MsgType::kStreamItem, item));
+  Write(t, "stream_ack", EncodeFrame(MsgType::kStreamAck, StreamAckMsg{kId, 8, false}));
   Write(t, "get_object", EncodeFrame(MsgType::kGetObject, GetObjectMsg{}));
   ObjectStoreMsg store;
   store.request_id = 9;

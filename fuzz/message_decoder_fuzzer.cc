@@ -35,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             GrantLeaseMsg, KillWorkerMsg, WorkerEventMsg, ReleaseLeaseMsg, WorkerRegisterMsg,
             AssignMsg, AssignReplyMsg, JobMsg, RecordMsg, BinaryMsg, PingMsg, ObjectStoreMsg,
             ObjectStoreReplyMsg, ObjectFreeMsg, ObjectCopiedMsg, ListObjectsMsg,
-            ListObjectsReplyMsg, ObjectArgMsg, BorrowMsg, CancelMsg>(header->meta);
+            ListObjectsReplyMsg, ObjectArgMsg, BorrowMsg, CancelMsg, StreamItemMsg, StreamAckMsg>(
+      header->meta);
   return 0;
 }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "actors/src/head_client.h"
 #include "actors/src/job_registration.h"
 #include "actors/src/object_store.h"
+#include "actors/src/streams.h"
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
 #include "actors/src/task_table.h"
@@ -144,6 +146,17 @@ class Runtime {
   // Config::log_to_driver (runtime_logs.cc; docs/logs.md).
   void PrintLogs(const proto::LogBatchMsg& batch) const;
 
+  // Streaming calls (runtime_streams.cc): the caller's side (internal::OpenStream, ...) and
+  // the worker's (internal::EmitStreamItem).
+  std::shared_ptr<internal::StreamReader> OpenStream(std::shared_ptr<internal::RefHolder> call)
+      EXCLUDES(streams_mu_);
+  std::shared_ptr<internal::RefHolder> NextStreamItem(internal::StreamReader& reader,
+                                                      int64_t timeout_ms);
+  // The last generator of the stream is gone: its unread values go, and a producer still
+  // running is told to stop.
+  void CloseStream(StreamState& s) EXCLUDES(streams_mu_);
+  void EmitStreamItem(const std::function<std::string()>& pack) EXCLUDES(streams_mu_);
+
   // Asks the head to keep a driver-written record (and a stream entry) in the state store
   // (proto::RecordMsg). Unavailable when the head did not answer within timeout_ms.
   Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
@@ -159,6 +172,29 @@ class Runtime {
   void KeepReplyRefs(const ObjectId& result, const std::vector<proto::ContainedRefMsg>& refs);
   void Tick();
   void WatchBorrowers(double now);
+  // Streams (runtime_streams.cc).
+  Status OnStreamItem(transport::Envelope& env) EXCLUDES(streams_mu_);
+  void OnStreamAck(const proto::StreamAckMsg& msg) EXCLUDES(streams_mu_);
+  // The caller's state of `call`'s stream; made when `open` (a generator reads it) or when
+  // the call is one this process waits for (a value came before the generator was made).
+  std::shared_ptr<StreamState> StreamOf(const ObjectId& call, bool open) EXCLUDES(streams_mu_);
+  // The next value of `s` (nullptr at its end, which is `end`'s value; throws its error
+  // after the values); false: none yet.
+  bool TakeStreamItemLocked(StreamState& s, const internal::RefHolder& end,
+                            std::shared_ptr<internal::RefHolder>* out) REQUIRES(s.mu);
+  // Tells the producer how far the reader is, when it has read more since it was last told.
+  void AckStreamLocked(StreamState& s) REQUIRES(s.mu);
+  void SweepStreams() EXCLUDES(streams_mu_);
+  // The index of the next value of `call`, once its caller has read enough of those sent.
+  // Throws TaskCancelledError when the call was cancelled, the caller dropped the stream, or
+  // the caller is gone (probed every kStreamProbeS while it reads nothing).
+  uint64_t WaitForStreamWindow(const ObjectId& call, const std::string& caller)
+      EXCLUDES(streams_mu_);
+  bool NextStreamIndexLocked(const ObjectId& call, uint64_t* index) REQUIRES(streams_mu_);
+  // The streaming call `call` ended here, or was cancelled: its producer state goes, or its
+  // waits wake.
+  void EndProducing(const ObjectId& call) EXCLUDES(streams_mu_);
+  void WakeProducers() EXCLUDES(streams_mu_);
   // Frees the store-kept values this process still owns (it is stopping).
   void FreeOwnedObjects();
 
@@ -209,6 +245,12 @@ class Runtime {
   // An own actor's worker (SetOwnActor): the calls it ended, the newest kMaxCancelled.
   std::unordered_set<ObjectId, IdHash> ended_ GUARDED_BY(cancel_mu_);
   std::deque<ObjectId> ended_order_ GUARDED_BY(cancel_mu_);
+  // Streams: those this process reads (by call), and those its calls produce.
+  Mutex streams_mu_;
+  std::unordered_map<ObjectId, std::shared_ptr<StreamState>, IdHash> streams_
+      GUARDED_BY(streams_mu_);
+  std::unordered_map<ObjectId, StreamProducer, IdHash> producing_ GUARDED_BY(streams_mu_);
+  CondVar producing_cv_;
   std::atomic<bool> actor_worker_{false};
   ActorId own_actor_;  // written once by SetOwnActor, before runs_its_call_ is published
   std::atomic<bool (*)()> runs_its_call_{nullptr};
@@ -217,6 +259,7 @@ class Runtime {
   static constexpr double kBorrowerPingS = 2;
   static constexpr double kBorrowerDeadS = 30;  // without a probe that finds it gone
   static constexpr size_t kMaxCancelled = 10000;
+  static constexpr int kStreamProbeS = 5;
 };
 
 // The result of the call running on this thread, when written into the node's store: set by
@@ -230,6 +273,15 @@ struct CallResult {
   // the worker holds them until it has sent the reply.
   std::vector<std::shared_ptr<internal::RefHolder>> contained;
 };
+// The CallResult of the call running on this thread, or null.
+CallResult* CurrentCallResult();
+// The refs a result contains, as its reply names them; past proto::kMaxContainedRefs the
+// rest are kept for as long as this process lives.
+std::vector<proto::ContainedRefMsg> ContainedRefs(
+    const std::vector<std::shared_ptr<internal::RefHolder>>& refs);
+// A process's inbox address, as a peer names it: bounded printable text.
+bool PlausibleAddress(const std::string& a);
+
 class ScopedCallResult {
  public:
   explicit ScopedCallResult(CallResult* result);

@@ -9,18 +9,14 @@ namespace orrery::runtime {
 namespace {
 void (*g_before_block)() = nullptr;
 void (*g_after_block)() = nullptr;
-
-// Runs the block hooks around a blocking wait. Must end with the store's mutex released:
-// the hooks may wait for other threads, which may need the store.
-struct BlockScope {
-  BlockScope() {
-    if (g_before_block) g_before_block();
-  }
-  ~BlockScope() {
-    if (g_after_block) g_after_block();
-  }
-};
 }  // namespace
+
+ObjectStore::BlockScope::BlockScope() {
+  if (g_before_block) g_before_block();
+}
+ObjectStore::BlockScope::~BlockScope() {
+  if (g_after_block) g_after_block();
+}
 
 void ObjectStore::SetBlockHooks(void (*before)(), void (*after)()) {
   g_before_block = before;

@@ -128,6 +128,14 @@ class ObjectStore {
   // Hooks called around a blocking wait (either may be null): a worker moves its call loop
   // to a new thread before a call blocks.
   static void SetBlockHooks(void (*before)(), void (*after)());
+  // Runs the block hooks around a blocking wait. Must be made without a lock held: the hooks
+  // may wait for other threads, which may need it.
+  struct BlockScope {
+    BlockScope();
+    ~BlockScope();
+    BlockScope(const BlockScope&) = delete;
+    BlockScope& operator=(const BlockScope&) = delete;
+  };
 
  private:
   // What only entries whose refs crossed processes carry (kept apart: the table's entries

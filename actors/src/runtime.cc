@@ -109,6 +109,10 @@ Status Runtime::Handle(transport::Envelope& env) {
   switch (env.type) {
     case MsgType::kCallReply:
       return OnCallReply(env);
+    case MsgType::kStreamItem:
+      return OnStreamItem(env);
+    case MsgType::kStreamAck:
+      return DecodeAnd<proto::StreamAckMsg>(env, [this](auto& m) { OnStreamAck(m); });
     case MsgType::kActorUpdate:
       return DecodeAnd<proto::ActorUpdateMsg>(env, [this](auto& m) { actors_.OnUpdate(m); });
     case MsgType::kCallsLost:
@@ -194,6 +198,7 @@ void Runtime::Tick() {
   store_.ReleaseExpired(now);
   actors_.Tick(now);
   WatchBorrowers(now);
+  SweepStreams();
 }
 
 void Runtime::WatchBorrowers(double now) {

@@ -44,8 +44,11 @@ bool Runtime::BeginCall(const ObjectId& id) {
 }
 
 void Runtime::EndCall(const ObjectId& id) {
-  MutexLock lock(&cancel_mu_);
-  running_.erase(id);
+  {
+    MutexLock lock(&cancel_mu_);
+    running_.erase(id);
+  }
+  EndProducing(id);
 }
 
 void Runtime::NoteCallEnded(const ObjectId& id) {
@@ -86,6 +89,7 @@ void Runtime::OnCancel(const proto::CancelMsg& m) {
       }
     }
   }
+  WakeProducers();  // a stream waiting for its reader stops
   if (!m.force || !running) return;
   if (actor_worker_) {
     LOG_WARN("refusing a forced cancel of actor call " + id.Hex() + ": it would kill the actor");

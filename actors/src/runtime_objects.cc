@@ -25,6 +25,22 @@ ScopedCallResult::ScopedCallResult(CallResult* result) : previous_(t_call_result
 }
 ScopedCallResult::~ScopedCallResult() { t_call_result = previous_; }
 
+CallResult* CurrentCallResult() { return t_call_result; }
+
+std::vector<proto::ContainedRefMsg> ContainedRefs(
+    const std::vector<std::shared_ptr<internal::RefHolder>>& refs) {
+  std::vector<proto::ContainedRefMsg> out;
+  out.reserve(std::min(refs.size(), proto::kMaxContainedRefs));
+  for (const auto& r : refs) {
+    if (out.size() < proto::kMaxContainedRefs) {
+      out.push_back(proto::ContainedRefMsg{r->id().Binary(), r->owner()});
+    } else if (Runtime* rt = Current()) {
+      rt->store().Pin(r->id());
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<internal::RefHolder> Runtime::CreateObject(size_t size, char** data) {
   if (size <= internal::kInlineValueMaxBytes || !objects_->available()) return nullptr;
   ObjectId id = ObjectId::Random();
@@ -246,11 +262,11 @@ void Runtime::OnGetObject(const proto::GetObjectMsg& m) {
 
 namespace {
 RateLimitedLog g_borrow_log(5.0);
-// A process's inbox address, as a borrower or an owner names it: bounded printable text.
+}  // namespace
+
 bool PlausibleAddress(const std::string& a) {
   return !a.empty() && a.size() <= 512 && text::IsPrintableToken(a);
 }
-}  // namespace
 
 void Runtime::OnBorrow(const proto::BorrowMsg& m) {
   Status s;

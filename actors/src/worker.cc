@@ -34,22 +34,6 @@ namespace {
 class WorkerServer;
 WorkerServer* g_server = nullptr;
 
-// The refs a result contains, as its reply names them; past kMaxContainedRefs the rest are
-// kept for as long as this worker lives.
-std::vector<proto::ContainedRefMsg> ContainedRefs(
-    const std::vector<std::shared_ptr<internal::RefHolder>>& refs) {
-  std::vector<proto::ContainedRefMsg> out;
-  out.reserve(std::min(refs.size(), proto::kMaxContainedRefs));
-  for (const auto& r : refs) {
-    if (out.size() < proto::kMaxContainedRefs) {
-      out.push_back(proto::ContainedRefMsg{r->id().Binary(), r->owner()});
-    } else if (Runtime* rt = Current()) {
-      rt->store().Pin(r->id());
-    }
-  }
-  return out;
-}
-
 // Calls of actors with max_concurrency 1 and of task workers run inline on the call inbox's
 // loop thread: no thread hand-off on the call path. When such a call blocks in Get/Wait,
 // the loop moves to a new thread so the worker keeps taking messages. An actor's inline
@@ -387,6 +371,8 @@ class WorkerServer {
       Reply(call, false, proto::ErrorKind::kObjectLostError, "", ex.what(), nullptr);
     } catch (const ObjectStoreFullError& ex) {
       Reply(call, false, proto::ErrorKind::kObjectStoreFullError, "", ex.what(), nullptr);
+    } catch (const TaskCancelledError& ex) {  // a stream's caller cancelled it, or dropped it
+      Reply(call, false, proto::ErrorKind::kTaskCancelledError, "", ex.what(), nullptr);
     } catch (const internal::ConvertError& ex) {
       Reply(call, false, proto::ErrorKind::kRemoteError, "orrery::ArgumentError", ex.what(),
             nullptr);

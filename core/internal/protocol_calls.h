@@ -107,4 +107,29 @@ struct CancelMsg {
   MSGPACK_DEFINE(object_id, force);
 };
 
+// A streaming call's worker -> its caller (kStreamItem, to the call's reply_to): value number
+// `index` of the call's stream (docs/api.md "Streaming results"), inline in the payload or,
+// with `location` set, kept in a node's store; the caller owns it. Items of one call come
+// before its kCallReply (both from the thread that runs the call), whose result is the number
+// of items. A retried call sends its items again: the caller keeps the first of each index.
+struct StreamItemMsg {
+  std::string call_id;  // the call's return object
+  uint64_t index = 0;
+  std::string object_id;  // the item's object (random, chosen by the worker)
+  std::string ack_to;     // the worker's runtime inbox, where kStreamAck goes
+  ObjectLocationMsg location;
+  std::vector<ContainedRefMsg> contained;
+  MSGPACK_DEFINE(call_id, index, object_id, ack_to, location, contained);
+};
+
+// A streaming call's caller -> its worker (kStreamAck, to StreamItemMsg::ack_to): the caller
+// has read `consumed` items, so the worker may run up to kStreamWindow items ahead of that;
+// `closed`: the caller dropped the stream, so the worker stops producing.
+struct StreamAckMsg {
+  std::string call_id;
+  uint64_t consumed = 0;
+  bool closed = false;
+  MSGPACK_DEFINE(call_id, consumed, closed);
+};
+
 }  // namespace orrery::proto

@@ -45,6 +45,8 @@ inline constexpr size_t kHeaderSize = 4;
   X(Cancel, 15)      /* CancelMsg: a caller -> the worker of its call (control address) */  \
   X(CallsLost, 16)   /* CallsLostMsg: an actor's worker -> a caller: calls never arrived */ \
   X(CallsSent, 17)   /* CallsSentMsg: a caller -> an actor's worker: how far it has sent */ \
+  X(StreamItem, 18)  /* StreamItemMsg + payload: a streaming call's worker -> its caller */ \
+  X(StreamAck, 19)   /* StreamAckMsg: a streaming call's caller -> its worker */            \
   /* Driver/worker -> head. */                                                              \
   X(CreateActor, 20)                                                                        \
   X(CreateActorReply, 21)                                                                   \

@@ -118,6 +118,9 @@ class NodeObjectPlane {
   // Pull threads still running (detached; Stop waits for none before the arena goes).
   int active_pulls_ GUARDED_BY(mu_) = 0;
   CondVar pulls_done_;
+  // Signalled when an unsealed object is sealed or aborted: a pull that found it being
+  // written waits for it (kUnsealedServeWaitS at most).
+  CondVar unsealed_done_;
   std::atomic<bool> stopping_{false};
 };
 

@@ -23,6 +23,7 @@ namespace {
 // reading one for a peer.
 constexpr const char* kPullHolder = "node:pull";
 constexpr const char* kServeHolder = "node:serve";
+constexpr int kUnsealedServeWaitS = 5;
 // Pulls running at once (a thread each); an open past it fails rather than queue unbounded.
 constexpr int kMaxPulls = 64;
 
@@ -76,6 +77,12 @@ Status NodeObjectPlane::Start() {
       [this, hold = std::string(hold ? hold : "")](const ObjectId& id) -> Result<ObjectBytes> {
         if (!hold.empty()) HoldForTest(hold);
         MutexLock lock(&mu_);
+        // An object still being written is waited for: its creator's seal is on its way, and a
+        // reader elsewhere can hear of the object (from a stream, say) before this node does.
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(kUnsealedServeWaitS);
+        while (!stopping_ && objects_ && unsealed_.count(id) &&
+               unsealed_done_.WaitUntil(&mu_, until)) {
+        }
         if (!objects_) return Status::NotFound("the node is stopping");
         auto loc = objects_->Open(id, kServeHolder);
         if (!loc.ok()) return loc.status();
@@ -104,6 +111,10 @@ Status NodeObjectPlane::Start() {
 
 void NodeObjectPlane::Stop() {
   stopping_ = true;
+  {
+    MutexLock lock(&mu_);
+    unsealed_done_.NotifyAll();
+  }
   if (server_) server_->Stop();
   MutexLock lock(&mu_);
   while (active_pulls_ > 0) pulls_done_.Wait(&mu_);
@@ -203,6 +214,7 @@ void NodeObjectPlane::OnSeal(const proto::ObjectStoreMsg& m) {
   if (it == unsealed_.end()) return;
   std::vector<proto::ObjectStoreMsg> waiters = std::move(it->second.waiters);
   unsealed_.erase(it);
+  unsealed_done_.NotifyAll();
   for (const auto& w : waiters) ReplyOpenLocked(w);
 }
 
@@ -356,6 +368,7 @@ void NodeObjectPlane::OnProcessExit(const std::string& address) {
     for (const auto& w : it->second.waiters)
       ReplyLost(w, "object " + it->first.Hex() + " was never written: its writer exited");
     it = unsealed_.erase(it);
+    unsealed_done_.NotifyAll();
   }
   FreeOwnedLocked(address);
   for (auto it = free_pending_.begin(); it != free_pending_.end();) {

@@ -38,9 +38,23 @@ uint64_t Checksum(const Bytes& b) {
 
 uint64_t SumBytes(Bytes b) { return Checksum(b); }
 Bytes MakeBytes(uint64_t size, uint32_t seed) { return Pattern(size, seed); }
-ORRERY_REMOTE(SumBytes, MakeBytes);
 
 constexpr int kGetMs = 120000;
+
+orrery::NodeAffinitySchedulingStrategy On(const std::string& node_hex);
+
+// A stream of n values of `size` bytes (docs/api.md "Streaming results").
+orrery::Stream<Bytes> StreamBytes(int n, uint64_t size) {
+  for (int i = 0; i < n; ++i) co_yield Pattern(size, uint32_t(i));
+}
+// The checksums of a stream made on `node_hex`, read by this task, added up.
+uint64_t SumOfStream(std::string node_hex, int n, uint64_t size) {
+  uint64_t sum = 0;
+  auto gen = orrery::Task(StreamBytes).SetSchedulingStrategy(On(node_hex)).Remote(n, size);
+  while (auto ref = gen.Next(kGetMs)) sum += Checksum(*orrery::Get(*ref, kGetMs));
+  return sum;
+}
+ORRERY_REMOTE(SumBytes, MakeBytes, StreamBytes, SumOfStream);
 
 std::string NodeWithLabel(const std::string& value) {
   for (const auto& n : orrery::Nodes())
@@ -100,6 +114,30 @@ TEST_F(ObjectsClusterTest, ValuesOfEverySizeMoveBetweenNodes) {
     EXPECT_EQ(
         *orrery::Get(orrery::Task(SumBytes).SetSchedulingStrategy(On(a_)).Remote(made), kGetMs),
         sum);
+  }
+}
+
+TEST_F(ObjectsClusterTest, StreamsCrossNodes) {
+  Start(false);
+  for (uint64_t size : {uint64_t(64), uint64_t(1) << 20}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    uint64_t want = 0;
+    for (int i = 0; i < 40; ++i) want += Checksum(Pattern(size, uint32_t(i)));
+    // Made on b, read by the driver (on a's host and store).
+    auto gen = orrery::Task(StreamBytes).SetSchedulingStrategy(On(b_)).Remote(40, size);
+    uint64_t sum = 0;
+    int count = 0;
+    while (auto ref = gen.Next(kGetMs)) {
+      sum += Checksum(*orrery::Get(*ref, kGetMs));
+      ++count;
+    }
+    EXPECT_EQ(count, 40);
+    EXPECT_EQ(sum, want);
+    // Made on b, read by a task on a.
+    EXPECT_EQ(
+        *orrery::Get(orrery::Task(SumOfStream).SetSchedulingStrategy(On(a_)).Remote(b_, 40, size),
+                     kGetMs),
+        want);
   }
 }
 

@@ -23,6 +23,7 @@
 #include "orrery/api/registry.h"
 #include "orrery/api/runtime_api.h"
 #include "orrery/api/runtime_context.h"
+#include "orrery/api/stream.h"
 #include "orrery/buffer.h"
 #include "orrery/config.h"
 #include "orrery/errors.h"

@@ -45,6 +45,8 @@ const std::vector<MsgType>& AllTypes() {
       MsgType::kCancel,
       MsgType::kCallsLost,
       MsgType::kCallsSent,
+      MsgType::kStreamItem,
+      MsgType::kStreamAck,
       MsgType::kObjectCreate,
       MsgType::kObjectSeal,
       MsgType::kObjectOpen,

@@ -10,6 +10,7 @@
 #include "orrery/api/object_ref.h"
 #include "orrery/api/registry.h"
 #include "orrery/api/runtime_api.h"
+#include "orrery/api/stream.h"
 
 namespace orrery {
 
@@ -54,9 +55,17 @@ std::vector<ArgSlot> MakeArgs(As&&... as) {
   return slots;
 }
 
+// What Remote() returns for a callable returning R: ObjectRef<R>; for a Stream<T>, an
+// ObjectRefGenerator<T>.
 template <typename R>
-struct RefValue {
-  using type = R;
+struct RemoteResult {
+  using type = ObjectRef<R>;
+  static type Make(std::shared_ptr<RefHolder> ref) { return type(std::move(ref)); }
+};
+template <typename T>
+struct RemoteResult<Stream<T>> {
+  using type = ObjectRefGenerator<T>;
+  static type Make(std::shared_ptr<RefHolder> ref) { return type(OpenStream(std::move(ref))); }
 };
 
 // Shared option setters for the Task and Actor builders.
@@ -118,9 +127,10 @@ class TaskCaller<R (*)(Params...)> : public internal::OptionsBuilder<TaskCaller<
     this->options_.max_retries = n;
     return *this;
   }
+  // ObjectRef<R>; for a function returning Stream<T>, an ObjectRefGenerator<T>.
   template <typename... As>
-  ObjectRef<R> Remote(As&&... as) {
-    return ObjectRef<R>(internal::SubmitTask(
+  typename internal::RemoteResult<R>::type Remote(As&&... as) {
+    return internal::RemoteResult<R>::Make(internal::SubmitTask(
         name_, internal::MakeArgs<Params...>(std::forward<As>(as)...), this->options_));
   }
 
@@ -185,9 +195,10 @@ class ActorTaskCaller<R (C::*)(Params...)> {
  public:
   ActorTaskCaller(ActorId actor, std::string name)
       : actor_(std::move(actor)), name_(std::move(name)) {}
+  // ObjectRef<R>; for a method returning Stream<T>, an ObjectRefGenerator<T>.
   template <typename... As>
-  ObjectRef<R> Remote(As&&... as) {
-    return ObjectRef<R>(internal::SubmitActorTask(
+  typename internal::RemoteResult<R>::type Remote(As&&... as) {
+    return internal::RemoteResult<R>::Make(internal::SubmitActorTask(
         actor_, name_, internal::MakeArgs<Params...>(std::forward<As>(as)...)));
   }
 

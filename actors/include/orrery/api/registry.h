@@ -16,6 +16,7 @@
 #include "orrery/api/object_ref.h"
 #include "orrery/api/runtime_api.h"
 #include "orrery/api/serialize.h"
+#include "orrery/api/stream.h"
 #include "orrery/status.h"
 
 namespace orrery::internal {
@@ -29,7 +30,6 @@ enum class FunctionKind { kFunction, kFactory, kMethod };
 using Invoker =
     std::function<std::string(void* self, const msgpack::object& args, void** instance)>;
 using Deleter = void (*)(void*);
-
 struct FunctionEntry {
   std::string name;
   FunctionKind kind;
@@ -121,6 +121,17 @@ std::string PackResult(const R& r) {
   return bytes;
 }
 
+// Packs what a call returned: a Stream's values are sent one by one (DriveStream) and its
+// result is their number.
+template <typename R>
+std::string PackReturn(R&& r) {
+  if constexpr (IsStream<std::decay_t<R>>::value) {
+    return DriveStream(std::move(r), [](const auto& v) { return PackResult(v); });
+  } else {
+    return PackResult(r);
+  }
+}
+
 template <typename R, typename... Args>
 FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
   FunctionEntry e{name, FunctionKind::kFunction, int(sizeof...(Args)), nullptr, nullptr};
@@ -150,7 +161,7 @@ FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
         std::apply(f, std::move(tuple));
         return PackNil();
       } else {
-        return PackResult(std::apply(f, std::move(tuple)));
+        return PackReturn(std::apply(f, std::move(tuple)));
       }
     };
   }
@@ -168,7 +179,7 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...)) {
                  std::move(tuple));
       return PackNil();
     } else {
-      return PackResult(
+      return PackReturn(
           std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
                      std::move(tuple)));
     }
@@ -188,7 +199,7 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...) const)
                  std::move(tuple));
       return PackNil();
     } else {
-      return PackResult(
+      return PackReturn(
           std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
                      std::move(tuple)));
     }

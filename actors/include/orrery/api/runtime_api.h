@@ -2,7 +2,8 @@
 // runtime inside liborrery. Everything here is internal: users call orrery.h.
 #pragma once
 
-#include <map>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -125,6 +126,23 @@ std::vector<bool> WaitRefs(const std::vector<const RefHolder*>& refs, int num_re
 // Looks a named actor up; Nil when there is none. Checks the class name when known.
 ActorId GetNamedActor(const std::string& name, const std::string& namespace_);
 void KillActor(const ActorId& actor, bool no_restart);
+
+// Streaming calls (orrery/api/stream.h, docs/api.md "Streaming results").
+// A producer runs at most this many values ahead of what its caller has read.
+inline constexpr uint64_t kStreamWindow = 16;
+// The caller's reading position in a streaming call's values (defined by the runtime).
+class StreamReader;
+// Starts reading the values of the streaming call whose result is `call`.
+std::shared_ptr<StreamReader> OpenStream(std::shared_ptr<RefHolder> call);
+// The next value's ref; nullptr at the end. Throws the producer's error after its last
+// value, GetTimeoutError past timeout_ms (-1: no limit).
+std::shared_ptr<RefHolder> NextStreamItem(StreamReader& reader, int64_t timeout_ms);
+// The ref of the call itself.
+const std::shared_ptr<RefHolder>& StreamEnd(const StreamReader& reader);
+// Inside a worker running a streaming call: packs one value (`pack`, as a call's result) and
+// sends it to the caller; waits while the caller has read kStreamWindow values fewer than were
+// sent. Throws TaskCancelledError when the call was cancelled or the caller dropped the stream.
+void EmitStreamItem(const std::function<std::string()>& pack);
 
 }  // namespace internal
 }  // namespace orrery
