@@ -40,7 +40,10 @@ enum class WorkerEventKind : int {
   kActorAlive = 0,
   kActorDied = 1,
   kLeaseWorkerDied = 2,
-  kLeaseFailed = 3
+  kLeaseFailed = 3,
+  // A worker process exited (after its kActorDied or kLeaseWorkerDied): `control_address` was
+  // its runtime's inbox. The leases it asked for (an actor or task that submits tasks) end.
+  kProcessExited = 4
 };
 
 struct WorkerEventMsg {

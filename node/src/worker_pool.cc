@@ -265,6 +265,15 @@ void WorkerPool::OnExited(int pid, const std::string& how) {
         w.kill_kind == proto::ErrorKind::kNone ? proto::ErrorKind::kWorkerDied : w.kill_kind,
         cause);
   if (objects_) objects_->OnProcessExit(w.address);
+  if (!w.address.empty() && !w.spare) {  // a spare ran nothing, so leased nothing
+    proto::WorkerEventMsg ev;
+    ev.kind = int(proto::WorkerEventKind::kProcessExited);
+    ev.node_id = options_.node_id;
+    ev.node_secret = options_.node_secret;
+    ev.control_address = w.address;
+    ev.pid = pid;
+    outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  }
   for (const std::string* a : {&w.address, &w.call_address}) {
     if (!a->empty()) transport::ForgetLocalPeer(*a);
   }

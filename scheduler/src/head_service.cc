@@ -215,6 +215,8 @@ void HeadService::OnWorkerEvent(proto::WorkerEventMsg m) {
     case proto::WorkerEventKind::kLeaseWorkerDied:
     case proto::WorkerEventKind::kLeaseFailed:
       return m_.leases.OnWorkerEvent(m, node, now);
+    case proto::WorkerEventKind::kProcessExited:
+      return m_.leases.RequesterGone(m.control_address, now);
   }
 }
 

@@ -88,6 +88,32 @@ void LeaseManager::NodeDied(int node, const std::string& cause) {
   }
 }
 
+void LeaseManager::RequesterGone(const std::string& address, double now) {
+  if (address.empty()) return;
+  bool any = false;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    LeaseEntry& l = it->second;
+    if (l.request.reply_to != address) {
+      ++it;
+      continue;
+    }
+    any = true;
+    if (l.node < 0) {
+      queue_.Erase(DemandKind::kLease, it->first);  // still pending: withdrawn
+    } else {
+      // Its worker may still run the tasks of the process that is gone, whose results no one
+      // can have: it goes, and its resources come back now.
+      book_.Release(l.node, l.request.placement_group, l.bundle, l.request.resources);
+      ctx_.outbox->Send(nodes_.address(l.node), MsgType::kKillWorker,
+                        proto::KillWorkerMsg{
+                            "", it->first, "the process that leased it (" + address + ") exited"});
+    }
+    Forget(it->first);
+    it = leases_.erase(it);
+  }
+  if (any) queue_.ScheduleAll(now);
+}
+
 void LeaseManager::JobEnded(const std::string& job_id) {
   for (auto it = leases_.begin(); it != leases_.end();) {
     auto next = std::next(it);

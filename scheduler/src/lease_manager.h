@@ -35,6 +35,11 @@ class LeaseManager final : public DemandSource {
   void NodeDied(int node, const std::string& cause);
   // A job ended: its leases are released or withdrawn.
   void JobEnded(const std::string& job_id);
+  // The process at `address` (a worker that asked for leases: an actor or task that submits
+  // tasks) exited: its leases end, as it can no longer return them: a granted one's worker is
+  // killed (it may still run the gone process's tasks) and its resources come back; a pending
+  // one is withdrawn.
+  void RequesterGone(const std::string& address, double now);
 
   bool TryPlace(const std::string& id, double since, double now, std::string* reason) override;
   std::string Describe(const std::string& id) const override;

@@ -93,6 +93,11 @@ TEST(NodeDispatchTest, AnActorGetsAWorkerWithItsDevicesWhichGoBackWhenKilled) {
   ASSERT_TRUE(died);
   EXPECT_EQ(died->kind, int(proto::WorkerEventKind::kActorDied));
   EXPECT_EQ(died->cause, "bye");
+  // Then that its process is gone: the head ends the leases it asked for.
+  auto exited = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead);
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(exited->kind, int(proto::WorkerEventKind::kProcessExited));
+  EXPECT_EQ(exited->control_address, "tcp://w1");
 }
 
 TEST(NodeDispatchTest, AReleasedLeaseLeavesAnIdleWorkerThatTheNextLeaseReuses) {

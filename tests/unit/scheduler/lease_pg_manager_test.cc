@@ -77,6 +77,31 @@ TEST(LeaseManagerTest, ALeaseOnADeadNodeFailsAndOneFromAnotherNodesEventStays) {
   EXPECT_EQ(h.leases.size(), 0u);
 }
 
+// An actor that submitted tasks died before it returned its leases: they end with it, granted
+// (resources back, the worker killed) or pending (withdrawn); another requester's stay.
+TEST(LeaseManagerTest, TheLeasesOfAProcessThatExitedEnd) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 2}});
+  std::string job = h.AddJob();
+  auto granted = h.LeaseRequest(job, {{"CPU", 1}});
+  granted.reply_to = "tcp://actor";
+  auto pending = h.LeaseRequest(job, {{"CPU", 4}});
+  pending.reply_to = "tcp://actor";
+  auto other = h.LeaseRequest(job, {{"CPU", 1}});
+  for (const auto& r : {granted, pending, other}) h.leases.OnRequest(r, 0);
+  EXPECT_EQ(h.Available(node, "CPU"), 0);
+  h.leases.RequesterGone("tcp://actor", 1);
+  auto kill = h.outbox->Take<proto::KillWorkerMsg>(MsgType::kKillWorker);
+  ASSERT_TRUE(kill);
+  EXPECT_EQ(kill->lease_id, granted.lease_id);
+  EXPECT_EQ(h.Available(node, "CPU"), 1);
+  EXPECT_EQ(h.leases.Find(granted.lease_id), nullptr);
+  EXPECT_EQ(h.leases.Find(pending.lease_id), nullptr);
+  EXPECT_NE(h.leases.Find(other.lease_id), nullptr);
+  h.leases.RequesterGone("", 2);  // names nobody
+  EXPECT_EQ(h.leases.size(), 1u);
+}
+
 TEST(LeaseManagerTest, BadRequestsAreRefusedAndInfeasibleOnesTimeOut) {
   HeadHarness h;
   h.AddNode({{"CPU", 1}});
