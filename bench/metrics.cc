@@ -21,16 +21,50 @@ namespace orrery::bench {
 // What Ray's benchmarks call and return: small_value() -> b"ok".
 std::string SmallValue() { return "ok"; }
 
+int64_t One() { return 1; }
+
+// This process's threads and resident bytes (/proc/self/status).
+std::map<std::string, double> ThreadsAndRss() {
+  std::map<std::string, double> out;
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    double v = 0;
+    if (key == "Threads:" && in >> v) out["actor_threads"] = v;
+    if (key == "VmRSS:" && in >> v) out["actor_rss_bytes"] = v * 1024;
+    std::getline(in, key);
+  }
+  return out;
+}
+
 class BenchActor {
  public:
   static BenchActor* Create() { return new BenchActor(); }
   std::string SmallValue() { return "ok"; }
+  // As Ray's async actor's small_value: a coroutine that returns at once.
+  Async<std::string> SmallValueAsync() { co_return "ok"; }
+  // Fans out n tasks and gathers their results on the actor's one call thread; notes its
+  // threads and resident memory while they are in flight.
+  Async<int64_t> FanOut(int n) {
+    std::vector<ObjectRef<int64_t>> refs;
+    refs.reserve(n);
+    for (int i = 0; i < n; ++i) refs.push_back(Task(One).Remote());
+    in_flight_ = ThreadsAndRss();
+    int64_t sum = 0;
+    for (const auto& v : co_await refs) sum += *v;
+    co_return sum;
+  }
+  std::map<std::string, double> InFlight() { return in_flight_; }
+
+ private:
+  std::map<std::string, double> in_flight_;
 };
 
 }  // namespace orrery::bench
 
-ORRERY_REMOTE(orrery::bench::SmallValue, orrery::bench::BenchActor::Create,
-              &orrery::bench::BenchActor::SmallValue);
+ORRERY_REMOTE(orrery::bench::SmallValue, orrery::bench::One, orrery::bench::BenchActor::Create,
+              &orrery::bench::BenchActor::SmallValue, &orrery::bench::BenchActor::SmallValueAsync,
+              &orrery::bench::BenchActor::FanOut, &orrery::bench::BenchActor::InFlight);
 
 namespace orrery::bench {
 namespace {
@@ -76,6 +110,35 @@ Rate ActorCallsBatch(const MetricOptions& o, int max_concurrency) {
 }
 
 Rate ActorCallsAsync(const MetricOptions& o) { return ActorCallsBatch(o, 1); }
+
+// An async actor (its method a coroutine; default max_concurrency, 1,000 in flight):
+// ray.get([a.small_value.remote() for _ in range(1000)]) on Ray's async actor.
+Rate AsyncActorCallsAsync(const MetricOptions& o) {
+  auto a = Actor(BenchActor::Create).SetResources({{kActorResource, 1}}).Remote();
+  auto step = [&] {
+    std::vector<ObjectRef<std::string>> refs;
+    refs.reserve(o.batch);
+    for (int i = 0; i < o.batch; ++i) refs.push_back(a.Task(&BenchActor::SmallValueAsync).Remote());
+    GetAll(refs, o.timeout_ms);
+  };
+  Rate r = TimeIt(step, o.batch, o.timing);
+  a.Kill();
+  return r;
+}
+
+// One async actor fans out kFanOutTasks tasks and gathers them: tasks per second, and the
+// actor's threads and resident memory while they are all in flight.
+Rate AsyncActorFanOut(const MetricOptions& o) {
+  auto a = Actor(BenchActor::Create).SetResources({{kActorResource, 1}}).Remote();
+  auto step = [&] {
+    if (*Get(a.Task(&BenchActor::FanOut).Remote(kFanOutTasks), o.timeout_ms) != kFanOutTasks)
+      throw std::runtime_error("the fan-out lost results");
+  };
+  Rate r = TimeIt(step, kFanOutTasks, o.timing);
+  r.extra = *Get(a.Task(&BenchActor::InFlight).Remote(), o.timeout_ms);
+  a.Kill();
+  return r;
+}
 Rate ActorCallsConcurrent(const MetricOptions& o) { return ActorCallsBatch(o, o.concurrency); }
 
 // ray.get(small_value.remote())
@@ -253,6 +316,13 @@ const std::vector<Metric>& Metrics() {
        ActorCallsSync},
       {"1_1_actor_calls_async", "one actor; submit a batch of calls, then wait for all replies",
        ActorCallsAsync},
+      {"1_1_async_actor_calls_async",
+       "one async actor (a coroutine method); submit a batch of calls, then wait for all replies",
+       AsyncActorCallsAsync},
+      {"async_actor_fanout_10000",
+       "one async actor submits 10,000 tasks and co_awaits them all; tasks per second, with the "
+       "actor's threads and resident bytes while they are in flight",
+       AsyncActorFanOut},
       {"1_1_actor_calls_concurrent",
        "one actor with max concurrency 16; submit a batch of calls, then wait for all replies",
        ActorCallsConcurrent},

@@ -34,6 +34,8 @@ inline constexpr double kActorResourceCapacity = 100000;
 // Actors per burst of actor_creation_burst_32, and the prestarted workers the benchmark's
 // embedded node keeps (Config::prestarted_workers) so that a burst finds them all.
 inline constexpr int kBurstActors = 32;
+// Tasks an async actor fans out and gathers in async_actor_fanout_10000.
+inline constexpr int kFanOutTasks = 10000;
 // Actors created at once by actor_creation_1000.
 inline constexpr int kManyActors = 1000;
 

@@ -120,7 +120,9 @@ void PrintLine(std::ostream& os, const Outcome& o, double limit) {
     std::snprintf(buf, sizeof(buf), "%-28s %12.1f ops/s +- %9.1f   ratio n/a\n", o.name.c_str(),
                   o.rate.mean, o.rate.sd);
   }
-  os << buf << std::flush;
+  os << buf;
+  for (const auto& [key, value] : o.rate.extra) os << "    " << key << " " << value << "\n";
+  os << std::flush;
 }
 
 template <typename F>
@@ -305,6 +307,7 @@ void PrintJson(const Flags& f, double limit_rate, const LimitRates& limits,
           if (rate > 0) ratios[name] = o.rate.mean / rate;
       }
       r["ratios"] = ratios;
+      if (!o.rate.extra.empty()) r["extra"] = o.rate.extra;
     } else {
       r["error"] = o.error;
     }

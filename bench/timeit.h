@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace orrery::bench {
@@ -22,6 +24,8 @@ struct Rate {
   double mean = 0;  // operations per second
   double sd = 0;
   long long calls = 0;  // calls of fn during the measured rounds
+  // What else a metric measured (threads, resident bytes), printed after its rate.
+  std::map<std::string, double> extra;
 };
 
 // The mean and standard deviation of per-round `rates` (at least one), `calls` calls made.

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <coroutine>
 #include <deque>
 #include <functional>
 #include <map>
@@ -29,6 +30,7 @@
 
 #include "actors/src/actor_submitter.h"
 #include "actors/src/arg_resolver.h"
+#include "actors/src/async_waits.h"
 #include "actors/src/head_client.h"
 #include "actors/src/job_registration.h"
 #include "actors/src/object_store.h"
@@ -157,6 +159,21 @@ class Runtime {
   void CloseStream(StreamState& s) EXCLUDES(streams_mu_);
   void EmitStreamItem(const std::function<std::string()>& pack) EXCLUDES(streams_mu_);
 
+  // Async calls (runtime_async.cc, docs/api.md "Async actors"). A worker of an actor with
+  // async methods sets the poster (which runs work on the actor's call loop) before its
+  // first call.
+  void SetAsyncPoster(std::function<void(std::function<void()>)> post);
+  // internal::SuspendUntilReady: the running async call's coroutine `h` resumes on the call
+  // loop once num_returns of refs are ready, at timeout_ms, or when the call is cancelled.
+  // Throws orrery::Error outside an async call.
+  void SuspendUntilReady(std::vector<std::shared_ptr<internal::RefHolder>> refs, int num_returns,
+                         int timeout_ms, std::coroutine_handle<> h) EXCLUDES(async_mu_);
+  void ThrowIfAsyncCallCancelled();
+  bool RefReady(const internal::RefHolder& ref);
+  // The call was cancelled: its waits resume now. / It ended: its waits are forgotten.
+  void WakeAsyncWaits(const ObjectId& call) EXCLUDES(async_mu_);
+  void EndAsyncWaits(const ObjectId& call) EXCLUDES(async_mu_);
+
   // Asks the head to keep a driver-written record (and a stream entry) in the state store
   // (proto::RecordMsg). Unavailable when the head did not answer within timeout_ms.
   Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
@@ -251,6 +268,12 @@ class Runtime {
       GUARDED_BY(streams_mu_);
   std::unordered_map<ObjectId, StreamProducer, IdHash> producing_ GUARDED_BY(streams_mu_);
   CondVar producing_cv_;
+  // Async calls: the worker's poster, and the waits of the suspended calls, by call.
+  std::function<void(std::function<void()>)> async_post_;
+  Mutex async_mu_;
+  std::unordered_map<ObjectId, std::vector<std::shared_ptr<AsyncWait>>, IdHash> async_waits_
+      GUARDED_BY(async_mu_);
+  std::unique_ptr<AsyncTimers> async_timers_ GUARDED_BY(async_mu_);  // made by the first timeout
   std::atomic<bool> actor_worker_{false};
   ActorId own_actor_;  // written once by SetOwnActor, before runs_its_call_ is published
   std::atomic<bool (*)()> runs_its_call_{nullptr};

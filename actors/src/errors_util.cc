@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <typeinfo>
 
+#include "orrery/api/serialize.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
@@ -27,6 +28,25 @@ std::string CurrentExceptionType(const std::exception* e) {
   std::string out = status == 0 && name ? name : t->name();
   std::free(name);
   return out;
+}
+
+CallFailure FailureOf(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ObjectLostError& ex) {
+    return {proto::ErrorKind::kObjectLostError, "", ex.what()};
+  } catch (const ObjectStoreFullError& ex) {
+    return {proto::ErrorKind::kObjectStoreFullError, "", ex.what()};
+  } catch (const TaskCancelledError& ex) {  // a stream's or async call's caller cancelled it
+    return {proto::ErrorKind::kTaskCancelledError, "", ex.what()};
+  } catch (const internal::ConvertError& ex) {
+    return {proto::ErrorKind::kRemoteError, "orrery::ArgumentError", ex.what()};
+  } catch (const std::exception& ex) {
+    return {proto::ErrorKind::kRemoteError, CurrentExceptionType(&ex), ex.what()};
+  } catch (...) {
+    return {proto::ErrorKind::kRemoteError, CurrentExceptionType(nullptr),
+            "a non-standard exception"};
+  }
 }
 
 }  // namespace orrery::runtime

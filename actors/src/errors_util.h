@@ -1,6 +1,7 @@
 // Turning error records that travel on the wire back into orrery::Error exceptions.
 #pragma once
 
+#include <exception>
 #include <string>
 
 #include "actors/src/object_store.h"
@@ -11,5 +12,14 @@ namespace orrery::runtime {
 [[noreturn]] void ThrowKind(proto::ErrorKind kind, const std::string& message);
 // The demangled type name of the exception being handled (inside a catch block).
 std::string CurrentExceptionType(const std::exception* e);
+
+// How a call that threw `error` is reported to its caller: the kind of error its Get throws,
+// the user exception's type (for RemoteError) and the message.
+struct CallFailure {
+  proto::ErrorKind kind = proto::ErrorKind::kRemoteError;
+  std::string type;
+  std::string message;
+};
+CallFailure FailureOf(std::exception_ptr error);
 
 }  // namespace orrery::runtime

@@ -4,11 +4,7 @@
 
 namespace orrery::runtime {
 
-Executor::Executor(int concurrency) {
-  MutexLock lock(&mu_);
-  for (int i = 0; i < (concurrency < 1 ? 1 : concurrency); ++i)
-    threads_.emplace_back([this] { ThreadMain(); });
-}
+Executor::Executor(int concurrency) : concurrency_(concurrency < 1 ? 1 : concurrency) {}
 
 Executor::~Executor() { Stop(); }
 
@@ -16,6 +12,9 @@ void Executor::Submit(Work work) {
   {
     MutexLock lock(&mu_);
     queue_.push_back(std::move(work));
+    // A thread is started when no idle one is left to take the call, up to concurrency_.
+    if (idle_ < queue_.size() && threads_.size() < size_t(concurrency_) && !closed_)
+      threads_.emplace_back([this] { ThreadMain(); });
   }
   cv_.NotifyOne();
 }
@@ -25,7 +24,11 @@ void Executor::ThreadMain() {
   mu_.Lock();
   while (true) {
     // Once closed, queued calls still run before the thread ends.
-    while (queue_.empty() && !closed_) cv_.Wait(&mu_);
+    while (queue_.empty() && !closed_) {
+      ++idle_;
+      cv_.Wait(&mu_);
+      --idle_;
+    }
     if (queue_.empty()) break;  // closed and drained
     Work work = std::move(queue_.front());
     queue_.pop_front();

@@ -1,5 +1,6 @@
-// Runs an actor's calls on `concurrency` OS threads: at most that many calls at once, started
-// in submission order.
+// Runs an actor's calls on up to `concurrency` OS threads, started as calls need them: at most
+// that many calls at once, started in submission order. (An async actor whose calls all run
+// on its call loop, docs/api.md "Async actors", never starts one.)
 //
 // A call holds its thread, and so its slot, until it returns, also while it waits in
 // orrery::Get or Wait: calls of an actor never interleave at a wait (as Ray's synchronous
@@ -37,6 +38,8 @@ class Executor {
   std::deque<Work> queue_ GUARDED_BY(mu_);
   bool closed_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ GUARDED_BY(mu_);
+  const int concurrency_;
+  size_t idle_ GUARDED_BY(mu_) = 0;  // threads waiting for work
 };
 
 // The one slot of a call path that runs calls inline (a max_concurrency 1 actor's calls on

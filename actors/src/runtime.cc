@@ -348,6 +348,8 @@ proto::CreateActorMsg Runtime::ActorSpec(const ActorId& id, const std::string& f
   o.max_restarts = options.max_restarts;
   o.max_task_retries = options.max_task_retries;
   o.max_concurrency = options.max_concurrency;
+  o.max_async_calls =
+      options.max_concurrency_set ? options.max_concurrency : proto::kDefaultAsyncCalls;
   o.lifetime = int(options.lifetime);
   o.placement_group =
       options.placement_group.IsNil() ? std::string() : options.placement_group.Binary();

@@ -49,6 +49,7 @@ void Runtime::EndCall(const ObjectId& id) {
     running_.erase(id);
   }
   EndProducing(id);
+  EndAsyncWaits(id);
 }
 
 void Runtime::NoteCallEnded(const ObjectId& id) {
@@ -89,7 +90,8 @@ void Runtime::OnCancel(const proto::CancelMsg& m) {
       }
     }
   }
-  WakeProducers();  // a stream waiting for its reader stops
+  WakeProducers();                  // a stream waiting for its reader stops
+  if (running) WakeAsyncWaits(id);  // a suspended async call resumes, to throw
   if (!m.force || !running) return;
   if (actor_worker_) {
     LOG_WARN("refusing a forced cancel of actor call " + id.Hex() + ": it would kill the actor");

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "actors/internal/runtime.h"
+#include "actors/src/async_calls.h"
 #include "actors/src/call_order.h"
 #include "actors/src/errors_util.h"
 #include "actors/src/executor.h"
@@ -151,6 +152,16 @@ class WorkerServer {
       Current()->SetOwnActor(ActorId(UniqueId::FromBinary(spec.actor_id)),
                              &WorkerServer::RunsOnlyCall);
     log::SetProcessTag("worker " + std::to_string(getpid()) + " " + spec.factory);
+    int async_limit =
+        spec.options.max_async_calls > 0 ? spec.options.max_async_calls : proto::kDefaultAsyncCalls;
+    AsyncCalls::Hooks hooks;
+    hooks.reply = [this](auto&&... a) { Reply(a...); };
+    hooks.ended = [this](const proto::CallMsg& call) {
+      order_.Finished(call.reply_to, MonotonicSeconds());
+      Nudge();
+    };
+    async_ = std::make_unique<AsyncCalls>(async_limit, counter_, std::move(hooks));
+    Current()->SetAsyncPoster([this](std::function<void()> work) { calls_.Post(std::move(work)); });
     auto create = [this, spec] { CreateActor(spec); };
     if (spec.options.max_concurrency > 1) {
       executor_ = std::make_unique<Executor>(spec.options.max_concurrency);
@@ -174,16 +185,12 @@ class WorkerServer {
         void* instance = nullptr;
         e->invoke(nullptr, oh.get(), &instance);
         instance_ = instance;
-      } catch (const std::exception& ex) {
-        reply.ok = false;
-        reply.error_kind = proto::ErrorKind::kRemoteError;
-        reply.error_type = CurrentExceptionType(&ex);
-        reply.message = ex.what();
       } catch (...) {
+        CallFailure f = FailureOf(std::current_exception());
         reply.ok = false;
         reply.error_kind = proto::ErrorKind::kRemoteError;
-        reply.error_type = CurrentExceptionType(nullptr);
-        reply.message = "a non-standard exception";
+        reply.error_type = f.type;
+        reply.message = f.message;
       }
     }
     ready_ = reply.ok;
@@ -256,6 +263,12 @@ class WorkerServer {
     for (auto& r : released) ready_calls_.push_back(std::move(r));
     while (calls_.OwnsLoop() && !ready_calls_.empty()) {
       auto [call, payload] = ready_calls_.front();
+      if (const internal::FunctionEntry* e = async_ ? AsyncCalls::EntryOf(*call) : nullptr) {
+        if (async_->Full()) return;  // the next to end nudges the loop
+        ready_calls_.pop_front();
+        async_->Start(*e, instance_, call, payload);
+        continue;
+      }
       if (executor_) {
         ready_calls_.pop_front();
         executor_->Submit([this, call = call, payload = payload] { Execute(*call, payload); });
@@ -367,22 +380,14 @@ class WorkerServer {
       std::string result = e->invoke(instance_, oh.get(), nullptr);
       Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored);
       counted.ok = true;
-    } catch (const ObjectLostError& ex) {
-      Reply(call, false, proto::ErrorKind::kObjectLostError, "", ex.what(), nullptr);
-    } catch (const ObjectStoreFullError& ex) {
-      Reply(call, false, proto::ErrorKind::kObjectStoreFullError, "", ex.what(), nullptr);
-    } catch (const TaskCancelledError& ex) {  // a stream's caller cancelled it, or dropped it
-      Reply(call, false, proto::ErrorKind::kTaskCancelledError, "", ex.what(), nullptr);
-    } catch (const internal::ConvertError& ex) {
-      Reply(call, false, proto::ErrorKind::kRemoteError, "orrery::ArgumentError", ex.what(),
-            nullptr);
-    } catch (const std::exception& ex) {
-      Reply(call, false, proto::ErrorKind::kRemoteError, CurrentExceptionType(&ex), ex.what(),
-            nullptr);
     } catch (...) {
-      Reply(call, false, proto::ErrorKind::kRemoteError, CurrentExceptionType(nullptr),
-            "a non-standard exception", nullptr);
+      ReplyFailure(call, std::current_exception());
     }
+  }
+
+  void ReplyFailure(const proto::CallMsg& call, std::exception_ptr error) {
+    CallFailure f = FailureOf(error);
+    Reply(call, false, f.kind, f.type, f.message, nullptr);
   }
 
   std::string worker_id_;
@@ -391,6 +396,7 @@ class WorkerServer {
   std::string actor_id_;
   transport::Inbox calls_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<AsyncCalls> async_;  // an actor's: set before ready_
   void* instance_ = nullptr;
   std::atomic<bool> assigned_{false};
   std::atomic<bool> ready_{false};

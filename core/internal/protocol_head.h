@@ -26,6 +26,10 @@ struct RuntimeEnvMsg {
   MSGPACK_DEFINE(env_vars, working_dir);
 };
 
+// An async actor's calls in flight when its creator did not set max_concurrency (as Ray's
+// async actors).
+inline constexpr int kDefaultAsyncCalls = 1000;
+
 struct ActorOptionsMsg {
   std::map<std::string, double> resources;
   std::map<std::string, std::string> label_selector;
@@ -41,9 +45,13 @@ struct ActorOptionsMsg {
   std::string affinity_node;
   bool affinity_soft = false;
   RuntimeEnvMsg runtime_env;  // older senders omit it (none)
+  // How many async calls (methods returning orrery::Async) may be in flight, suspended or
+  // not: max_concurrency when the creator set it, else kDefaultAsyncCalls; 0 (older senders):
+  // the default.
+  int max_async_calls = 0;
   MSGPACK_DEFINE(resources, label_selector, name, namespace_, max_restarts, max_task_retries,
                  max_concurrency, lifetime, placement_group, bundle_index, strategy, affinity_node,
-                 affinity_soft, runtime_env);
+                 affinity_soft, runtime_env, max_async_calls);
 };
 
 struct ActorSpecMsg {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "orrery/api/async.h"
 #include "orrery/api/calls.h"
 #include "orrery/api/object_ref.h"
 #include "orrery/api/placement_group.h"
@@ -84,6 +85,11 @@ std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs, int t
   return out;
 }
 
+template <typename U>
+std::shared_ptr<U> internal::GetValue(const ObjectRef<U>& ref) {
+  return ::orrery::Get(ref);
+}
+
 template <typename T>
 auto ObjectRef<T>::Get() const {
   return ::orrery::Get(*this);
@@ -92,12 +98,6 @@ template <typename T>
 auto ObjectRef<T>::Get(int timeout_ms) const {
   return ::orrery::Get(*this, timeout_ms);
 }
-
-template <typename T>
-struct WaitResult {
-  std::vector<ObjectRef<T>> ready;
-  std::vector<ObjectRef<T>> unready;
-};
 
 // Waits until num_returns of refs are ready or timeout_ms passes (-1: no limit). Order
 // within ready and unready follows refs.

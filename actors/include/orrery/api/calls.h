@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "orrery/api/async.h"
 #include "orrery/api/object_ref.h"
 #include "orrery/api/registry.h"
 #include "orrery/api/runtime_api.h"
@@ -56,7 +57,7 @@ std::vector<ArgSlot> MakeArgs(As&&... as) {
 }
 
 // What Remote() returns for a callable returning R: ObjectRef<R>; for a Stream<T>, an
-// ObjectRefGenerator<T>.
+// ObjectRefGenerator<T>; for an Async<T> (an async actor method), ObjectRef<T>.
 template <typename R>
 struct RemoteResult {
   using type = ObjectRef<R>;
@@ -66,6 +67,11 @@ template <typename T>
 struct RemoteResult<Stream<T>> {
   using type = ObjectRefGenerator<T>;
   static type Make(std::shared_ptr<RefHolder> ref) { return type(OpenStream(std::move(ref))); }
+};
+template <typename T>
+struct RemoteResult<Async<T>> {
+  using type = ObjectRef<T>;
+  static type Make(std::shared_ptr<RefHolder> ref) { return type(std::move(ref)); }
 };
 
 // Shared option setters for the Task and Actor builders.
@@ -160,11 +166,12 @@ class ActorCreator<T* (*)(Params...)>
     this->options_.max_task_retries = n;
     return *this;
   }
-  // Up to n calls run at once, each on its own thread of the actor's process (default 1).
-  // A call waiting in Get/Wait lets another start, and takes a slot back (ahead of calls
-  // not yet started) before it goes on: never more than n run at once.
+  // Up to n calls run at once (default 1), each on a thread of the actor's process, which
+  // it holds until it returns, waits included. For the methods returning orrery::Async: up to
+  // n in flight, suspended or not, all on the actor's one call thread (default 1,000).
   ActorCreator& SetMaxConcurrency(int n) {
     this->options_.max_concurrency = n;
+    this->options_.max_concurrency_set = true;
     return *this;
   }
   // At most n calls from this process to the actor may be pending (submitted and not yet

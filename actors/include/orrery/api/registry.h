@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "orrery/api/async.h"
 #include "orrery/api/object_ref.h"
 #include "orrery/api/runtime_api.h"
 #include "orrery/api/serialize.h"
@@ -30,6 +31,12 @@ enum class FunctionKind { kFunction, kFactory, kMethod };
 using Invoker =
     std::function<std::string(void* self, const msgpack::object& args, void** instance)>;
 using Deleter = void (*)(void*);
+// Starts an async method (one returning orrery::Async): runs it until it first suspends;
+// `done` runs once it has ended, with its packed result or its error. Throws ConvertError for
+// bad arguments (done is not called then).
+using AsyncDone = std::function<void(std::string result, std::exception_ptr error)>;
+using AsyncInvoker = std::function<void(void* self, const msgpack::object& args, AsyncDone done)>;
+
 struct FunctionEntry {
   std::string name;
   FunctionKind kind;
@@ -40,6 +47,8 @@ struct FunctionEntry {
   // that run it locally with arguments that cannot travel (a train loop's Context&).
   void (*raw)() = nullptr;
   std::string signature;
+  // Async methods: how to start one (invoke then only throws).
+  AsyncInvoker async_invoke;
 };
 
 // A parameter that cannot come over the wire: a non-const lvalue reference.
@@ -168,8 +177,49 @@ FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
   return e;
 }
 
+template <typename T>
+void FinishAsync(AsyncDone& done, std::optional<T>& value, std::exception_ptr error) {
+  if (error) return done(std::string(), error);
+  std::string packed;
+  try {
+    packed = PackResult(*value);
+  } catch (...) {
+    return done(std::string(), std::current_exception());
+  }
+  done(std::move(packed), nullptr);
+}
+inline void FinishAsync(AsyncDone& done, std::exception_ptr error) {
+  if (error) return done(std::string(), error);
+  done(PackNil(), nullptr);
+}
+
+// The AsyncInvoker of a method returning Async<T>: its arguments live until it ends.
+template <typename Obj, typename M, typename... Args>
+AsyncInvoker MakeAsyncInvoker(const std::string& name, M m) {
+  return [m, name](void* self, const msgpack::object& args, AsyncDone done) {
+    auto tuple = std::make_shared<std::tuple<std::decay_t<Args>...>>(
+        ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{}));
+    Obj* obj = static_cast<Obj*>(self);
+    auto coro = std::apply([&](auto&... a) { return (obj->*m)(a...); }, *tuple);
+    std::move(coro).Start([tuple, done = std::move(done)](auto&... outcome) mutable {
+      FinishAsync(done, outcome...);
+    });
+  };
+}
+
+// An async method's FunctionEntry: invoke refuses (the worker starts it with async_invoke).
+template <typename Obj, typename M, typename... Args>
+FunctionEntry MakeAsyncMethodEntry(const std::string& name, M m) {
+  FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
+  e.invoke = [name](void*, const msgpack::object&, void**) -> std::string {
+    throw ConvertError(name + " is an async method: it runs on its actor's call loop");
+  };
+  e.async_invoke = MakeAsyncInvoker<Obj, M, Args...>(name, m);
+  return e;
+}
+
 template <typename R, typename C, typename... Args>
-FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...)) {
+FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...)) {
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
     auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
@@ -188,7 +238,7 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...)) {
 }
 
 template <typename R, typename C, typename... Args>
-FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...) const) {
+FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...) const) {
   using NonConst = R (C::*)(Args...);
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
@@ -206,6 +256,23 @@ FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...) const)
   };
   (void)sizeof(NonConst);
   return e;
+}
+
+template <typename R, typename C, typename... Args>
+FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...)) {
+  if constexpr (IsAsync<R>::value) {
+    return MakeAsyncMethodEntry<C, decltype(m), Args...>(name, m);
+  } else {
+    return MakeSyncMethodEntry(name, m);
+  }
+}
+template <typename R, typename C, typename... Args>
+FunctionEntry MakeMethodEntry(const std::string& name, R (C::*m)(Args...) const) {
+  if constexpr (IsAsync<R>::value) {
+    return MakeAsyncMethodEntry<const C, decltype(m), Args...>(name, m);
+  } else {
+    return MakeSyncMethodEntry(name, m);
+  }
 }
 
 // Splits the stringified ORRERY_REMOTE argument list into clean names ("&Counter::Inc" ->

@@ -71,6 +71,7 @@ struct CallOptions {
   int max_task_retries = 0;
   int max_retries = 0;  // tasks
   int max_concurrency = 1;
+  bool max_concurrency_set = false;  // SetMaxConcurrency was called (async actors' bound)
   // Actors: calls this process may have pending to the actor; 0: as many as fit the default
   // memory budget (docs/api.md "Pending calls"), -1: unbounded.
   int max_pending_calls = 0;
