@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
 #include "actors/src/errors_util.h"
@@ -283,17 +282,12 @@ namespace {
 RuntimeEnv CheckedRuntimeEnv(const RuntimeEnv& env, const std::string& what) {
   RuntimeEnv out = env;
   if (!out.working_dir.empty()) {
-    std::error_code ec;
-    auto absolute = std::filesystem::absolute(out.working_dir, ec);
-    if (ec) {
-      throw ConfigError(what + ": runtime env: working_dir '" + env.working_dir +
-                        "': " + ec.message());
-    }
-    out.working_dir = absolute.lexically_normal().string();
-    if (std::string problem = runtime_env::FolderProblem(out.working_dir); !problem.empty())
-      throw ConfigError(what + ": runtime env: working_dir " + problem);
+    auto folder = runtime_env::LocalFolder(out.working_dir);
+    if (!folder.ok())
+      throw ConfigError(what + ": runtime env: working_dir " + folder.status().message());
+    out.working_dir = folder.value();
   }
-  Status s = runtime_env::Check({out.env_vars, out.working_dir});
+  Status s = runtime_env::Check(runtime_env::MsgOf(out));
   if (!s.ok()) throw ConfigError(what + ": " + s.message());
   return out;
 }
@@ -357,7 +351,7 @@ proto::CreateActorMsg Runtime::ActorSpec(const ActorId& id, const std::string& f
   o.strategy = options.strategy;
   o.affinity_node = options.affinity_node.IsNil() ? std::string() : options.affinity_node.Binary();
   o.affinity_soft = options.affinity_soft;
-  o.runtime_env = {options.runtime_env.env_vars, options.runtime_env.working_dir};
+  o.runtime_env = runtime_env::MsgOf(options.runtime_env);
   m.spec.infeasible_timeout_s = config_.infeasible_timeout_s;
   m.spec.argv = self_.argv;
   m.spec.binary_hash = self_.binary_hash;

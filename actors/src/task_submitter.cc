@@ -5,6 +5,7 @@
 
 #include "core/internal/clock.h"
 #include "core/internal/log.h"
+#include "core/internal/runtime_env.h"
 
 namespace orrery::runtime {
 
@@ -121,7 +122,7 @@ void TaskSubmitter::RequestLease(const std::string& key, TaskKey& k) {
   r.affinity_node = o.affinity_node.IsNil() ? std::string() : o.affinity_node.Binary();
   r.affinity_soft = o.affinity_soft;
   r.max_retries = o.max_retries;
-  r.runtime_env = {o.runtime_env.env_vars, o.runtime_env.working_dir};
+  r.runtime_env = runtime_env::MsgOf(o.runtime_env);
   set_tick_ms_(kLeaseTickMs);
   Lease& l = leases_[r.lease_id];
   l.id = r.lease_id;

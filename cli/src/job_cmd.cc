@@ -5,7 +5,6 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -161,12 +160,10 @@ Result<proto::RuntimeEnvMsg> JobRuntimeEnv(const std::vector<std::string>& vars,
     env.env_vars[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!working_dir.empty()) {
-    std::error_code ec;
-    env.working_dir = std::filesystem::absolute(working_dir, ec).lexically_normal().string();
-    if (ec)
-      return orrery::Status::InvalidArgument("--working-dir " + working_dir + ": " + ec.message());
-    if (std::string problem = runtime_env::FolderProblem(env.working_dir); !problem.empty())
-      return orrery::Status::InvalidArgument("--working-dir " + problem);
+    auto folder = runtime_env::LocalFolder(working_dir);
+    if (!folder.ok())
+      return orrery::Status::InvalidArgument("--working-dir " + folder.status().message());
+    env.working_dir = folder.value();
   }
   if (orrery::Status s = runtime_env::Check(env); !s.ok()) return s;
   return env;

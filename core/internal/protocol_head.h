@@ -15,7 +15,7 @@
 namespace orrery::proto {
 
 // A worker's runtime environment (orrery::RuntimeEnv): checked by the submitter and again by
-// the node (RuntimeEnvError in node/src/worker_spawn.cc).
+// the node (RuntimeEnvProblem in node/src/worker_spawn.cc).
 struct RuntimeEnvMsg {
   std::map<std::string, std::string> env_vars;
   std::string working_dir;  // absolute; empty: the node's own

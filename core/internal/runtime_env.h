@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/internal/protocol_head.h"
+#include "orrery/runtime_env.h"
 #include "orrery/status.h"
 
 namespace orrery::runtime_env {
@@ -23,8 +24,18 @@ inline constexpr char kWorkingDirVar[] = "ORRERY_WORKING_DIR";
 // working_dir is empty or an absolute path without NUL.
 Status Check(const proto::RuntimeEnvMsg& env);
 
+// The wire form of a RuntimeEnv.
+inline proto::RuntimeEnvMsg MsgOf(const RuntimeEnv& env) {
+  return proto::RuntimeEnvMsg{env.env_vars, env.working_dir};
+}
+
 // Whether `path` is a folder on this host (following links) that this process may enter;
 // an error message otherwise.
 std::string FolderProblem(const std::string& path);
+
+// `dir` as a worker gets it: made absolute (against this process's working folder) and
+// normal, and a folder on this host that this process may enter; InvalidArgument naming the
+// problem otherwise.
+Result<std::string> LocalFolder(const std::string& dir);
 
 }  // namespace orrery::runtime_env

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace orrery::runtime_env {
 
@@ -50,6 +51,16 @@ std::string FolderProblem(const std::string& path) {
   if (!S_ISDIR(st.st_mode)) return "'" + path + "' is not a folder";
   if (access(path.c_str(), X_OK) != 0) return "'" + path + "': " + std::strerror(errno);
   return "";
+}
+
+Result<std::string> LocalFolder(const std::string& dir) {
+  std::error_code ec;
+  auto absolute = std::filesystem::absolute(dir, ec);
+  if (ec) return Status::InvalidArgument("'" + dir + "': " + ec.message());
+  std::string out = absolute.lexically_normal().string();
+  if (std::string problem = FolderProblem(out); !problem.empty())
+    return Status::InvalidArgument(problem);
+  return out;
 }
 
 }  // namespace orrery::runtime_env
