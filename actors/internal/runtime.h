@@ -267,6 +267,9 @@ class Runtime {
   std::unordered_map<ObjectId, std::shared_ptr<StreamState>, IdHash> streams_
       GUARDED_BY(streams_mu_);
   std::unordered_map<ObjectId, StreamProducer, IdHash> producing_ GUARDED_BY(streams_mu_);
+  // The streams whose generators were dropped (the newest kMaxCancelled).
+  std::unordered_set<ObjectId, IdHash> closed_streams_ GUARDED_BY(streams_mu_);
+  std::deque<ObjectId> closed_order_ GUARDED_BY(streams_mu_);
   CondVar producing_cv_;
   // Async calls: the worker's poster, and the waits of the suspended calls, by call.
   std::function<void(std::function<void()>)> async_post_;

@@ -41,15 +41,18 @@ std::shared_ptr<StreamState> Runtime::StreamOf(const ObjectId& call, bool open) 
       if (open) it->second->opened = true;
       return it->second;
     }
-    // Only a call this process waits for has a stream (a peer cannot make up others).
-    if (!open && store_.Lookup(call) != ObjectStore::Presence::kPending) return nullptr;
+    // Only a call this process waits for has a stream (a peer cannot make up others), and
+    // not one whose generator was dropped.
+    if (!open &&
+        (closed_streams_.count(call) || store_.Lookup(call) != ObjectStore::Presence::kPending))
+      return nullptr;
     state = std::make_shared<StreamState>(call);
     state->opened = open;
     streams_.emplace(call, state);
   }
   // The end: a generator reading it learns of it.
   std::weak_ptr<StreamState> weak = state;
-  store_.OnReady(call, [this, weak](const ObjectValue&) {
+  store_.OnReady(call, [weak](const ObjectValue&) {
     auto s = weak.lock();
     if (!s) return;
     MutexLock lock(&s->mu);
@@ -81,6 +84,15 @@ void Runtime::CloseStream(StreamState& s) {
   {
     MutexLock lock(&streams_mu_);
     streams_.erase(s.call);
+    // Its values still to come are answered with a closed ack (OnStreamItem), also when the
+    // producer has sent none yet and so has no address here to be told at.
+    if (closed_streams_.insert(s.call).second) {
+      closed_order_.push_back(s.call);
+      if (closed_order_.size() > kMaxCancelled) {
+        closed_streams_.erase(closed_order_.front());
+        closed_order_.pop_front();
+      }
+    }
   }
   std::map<uint64_t, std::shared_ptr<internal::RefHolder>> unread;
   std::string ack_to;
@@ -136,7 +148,10 @@ Status Runtime::OnStreamItem(transport::Envelope& env) {
     // A repeat (a retried producer): tell it how far the reader is.
     outbox_.Send(m.ack_to, MsgType::kStreamAck, proto::StreamAckMsg{m.call_id, consumed, false});
   } else {
+    // Nobody reads it (the generator was dropped before the producer's first value came, so
+    // the producer has no address to hear of it): the producer stops.
     LogDropped("no stream of call " + UniqueId::FromBinary(m.call_id).Hex() + " is read here");
+    outbox_.Send(m.ack_to, MsgType::kStreamAck, proto::StreamAckMsg{m.call_id, 0, true});
   }
   return Status::Ok();
 }

@@ -201,6 +201,13 @@ TEST(StreamTest, DroppingTheGeneratorStopsTheProducer) {
   EXPECT_GE(*orrery::Get(actor.Task(&Producer::Produced).Remote(), kGetTimeoutMs), 1);
 }
 
+TEST(StreamTest, AGeneratorDroppedBeforeItsFirstValueStopsTheProducer) {
+  ActorReaper reaper;
+  auto actor = reaper.Add(orrery::Actor(Producer::Create).Remote());
+  { auto gen = actor.Task(&Producer::Forever).Remote(); }
+  EXPECT_GE(*orrery::Get(actor.Task(&Producer::Produced).Remote(), kGetTimeoutMs), 0);
+}
+
 TEST(StreamTest, LargeValuesGoThroughTheStore) {
   const int size = 1 << 20;
   auto gen = orrery::Task(Blocks).Remote(6, size);
