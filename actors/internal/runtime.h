@@ -38,6 +38,7 @@
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
 #include "actors/src/task_table.h"
+#include "actors/src/working_dirs.h"
 #include "core/internal/peer_watch.h"
 #include "core/internal/protocol.h"
 #include "core/internal/transport.h"
@@ -179,6 +180,10 @@ class Runtime {
   Status PutRecord(const proto::RecordMsg& record, int timeout_ms = 5000);
 
  private:
+  // The runtime env a task or actor gets (the job's default when it sets none): checked
+  // (ConfigError naming `what`), its working_dir made absolute and required to be a folder
+  // here, and in a cluster shipped to the head (o.working_dir_hash, o.working_dir_id).
+  void CheckRuntimeEnv(internal::CallOptions& o, const std::string& what);
   Status Handle(transport::Envelope& env);
   Status OnCallReply(transport::Envelope& env);
   void OnListTasks(const proto::ListTasksMsg& msg);
@@ -247,6 +252,7 @@ class Runtime {
   ActorSubmitter actors_;
   TaskSubmitter tasks_;
   JobRegistration job_;
+  WorkingDirs working_dirs_{head_};
   std::function<std::optional<Status>(transport::Envelope&)> extra_;
   // The processes that borrow objects owned here, pinged from the tick: the borrows of one
   // that stopped answering end (docs/objects.md "Lifetime").

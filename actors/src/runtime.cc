@@ -275,24 +275,25 @@ std::shared_ptr<PendingCall> Runtime::NewCall(const std::string& function,
   return call;
 }
 
-namespace {
-
-// `env` as a worker gets it: checked (ConfigError naming `what`), its working_dir made
-// absolute and required to be a folder on this host.
-RuntimeEnv CheckedRuntimeEnv(const RuntimeEnv& env, const std::string& what) {
-  RuntimeEnv out = env;
-  if (!out.working_dir.empty()) {
-    auto folder = runtime_env::LocalFolder(out.working_dir);
+void Runtime::CheckRuntimeEnv(internal::CallOptions& o, const std::string& what) {
+  RuntimeEnv& env = o.runtime_env;
+  if (env.empty()) env = config_.runtime_env;
+  if (!env.working_dir.empty()) {
+    auto folder = runtime_env::LocalFolder(env.working_dir);
     if (!folder.ok())
       throw ConfigError(what + ": runtime env: working_dir " + folder.status().message());
-    out.working_dir = folder.value();
+    env.working_dir = folder.value();
   }
-  Status s = runtime_env::Check(runtime_env::MsgOf(out));
+  Status s = runtime_env::Check(runtime_env::MsgOf(env));
   if (!s.ok()) throw ConfigError(what + ": " + s.message());
-  return out;
+  // In a cluster (this process names its executable by hash), nodes on other hosts get the
+  // folder from the head.
+  if (!env.working_dir.empty() && !self_.binary_hash.empty()) {
+    WorkingDirs::Package p = working_dirs_.Ship(env.working_dir, what);
+    o.working_dir_hash = p.hash;
+    o.working_dir_id = p.id;
+  }
 }
-
-}  // namespace
 
 std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& function,
                                                          std::vector<internal::ArgSlot> args,
@@ -302,8 +303,7 @@ std::shared_ptr<internal::RefHolder> Runtime::SubmitTask(const std::string& func
   Status s = ValidateResources(o.resources);
   if (!s.ok()) throw ConfigError("task " + function + ": " + s.message());
   CheckTpuAmount(o.resources, "task " + function);
-  o.runtime_env = CheckedRuntimeEnv(o.runtime_env.empty() ? config_.runtime_env : o.runtime_env,
-                                    "task " + function);
+  CheckRuntimeEnv(o, "task " + function);
   if (o.bundle_index >= 0 && o.placement_group.IsNil()) {
     throw ConfigError("task " + function + ": a bundle index needs a placement group");
   }
@@ -351,7 +351,8 @@ proto::CreateActorMsg Runtime::ActorSpec(const ActorId& id, const std::string& f
   o.strategy = options.strategy;
   o.affinity_node = options.affinity_node.IsNil() ? std::string() : options.affinity_node.Binary();
   o.affinity_soft = options.affinity_soft;
-  o.runtime_env = runtime_env::MsgOf(options.runtime_env);
+  o.runtime_env =
+      runtime_env::MsgOf(options.runtime_env, options.working_dir_hash, options.working_dir_id);
   m.spec.infeasible_timeout_s = config_.infeasible_timeout_s;
   m.spec.argv = self_.argv;
   m.spec.binary_hash = self_.binary_hash;
@@ -386,8 +387,7 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
     slot.ref = nullptr;
   }
   internal::CallOptions checked = options;
-  checked.runtime_env = CheckedRuntimeEnv(
-      options.runtime_env.empty() ? config_.runtime_env : options.runtime_env, "actor " + factory);
+  CheckRuntimeEnv(checked, "actor " + factory);
   ActorId id = ActorId::Random();
   proto::CreateActorMsg m = ActorSpec(id, factory, std::move(args), checked);
   actors_.AddOwned(id, options.lifetime == ActorLifetime::kDetached, options.max_task_retries,

@@ -36,7 +36,7 @@ std::string TaskSubmitter::KeyOf(const internal::CallOptions& o) {
   return internal::Pack(std::make_tuple(o.resources, o.label_selector, o.placement_group.Binary(),
                                         o.bundle_index, o.strategy, o.affinity_node.Binary(),
                                         o.affinity_soft, o.max_retries, o.runtime_env.env_vars,
-                                        o.runtime_env.working_dir));
+                                        o.runtime_env.working_dir, o.working_dir_hash));
 }
 
 void TaskSubmitter::Submit(const internal::CallOptions& options,
@@ -122,7 +122,7 @@ void TaskSubmitter::RequestLease(const std::string& key, TaskKey& k) {
   r.affinity_node = o.affinity_node.IsNil() ? std::string() : o.affinity_node.Binary();
   r.affinity_soft = o.affinity_soft;
   r.max_retries = o.max_retries;
-  r.runtime_env = runtime_env::MsgOf(o.runtime_env);
+  r.runtime_env = runtime_env::MsgOf(o.runtime_env, o.working_dir_hash, o.working_dir_id);
   set_tick_ms_(kLeaseTickMs);
   Lease& l = leases_[r.lease_id];
   l.id = r.lease_id;

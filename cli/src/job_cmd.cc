@@ -15,6 +15,7 @@
 #include "cli/src/head_request.h"
 #include "cli/src/log_reader.h"
 #include "core/internal/file_hash.h"
+#include "core/internal/folder_pack.h"
 #include "core/internal/redis_store.h"
 #include "core/internal/runtime_env.h"
 #include "core/internal/text.h"
@@ -169,7 +170,19 @@ Result<proto::RuntimeEnvMsg> JobRuntimeEnv(const std::vector<std::string>& vars,
   return env;
 }
 
-// Sends the submission, uploading the executable when the head lacks it.
+// Stores `bytes` on the head: the executable `put` names, or a working_dir's package.
+orrery::Status Upload(const std::string& head, const proto::BinaryMsg& put,
+                      const std::string& bytes, const std::string& what) {
+  auto ack =
+      Ask<proto::AckMsg>(head, MsgType::kPutBinary, put, MsgType::kAck, kUploadTimeoutMs, &bytes);
+  if (!ack.ok()) return ack.status();
+  if (!ack->ok)
+    return orrery::Status::Internal("the head refused the " + what + ": " + ack->message);
+  return orrery::Status::Ok();
+}
+
+// Sends the submission, uploading the executable and the working_dir's package when the
+// head lacks them.
 Result<std::string> Submit(JobCommands& c, const std::string& path) {
   auto resources = ParseResourcesJson(c.resources_json);
   if (!resources.ok()) return resources.status();
@@ -186,6 +199,16 @@ Result<std::string> Submit(JobCommands& c, const std::string& path) {
   auto runtime_env = JobRuntimeEnv(c.env, c.working_dir);
   if (!runtime_env.ok()) return runtime_env.status();
   m.runtime_env = runtime_env.value();
+  // The driver may start on another host: its working_dir goes by way of the head.
+  folder_pack::Packed package;
+  if (!m.runtime_env.working_dir.empty()) {
+    auto packed = folder_pack::Pack(m.runtime_env.working_dir);
+    if (!packed.ok())
+      return orrery::Status::InvalidArgument("--working-dir: " + packed.status().message());
+    package = std::move(packed.value());
+    m.runtime_env.working_dir_hash = package.hash;
+    m.runtime_env.working_dir_id = folder_pack::FolderIdentity(m.runtime_env.working_dir);
+  }
   for (const auto& a : c.command) m.entrypoint += (m.entrypoint.empty() ? "" : " ") + a;
   std::string head = HeadAddress(c.flags);
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -193,15 +216,18 @@ Result<std::string> Submit(JobCommands& c, const std::string& path) {
                                                MsgType::kSubmitJobReply, kSubmitTimeoutMs);
     if (!reply.ok()) return reply.status();
     if (!reply->error.empty()) return orrery::Status::InvalidArgument(reply->error);
-    if (!reply->need_binary) return m.submission_id;
-    std::ifstream in(path, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    proto::BinaryMsg put{0, "", m.binary_hash, m.arch, true, "", m.submission_id};
-    auto ack =
-        Ask<proto::AckMsg>(head, MsgType::kPutBinary, put, MsgType::kAck, kUploadTimeoutMs, &bytes);
-    if (!ack.ok()) return ack.status();
-    if (!ack->ok)
-      return orrery::Status::Internal("the head refused the executable: " + ack->message);
+    if (!reply->need_binary && !reply->need_package) return m.submission_id;
+    if (reply->need_binary) {
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      proto::BinaryMsg put{0, "", m.binary_hash, m.arch, true, "", m.submission_id};
+      if (orrery::Status s = Upload(head, put, bytes, "executable"); !s.ok()) return s;
+    }
+    if (reply->need_package) {
+      proto::BinaryMsg put{0, "", package.hash, "", true, "", m.submission_id};
+      put.package = true;
+      if (orrery::Status s = Upload(head, put, package.bytes, "working_dir"); !s.ok()) return s;
+    }
   }
   return orrery::Status::Internal("the head asked for the executable again after it was uploaded");
 }

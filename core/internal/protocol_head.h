@@ -18,12 +18,19 @@ namespace orrery::proto {
 // the node (RuntimeEnvProblem in node/src/worker_spawn.cc).
 struct RuntimeEnvMsg {
   std::map<std::string, std::string> env_vars;
-  std::string working_dir;  // absolute; empty: the node's own
+  std::string working_dir;  // absolute, on the submitting host; empty: the node's own
+  // Set by a submitter in a cluster (older ones omit them): the SHA-256 of working_dir's
+  // package, which the head keeps, and the folder's identity on the submitting host
+  // (folder_pack::FolderIdentity). A node that sees that very folder starts the worker in
+  // it; any other runs it in its unpacked copy of the package.
+  std::string working_dir_hash;
+  std::string working_dir_id;
   bool empty() const { return env_vars.empty() && working_dir.empty(); }
   bool operator==(const RuntimeEnvMsg& o) const {
-    return env_vars == o.env_vars && working_dir == o.working_dir;
+    return env_vars == o.env_vars && working_dir == o.working_dir &&
+           working_dir_hash == o.working_dir_hash && working_dir_id == o.working_dir_id;
   }
-  MSGPACK_DEFINE(env_vars, working_dir);
+  MSGPACK_DEFINE(env_vars, working_dir, working_dir_hash, working_dir_id);
 };
 
 // An async actor's calls in flight when its creator did not set max_concurrency (as Ray's
@@ -268,7 +275,10 @@ struct BinaryMsg {
   std::string message;
   std::string job_id;
   bool want_bytes = true;
-  MSGPACK_DEFINE(request_id, reply_to, hash, arch, ok, message, job_id, want_bytes);
+  // A working_dir's package (folder_pack.h), not an executable: stored by a live job or an
+  // awaited submission, served to any node, never run.
+  bool package = false;
+  MSGPACK_DEFINE(request_id, reply_to, hash, arch, ok, message, job_id, want_bytes, package);
 };
 
 }  // namespace orrery::proto

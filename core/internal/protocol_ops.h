@@ -37,8 +37,9 @@ struct SubmitJobReplyMsg {
   uint64_t request_id = 0;
   std::string submission_id;
   bool need_binary = false;
-  std::string error;  // empty: accepted
-  MSGPACK_DEFINE(request_id, submission_id, need_binary, error);
+  std::string error;          // empty: accepted
+  bool need_package = false;  // upload the working_dir's package (runtime_env.working_dir_hash)
+  MSGPACK_DEFINE(request_id, submission_id, need_binary, error, need_package);
 };
 
 // Head -> node (kStartJob): run a submitted job's driver. env holds ORRERY_ADDRESS and
@@ -50,7 +51,12 @@ struct StartJobMsg {
   std::string arch;
   std::map<std::string, std::string> env;
   std::string working_dir;  // the submission's (absolute); empty: the node's folder for it
-  MSGPACK_DEFINE(submission_id, argv, binary_hash, arch, env, working_dir);
+  // As RuntimeEnvMsg's: the package of working_dir and its identity on the submitting host
+  // (empty from older heads: working_dir is used in place).
+  std::string working_dir_hash;
+  std::string working_dir_id;
+  MSGPACK_DEFINE(submission_id, argv, binary_hash, arch, env, working_dir, working_dir_hash,
+                 working_dir_id);
 };
 
 enum class JobEventKind : int { kStarted = 0, kExited = 1, kFailedToStart = 2 };

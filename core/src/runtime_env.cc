@@ -7,6 +7,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/internal/file_hash.h"
+#include "core/internal/folder_pack.h"
+
 namespace orrery::runtime_env {
 
 Status Check(const proto::RuntimeEnvMsg& env) {
@@ -42,7 +45,20 @@ Status Check(const proto::RuntimeEnvMsg& env) {
   if (!dir.empty() && dir[0] != '/') {
     return Status::InvalidArgument("runtime env: working_dir '" + dir + "' is not absolute");
   }
+  if (!env.working_dir_hash.empty() && (dir.empty() || !IsContentHash(env.working_dir_hash))) {
+    return Status::InvalidArgument(
+        "runtime env: a working_dir package is named by a SHA-256 (64 lowercase hex "
+        "characters) and needs its working_dir");
+  }
+  if (env.working_dir_id.size() > 128)
+    return Status::InvalidArgument("runtime env: a working_dir identity over 128 bytes");
   return Status::Ok();
+}
+
+bool InPlace(const proto::RuntimeEnvMsg& env) {
+  if (env.working_dir_hash.empty()) return true;
+  return !env.working_dir_id.empty() &&
+         folder_pack::FolderIdentity(env.working_dir) == env.working_dir_id;
 }
 
 std::string FolderProblem(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/internal/file_hash.h"
+#include "core/internal/folder_pack.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 
@@ -45,25 +46,46 @@ std::string ExecutableCache::LocalExecutable(const std::string& path, const std:
   return "";
 }
 
-void ExecutableCache::Await(const std::string& hash, const std::string& path,
-                            const std::string& waiter, const std::string& reply_to) {
-  auto& waiting = awaiting_[hash];
+void ExecutableCache::Request(const std::string& key, proto::BinaryMsg ask,
+                              const std::string& waiter) {
+  auto& waiting = awaiting_[key];
   if (waiting.empty()) {
     // The nonce makes the head's the only reply that counts.
-    bool have = !LocalExecutable(path, hash).empty();
-    uint64_t nonce = RandomNonce();
-    nonce_[hash] = nonce;
-    if (!have) LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
-    proto::BinaryMsg ask{nonce, reply_to, hash, "", true, ""};
-    ask.want_bytes = !have;
+    ask.request_id = RandomNonce();
+    nonce_[key] = ask.request_id;
     outbox_.Send(head_address_, proto::MsgType::kFetchBinary, ask);
   }
   waiting.push_back(waiter);
 }
 
+void ExecutableCache::Await(const std::string& hash, const std::string& path,
+                            const std::string& waiter, const std::string& reply_to) {
+  proto::BinaryMsg ask{0, reply_to, hash, "", true, ""};
+  ask.want_bytes = awaiting_[hash].empty() && LocalExecutable(path, hash).empty();
+  if (ask.want_bytes) LOG_INFO("node: fetching the driver's executable " + hash + " from the head");
+  Request(hash, ask, waiter);
+}
+
+std::string ExecutableCache::PackageFolder(const std::string& hash) const {
+  if (!IsContentHash(hash)) return "";
+  std::string folder = dir_ + "/working_dirs/" + hash;
+  struct stat st;
+  return stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? folder : "";
+}
+
+void ExecutableCache::AwaitPackage(const std::string& hash, const std::string& waiter,
+                                   const std::string& reply_to) {
+  proto::BinaryMsg ask{0, reply_to, hash, "", true, ""};
+  ask.package = true;
+  if (awaiting_[kPackageKey + hash].empty())
+    LOG_INFO("node: fetching the working_dir " + hash + " from the head");
+  Request(kPackageKey + hash, ask, waiter);
+}
+
 Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg& m,
                                                           const std::string& bytes) {
-  auto nonce = nonce_.find(m.hash);
+  std::string key = (m.package ? kPackageKey : "") + m.hash;
+  auto nonce = nonce_.find(key);
   if (nonce == nonce_.end() || nonce->second != m.request_id) {
     uint64_t suppressed = 0;
     if (stray_reply_log.ShouldLog(&suppressed)) {
@@ -74,10 +96,12 @@ Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg
   }
   nonce_.erase(nonce);
   Fetched out;
-  out.waiters = std::move(awaiting_[m.hash]);
-  awaiting_.erase(m.hash);
+  out.waiters = std::move(awaiting_[key]);
+  awaiting_.erase(key);
   if (!m.ok) {
     out.error = "the head does not vouch for it: " + m.message;
+  } else if (m.package) {
+    out.error = Unpack(m.hash, bytes);
   } else if (bytes.empty()) {
     vouched_.insert(m.hash);  // this node has a copy (checked again where it is used)
   } else if (HashBytes(bytes) != m.hash) {
@@ -89,6 +113,20 @@ Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg
       LOG_INFO("node: cached the driver's executable as " + dir_ + "/" + m.hash);
   }
   return out;
+}
+
+std::string ExecutableCache::Unpack(const std::string& hash, const std::string& bytes) {
+  if (HashBytes(bytes) != hash)
+    return "the working_dir fetched from the head does not match its SHA-256 " + hash;
+  if (!PackageFolder(hash).empty()) return "";  // unpacked meanwhile
+  std::string parent = dir_ + "/working_dirs";
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  chmod(dir_.c_str(), 0700);
+  Status s = folder_pack::Unpack(bytes, parent + "/" + hash);
+  if (!s.ok()) return "the working_dir " + hash + " cannot be unpacked: " + s.message();
+  LOG_INFO("node: unpacked the working_dir " + hash + " into " + parent + "/" + hash);
+  return "";
 }
 
 std::string ExecutableCache::Store(const std::string& hash, const std::string& bytes) {

@@ -2,7 +2,8 @@
 // "Executables"): only those the head says a job registered (vouched for), and only from a
 // file whose SHA-256 is the one named. Checks files by their content hash (remembered per
 // file identity), keeps the copies fetched from the head in a cache directory, and asks the
-// head for an executable once however many workers and jobs wait for it.
+// head for an executable once however many workers and jobs wait for it. Runtime envs'
+// working_dir packages (folder_pack.h) are fetched the same way and kept unpacked there.
 //
 // Not thread-safe: used on the node's inbox thread only.
 #pragma once
@@ -47,6 +48,14 @@ class ExecutableCache {
   // out (a stray or forged one: logged, rate-limited, and otherwise ignored).
   [[nodiscard]] Result<Fetched> OnReply(const proto::BinaryMsg& m, const std::string& bytes);
 
+  // The folder this node unpacked the working_dir package `hash` into; empty when it has
+  // none yet.
+  std::string PackageFolder(const std::string& hash) const;
+  // Asks the head (answering to `reply_to`) for the package `hash`, unless a request for it
+  // is out already; OnReply unpacks it and hands `waiter` back.
+  void AwaitPackage(const std::string& hash, const std::string& waiter,
+                    const std::string& reply_to);
+
   const std::string& dir() const { return dir_; }
 
  private:
@@ -56,8 +65,15 @@ class ExecutableCache {
   Outbox& outbox_;
   const std::string head_address_;
   const std::string dir_;
-  std::map<std::string, std::vector<std::string>> awaiting_;  // hash -> waiters
-  std::map<std::string, uint64_t> nonce_;  // hash -> request id of the head's expected reply
+  // Key: the hash, with kPackageKey before it for a package.
+  static constexpr char kPackageKey[] = "package:";
+  // Sends the request for `key` (nonce_ remembers it) unless one is out; adds the waiter.
+  void Request(const std::string& key, proto::BinaryMsg ask, const std::string& waiter);
+  // Checks and unpacks a fetched package; an error message or "".
+  std::string Unpack(const std::string& hash, const std::string& bytes);
+
+  std::map<std::string, std::vector<std::string>> awaiting_;  // key -> waiters
+  std::map<std::string, uint64_t> nonce_;  // key -> request id of the head's expected reply
   std::set<std::string> vouched_;
   std::map<std::string, std::pair<ExecutableIdentity, std::string>>
       hashes_;  // path -> (file, hash)

@@ -93,37 +93,55 @@ void JobRunner::OnStart(const proto::StartJobMsg& m, const std::string& reply_to
     return refuse("node " + options_.node_name + " runs on " + MachineArch() +
                   ", but the job's executable is built for " + m.arch);
   if (jobs_.size() >= kMaxJobs) return refuse("node runs too many jobs already");
-  if (Status s = runtime_env::Check({{}, m.working_dir}); !s.ok()) return refuse(s.message());
-  if (!m.working_dir.empty()) {
+  proto::RuntimeEnvMsg folder{{}, m.working_dir, m.working_dir_hash, m.working_dir_id};
+  if (Status s = runtime_env::Check(folder); !s.ok()) return refuse(s.message());
+  if (!m.working_dir.empty() && m.working_dir_hash.empty()) {
     if (std::string problem = runtime_env::FolderProblem(m.working_dir); !problem.empty())
       return refuse("the job's working_dir " + problem + " on node " + options_.node_name);
   }
   JobProcess& j = jobs_[m.submission_id];
   j.start = m;
+  j.reply_to = reply_to;
+  Prepare(j);
+}
+
+void JobRunner::Prepare(JobProcess& j) {
+  const proto::StartJobMsg& m = j.start;
+  proto::RuntimeEnvMsg folder{{}, m.working_dir, m.working_dir_hash, m.working_dir_id};
+  if (j.working_dir.empty() && !m.working_dir.empty()) {
+    // The submitter's folder when this host sees it, else this node's copy of its package.
+    j.working_dir = runtime_env::InPlace(folder) ? m.working_dir
+                                                 : executables_.PackageFolder(m.working_dir_hash);
+    if (j.working_dir.empty())
+      return executables_.AwaitPackage(m.working_dir_hash, kWaiter + m.submission_id, j.reply_to);
+  }
   std::string local =
       executables_.Vouched(m.binary_hash) ? executables_.LocalExecutable("", m.binary_hash) : "";
   if (!local.empty()) return Launch(j, local);
-  executables_.Await(m.binary_hash, "", kWaiter + m.submission_id, reply_to);
+  executables_.Await(m.binary_hash, "", kWaiter + m.submission_id, j.reply_to);
 }
 
 void JobRunner::OnExecutable(const std::string& submission_id, const std::string& hash,
                              const std::string& error) {
   auto it = jobs_.find(submission_id);
   if (it == jobs_.end() || it->second.pid != 0) return;
-  std::string local = error.empty() ? executables_.LocalExecutable("", hash) : "";
-  if (local.empty()) {
+  JobProcess& j = it->second;
+  bool package = j.working_dir.empty() && hash == j.start.working_dir_hash;
+  bool missing = hash == j.start.binary_hash && executables_.LocalExecutable("", hash).empty();
+  if (!error.empty() || missing) {
     SendEvent(submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
-              "the job's executable could not be fetched from the head" +
+              std::string(package ? "the job's working_dir" : "the job's executable") +
+                  " could not be fetched from the head" +
                   (error.empty() ? std::string() : ": " + error));
     jobs_.erase(it);
     return;
   }
-  Launch(it->second, local);
+  Prepare(j);
 }
 
 void JobRunner::Launch(JobProcess& j, const std::string& path) {
   const std::string& sid = j.start.submission_id;
-  std::string cwd = j.start.working_dir;
+  std::string cwd = j.working_dir;
   if (cwd.empty()) {
     cwd = options_.log_dir + "/../jobs/" + sid;
     std::error_code ec;

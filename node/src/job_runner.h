@@ -50,7 +50,8 @@ class JobRunner {
   // kFailedToStart. A resend of a running job is ignored.
   void OnStart(const proto::StartJobMsg& m, const std::string& reply_to);
   void OnStop(const proto::StopJobMsg& m);
-  // The executable with this hash was fetched (error empty) or could not be: start the job.
+  // The executable or working_dir package with this hash was fetched (error empty) or could
+  // not be: go on starting the job, or report that it failed to start.
   void OnExecutable(const std::string& submission_id, const std::string& hash,
                     const std::string& error);
   // On every tick: reaps ended drivers and reports them; kills those that ignored a stop for
@@ -68,7 +69,13 @@ class JobRunner {
     bool stop_requested = false;
     double stop_since = 0;
     double wall_started = 0;
+    std::string reply_to;     // the node's inbox, for the head's answers to fetches
+    std::string working_dir;  // where it starts: working_dir itself or the package's copy
   };
+
+  // Fetches what the job lacks on this host (its working_dir's package, then its
+  // executable), one at a time, and launches it once nothing is missing.
+  void Prepare(JobProcess& j);
 
   // Starts the job's driver from the executable at `path`.
   void Launch(JobProcess& j, const std::string& path);

@@ -72,6 +72,9 @@ class WorkerPool {
     // Its request's runtime env (variables and working folder): lease workers are reused
     // only for the same one, and only a worker without one is prestarted.
     proto::RuntimeEnvMsg runtime_env;
+    // The folder it starts in on this host: the runtime env's working_dir itself, or this
+    // node's copy of its package (empty until known).
+    std::string working_dir;
   };
 
   WorkerPool(WorkerPoolOptions options, Outbox& outbox, DeviceAllocator& devices,
@@ -91,8 +94,8 @@ class WorkerPool {
   void OnAssignReply(const proto::AssignReplyMsg& m);
   // A worker's kWorkerStats report (its id in hex); a stranger's or a bad one is dropped.
   void OnWorkerStats(proto::WorkerStatsMsg m);
-  // The executable with this hash, that worker `worker_id` waited for, was fetched (error
-  // empty) or could not be: spawn the worker, or fail it.
+  // The executable or working_dir package with this hash, that worker `worker_id` waited
+  // for, was fetched (error empty) or could not be: go on preparing the worker, or fail it.
   void OnExecutable(const std::string& worker_id, const std::string& hash,
                     const std::string& error);
   // WorkerProcesses' events.
@@ -135,6 +138,10 @@ class WorkerPool {
   Worker& NewWorker(bool is_actor, const std::vector<std::string>& argv, const std::string& hash,
                     const std::string& arch, const Resources& demand,
                     const proto::RuntimeEnvMsg& runtime_env);
+  // Fetches what the worker lacks on this host (its working_dir's package, then its
+  // executable), one at a time: OnExecutable calls it again when each arrives. Spawns it
+  // (or gives its request to a spare, returned) once nothing is missing.
+  Worker& Prepare(Worker& w);
   void Spawn(Worker& w, const std::vector<std::string>& argv);
   // Starts the worker `w` of a request without devices running argv: a spare of the same
   // executable takes its place when there is one (w is erased, the spare returned, its

@@ -29,10 +29,11 @@ RateLimitedLog refused_log;
 
 // A request this node will not run (an executable it cannot verify): logged, rate-limited,
 // since any authenticated peer can send such requests at will.
-// What keeps this node from starting a worker with `env`; empty when nothing does.
+// What keeps this node from starting a worker with `env`; empty when nothing does. A
+// working_dir without a package must be a folder here; one with a package may be fetched.
 std::string RuntimeEnvProblem(const proto::RuntimeEnvMsg& env) {
   if (Status s = runtime_env::Check(env); !s.ok()) return s.message();
-  if (env.working_dir.empty()) return "";
+  if (env.working_dir.empty() || !env.working_dir_hash.empty()) return "";
   std::string problem = runtime_env::FolderProblem(env.working_dir);
   return problem.empty() ? "" : "working_dir " + problem + " on this host";
 }
@@ -79,6 +80,28 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
                     ", but the driver's executable is built for " + arch;
     return w;
   }
+  if (!hash.empty() && !IsContentHash(hash)) {
+    w.kill_requested = true;
+    w.kill_reason = "the request's executable hash is not a SHA-256 (64 lowercase hex characters)";
+    WarnRefused(w.kill_reason);
+    return w;
+  }
+  if (!hash.empty()) w.argv = argv.empty() ? std::vector<std::string>{""} : argv;
+  return Prepare(w);
+}
+
+WorkerPool::Worker& WorkerPool::Prepare(Worker& w) {
+  // Its working folder: the runtime env's own, or this node's copy of its package.
+  const proto::RuntimeEnvMsg& env = w.runtime_env;
+  if (w.working_dir.empty() && !env.working_dir.empty()) {
+    w.working_dir = runtime_env::InPlace(env) ? env.working_dir
+                                              : executables_.PackageFolder(env.working_dir_hash);
+    if (w.working_dir.empty()) {
+      executables_.AwaitPackage(env.working_dir_hash, w.id, node_address_);
+      return w;
+    }
+  }
+  const std::string& hash = w.executable;
   if (hash.empty()) {
     // No executable named: only this node's own worker program (the embedded node's: the
     // driver itself). A path in a message never names what runs.
@@ -91,15 +114,8 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
     }
     return SpawnOrTakeSpare(w, options_.worker_argv);
   }
-  if (!IsContentHash(hash)) {
-    w.kill_requested = true;
-    w.kill_reason = "the request's executable hash is not a SHA-256 (64 lowercase hex characters)";
-    WarnRefused(w.kill_reason);
-    return w;
-  }
   // The path is only where the executable may be found on this host; what runs is the
   // content the head vouched for, checked here by its SHA-256.
-  w.argv = argv.empty() ? std::vector<std::string>{""} : argv;
   if (executables_.Vouched(hash)) {
     std::string path = executables_.LocalExecutable(w.argv[0], hash);
     if (!path.empty()) {
@@ -108,7 +124,7 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
       return SpawnOrTakeSpare(w, resolved);
     }
   }
-  executables_.Await(hash, w.argv[0], id, node_address_);
+  executables_.Await(hash, w.argv[0], w.id, node_address_);
   return w;
 }
 
@@ -118,7 +134,12 @@ void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& h
   if (it == workers_.end()) return;
   Worker& w = it->second;
   if (!error.empty()) {
-    FailWorker(w, "the driver's executable is not on this node and could not be fetched: " + error);
+    bool package = hash == w.runtime_env.working_dir_hash && w.working_dir.empty();
+    FailWorker(w, package ? "node " + options_.node_hex.substr(0, 12) +
+                                " cannot give it its runtime env's working_dir: " + error
+                          : "the driver's executable is not on this node and could not be "
+                            "fetched: " +
+                                error);
     return;
   }
   if (w.kill_requested) {
@@ -126,15 +147,17 @@ void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& h
     return;
   }
   // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
-  std::string local = executables_.LocalExecutable(w.argv[0], hash);
-  if (local.empty()) {
+  if (hash == w.executable && executables_.LocalExecutable(w.argv[0], hash).empty()) {
     WarnRefused("no file on this node has the SHA-256 " + hash);
     FailWorker(w, "no file on this node has the SHA-256 " + hash + " of the driver's executable");
     return;
   }
-  std::vector<std::string> argv = w.argv;
-  argv[0] = local;
-  Assign(SpawnOrTakeSpare(w, argv));
+  Worker& prepared = Prepare(w);
+  if (prepared.kill_requested) {
+    FailWorker(prepared, prepared.kill_reason);
+  } else {
+    Assign(prepared);
+  }
 }
 
 WorkerPool::Worker& WorkerPool::SpawnOrTakeSpare(Worker& w, const std::vector<std::string>& argv) {
@@ -227,8 +250,7 @@ void WorkerPool::Spawn(Worker& w, const std::vector<std::string>& argv) {
   // The runtime env's variables first: the runtime's own (ORRERY_*, refused in a runtime env)
   // and the devices' follow.
   std::map<std::string, std::string> env = w.runtime_env.env_vars;
-  if (!w.runtime_env.working_dir.empty())
-    env[runtime_env::kWorkingDirVar] = w.runtime_env.working_dir;
+  if (!w.working_dir.empty()) env[runtime_env::kWorkingDirVar] = w.working_dir;
   env["ORRERY_ROLE"] = "worker";
   env["ORRERY_WORKER_ID"] = WorkerId(UniqueId::FromBinary(w.id)).Hex();
   env["ORRERY_NODE_ADDRESS"] = node_address_;

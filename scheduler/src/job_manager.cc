@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/internal/file_hash.h"
+#include "core/internal/folder_pack.h"
 #include "core/internal/log.h"
 #include "scheduler/src/records.h"
 
@@ -95,10 +96,10 @@ std::string JobManager::BinaryPath(const std::string& hash) const {
   return binary_dir_ + "/" + hash;
 }
 
-Status JobManager::StoreBinary(const std::string& hash, const std::string& bytes) const {
+Status JobManager::StoreBinary(const std::string& path, const std::string& bytes) const {
   std::error_code ec;
-  std::filesystem::create_directories(binary_dir_, ec);
-  std::string path = BinaryPath(hash), tmp = path + ".tmp";
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary);
     out.write(bytes.data(), std::streamsize(bytes.size()));
@@ -106,11 +107,38 @@ Status JobManager::StoreBinary(const std::string& hash, const std::string& bytes
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::Internal(ec.message());
-  LOG_INFO("stored a driver executable (" + std::to_string(bytes.size()) + " bytes) as " + path);
+  LOG_INFO("stored " + std::to_string(bytes.size()) + " bytes as " + path);
   return Status::Ok();
 }
 
+std::string JobManager::PackagePath(const std::string& hash) const {
+  if (!IsContentHash(hash)) return "/nonexistent";
+  return binary_dir_ + "/working_dirs/" + hash;
+}
+
+bool JobManager::HasPackage(const std::string& hash) const {
+  return access(PackagePath(hash).c_str(), R_OK) == 0;
+}
+
+void JobManager::OnPutPackage(const proto::BinaryMsg& m, const std::string& bytes) {
+  // Data that no node runs: stored for any peer of the cluster (docs/security.md).
+  if (!IsContentHash(m.hash) || bytes.size() > folder_pack::kMaxPackageBytes) {
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kConfigError,
+                    "a working_dir package is named by its SHA-256 and holds at most " +
+                        std::to_string(folder_pack::kMaxPackageBytes >> 20) + " MiB");
+  }
+  std::string got = HashBytes(bytes);
+  if (got != m.hash) {
+    return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
+                    "the uploaded package's hash is " + got + ", not " + m.hash);
+  }
+  Status stored = HasPackage(m.hash) ? Status::Ok() : StoreBinary(PackagePath(m.hash), bytes);
+  ctx_.Ack(m.reply_to, m.request_id, stored.ok(),
+           stored.ok() ? proto::ErrorKind::kNone : proto::ErrorKind::kError, stored.message());
+}
+
 void JobManager::OnPutBinary(const proto::BinaryMsg& m, const std::string& bytes) {
+  if (m.package) return OnPutPackage(m, bytes);
   auto awaited = awaiting_upload_.find(m.job_id);
   if (!IsContentHash(m.hash) || awaited == awaiting_upload_.end() || awaited->second != m.hash) {
     LOG_WARN("refused an executable upload (hash " + records::EscapeUtf8(m.hash.substr(0, 80)) +
@@ -124,24 +152,30 @@ void JobManager::OnPutBinary(const proto::BinaryMsg& m, const std::string& bytes
     return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
                     "the uploaded binary's hash is " + got + ", not " + m.hash);
   }
-  Status stored = StoreBinary(m.hash, bytes);
+  Status stored = StoreBinary(BinaryPath(m.hash), bytes);
   ctx_.Ack(m.reply_to, m.request_id, stored.ok(),
            stored.ok() ? proto::ErrorKind::kNone : proto::ErrorKind::kError, stored.message());
 }
 
 void JobManager::OnFetchBinary(const proto::BinaryMsg& m) const {
   proto::BinaryMsg reply{m.request_id, "", m.hash, "", true, ""};
-  if (!VouchesFor(m.hash)) {
+  reply.package = m.package;
+  std::string name = records::EscapeUtf8(m.hash.substr(0, 80));
+  // A working_dir's package is data, never run: served to any node that names it.
+  if (!m.package && !VouchesFor(m.hash)) {
     reply.ok = false;
-    reply.message =
-        "no job registered an executable with hash " + records::EscapeUtf8(m.hash.substr(0, 80));
+    reply.message = "no job registered an executable with hash " + name;
     return ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply);
   }
-  if (!m.want_bytes) return ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply);
-  std::ifstream in(BinaryPath(m.hash), std::ios::binary);
+  if (!m.package && !m.want_bytes)
+    return ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply);
+  std::ifstream in(m.package ? PackagePath(m.hash) : BinaryPath(m.hash), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   reply.ok = bool(in) || !bytes.empty();
-  if (!reply.ok) reply.message = "the head has no executable with hash " + m.hash;
+  if (!reply.ok)
+    reply.message = (m.package ? "the head keeps no working_dir with hash "
+                               : "the head has no executable with hash ") +
+                    name;
   ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
 }
 

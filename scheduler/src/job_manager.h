@@ -57,6 +57,8 @@ class JobManager {
   // for it to nodes from now on.
   bool HasBinary(const std::string& hash) const;
   void ExpectUpload(const std::string& key, const std::string& hash);
+  // Whether the head keeps the working_dir package (folder_pack.h) `hash`.
+  bool HasPackage(const std::string& hash) const;
   void Vouch(const std::string& hash) { vouched_.insert(hash); }
   // The inbox of the driver of job `job_id` (binary id) while it runs, else "".
   std::string DriverAddress(const std::string& job_id) const;
@@ -76,7 +78,11 @@ class JobManager {
   void End(const std::string& job_id, const std::string& cause);
   void Persist(const std::string& job_id);
   std::string BinaryPath(const std::string& hash) const;
-  Status StoreBinary(const std::string& hash, const std::string& bytes) const;
+  std::string PackagePath(const std::string& hash) const;
+  // Writes `bytes` as the file `path` (through a temporary file).
+  Status StoreBinary(const std::string& path, const std::string& bytes) const;
+  // A working_dir's package: data, stored for any peer (nodes only unpack it).
+  void OnPutPackage(const proto::BinaryMsg& m, const std::string& bytes);
 
   HeadContext ctx_;
   std::string binary_dir_;

@@ -95,6 +95,8 @@ void SubmissionManager::Restore(const TableRecords& records, double wall_now) {
       s.spec.label_selector = j.value("labels", Labels{});
       s.spec.runtime_env.env_vars = j.value("env_vars", Labels{});
       s.spec.runtime_env.working_dir = j.value("working_dir", "");
+      s.spec.runtime_env.working_dir_hash = j.value("working_dir_hash", "");
+      s.spec.runtime_env.working_dir_id = j.value("working_dir_id", "");
       std::string state = j.at("state").get<std::string>();
       for (auto st :
            {SubmissionState::kPending, SubmissionState::kRunning, SubmissionState::kSucceeded,

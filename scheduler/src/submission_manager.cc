@@ -53,6 +53,9 @@ Status CheckSubmission(const proto::SubmitJobMsg& m) {
   if (Status s = runtime_env::Check(m.runtime_env); !s.ok()) return s;
   if (Status s = records::CheckUtf8("the job's variables", m.runtime_env.env_vars); !s.ok())
     return s;
+  if (Status s = records::CheckUtf8("the job's working_dir identity", m.runtime_env.working_dir_id);
+      !s.ok())
+    return s;
   return records::CheckUtf8("the job's working_dir", m.runtime_env.working_dir);
 }
 
@@ -80,11 +83,12 @@ void SubmissionManager::OnSubmit(const proto::SubmitJobMsg& m, double wall_now) 
     reply.error = s.message();
     return answer();
   }
-  if (!jobs_.HasBinary(m.binary_hash)) {
-    jobs_.ExpectUpload(m.submission_id, m.binary_hash);
-    reply.need_binary = true;
-    return answer();
-  }
+  // Uploads the head lacks: the executable, and the working_dir's package.
+  const std::string& package = m.runtime_env.working_dir_hash;
+  reply.need_binary = !jobs_.HasBinary(m.binary_hash);
+  reply.need_package = !package.empty() && !jobs_.HasPackage(package);
+  if (reply.need_binary) jobs_.ExpectUpload(m.submission_id, m.binary_hash);
+  if (reply.need_binary || reply.need_package) return answer();
   Submission s;
   s.spec = m;
   s.spec.reply_to.clear();
@@ -138,6 +142,8 @@ void SubmissionManager::Start(Submission& s, int node, double wall_now) {
   if (head.rfind("tcp://", 0) == 0) head = head.substr(6);
   start.env = s.spec.runtime_env.env_vars;  // no ORRERY_* among them (CheckSubmission)
   start.working_dir = s.spec.runtime_env.working_dir;
+  start.working_dir_hash = s.spec.runtime_env.working_dir_hash;
+  start.working_dir_id = s.spec.runtime_env.working_dir_id;
   start.env["ORRERY_ADDRESS"] = head;
   start.env["ORRERY_SUBMISSION_ID"] = s.spec.submission_id;
   ctx_.outbox->Send(nodes_.address(node), MsgType::kStartJob, start);
@@ -261,6 +267,8 @@ std::string SubmissionManager::Json(const Submission& s) const {
                    {"labels", s.spec.label_selector},
                    {"env_vars", s.spec.runtime_env.env_vars},
                    {"working_dir", s.spec.runtime_env.working_dir},
+                   {"working_dir_hash", s.spec.runtime_env.working_dir_hash},
+                   {"working_dir_id", s.spec.runtime_env.working_dir_id},
                    {"binary_hash", s.spec.binary_hash},
                    {"node_id", s.node >= 0 ? nodes_.HexId(s.node) : ""},
                    {"pid", s.pid},

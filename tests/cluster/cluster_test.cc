@@ -38,6 +38,16 @@ class Probe {
 };
 ORRERY_REMOTE(Probe::Create, &Probe::Node, &Probe::Inc, &Probe::Pid);
 
+// "<folder it runs in>|<first line of ./notes/greeting.txt>|<$MODEL>", from inside a worker.
+std::string FolderAndGreeting() {
+  std::ifstream in("notes/greeting.txt");
+  std::string line = "none";
+  std::getline(in, line);
+  const char* model = std::getenv("MODEL");
+  return std::filesystem::current_path().string() + "|" + line + "|" + (model ? model : "");
+}
+ORRERY_REMOTE(FolderAndGreeting);
+
 // `cluster_test --child-driver HOST:PORT`: a second driver process that creates an actor
 // holding a GPU, prints the actor's worker pid, and waits to be killed.
 int ChildDriver(const std::string& address) {
@@ -273,6 +283,33 @@ TEST_F(ClusterTest, ANodeWithoutTheDriversExecutableFetchesItFromTheHead) {
     fetched = fetched || content.find("cached the driver's executable") != std::string::npos;
   }
   EXPECT_TRUE(fetched) << "no node logged fetching the executable";
+}
+
+TEST_F(ClusterTest, AWorkingDirANodeCannotSeeIsShippedToItByTheHead) {
+  std::string folder = cluster_.dir() + "/project";
+  std::filesystem::create_directories(folder + "/notes");
+  std::ofstream(folder + "/notes/greeting.txt") << "hello from the submitter\n";
+  std::string real = std::filesystem::canonical(folder).string();
+  // A node that sees the submitter's very folder runs the task in it.
+  orrery::RuntimeEnv env{.env_vars = {{"MODEL", "small"}}, .working_dir = folder};
+  EXPECT_EQ(*orrery::Get(orrery::Task(FolderAndGreeting).SetRuntimeEnv(env).Remote(), 30000),
+            real + "|hello from the submitter|small");
+  // A task that waits for node c's Custom resource (held by an actor) is submitted, and its
+  // folder moved away: the node that runs it no longer sees it, and gets it from the head.
+  auto holder = orrery::Actor(Probe::Create).SetResources({{"Custom", 4}}).Remote();
+  ASSERT_EQ(*orrery::Get(holder.Task(&Probe::Inc).Remote(1), 30000), 1);
+  env.env_vars["MODEL"] = "large";  // not a worker of the task above
+  auto later =
+      orrery::Task(FolderAndGreeting).SetResources({{"Custom", 1}}).SetRuntimeEnv(env).Remote();
+  std::filesystem::rename(folder, folder + ".moved");
+  holder.Kill();
+  std::string seen = *orrery::Get(later, 60000);
+  std::string cwd = seen.substr(0, seen.find('|'));
+  EXPECT_NE(cwd, real);
+  EXPECT_THAT(cwd, HasSubstr("/working_dirs/")) << "not the node's copy of the package";
+  EXPECT_EQ(seen.substr(seen.find('|')), "|hello from the submitter|large");
+  // The copy is the folder as it was submitted, kept for later work with the same folder.
+  EXPECT_TRUE(std::filesystem::exists(cwd + "/notes/greeting.txt"));
 }
 
 TEST_F(ClusterTest, HeadKilledAndRestartedLosesNothing) {

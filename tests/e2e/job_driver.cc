@@ -61,6 +61,12 @@ int main(int argc, char** argv) {
     char cwd[4096];
     std::printf("env JOB_ENV_TEST=%s cwd=%s\n", v ? v : "(unset)",
                 getcwd(cwd, sizeof(cwd)) ? cwd : "?");
+    // A file of the working_dir, when it holds one: the folder's content came along.
+    if (FILE* f = std::fopen("marker.txt", "r")) {
+      char line[256] = "";
+      if (std::fgets(line, sizeof(line), f)) std::printf("marker=%s", line);
+      std::fclose(f);
+    }
     return 0;
   }
   orrery::Init();

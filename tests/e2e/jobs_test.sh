@@ -17,6 +17,8 @@
 #   6. a job pinned to the second node (--label pool=b) is FAILED naming the node once that
 #      node is killed with SIGKILL
 #   4c. a job submitted with --env K=V --working-dir DIR sees the variable and starts there
+#   5b. a job that waits for a resource while its --working-dir is moved away starts in its
+#      node's copy of the folder, fetched from the head
 #   7. bad input: unknown job ids, a missing executable, malformed --resources, --label and
 #      --env, a --working-dir that is no folder, resources no node has: a clear message
 #      and a non-zero exit each
@@ -42,7 +44,7 @@ dashboard=$(sed -n 's|^  Dashboard: *\(http://127\.0\.0\.1:[0-9]*\).*|\1|p' "$tm
 [[ -n "$dashboard" ]] || fail "no dashboard URL in the output of orrery start --head"
 head_address=$(sed -n 's/^Orrery head started at \([^ ]*\) .*/\1/p' "$tmp/start_head.out")
 [[ "$head_address" =~ ^127\.0\.0\.1:[0-9]+$ ]] || fail "no head address in the output of orrery start --head"
-orrery start --address "$head_address" --num-cpus 1 --labels pool=b >/dev/null
+orrery start --address "$head_address" --num-cpus 1 --labels pool=b --resources '{"Slot": 1}' >/dev/null
 
 step "a driver run by hand prints its actor's lines with their prefix"
 ORRERY_TMPDIR="$sessions" ORRERY_ADDRESS="$head_address" timeout 60 "$driver_bin" exit 0 \
@@ -171,6 +173,24 @@ orrery job stop "$sleep_id"
 wait_for 20 state_is "$sleep_id" STOPPED || fail "job $sleep_id is $(job_state "$sleep_id") after orrery job stop"
 orrery job status "$sleep_id" | grep -q "signal 15 (Terminated)" ||
   fail "orrery job stop did not end the driver with SIGTERM: $(orrery job status "$sleep_id")"
+
+step "a job whose --working-dir its node cannot see starts in a copy from the head"
+mkdir -p "$tmp/shipped wd/sub"
+echo "from the submitter" >"$tmp/shipped wd/marker.txt"
+hold_id=$(cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" "$orrery_bin" job submit --no-wait \
+  --resources '{"Slot": 1}' -- ./driver sleep 300 2>/dev/null)
+wait_for 30 state_is "$hold_id" RUNNING || fail "job $hold_id is $(job_state "$hold_id"), not RUNNING"
+ship_id=$(cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" "$orrery_bin" job submit --no-wait \
+  --resources '{"Slot": 1}' --env JOB_ENV_TEST=shipped --working-dir "$tmp/shipped wd" \
+  -- ./driver env 2>/dev/null)
+state_is "$ship_id" PENDING || fail "job $ship_id is $(job_state "$ship_id"), not PENDING behind $hold_id"
+mv "$tmp/shipped wd" "$tmp/shipped wd.moved"  # no node sees the submitted folder any more
+orrery job stop "$hold_id"
+wait_for 60 state_is "$ship_id" SUCCEEDED || fail "job $ship_id is $(job_state "$ship_id"): $(orrery job status "$ship_id")"
+orrery job logs "$ship_id" | tee "$tmp/shipped.out"
+grep -qE "^env JOB_ENV_TEST=shipped cwd=.*/working_dirs/[0-9a-f]{64}$" "$tmp/shipped.out" ||
+  fail "the job did not start in its node's copy of the working_dir"
+grep -qxF "marker=from the submitter" "$tmp/shipped.out" || fail "the copy of the working_dir lacks its file"
 
 step "a job whose node dies is FAILED, naming the node"
 pinned_id=$(cd "$tmp/elsewhere" && ORRERY_TMPDIR="$sessions" "$orrery_bin" job submit --no-wait --label pool=b -- ./driver sleep 300 2>/dev/null)

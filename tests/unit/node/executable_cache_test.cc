@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/internal/file_hash.h"
+#include "core/internal/folder_pack.h"
 #include "orrery/ids.h"
 #include "tests/fakes/recording_outbox.h"
 
@@ -109,6 +110,64 @@ TEST_F(ExecutableCacheTest, WhatTheHeadDoesNotVouchForIsAnError) {
   ASSERT_TRUE(fetched.ok());
   EXPECT_NE(fetched.value().error.find("does not vouch"), std::string::npos);
   EXPECT_FALSE(cache.Vouched(hash));
+}
+
+TEST_F(ExecutableCacheTest, AWorkingDirIsFetchedOnceAndUnpackedIntoTheCache) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::filesystem::create_directories(dir_ / "project");
+  Write("project/notes.txt", "shipped");
+  auto packed = folder_pack::Pack((dir_ / "project").string());
+  ASSERT_TRUE(packed.ok());
+  const std::string& hash = packed.value().hash;
+  EXPECT_EQ(cache.PackageFolder(hash), "");
+  cache.AwaitPackage(hash, "worker-1", "tcp://node");
+  cache.AwaitPackage(hash, "job:s1", "tcp://node");
+  auto asks = outbox_.Sent(MsgType::kFetchBinary);
+  ASSERT_EQ(asks.size(), 1u);
+  auto ask = asks[0].As<proto::BinaryMsg>();
+  EXPECT_TRUE(ask.package);
+  auto fetched = cache.OnReply(Answer(ask), packed.value().bytes);
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_EQ(fetched.value().error, "");
+  EXPECT_EQ(fetched.value().waiters, (std::vector<std::string>{"worker-1", "job:s1"}));
+  std::string folder = cache.PackageFolder(hash);
+  ASSERT_NE(folder, "");
+  std::ifstream in(folder + "/notes.txt");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "shipped");
+  EXPECT_FALSE(cache.Vouched(hash)) << "a package is never an executable";
+}
+
+TEST_F(ExecutableCacheTest, APackageReplyDoesNotAnswerAnExecutableRequest) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string bytes = "a program";
+  std::string hash = HashBytes(bytes);
+  cache.Await(hash, "", "worker-1", "tcp://node");
+  auto ask = outbox_.Sent(MsgType::kFetchBinary)[0].As<proto::BinaryMsg>();
+  proto::BinaryMsg reply = Answer(ask);
+  reply.package = true;
+  EXPECT_EQ(cache.OnReply(reply, bytes).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(cache.Vouched(hash));
+}
+
+TEST_F(ExecutableCacheTest, AHostileOrMismatchedPackageIsAnErrorAndNotKept) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string hostile = std::string("\x91\x93\xa4../x\x01\xc4\x01z", 11);
+  std::string hash = HashBytes(hostile);
+  cache.AwaitPackage(hash, "worker-1", "tcp://node");
+  auto ask = outbox_.Sent(MsgType::kFetchBinary)[0].As<proto::BinaryMsg>();
+  auto fetched = cache.OnReply(Answer(ask), hostile);
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_NE(fetched.value().error.find("cannot be unpacked"), std::string::npos)
+      << fetched.value().error;
+  EXPECT_EQ(cache.PackageFolder(hash), "");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "x"));
+  cache.AwaitPackage(hash, "worker-2", "tcp://node");
+  ask = outbox_.Sent(MsgType::kFetchBinary)[1].As<proto::BinaryMsg>();
+  fetched = cache.OnReply(Answer(ask), "other bytes");
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_NE(fetched.value().error.find("does not match"), std::string::npos);
 }
 
 }  // namespace

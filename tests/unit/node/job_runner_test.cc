@@ -91,5 +91,41 @@ TEST_F(JobRunnerTest, AJobStoppedBeforeItStartedIsReported) {
   EXPECT_EQ(ev->cause, "stopped before it started");
 }
 
+TEST_F(JobRunnerTest, AWorkingDirThisHostCannotSeeIsFetchedBeforeTheExecutable) {
+  auto m = Job("job_3");
+  m.working_dir = "/nonexistent-submitter-folder";
+  m.working_dir_hash = HashBytes("the package");
+  m.working_dir_id = "another-host:1:2";
+  jobs.OnStart(m, "tcp://node");
+  auto asks = outbox.Sent(MsgType::kFetchBinary);
+  ASSERT_EQ(asks.size(), 1u);
+  auto ask = asks[0].As<proto::BinaryMsg>();
+  EXPECT_TRUE(ask.package);
+  EXPECT_EQ(ask.hash, m.working_dir_hash);
+  jobs.OnExecutable("job_3", m.working_dir_hash, "the head keeps no working_dir with hash x");
+  auto ev = Event();
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->kind, int(proto::JobEventKind::kFailedToStart));
+  EXPECT_NE(ev->cause.find("the job's working_dir could not be fetched"), std::string::npos)
+      << ev->cause;
+}
+
+TEST_F(JobRunnerTest, AWorkingDirWithoutAPackageMustBeHere) {
+  auto m = Job("job_4");
+  m.working_dir = "/nonexistent-submitter-folder";
+  jobs.OnStart(m, "tcp://node");
+  auto ev = Event();
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->kind, int(proto::JobEventKind::kFailedToStart));
+  EXPECT_NE(ev->cause.find("/nonexistent-submitter-folder"), std::string::npos) << ev->cause;
+  m.submission_id = "job_5";
+  m.working_dir_hash = "not a hash";
+  jobs.OnStart(m, "tcp://node");
+  ev = Event();
+  ASSERT_TRUE(ev);
+  EXPECT_NE(ev->cause.find("SHA-256"), std::string::npos) << ev->cause;
+  EXPECT_EQ(outbox.Count(MsgType::kFetchBinary), 0u);
+}
+
 }  // namespace
 }  // namespace orrery::node

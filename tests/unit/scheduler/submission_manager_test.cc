@@ -87,6 +87,54 @@ TEST_F(SubmissionManagerTest, AJobRunsOnANodeAndEndsWithItsExitCode) {
   EXPECT_EQ(Record(h, "job_0123456789abcdef")["exit_code"], 3);
 }
 
+TEST_F(SubmissionManagerTest, AWorkingDirPackageIsAskedForStoredAndServedToNodes) {
+  HeadHarness h(nullptr, dir_.string());
+  std::string node = h.AddNode({{"CPU", 2}});
+  std::string package = "a packed folder";
+  auto m = Request();
+  m.runtime_env.working_dir = "/home/user/project";
+  m.runtime_env.working_dir_hash = HashBytes(package);
+  m.runtime_env.working_dir_id = "boot:1:2";
+  h.submissions.OnSubmit(m, 100);
+  auto reply = h.outbox->Take<proto::SubmitJobReplyMsg>(MsgType::kSubmitJobReply);
+  ASSERT_TRUE(reply);
+  EXPECT_TRUE(reply->need_binary);
+  EXPECT_TRUE(reply->need_package);
+  proto::BinaryMsg put{1,  "tcp://cli",    m.runtime_env.working_dir_hash, "", true,
+                       "", m.submission_id};
+  put.package = true;
+  h.jobs.OnPutBinary(put, "other bytes");  // not what it is named by: refused
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
+  ASSERT_TRUE(ack);
+  EXPECT_FALSE(ack->ok);
+  EXPECT_FALSE(h.jobs.HasPackage(put.hash));
+  h.jobs.OnPutBinary(put, package);
+  ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
+  ASSERT_TRUE(ack && ack->ok) << (ack ? ack->message : "");
+  EXPECT_FALSE(h.jobs.VouchesFor(put.hash)) << "a package is never run as an executable";
+  EXPECT_TRUE(Submit(h, m).error.empty());
+  auto start = h.outbox->Take<proto::StartJobMsg>(MsgType::kStartJob);
+  ASSERT_TRUE(start);
+  EXPECT_EQ(start->working_dir, "/home/user/project");
+  EXPECT_EQ(start->working_dir_hash, m.runtime_env.working_dir_hash);
+  EXPECT_EQ(start->working_dir_id, "boot:1:2");
+  // A node asks for it by hash and gets its bytes.
+  proto::BinaryMsg fetch{7, "tcp://node", put.hash, "", true, ""};
+  fetch.package = true;
+  h.jobs.OnFetchBinary(fetch);
+  ASSERT_FALSE(h.outbox->Sent(MsgType::kBinaryReply).empty());
+  EXPECT_EQ(h.outbox->Sent(MsgType::kBinaryReply).back().payload, package);
+  auto served = h.outbox->Take<proto::BinaryMsg>(MsgType::kBinaryReply, "tcp://node");
+  ASSERT_TRUE(served);
+  EXPECT_TRUE(served->ok);
+  EXPECT_TRUE(served->package);
+  fetch.hash = HashBytes("never uploaded");
+  h.jobs.OnFetchBinary(fetch);
+  served = h.outbox->Take<proto::BinaryMsg>(MsgType::kBinaryReply, "tcp://node");
+  ASSERT_TRUE(served);
+  EXPECT_FALSE(served->ok);
+}
+
 TEST_F(SubmissionManagerTest, BadSubmissionsAreRefusedWithAReason) {
   HeadHarness h(nullptr, dir_.string());
   h.AddNode({{"CPU", 2}});

@@ -83,6 +83,10 @@ struct CallOptions {
   NodeId affinity_node;
   bool affinity_soft = false;
   RuntimeEnv runtime_env;
+  // Set by the runtime at submission in a cluster: runtime_env.working_dir's package on the
+  // head and the folder's identity here (docs/api.md "Runtime environments").
+  std::string working_dir_hash;
+  std::string working_dir_id;
 };
 
 std::shared_ptr<RefHolder> SubmitTask(const std::string& function, std::vector<ArgSlot> args,

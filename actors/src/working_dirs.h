@@ -1,0 +1,43 @@
+// The working_dirs of this process's tasks and actors in a cluster (docs/api.md "Runtime
+// environments"): each folder is packed (folder_pack.h), stored on the head by its SHA-256
+// and named in the work's runtime env, so that a node on another host runs the work in its
+// own copy. A folder is packed and uploaded again only when its listing changed.
+//
+// Thread-safe: submissions from any thread.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "actors/src/head_client.h"
+#include "core/internal/thread_annotations.h"
+
+namespace orrery::runtime {
+
+class WorkingDirs {
+ public:
+  explicit WorkingDirs(HeadClient& head) : head_(head) {}
+
+  struct Package {
+    std::string hash;  // of the package the head keeps
+    std::string id;    // the folder's identity on this host (folder_pack::FolderIdentity)
+  };
+  // `dir` (absolute, a folder here) packed and stored on the head. Throws ConfigError naming
+  // `what` for a folder that cannot be packed (too big, unreadable), the head's error kind
+  // when it refuses the package, ConnectionError when it does not answer.
+  Package Ship(const std::string& dir, const std::string& what) EXCLUDES(mu_);
+
+ private:
+  static constexpr size_t kMaxFolders = 256;
+
+  struct Shipped {
+    std::string fingerprint;  // folder_pack::Fingerprint when it was packed
+    Package package;
+  };
+
+  HeadClient& head_;
+  Mutex mu_;  // held while a folder is packed and uploaded: one upload at a time
+  std::map<std::string, Shipped> shipped_ GUARDED_BY(mu_);  // by folder
+};
+
+}  // namespace orrery::runtime

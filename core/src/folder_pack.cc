@@ -1,0 +1,250 @@
+#include "core/internal/folder_pack.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "core/internal/file_hash.h"
+#include "orrery/api/serialize.h"
+
+namespace orrery::folder_pack {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+enum Kind : int { kFolder = 0, kFile = 1, kExecutable = 2 };
+
+struct Entry {
+  std::string path;  // relative
+  int kind = kFolder;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+};
+
+struct Listing {
+  std::vector<Entry> entries;
+  size_t skipped = 0;
+};
+
+Status TooBig(const std::string& dir, const std::string& what) {
+  return Status::InvalidArgument("working_dir '" + dir + "' holds " + what +
+                                 " (a working_dir is shipped whole: at most " +
+                                 std::to_string(kMaxPackageBytes >> 20) + " MiB in " +
+                                 std::to_string(kMaxEntries) + " entries)");
+}
+
+// Every folder and regular file under `dir`, sorted by path, without following links.
+Result<Listing> List(const std::string& dir) {
+  Listing out;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
+  uint64_t bytes = 0;
+  for (; !ec && it != end; it.increment(ec)) {
+    struct stat st;
+    const std::string full = it->path().string();
+    if (lstat(full.c_str(), &st) != 0) {
+      return Status::InvalidArgument("working_dir: cannot read '" + full +
+                                     "': " + std::strerror(errno));
+    }
+    Entry e;
+    e.path = it->path().lexically_relative(dir).string();
+    if (S_ISDIR(st.st_mode)) {
+      e.kind = kFolder;
+    } else if (S_ISREG(st.st_mode)) {
+      e.kind = (st.st_mode & S_IXUSR) ? kExecutable : kFile;
+      e.size = uint64_t(st.st_size);
+    } else {
+      ++out.skipped;  // a link, a socket, a device: not shipped
+      continue;
+    }
+    e.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    e.inode = uint64_t(st.st_ino);
+    bytes += e.size + e.path.size();
+    if (bytes > kMaxPackageBytes) return TooBig(dir, "more bytes");
+    if (out.entries.size() >= kMaxEntries) return TooBig(dir, "more entries");
+    out.entries.push_back(std::move(e));
+  }
+  if (ec) return Status::InvalidArgument("working_dir '" + dir + "': " + ec.message());
+  std::sort(out.entries.begin(), out.entries.end(),
+            [](const Entry& a, const Entry& b) { return a.path < b.path; });
+  return out;
+}
+
+Result<std::string> ReadFile(const std::string& path, uint64_t size) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(size, '\0');
+  if (size > 0) in.read(bytes.data(), std::streamsize(size));
+  if (!in) return Status::InvalidArgument("working_dir: cannot read '" + path + "'");
+  if (in.peek() != std::char_traits<char>::eof())
+    return Status::InvalidArgument("working_dir: '" + path + "' changed while it was packed");
+  return bytes;
+}
+
+// Whether a package's path may be made under the destination: relative, and every
+// component a plain name.
+bool SafePath(const std::string& p) {
+  if (p.empty() || p.size() > 4096 || p[0] == '/' || p.find('\0') != std::string::npos)
+    return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t slash = p.find('/', start);
+    if (slash == std::string::npos) slash = p.size();
+    std::string_view part(p.data() + start, slash - start);
+    if (part.empty() || part == "." || part == ".." || part.size() > 255) return false;
+    start = slash + 1;
+  }
+  return true;
+}
+
+std::string ParentOf(const std::string& p) {
+  size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "" : p.substr(0, slash);
+}
+
+Status WriteFile(const std::string& path, const msgpack::object& content, bool executable) {
+  if (content.type != msgpack::type::BIN && content.type != msgpack::type::STR)
+    return Status::InvalidArgument("a file's content is not bytes");
+  const char* data = content.type == msgpack::type::BIN ? content.via.bin.ptr : content.via.str.ptr;
+  size_t size = content.type == msgpack::type::BIN ? content.via.bin.size : content.via.str.size;
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                executable ? 0755 : 0644);
+  if (fd < 0)
+    return Status::InvalidArgument("cannot create '" + path + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      close(fd);
+      return Status::Internal("cannot write '" + path + "': " + std::strerror(err));
+    }
+    done += size_t(n);
+  }
+  if (close(fd) != 0)
+    return Status::Internal("cannot write '" + path + "': " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// Writes the package's entries under `root` (an empty folder of this process's).
+Status UnpackInto(std::string_view bytes, const std::string& root) {
+  msgpack::object_handle oh;
+  try {
+    oh = internal::UnpackUntrusted(bytes.data(), bytes.size(),
+                                   {4, kMaxEntries, 4 * kMaxEntries + 1});
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("malformed package: ") + e.what());
+  }
+  const msgpack::object& all = oh.get();
+  if (all.type != msgpack::type::ARRAY) return Status::InvalidArgument("a package is an array");
+  std::set<std::string> folders{""};
+  std::string previous;
+  for (uint32_t i = 0; i < all.via.array.size; ++i) {
+    const msgpack::object& e = all.via.array.ptr[i];
+    if (e.type != msgpack::type::ARRAY || e.via.array.size != 3 ||
+        e.via.array.ptr[0].type != msgpack::type::STR ||
+        e.via.array.ptr[1].type != msgpack::type::POSITIVE_INTEGER) {
+      return Status::InvalidArgument("a package entry is not [path, kind, content]");
+    }
+    std::string path(e.via.array.ptr[0].via.str.ptr, e.via.array.ptr[0].via.str.size);
+    uint64_t kind = e.via.array.ptr[1].via.u64;
+    if (!SafePath(path)) return Status::InvalidArgument("a package path is not a relative name");
+    if (i > 0 && path <= previous)
+      return Status::InvalidArgument("package entries are not in order, or repeat a path");
+    if (!folders.count(ParentOf(path)))
+      return Status::InvalidArgument("a package entry's folder is not in the package");
+    previous = path;
+    std::string full = root + "/" + path;
+    if (kind == kFolder) {
+      if (mkdir(full.c_str(), 0755) != 0)
+        return Status::Internal("cannot make '" + full + "': " + std::strerror(errno));
+      folders.insert(path);
+    } else if (kind == kFile || kind == kExecutable) {
+      if (Status s = WriteFile(full, e.via.array.ptr[2], kind == kExecutable); !s.ok()) return s;
+    } else {
+      return Status::InvalidArgument("a package entry of unknown kind " + std::to_string(kind));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Packed> Pack(const std::string& dir) {
+  Result<Listing> listing = List(dir);
+  if (!listing.ok()) return listing.status();
+  Packed out;
+  out.skipped = listing.value().skipped;
+  internal::StringWriter w{out.bytes};
+  msgpack::packer<internal::StringWriter> pk(w);
+  pk.pack_array(uint32_t(listing.value().entries.size()));
+  for (const Entry& e : listing.value().entries) {
+    pk.pack_array(3);
+    pk.pack(e.path);
+    pk.pack(e.kind);
+    if (e.kind == kFolder) {
+      pk.pack_bin(0);
+      continue;
+    }
+    Result<std::string> content = ReadFile(dir + "/" + e.path, e.size);
+    if (!content.ok()) return content.status();
+    pk.pack_bin(uint32_t(content.value().size()));
+    pk.pack_bin_body(content.value().data(), uint32_t(content.value().size()));
+    ++out.files;
+  }
+  out.hash = HashBytes(out.bytes);
+  return out;
+}
+
+Result<std::string> Fingerprint(const std::string& dir) {
+  Result<Listing> listing = List(dir);
+  if (!listing.ok()) return listing.status();
+  std::string digest;
+  for (const Entry& e : listing.value().entries) {
+    digest += e.path;
+    digest += '\0';
+    digest += std::to_string(e.kind) + ":" + std::to_string(e.size) + ":" +
+              std::to_string(e.mtime_ns) + ":" + std::to_string(e.inode) + "\n";
+  }
+  return HashBytes(digest);
+}
+
+Status Unpack(std::string_view bytes, const std::string& dest) {
+  std::random_device rd;
+  std::string tmp = dest + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  if (mkdir(tmp.c_str(), 0755) != 0)
+    return Status::Internal("cannot make '" + tmp + "': " + std::strerror(errno));
+  Status s = UnpackInto(bytes, tmp);
+  std::error_code ec;
+  if (s.ok() && rename(tmp.c_str(), dest.c_str()) != 0) {
+    struct stat st;
+    bool made_meanwhile = stat(dest.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+    if (!made_meanwhile)
+      s = Status::Internal("cannot store '" + dest + "': " + std::strerror(errno));
+  }
+  if (fs::exists(tmp, ec)) fs::remove_all(tmp, ec);
+  return s;
+}
+
+std::string FolderIdentity(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  return boot + ":" + std::to_string(uint64_t(st.st_dev)) + ":" +
+         std::to_string(uint64_t(st.st_ino));
+}
+
+}  // namespace orrery::folder_pack
