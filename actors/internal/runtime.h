@@ -34,6 +34,7 @@
 #include "actors/src/head_client.h"
 #include "actors/src/job_registration.h"
 #include "actors/src/object_store.h"
+#include "actors/src/recent_ids.h"
 #include "actors/src/streams.h"
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
@@ -263,19 +264,16 @@ class Runtime {
   // kMaxCancelled, oldest forgotten first).
   Mutex cancel_mu_;
   std::unordered_set<ObjectId, IdHash> running_ GUARDED_BY(cancel_mu_);
-  std::unordered_set<ObjectId, IdHash> cancelled_ GUARDED_BY(cancel_mu_);
-  std::deque<ObjectId> cancelled_order_ GUARDED_BY(cancel_mu_);
+  RecentIds cancelled_ GUARDED_BY(cancel_mu_){kMaxCancelled};
   // An own actor's worker (SetOwnActor): the calls it ended, the newest kMaxCancelled.
-  std::unordered_set<ObjectId, IdHash> ended_ GUARDED_BY(cancel_mu_);
-  std::deque<ObjectId> ended_order_ GUARDED_BY(cancel_mu_);
+  RecentIds ended_ GUARDED_BY(cancel_mu_){kMaxCancelled};
   // Streams: those this process reads (by call), and those its calls produce.
   Mutex streams_mu_;
   std::unordered_map<ObjectId, std::shared_ptr<StreamState>, IdHash> streams_
       GUARDED_BY(streams_mu_);
   std::unordered_map<ObjectId, StreamProducer, IdHash> producing_ GUARDED_BY(streams_mu_);
   // The streams whose generators were dropped (the newest kMaxCancelled).
-  std::unordered_set<ObjectId, IdHash> closed_streams_ GUARDED_BY(streams_mu_);
-  std::deque<ObjectId> closed_order_ GUARDED_BY(streams_mu_);
+  RecentIds closed_streams_ GUARDED_BY(streams_mu_){kMaxCancelled};
   CondVar producing_cv_;
   // Async calls: the worker's poster, and the waits of the suspended calls, by call.
   std::function<void(std::function<void()>)> async_post_;

@@ -18,12 +18,6 @@ struct AsyncCalls::Call {
   CountedCall counted;
 };
 
-const internal::FunctionEntry* AsyncCalls::EntryOf(const proto::CallMsg& call) {
-  if (call.actor_id.empty()) return nullptr;
-  const internal::FunctionEntry* e = internal::FindByName(call.function);
-  return e && e->async_invoke ? e : nullptr;
-}
-
 void AsyncCalls::Start(const internal::FunctionEntry& entry, void* instance,
                        std::shared_ptr<proto::CallMsg> call, std::shared_ptr<std::string> args) {
   ObjectId id(UniqueId::FromBinary(call->object_id));

@@ -32,8 +32,11 @@ class AsyncCalls {
   AsyncCalls(int limit, CallCounter& counter, Hooks hooks)
       : limit_(limit), counter_(counter), hooks_(std::move(hooks)) {}
 
-  // The async method that `call` (an actor call) names, or null.
-  static const internal::FunctionEntry* EntryOf(const proto::CallMsg& call);
+  // Whether `call` is an actor call of `entry` (what it names; null: nothing registered), an
+  // async method.
+  static bool IsAsync(const proto::CallMsg& call, const internal::FunctionEntry* entry) {
+    return entry && !call.actor_id.empty() && entry->async_invoke;
+  }
   // Whether `limit` calls are in flight: the next waits for one to end.
   bool Full() const { return in_flight_.load() >= limit_; }
   // Starts `call` (of the async method `entry` on `instance`), or answers it when its caller

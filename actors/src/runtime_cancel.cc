@@ -38,7 +38,7 @@ void Runtime::Cancel(const internal::RefHolder& ref, bool force) {
 
 bool Runtime::BeginCall(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
-  if (cancelled_.count(id)) return false;
+  if (cancelled_.Contains(id)) return false;
   running_.insert(id);
   return true;
 }
@@ -54,22 +54,17 @@ void Runtime::EndCall(const ObjectId& id) {
 
 void Runtime::NoteCallEnded(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
-  if (!ended_.insert(id).second) return;
-  ended_order_.push_back(id);
-  if (ended_order_.size() > kMaxCancelled) {
-    ended_.erase(ended_order_.front());
-    ended_order_.pop_front();
-  }
+  ended_.Add(id);
 }
 
 bool Runtime::EndedHere(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
-  return ended_.count(id) > 0;
+  return ended_.Contains(id);
 }
 
 bool Runtime::IsCallCancelled(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
-  return cancelled_.count(id) > 0;
+  return cancelled_.Contains(id);
 }
 
 void Runtime::OnCancel(const proto::CancelMsg& m) {
@@ -82,13 +77,7 @@ void Runtime::OnCancel(const proto::CancelMsg& m) {
   {
     MutexLock lock(&cancel_mu_);
     running = running_.count(id) > 0;
-    if (cancelled_.insert(id).second) {
-      cancelled_order_.push_back(id);
-      if (cancelled_order_.size() > kMaxCancelled) {
-        cancelled_.erase(cancelled_order_.front());
-        cancelled_order_.pop_front();
-      }
-    }
+    cancelled_.Add(id);
   }
   WakeProducers();                  // a stream waiting for its reader stops
   if (running) WakeAsyncWaits(id);  // a suspended async call resumes, to throw

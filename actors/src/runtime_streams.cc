@@ -44,7 +44,7 @@ std::shared_ptr<StreamState> Runtime::StreamOf(const ObjectId& call, bool open) 
     // Only a call this process waits for has a stream (a peer cannot make up others), and
     // not one whose generator was dropped.
     if (!open &&
-        (closed_streams_.count(call) || store_.Lookup(call) != ObjectStore::Presence::kPending))
+        (closed_streams_.Contains(call) || store_.Lookup(call) != ObjectStore::Presence::kPending))
       return nullptr;
     state = std::make_shared<StreamState>(call);
     state->opened = open;
@@ -86,13 +86,7 @@ void Runtime::CloseStream(StreamState& s) {
     streams_.erase(s.call);
     // Its values still to come are answered with a closed ack (OnStreamItem), also when the
     // producer has sent none yet and so has no address here to be told at.
-    if (closed_streams_.insert(s.call).second) {
-      closed_order_.push_back(s.call);
-      if (closed_order_.size() > kMaxCancelled) {
-        closed_streams_.erase(closed_order_.front());
-        closed_order_.pop_front();
-      }
-    }
+    closed_streams_.Add(s.call);
   }
   std::map<uint64_t, std::shared_ptr<internal::RefHolder>> unread;
   std::string ack_to;

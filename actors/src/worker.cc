@@ -263,7 +263,8 @@ class WorkerServer {
     for (auto& r : released) ready_calls_.push_back(std::move(r));
     while (calls_.OwnsLoop() && !ready_calls_.empty()) {
       auto [call, payload] = ready_calls_.front();
-      if (const internal::FunctionEntry* e = async_ ? AsyncCalls::EntryOf(*call) : nullptr) {
+      const internal::FunctionEntry* e = internal::FindByName(call->function);
+      if (async_ && AsyncCalls::IsAsync(*call, e)) {
         if (async_->Full()) return;  // the next to end nudges the loop
         ready_calls_.pop_front();
         async_->Start(*e, instance_, call, payload);
@@ -271,14 +272,15 @@ class WorkerServer {
       }
       if (executor_) {
         ready_calls_.pop_front();
-        executor_->Submit([this, call = call, payload = payload] { Execute(*call, payload); });
+        executor_->Submit(
+            [this, call = call, payload = payload, e] { Execute(*call, payload, e); });
         continue;
       }
       bool slotted = !call->actor_id.empty();
       if (slotted && !slot_.TryTake()) return;
       ready_calls_.pop_front();
       t_holds_slot = slotted;
-      Execute(*call, payload);
+      Execute(*call, payload, e);
       // Answered, whether it ran or not: a later call may wait on it (Runtime::SetOwnActor).
       if (slotted) Current()->NoteCallEnded(ObjectId(UniqueId::FromBinary(call->object_id)));
       if (t_holds_slot) {
@@ -333,7 +335,9 @@ class WorkerServer {
     transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
   }
 
-  void Execute(const proto::CallMsg& call, const std::shared_ptr<std::string>& args) {
+  // Runs `call` of `e` (what it names; null: nothing registered) and replies.
+  void Execute(const proto::CallMsg& call, const std::shared_ptr<std::string>& args,
+               const internal::FunctionEntry* e) {
     CountedCall counted(counter_);
     struct Ordered {  // an actor call's end lets its caller be forgotten once idle
       CallOrder<ReadyCall>* order;
@@ -342,7 +346,6 @@ class WorkerServer {
         if (order) order->Finished(caller, MonotonicSeconds());
       }
     } ordered{call.actor_id.empty() ? nullptr : &order_, call.reply_to};
-    const internal::FunctionEntry* e = internal::FindByName(call.function);
     bool is_actor = !call.actor_id.empty();
     if (!e) {
       Reply(call, false, proto::ErrorKind::kFunctionNotFoundError, "",

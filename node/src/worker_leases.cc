@@ -59,12 +59,9 @@ void WorkerPool::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind k
   reply.message = message;
   outbox_.Send(r.reply_to, MsgType::kLeaseReply, reply);
   proto::WorkerEventMsg ev;
-  ev.kind = int(proto::WorkerEventKind::kLeaseWorkerDied);
-  ev.node_id = options_.node_id;
-  ev.node_secret = options_.node_secret;
   ev.lease_id = r.lease_id;
   ev.cause = message;
-  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  Report(proto::WorkerEventKind::kLeaseWorkerDied, std::move(ev));
 }
 
 void WorkerPool::OnReleaseLease(const std::string& lease_id) {

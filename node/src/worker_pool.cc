@@ -212,15 +212,12 @@ void WorkerPool::OnAssignReply(const proto::AssignReplyMsg& m) {
   w.ready = true;
   if (w.is_actor) {
     proto::WorkerEventMsg ev;
-    ev.kind = int(proto::WorkerEventKind::kActorAlive);
-    ev.node_id = options_.node_id;
-    ev.node_secret = options_.node_secret;
     ev.actor_id = w.actor.spec.actor_id;
     ev.incarnation = w.actor.incarnation;
     ev.address = w.call_address;
     ev.control_address = w.address;
     ev.pid = w.pid;
-    outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
+    Report(proto::WorkerEventKind::kActorAlive, std::move(ev));
   } else if (w.has_lease) {
     GrantTo(w);
   } else {
@@ -232,15 +229,12 @@ void WorkerPool::ActorDied(Worker& w, proto::ErrorKind kind, const std::string& 
   if (w.reported || !w.is_actor) return;
   w.reported = true;
   proto::WorkerEventMsg ev;
-  ev.kind = int(proto::WorkerEventKind::kActorDied);
-  ev.node_id = options_.node_id;
-  ev.node_secret = options_.node_secret;
   ev.actor_id = w.actor.spec.actor_id;
   ev.incarnation = w.actor.incarnation;
   ev.pid = w.pid;
   ev.error_kind = kind;
   ev.cause = cause;
-  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  Report(proto::WorkerEventKind::kActorDied, std::move(ev));
 }
 
 void WorkerPool::OnExited(int pid, const std::string& how) {
@@ -267,17 +261,21 @@ void WorkerPool::OnExited(int pid, const std::string& how) {
   if (objects_) objects_->OnProcessExit(w.address);
   if (!w.address.empty() && !w.spare) {  // a spare ran nothing, so leased nothing
     proto::WorkerEventMsg ev;
-    ev.kind = int(proto::WorkerEventKind::kProcessExited);
-    ev.node_id = options_.node_id;
-    ev.node_secret = options_.node_secret;
     ev.control_address = w.address;
     ev.pid = pid;
-    outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
+    Report(proto::WorkerEventKind::kProcessExited, std::move(ev));
   }
   for (const std::string* a : {&w.address, &w.call_address}) {
     if (!a->empty()) transport::ForgetLocalPeer(*a);
   }
   Erase(id);
+}
+
+void WorkerPool::Report(proto::WorkerEventKind kind, proto::WorkerEventMsg ev) {
+  ev.kind = int(kind);
+  ev.node_id = options_.node_id;
+  ev.node_secret = options_.node_secret;
+  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
 }
 
 WorkerPool::Worker* WorkerPool::ByActor(const std::string& actor_id) {

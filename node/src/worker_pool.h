@@ -152,6 +152,8 @@ class WorkerPool {
   bool StartSpare(const SpareKey& key, double now);
   // Sends a registered worker its assignment (actor or lease); nothing before it registered.
   void Assign(Worker& w);
+  // Sends the head `ev` as an event of `kind` from this node (with its id and secret).
+  void Report(proto::WorkerEventKind kind, proto::WorkerEventMsg ev);
   void WatchLogs(const Worker& w);
   void FailWorker(Worker& w, const std::string& reason);
   // Gives the worker's devices back to devices_.

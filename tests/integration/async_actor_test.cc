@@ -23,15 +23,14 @@ using orrery_test::kGetTimeoutMs;
 using orrery_test::TempMarker;
 using orrery_test::WaitFor;
 
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-void Touch(const std::string& path) { std::ofstream(path) << "x"; }
+using orrery_test::AwaitMarker;
+using orrery_test::Exists;
+using orrery_test::Touch;
 
 int64_t Square(int64_t x) { return x * x; }
 // Returns `v` once `gate` exists (waits up to a minute).
 int GatedValue(int v, std::string gate) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!Exists(gate) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  AwaitMarker(gate);
   return v;
 }
 

@@ -15,8 +15,9 @@
 
 namespace {
 
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-void Touch(const std::string& path) { std::ofstream(path) << "x"; }
+using orrery_test::AwaitMarker;
+using orrery_test::Exists;
+using orrery_test::Touch;
 
 // Counts the calls running inside it, waits included.
 class Probe {
@@ -48,10 +49,7 @@ class Probe {
   int Hold(std::string entered_marker, std::string release_marker) {
     Enter();
     Touch(entered_marker);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!Exists(release_marker) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    AwaitMarker(release_marker);
     Exit();
     return 2;
   }

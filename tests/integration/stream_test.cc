@@ -20,14 +20,9 @@ using orrery_test::kGetTimeoutMs;
 using orrery_test::TempMarker;
 using orrery_test::WaitFor;
 
-bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-void Touch(const std::string& path) { std::ofstream(path) << "x"; }
-// Waits (up to a minute) for `path` to exist.
-void AwaitMarker(const std::string& path) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!Exists(path) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-}
+using orrery_test::AwaitMarker;
+using orrery_test::Exists;
+using orrery_test::Touch;
 
 // Yields 0..n-1; after `pause_at` values it waits for `gate` (when not empty).
 orrery::Stream<int> Numbers(int n, int pause_at, std::string gate) {

@@ -90,6 +90,16 @@ inline bool ProcessGone(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
+// Marker files, which a worker and the test use to signal each other across processes.
+inline bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+inline void Touch(const std::string& path) { std::ofstream(path) << "x"; }
+// Waits (up to a minute) for `path` to exist: inside a worker, where a test's gate opens.
+inline void AwaitMarker(const std::string& path) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!Exists(path) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
 // A path for a marker file that does not exist yet; removed when the guard goes.
 class TempMarker {
  public:

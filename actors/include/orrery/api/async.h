@@ -163,18 +163,32 @@ struct AsyncPromiseBase {
 
 }  // namespace internal
 
+template <typename T>
+class Async;
+
+namespace internal {
+
+// The promise of Async<T>: what the coroutine co_returns.
+template <typename T>
+struct AsyncPromise : AsyncPromiseBase<AsyncPromise<T>> {
+  std::optional<T> value;
+  Async<T> get_return_object();
+  void return_value(T v) { value.emplace(std::move(v)); }
+};
+template <>
+struct AsyncPromise<void> : AsyncPromiseBase<AsyncPromise<void>> {
+  Async<void> get_return_object();
+  void return_void() {}
+};
+
+}  // namespace internal
+
 // The result of an async actor method: a coroutine that co_returns a T. The runtime starts
 // it when the call starts and replies when it ends.
 template <typename T>
 class Async {
  public:
-  struct promise_type : internal::AsyncPromiseBase<promise_type> {
-    std::optional<T> value;
-    Async get_return_object() {
-      return Async(std::coroutine_handle<promise_type>::from_promise(*this));
-    }
-    void return_value(T v) { value.emplace(std::move(v)); }
-  };
+  using promise_type = internal::AsyncPromise<T>;
   using Handle = std::coroutine_handle<promise_type>;
 
   Async(Async&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)) {}
@@ -185,51 +199,37 @@ class Async {
     if (handle_) handle_.destroy();
   }
 
-  // Runs the coroutine until it first suspends; `done` runs (with its value or its error)
-  // once it has ended, on the thread that ran its last part.
+  // Runs the coroutine until it first suspends; `done` runs once it has ended, on the thread
+  // that ran its last part, with its value (unless T is void) and its error.
   template <typename Done>
   void Start(Done done) && {
     Handle h = std::exchange(handle_, nullptr);
     promise_type& p = h.promise();
-    p.on_done = [&p, done = std::move(done)]() mutable { done(p.value, p.error); };
+    p.on_done = [&p, done = std::move(done)]() mutable {
+      if constexpr (std::is_void_v<T>) {
+        done(p.error);
+      } else {
+        done(p.value, p.error);
+      }
+    };
     h.resume();
   }
 
  private:
+  friend promise_type;
   explicit Async(Handle h) : handle_(h) {}
   Handle handle_;
 };
 
-template <>
-class Async<void> {
- public:
-  struct promise_type : internal::AsyncPromiseBase<promise_type> {
-    Async get_return_object() {
-      return Async(std::coroutine_handle<promise_type>::from_promise(*this));
-    }
-    void return_void() {}
-  };
-  using Handle = std::coroutine_handle<promise_type>;
-
-  Async(Async&& o) noexcept : handle_(std::exchange(o.handle_, nullptr)) {}
-  Async(const Async&) = delete;
-  Async& operator=(const Async&) = delete;
-  Async& operator=(Async&&) = delete;
-  ~Async() {
-    if (handle_) handle_.destroy();
-  }
-  template <typename Done>
-  void Start(Done done) && {
-    Handle h = std::exchange(handle_, nullptr);
-    promise_type& p = h.promise();
-    p.on_done = [&p, done = std::move(done)]() mutable { done(p.error); };
-    h.resume();
-  }
-
- private:
-  explicit Async(Handle h) : handle_(h) {}
-  Handle handle_;
-};
+namespace internal {
+template <typename T>
+Async<T> AsyncPromise<T>::get_return_object() {
+  return Async<T>(std::coroutine_handle<AsyncPromise<T>>::from_promise(*this));
+}
+inline Async<void> AsyncPromise<void>::get_return_object() {
+  return Async<void>(std::coroutine_handle<AsyncPromise<void>>::from_promise(*this));
+}
+}  // namespace internal
 
 namespace internal {
 template <typename R>
