@@ -8,13 +8,26 @@
 namespace orrery::runtime {
 
 WorkingDirs::Package WorkingDirs::Ship(const std::string& dir, const std::string& what) {
-  MutexLock lock(&mu_);
-  Result<std::string> fingerprint = folder_pack::Fingerprint(dir);
-  if (!fingerprint.ok())
-    throw ConfigError(what + ": runtime env: " + fingerprint.status().message());
-  auto known = shipped_.find(dir);
-  if (known != shipped_.end() && known->second.fingerprint == fingerprint.value())
-    return known->second.package;
+  // Not under the lock: two threads may pack the same folder at once (the head keeps one
+  // copy), but none waits for another's upload.
+  Result<folder_pack::Scan> scan = folder_pack::Fingerprint(dir);
+  if (!scan.ok()) throw ConfigError(what + ": runtime env: " + scan.status().message());
+  if (scan.value().too_big) {
+    // As before packages: the folder must be at that path on every node (a shared file
+    // system), where it is used in place.
+    LOG_WARN("working_dir " + dir + " is over " +
+             std::to_string(folder_pack::kMaxPackageBytes >> 20) + " MiB, " +
+             std::to_string(folder_pack::kMaxEntries) + " entries or " +
+             std::to_string(folder_pack::kMaxDepth) +
+             " folders deep: not shipped; nodes must see it at that path");
+    return Package{};
+  }
+  {
+    MutexLock lock(&mu_);
+    auto known = shipped_.find(dir);
+    if (known != shipped_.end() && known->second.fingerprint == scan.value().digest)
+      return known->second.package;
+  }
   Result<folder_pack::Packed> packed = folder_pack::Pack(dir);
   if (!packed.ok()) throw ConfigError(what + ": runtime env: " + packed.status().message());
   proto::BinaryMsg put{0, "", packed.value().hash, "", true, ""};
@@ -27,8 +40,9 @@ WorkingDirs::Package WorkingDirs::Ship(const std::string& dir, const std::string
     LOG_WARN("working_dir " + dir + ": " + std::to_string(packed.value().skipped) +
              " link(s) or special file(s) left out of its package");
   Package package{packed.value().hash, folder_pack::FolderIdentity(dir)};
-  if (shipped_.size() >= kMaxFolders && known == shipped_.end()) shipped_.clear();
-  shipped_[dir] = Shipped{fingerprint.value(), package};
+  MutexLock lock(&mu_);
+  if (shipped_.size() >= kMaxFolders && !shipped_.count(dir)) shipped_.clear();
+  shipped_[dir] = Shipped{scan.value().digest, package};
   return package;
 }
 

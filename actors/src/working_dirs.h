@@ -22,9 +22,10 @@ class WorkingDirs {
     std::string hash;  // of the package the head keeps
     std::string id;    // the folder's identity on this host (folder_pack::FolderIdentity)
   };
-  // `dir` (absolute, a folder here) packed and stored on the head. Throws ConfigError naming
-  // `what` for a folder that cannot be packed (too big, unreadable), the head's error kind
-  // when it refuses the package, ConnectionError when it does not answer.
+  // `dir` (absolute, a folder here) packed and stored on the head; no package (a warning
+  // logged) for a folder over folder_pack's limits, which nodes then use in place. Throws
+  // ConfigError naming `what` for a folder that cannot be read, the head's error kind when
+  // it refuses the package, ConnectionError when it does not answer.
   Package Ship(const std::string& dir, const std::string& what) EXCLUDES(mu_);
 
  private:
@@ -36,7 +37,7 @@ class WorkingDirs {
   };
 
   HeadClient& head_;
-  Mutex mu_;  // held while a folder is packed and uploaded: one upload at a time
+  Mutex mu_;
   std::map<std::string, Shipped> shipped_ GUARDED_BY(mu_);  // by folder
 };
 

@@ -201,13 +201,21 @@ Result<std::string> Submit(JobCommands& c, const std::string& path) {
   m.runtime_env = runtime_env.value();
   // The driver may start on another host: its working_dir goes by way of the head.
   folder_pack::Packed package;
-  if (!m.runtime_env.working_dir.empty()) {
-    auto packed = folder_pack::Pack(m.runtime_env.working_dir);
-    if (!packed.ok())
-      return orrery::Status::InvalidArgument("--working-dir: " + packed.status().message());
-    package = std::move(packed.value());
-    m.runtime_env.working_dir_hash = package.hash;
-    m.runtime_env.working_dir_id = folder_pack::FolderIdentity(m.runtime_env.working_dir);
+  if (const std::string& dir = m.runtime_env.working_dir; !dir.empty()) {
+    auto scan = folder_pack::Fingerprint(dir);
+    if (!scan.ok())
+      return orrery::Status::InvalidArgument("--working-dir: " + scan.status().message());
+    if (scan.value().too_big) {
+      std::cerr << "orrery job submit: warning: --working-dir " << dir
+                << " is too big to ship; the node must see it at that path\n";
+    } else {
+      auto packed = folder_pack::Pack(dir);
+      if (!packed.ok())
+        return orrery::Status::InvalidArgument("--working-dir: " + packed.status().message());
+      package = std::move(packed.value());
+      m.runtime_env.working_dir_hash = package.hash;
+      m.runtime_env.working_dir_id = folder_pack::FolderIdentity(dir);
+    }
   }
   for (const auto& a : c.command) m.entrypoint += (m.entrypoint.empty() ? "" : " ") + a;
   std::string head = HeadAddress(c.flags);
@@ -229,7 +237,8 @@ Result<std::string> Submit(JobCommands& c, const std::string& path) {
       if (orrery::Status s = Upload(head, put, package.bytes, "working_dir"); !s.ok()) return s;
     }
   }
-  return orrery::Status::Internal("the head asked for the executable again after it was uploaded");
+  return orrery::Status::Internal(
+      "the head asked for the executable or the working_dir again after it was uploaded");
 }
 
 int RunSubmit(JobCommands& c) {

@@ -16,9 +16,10 @@
 
 namespace orrery::folder_pack {
 
-// What one package may hold: bytes in all (files' contents and paths), and entries.
+// What one package may hold: bytes in all, entries, and folders one inside another.
 inline constexpr size_t kMaxPackageBytes = size_t(256) << 20;
 inline constexpr size_t kMaxEntries = 100000;
+inline constexpr size_t kMaxDepth = 64;
 
 struct Packed {
   std::string bytes;
@@ -28,26 +29,32 @@ struct Packed {
 };
 
 // Packs the folder `dir` (absolute). InvalidArgument naming the problem when the folder
-// cannot be read or holds more than kMaxPackageBytes or kMaxEntries.
+// cannot be read, or its package would be over a limit above.
 Result<Packed> Pack(const std::string& dir);
 
-// A digest of what Pack would read, from the folder's listing alone (paths, kinds, sizes,
-// modification times; no content): the same while nothing in the folder changed, so a
-// submitter packs a folder again only when it did. Errors as Pack's.
-Result<std::string> Fingerprint(const std::string& dir);
+// What Pack would read, from the folder's listing alone (paths, kinds, sizes, modification
+// times; no content).
+struct Scan {
+  // The same while nothing in the folder changed, so a submitter packs a folder again only
+  // when it did.
+  std::string digest;
+  bool too_big = false;  // over a limit above: Pack would refuse it
+};
+// InvalidArgument naming the problem when the folder cannot be read.
+Result<Scan> Fingerprint(const std::string& dir);
 
 // Unpacks untrusted package bytes into the folder `dest`, which must not exist (its parent
 // must). The package is written into a temporary folder beside `dest` and renamed, so
 // `dest` appears whole or not at all; a `dest` that another process made meanwhile is kept.
 // InvalidArgument, leaving nothing behind, for a malformed package: not the format above,
 // entries out of order or repeated, a path that is absolute, empty, holds NUL, ".", ".."
-// or an empty component, or whose folder is not an earlier entry, more than kMaxEntries
-// entries.
+// or an empty component, more than kMaxDepth components, or whose folder is not an earlier
+// entry, more than kMaxEntries entries.
 Status Unpack(std::string_view bytes, const std::string& dest);
 
 // The identity of the folder at `path` on this host: "<boot id>:<device>:<inode>", the same
 // only for the same folder seen by the same running kernel (a bind mount into a container
-// included); empty when `path` is no folder here.
+// included); empty when `path` is no folder here or the boot id cannot be read.
 std::string FolderIdentity(const std::string& path);
 
 }  // namespace orrery::folder_pack

@@ -275,8 +275,8 @@ struct BinaryMsg {
   std::string message;
   std::string job_id;
   bool want_bytes = true;
-  // A working_dir's package (folder_pack.h), not an executable: stored by a live job or an
-  // awaited submission, served to any node, never run.
+  // A working_dir's package (folder_pack.h), not an executable: stored for any peer, served
+  // to any node, never run.
   bool package = false;
   MSGPACK_DEFINE(request_id, reply_to, hash, arch, ok, message, job_id, want_bytes, package);
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/internal/file_hash.h"
+#include "core/internal/log.h"
 #include "orrery/api/serialize.h"
 
 namespace orrery::folder_pack {
@@ -35,13 +36,14 @@ struct Entry {
 struct Listing {
   std::vector<Entry> entries;
   size_t skipped = 0;
+  bool too_big = false;  // over a limit: the listing stopped there
 };
 
-Status TooBig(const std::string& dir, const std::string& what) {
-  return Status::InvalidArgument("working_dir '" + dir + "' holds " + what +
-                                 " (a working_dir is shipped whole: at most " +
+Status TooBig(const std::string& dir) {
+  return Status::InvalidArgument("working_dir '" + dir + "' is too big to ship (at most " +
                                  std::to_string(kMaxPackageBytes >> 20) + " MiB in " +
-                                 std::to_string(kMaxEntries) + " entries)");
+                                 std::to_string(kMaxEntries) + " entries, " +
+                                 std::to_string(kMaxDepth) + " folders deep)");
 }
 
 // Every folder and regular file under `dir`, sorted by path, without following links.
@@ -49,7 +51,9 @@ Result<Listing> List(const std::string& dir) {
   Listing out;
   std::error_code ec;
   fs::recursive_directory_iterator it(dir, fs::directory_options::none, ec), end;
-  uint64_t bytes = 0;
+  // Each entry's msgpack framing takes at most this many bytes besides its path and content.
+  constexpr uint64_t kEntryFraming = 16;
+  uint64_t bytes = 8;
   for (; !ec && it != end; it.increment(ec)) {
     struct stat st;
     const std::string full = it->path().string();
@@ -70,9 +74,12 @@ Result<Listing> List(const std::string& dir) {
     }
     e.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     e.inode = uint64_t(st.st_ino);
-    bytes += e.size + e.path.size();
-    if (bytes > kMaxPackageBytes) return TooBig(dir, "more bytes");
-    if (out.entries.size() >= kMaxEntries) return TooBig(dir, "more entries");
+    bytes += e.size + e.path.size() + kEntryFraming;
+    if (bytes > kMaxPackageBytes || out.entries.size() >= kMaxEntries ||
+        size_t(it.depth()) >= kMaxDepth) {
+      out.too_big = true;
+      break;
+    }
     out.entries.push_back(std::move(e));
   }
   if (ec) return Status::InvalidArgument("working_dir '" + dir + "': " + ec.message());
@@ -81,12 +88,26 @@ Result<Listing> List(const std::string& dir) {
   return out;
 }
 
-Result<std::string> ReadFile(const std::string& path, uint64_t size) {
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes(size, '\0');
-  if (size > 0) in.read(bytes.data(), std::streamsize(size));
-  if (!in) return Status::InvalidArgument("working_dir: cannot read '" + path + "'");
-  if (in.peek() != std::char_traits<char>::eof())
+// The content of the regular file `e` under `dir`, as listed: not a link put in its place.
+Result<std::string> ReadFile(const std::string& dir, const Entry& e) {
+  std::string path = dir + "/" + e.path;
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return Status::InvalidArgument("working_dir: cannot read '" + path +
+                                   "': " + std::strerror(errno));
+  struct stat st;
+  std::string bytes(e.size, '\0');
+  size_t done = 0;
+  bool same = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && uint64_t(st.st_ino) == e.inode &&
+              uint64_t(st.st_size) == e.size;
+  while (same && done < e.size) {
+    ssize_t n = read(fd, bytes.data() + done, e.size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += size_t(n);
+  }
+  close(fd);
+  if (!same || done != e.size)
     return Status::InvalidArgument("working_dir: '" + path + "' changed while it was packed");
   return bytes;
 }
@@ -96,6 +117,7 @@ Result<std::string> ReadFile(const std::string& path, uint64_t size) {
 bool SafePath(const std::string& p) {
   if (p.empty() || p.size() > 4096 || p[0] == '/' || p.find('\0') != std::string::npos)
     return false;
+  if (size_t(std::count(p.begin(), p.end(), '/')) >= kMaxDepth) return false;
   size_t start = 0;
   while (start <= p.size()) {
     size_t slash = p.find('/', start);
@@ -184,6 +206,7 @@ Status UnpackInto(std::string_view bytes, const std::string& root) {
 Result<Packed> Pack(const std::string& dir) {
   Result<Listing> listing = List(dir);
   if (!listing.ok()) return listing.status();
+  if (listing.value().too_big) return TooBig(dir);
   Packed out;
   out.skipped = listing.value().skipped;
   internal::StringWriter w{out.bytes};
@@ -197,17 +220,18 @@ Result<Packed> Pack(const std::string& dir) {
       pk.pack_bin(0);
       continue;
     }
-    Result<std::string> content = ReadFile(dir + "/" + e.path, e.size);
+    Result<std::string> content = ReadFile(dir, e);
     if (!content.ok()) return content.status();
     pk.pack_bin(uint32_t(content.value().size()));
     pk.pack_bin_body(content.value().data(), uint32_t(content.value().size()));
     ++out.files;
   }
+  if (out.bytes.size() > kMaxPackageBytes) return TooBig(dir);
   out.hash = HashBytes(out.bytes);
   return out;
 }
 
-Result<std::string> Fingerprint(const std::string& dir) {
+Result<Scan> Fingerprint(const std::string& dir) {
   Result<Listing> listing = List(dir);
   if (!listing.ok()) return listing.status();
   std::string digest;
@@ -217,7 +241,7 @@ Result<std::string> Fingerprint(const std::string& dir) {
     digest += std::to_string(e.kind) + ":" + std::to_string(e.size) + ":" +
               std::to_string(e.mtime_ns) + ":" + std::to_string(e.inode) + "\n";
   }
-  return HashBytes(digest);
+  return Scan{HashBytes(digest), listing.value().too_big};
 }
 
 Status Unpack(std::string_view bytes, const std::string& dest) {
@@ -226,14 +250,15 @@ Status Unpack(std::string_view bytes, const std::string& dest) {
   if (mkdir(tmp.c_str(), 0755) != 0)
     return Status::Internal("cannot make '" + tmp + "': " + std::strerror(errno));
   Status s = UnpackInto(bytes, tmp);
-  std::error_code ec;
   if (s.ok() && rename(tmp.c_str(), dest.c_str()) != 0) {
     struct stat st;
     bool made_meanwhile = stat(dest.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
     if (!made_meanwhile)
       s = Status::Internal("cannot store '" + dest + "': " + std::strerror(errno));
   }
-  if (fs::exists(tmp, ec)) fs::remove_all(tmp, ec);
+  std::error_code ec;
+  fs::remove_all(tmp, ec);  // nothing left once renamed
+  if (ec) LOG_WARN("cannot remove " + tmp + ": " + ec.message());
   return s;
 }
 
@@ -242,7 +267,7 @@ std::string FolderIdentity(const std::string& path) {
   if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "";
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string boot;
-  std::getline(in, boot);
+  if (!std::getline(in, boot) || boot.empty()) return "";
   return boot + ":" + std::to_string(uint64_t(st.st_dev)) + ":" +
          std::to_string(uint64_t(st.st_ino));
 }

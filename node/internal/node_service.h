@@ -131,6 +131,8 @@ class NodeService {
 
   // The head's kBinaryReply: resumes the jobs and workers that waited for the executable.
   void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
+  // Hands what was fetched (or could not be) to the workers and jobs that waited for it.
+  void Deliver(const std::string& hash, const ExecutableCache::Fetched& fetched);
 
   NodeOptions options_;
   NodeId id_;

@@ -3,14 +3,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/folder_pack.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
+#include "core/internal/runtime_env.h"
 
 namespace orrery::node {
 
@@ -53,6 +56,7 @@ void ExecutableCache::Request(const std::string& key, proto::BinaryMsg ask,
     // The nonce makes the head's the only reply that counts.
     ask.request_id = RandomNonce();
     nonce_[key] = ask.request_id;
+    asked_at_[key] = MonotonicSeconds();
     outbox_.Send(head_address_, proto::MsgType::kFetchBinary, ask);
   }
   waiting.push_back(waiter);
@@ -73,13 +77,37 @@ std::string ExecutableCache::PackageFolder(const std::string& hash) const {
   return stat(folder.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? folder : "";
 }
 
-void ExecutableCache::AwaitPackage(const std::string& hash, const std::string& waiter,
-                                   const std::string& reply_to) {
+std::string ExecutableCache::WorkingFolder(const proto::RuntimeEnvMsg& env,
+                                           const std::string& waiter, const std::string& reply_to) {
+  if (runtime_env::InPlace(env)) return env.working_dir;
+  const std::string& hash = env.working_dir_hash;
+  if (std::string folder = PackageFolder(hash); !folder.empty()) return folder;
   proto::BinaryMsg ask{0, reply_to, hash, "", true, ""};
   ask.package = true;
   if (awaiting_[kPackageKey + hash].empty())
     LOG_INFO("node: fetching the working_dir " + hash + " from the head");
   Request(kPackageKey + hash, ask, waiter);
+  return "";
+}
+
+std::vector<std::pair<std::string, ExecutableCache::Fetched>> ExecutableCache::Expire(double now) {
+  std::vector<std::pair<std::string, Fetched>> out;
+  for (auto it = asked_at_.begin(); it != asked_at_.end();) {
+    if (now - it->second < kFetchTimeoutS) {
+      ++it;
+      continue;
+    }
+    const std::string& key = it->first;
+    Fetched f;
+    f.package = key.rfind(kPackageKey, 0) == 0;
+    f.waiters = std::move(awaiting_[key]);
+    f.error = "the head did not answer within " + std::to_string(int(kFetchTimeoutS)) + " s";
+    out.emplace_back(f.package ? key.substr(std::strlen(kPackageKey)) : key, std::move(f));
+    awaiting_.erase(key);
+    nonce_.erase(key);
+    it = asked_at_.erase(it);
+  }
+  return out;
 }
 
 Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg& m,
@@ -89,17 +117,20 @@ Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg
   if (nonce == nonce_.end() || nonce->second != m.request_id) {
     uint64_t suppressed = 0;
     if (stray_reply_log.ShouldLog(&suppressed)) {
-      LOG_WARN("node: dropped an executable reply that answers no request of this node" +
+      LOG_WARN("node: dropped a kBinaryReply that answers no request of this node" +
                RateLimitedLog::More(suppressed));
     }
-    return Status::NotFound("an executable reply that answers no request of this node");
+    return Status::NotFound("a kBinaryReply that answers no request of this node");
   }
   nonce_.erase(nonce);
+  asked_at_.erase(key);
   Fetched out;
+  out.package = m.package;
   out.waiters = std::move(awaiting_[key]);
   awaiting_.erase(key);
   if (!m.ok) {
-    out.error = "the head does not vouch for it: " + m.message;
+    out.error =
+        (m.package ? "the head cannot send it: " : "the head does not vouch for it: ") + m.message;
   } else if (m.package) {
     out.error = Unpack(m.hash, bytes);
   } else if (bytes.empty()) {

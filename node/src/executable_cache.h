@@ -43,18 +43,22 @@ class ExecutableCache {
   struct Fetched {
     std::vector<std::string> waiters;  // as given to Await, in order
     std::string error;                 // empty: vouched for, and (if sent) cached
+    bool package = false;              // a working_dir's package, not an executable
   };
   // The head's kBinaryReply with its payload. NotFound for a reply that answers no request
   // out (a stray or forged one: logged, rate-limited, and otherwise ignored).
   [[nodiscard]] Result<Fetched> OnReply(const proto::BinaryMsg& m, const std::string& bytes);
 
-  // The folder this node unpacked the working_dir package `hash` into; empty when it has
-  // none yet.
-  std::string PackageFolder(const std::string& hash) const;
-  // Asks the head (answering to `reply_to`) for the package `hash`, unless a request for it
-  // is out already; OnReply unpacks it and hands `waiter` back.
-  void AwaitPackage(const std::string& hash, const std::string& waiter,
-                    const std::string& reply_to);
+  // Where work with the runtime env `env` starts on this host: env.working_dir itself when
+  // it names no package or this host sees that very folder, else this node's copy of the
+  // package. Empty while the package must be fetched: asked for here (answering to
+  // `reply_to`, once however many wait), unpacked by OnReply, which hands `waiter` back.
+  std::string WorkingFolder(const proto::RuntimeEnvMsg& env, const std::string& waiter,
+                            const std::string& reply_to);
+  // The requests the head has not answered within kFetchTimeoutS of `now` (a reply it
+  // could not queue, a head that restarted): each fails its waiters, with its hash.
+  std::vector<std::pair<std::string, Fetched>> Expire(double now);
+  static constexpr double kFetchTimeoutS = 120;
 
   const std::string& dir() const { return dir_; }
 
@@ -69,11 +73,14 @@ class ExecutableCache {
   static constexpr char kPackageKey[] = "package:";
   // Sends the request for `key` (nonce_ remembers it) unless one is out; adds the waiter.
   void Request(const std::string& key, proto::BinaryMsg ask, const std::string& waiter);
+  // The folder this node unpacked the package `hash` into; empty when it has none yet.
+  std::string PackageFolder(const std::string& hash) const;
   // Checks and unpacks a fetched package; an error message or "".
   std::string Unpack(const std::string& hash, const std::string& bytes);
 
   std::map<std::string, std::vector<std::string>> awaiting_;  // key -> waiters
-  std::map<std::string, uint64_t> nonce_;  // key -> request id of the head's expected reply
+  std::map<std::string, uint64_t> nonce_;   // key -> request id of the head's expected reply
+  std::map<std::string, double> asked_at_;  // key -> when its request went out (monotonic)
   std::set<std::string> vouched_;
   std::map<std::string, std::pair<ExecutableIdentity, std::string>>
       hashes_;  // path -> (file, hash)

@@ -28,6 +28,11 @@ constexpr size_t kMaxJobs = 1000;
 constexpr size_t kMaxJobArgs = 4096;
 constexpr size_t kMaxJobArgBytes = 1 << 20;
 
+// The working folder of a job's start, as a runtime env (no variables).
+proto::RuntimeEnvMsg FolderOf(const proto::StartJobMsg& m) {
+  return proto::RuntimeEnvMsg{{}, m.working_dir, m.working_dir_hash, m.working_dir_id};
+}
+
 bool ValidSubmissionId(const std::string& id) {
   return !id.empty() && id.size() <= 64 &&
          id.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
@@ -93,8 +98,7 @@ void JobRunner::OnStart(const proto::StartJobMsg& m, const std::string& reply_to
     return refuse("node " + options_.node_name + " runs on " + MachineArch() +
                   ", but the job's executable is built for " + m.arch);
   if (jobs_.size() >= kMaxJobs) return refuse("node runs too many jobs already");
-  proto::RuntimeEnvMsg folder{{}, m.working_dir, m.working_dir_hash, m.working_dir_id};
-  if (Status s = runtime_env::Check(folder); !s.ok()) return refuse(s.message());
+  if (Status s = runtime_env::Check(FolderOf(m)); !s.ok()) return refuse(s.message());
   if (!m.working_dir.empty() && m.working_dir_hash.empty()) {
     if (std::string problem = runtime_env::FolderProblem(m.working_dir); !problem.empty())
       return refuse("the job's working_dir " + problem + " on node " + options_.node_name);
@@ -107,13 +111,9 @@ void JobRunner::OnStart(const proto::StartJobMsg& m, const std::string& reply_to
 
 void JobRunner::Prepare(JobProcess& j) {
   const proto::StartJobMsg& m = j.start;
-  proto::RuntimeEnvMsg folder{{}, m.working_dir, m.working_dir_hash, m.working_dir_id};
   if (j.working_dir.empty() && !m.working_dir.empty()) {
-    // The submitter's folder when this host sees it, else this node's copy of its package.
-    j.working_dir = runtime_env::InPlace(folder) ? m.working_dir
-                                                 : executables_.PackageFolder(m.working_dir_hash);
-    if (j.working_dir.empty())
-      return executables_.AwaitPackage(m.working_dir_hash, kWaiter + m.submission_id, j.reply_to);
+    j.working_dir = executables_.WorkingFolder(FolderOf(m), kWaiter + m.submission_id, j.reply_to);
+    if (j.working_dir.empty()) return;  // OnExecutable goes on
   }
   std::string local =
       executables_.Vouched(m.binary_hash) ? executables_.LocalExecutable("", m.binary_hash) : "";
@@ -122,12 +122,11 @@ void JobRunner::Prepare(JobProcess& j) {
 }
 
 void JobRunner::OnExecutable(const std::string& submission_id, const std::string& hash,
-                             const std::string& error) {
+                             bool package, const std::string& error) {
   auto it = jobs_.find(submission_id);
   if (it == jobs_.end() || it->second.pid != 0) return;
   JobProcess& j = it->second;
-  bool package = j.working_dir.empty() && hash == j.start.working_dir_hash;
-  bool missing = hash == j.start.binary_hash && executables_.LocalExecutable("", hash).empty();
+  bool missing = !package && executables_.LocalExecutable("", hash).empty();
   if (!error.empty() || missing) {
     SendEvent(submission_id, proto::JobEventKind::kFailedToStart, 0, -1,
               std::string(package ? "the job's working_dir" : "the job's executable") +

@@ -52,7 +52,7 @@ class JobRunner {
   void OnStop(const proto::StopJobMsg& m);
   // The executable or working_dir package with this hash was fetched (error empty) or could
   // not be: go on starting the job, or report that it failed to start.
-  void OnExecutable(const std::string& submission_id, const std::string& hash,
+  void OnExecutable(const std::string& submission_id, const std::string& hash, bool package,
                     const std::string& error);
   // On every tick: reaps ended drivers and reports them; kills those that ignored a stop for
   // too long.

@@ -292,21 +292,28 @@ Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
 void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
   Result<ExecutableCache::Fetched> fetched = cache_.OnReply(m, bytes);
   if (!fetched.ok()) return;  // answers no request of this node (logged)
-  const std::string& error = fetched.value().error;
+  Deliver(m.hash, fetched.value());
+}
+
+void NodeService::Deliver(const std::string& hash, const ExecutableCache::Fetched& fetched) {
+  const std::string& error = fetched.error;
   if (uint64_t suppressed = 0; !error.empty() && refused_executable_log.ShouldLog(&suppressed))
-    LOG_WARN("node: refused the executable " + m.hash + ": " + error +
+    LOG_WARN(std::string("node: could not get the ") +
+             (fetched.package ? "working_dir " : "executable ") + hash + ": " + error +
              RateLimitedLog::More(suppressed));
-  for (const auto& waiter : fetched.value().waiters) {
+  for (const auto& waiter : fetched.waiters) {
     if (waiter.rfind(JobRunner::kWaiter, 0) == 0) {
-      jobs_->OnExecutable(waiter.substr(std::strlen(JobRunner::kWaiter)), m.hash, error);
+      jobs_->OnExecutable(waiter.substr(std::strlen(JobRunner::kWaiter)), hash, fetched.package,
+                          error);
     } else {
-      pool_->OnExecutable(waiter, m.hash, error);
+      pool_->OnExecutable(waiter, hash, fetched.package, error);
     }
   }
 }
 
 void NodeService::Tick() {
   CheckMemory();
+  for (const auto& [hash, fetched] : cache_.Expire(Now())) Deliver(hash, fetched);
   jobs_->Check();
   if (cgroups_) cgroups_->Sweep();
   RenderMetrics(Now());

@@ -96,7 +96,7 @@ class WorkerPool {
   void OnWorkerStats(proto::WorkerStatsMsg m);
   // The executable or working_dir package with this hash, that worker `worker_id` waited
   // for, was fetched (error empty) or could not be: go on preparing the worker, or fail it.
-  void OnExecutable(const std::string& worker_id, const std::string& hash,
+  void OnExecutable(const std::string& worker_id, const std::string& hash, bool package,
                     const std::string& error);
   // WorkerProcesses' events.
   void OnSpawned(uint64_t request, int pid);

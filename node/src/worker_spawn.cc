@@ -92,14 +92,9 @@ WorkerPool::Worker& WorkerPool::NewWorker(bool is_actor, const std::vector<std::
 
 WorkerPool::Worker& WorkerPool::Prepare(Worker& w) {
   // Its working folder: the runtime env's own, or this node's copy of its package.
-  const proto::RuntimeEnvMsg& env = w.runtime_env;
-  if (w.working_dir.empty() && !env.working_dir.empty()) {
-    w.working_dir = runtime_env::InPlace(env) ? env.working_dir
-                                              : executables_.PackageFolder(env.working_dir_hash);
-    if (w.working_dir.empty()) {
-      executables_.AwaitPackage(env.working_dir_hash, w.id, node_address_);
-      return w;
-    }
+  if (w.working_dir.empty() && !w.runtime_env.working_dir.empty()) {
+    w.working_dir = executables_.WorkingFolder(w.runtime_env, w.id, node_address_);
+    if (w.working_dir.empty()) return w;  // OnExecutable goes on
   }
   const std::string& hash = w.executable;
   if (hash.empty()) {
@@ -128,13 +123,12 @@ WorkerPool::Worker& WorkerPool::Prepare(Worker& w) {
   return w;
 }
 
-void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& hash,
+void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& hash, bool package,
                               const std::string& error) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
   Worker& w = it->second;
   if (!error.empty()) {
-    bool package = hash == w.runtime_env.working_dir_hash && w.working_dir.empty();
     FailWorker(w, package ? "node " + options_.node_hex.substr(0, 12) +
                                 " cannot give it its runtime env's working_dir: " + error
                           : "the driver's executable is not on this node and could not be "
@@ -147,7 +141,7 @@ void WorkerPool::OnExecutable(const std::string& worker_id, const std::string& h
     return;
   }
   // What runs is a file whose SHA-256 is the vouched hash: the request's path or the cache.
-  if (hash == w.executable && executables_.LocalExecutable(w.argv[0], hash).empty()) {
+  if (!package && executables_.LocalExecutable(w.argv[0], hash).empty()) {
     WarnRefused("no file on this node has the SHA-256 " + hash);
     FailWorker(w, "no file on this node has the SHA-256 " + hash + " of the driver's executable");
     return;

@@ -176,7 +176,12 @@ void JobManager::OnFetchBinary(const proto::BinaryMsg& m) const {
     reply.message = (m.package ? "the head keeps no working_dir with hash "
                                : "the head has no executable with hash ") +
                     name;
-  ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply, &bytes);
+  if (ctx_.outbox->TrySend(m.reply_to, MsgType::kBinaryReply, reply, &bytes).ok()) return;
+  // Its queue to that node is full: said at once, so that the work waiting fails now.
+  reply.ok = false;
+  reply.message = "the head could not queue " + std::to_string(bytes.size()) +
+                  " bytes to this node now (its queue is full)";
+  ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply);
 }
 
 void JobManager::DriverDied(const std::string& job_id, const std::string& cause) {

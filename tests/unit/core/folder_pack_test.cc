@@ -90,9 +90,10 @@ TEST_F(FolderPackTest, TheSameFolderGivesTheSameBytesAndAChangeShowsInTheFingerp
   EXPECT_EQ(first.value().hash, again.value().hash);
   auto before = Fingerprint(src());
   ASSERT_TRUE(before.ok());
-  EXPECT_EQ(Fingerprint(src()).value(), before.value());
+  EXPECT_FALSE(before.value().too_big);
+  EXPECT_EQ(Fingerprint(src()).value().digest, before.value().digest);
   Write("b/c.txt", "two, longer");
-  EXPECT_NE(Fingerprint(src()).value(), before.value());
+  EXPECT_NE(Fingerprint(src()).value().digest, before.value().digest);
   EXPECT_NE(Pack(src()).value().hash, first.value().hash);
 }
 
@@ -141,6 +142,29 @@ TEST_F(FolderPackTest, HostilePackagesAreRefusedAndLeaveNothingBehind) {
   }
   // Nothing beside the destination either (no temporary folder left).
   EXPECT_EQ(Tree(dir_).size(), Tree(dir_ / "src").size() + 2);  // "src", "victim"
+}
+
+TEST_F(FolderPackTest, AFolderNestedPastTheDepthLimitIsTooBigAndSuchAPackageIsRefused) {
+  std::string deep;
+  for (size_t i = 0; i <= kMaxDepth; ++i) deep += "d/";
+  Write(deep + "x.txt", "deep");
+  auto scan = Fingerprint(src());
+  ASSERT_TRUE(scan.ok());
+  EXPECT_TRUE(scan.value().too_big);
+  auto packed = Pack(src());
+  ASSERT_FALSE(packed.ok());
+  EXPECT_NE(packed.status().message().find("too big to ship"), std::string::npos);
+  // The same nesting from a peer.
+  std::vector<std::tuple<std::string, int, std::string>> entries;
+  std::string path;
+  for (size_t i = 0; i <= kMaxDepth; ++i) {
+    path += (i ? "/" : "") + std::string("d");
+    entries.emplace_back(path, 0, "");
+  }
+  EXPECT_FALSE(Unpack(Package(entries), dest()).ok());
+  EXPECT_FALSE(fs::exists(dest()));
+  entries.pop_back();  // at the limit: accepted
+  EXPECT_TRUE(Unpack(Package(entries), dest()).ok());
 }
 
 TEST_F(FolderPackTest, AFolderUnpackedMeanwhileIsKept) {

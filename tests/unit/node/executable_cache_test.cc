@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/folder_pack.h"
 #include "orrery/ids.h"
@@ -112,16 +113,20 @@ TEST_F(ExecutableCacheTest, WhatTheHeadDoesNotVouchForIsAnError) {
   EXPECT_FALSE(cache.Vouched(hash));
 }
 
+// A runtime env naming the package `hash` of a folder this host does not see.
+proto::RuntimeEnvMsg Elsewhere(const std::string& hash) {
+  return proto::RuntimeEnvMsg{{}, "/nonexistent-submitter-folder", hash, "another-host:1:2"};
+}
+
 TEST_F(ExecutableCacheTest, AWorkingDirIsFetchedOnceAndUnpackedIntoTheCache) {
   ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
   std::filesystem::create_directories(dir_ / "project");
   Write("project/notes.txt", "shipped");
   auto packed = folder_pack::Pack((dir_ / "project").string());
   ASSERT_TRUE(packed.ok());
-  const std::string& hash = packed.value().hash;
-  EXPECT_EQ(cache.PackageFolder(hash), "");
-  cache.AwaitPackage(hash, "worker-1", "tcp://node");
-  cache.AwaitPackage(hash, "job:s1", "tcp://node");
+  auto env = Elsewhere(packed.value().hash);
+  EXPECT_EQ(cache.WorkingFolder(env, "worker-1", "tcp://node"), "");
+  EXPECT_EQ(cache.WorkingFolder(env, "job:s1", "tcp://node"), "");
   auto asks = outbox_.Sent(MsgType::kFetchBinary);
   ASSERT_EQ(asks.size(), 1u);
   auto ask = asks[0].As<proto::BinaryMsg>();
@@ -129,14 +134,48 @@ TEST_F(ExecutableCacheTest, AWorkingDirIsFetchedOnceAndUnpackedIntoTheCache) {
   auto fetched = cache.OnReply(Answer(ask), packed.value().bytes);
   ASSERT_TRUE(fetched.ok());
   EXPECT_EQ(fetched.value().error, "");
+  EXPECT_TRUE(fetched.value().package);
   EXPECT_EQ(fetched.value().waiters, (std::vector<std::string>{"worker-1", "job:s1"}));
-  std::string folder = cache.PackageFolder(hash);
+  std::string folder = cache.WorkingFolder(env, "worker-2", "tcp://node");
   ASSERT_NE(folder, "");
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), 1u) << "fetched once, then kept";
   std::ifstream in(folder + "/notes.txt");
   std::string text;
   std::getline(in, text);
   EXPECT_EQ(text, "shipped");
-  EXPECT_FALSE(cache.Vouched(hash)) << "a package is never an executable";
+  EXPECT_FALSE(cache.Vouched(packed.value().hash)) << "a package is never an executable";
+}
+
+TEST_F(ExecutableCacheTest, AFolderThisHostSeesIsUsedInPlace) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string here = dir_.string();
+  proto::RuntimeEnvMsg env{{}, here, HashBytes("its package"), folder_pack::FolderIdentity(here)};
+  EXPECT_EQ(cache.WorkingFolder(env, "worker-1", "tcp://node"), here);
+  env.working_dir_hash.clear();  // no package (the embedded cluster): the folder itself
+  env.working_dir_id.clear();
+  EXPECT_EQ(cache.WorkingFolder(env, "worker-1", "tcp://node"), here);
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), 0u);
+}
+
+TEST_F(ExecutableCacheTest, AFetchTheHeadDoesNotAnswerFailsItsWaiters) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string hash = HashBytes("a package the head never sends");
+  EXPECT_EQ(cache.WorkingFolder(Elsewhere(hash), "worker-1", "tcp://node"), "");
+  cache.Await(HashBytes("a program"), "", "worker-2", "tcp://node");
+  double now = MonotonicSeconds();
+  EXPECT_TRUE(cache.Expire(now).empty());
+  auto expired = cache.Expire(now + ExecutableCache::kFetchTimeoutS + 1);
+  ASSERT_EQ(expired.size(), 2u);
+  for (const auto& [h, f] : expired) {
+    EXPECT_EQ(f.package, h == hash);
+    EXPECT_EQ(f.waiters.size(), 1u);
+    EXPECT_NE(f.error.find("did not answer"), std::string::npos) << f.error;
+  }
+  // Asked again from the start; a late reply to the first request counts for nothing.
+  auto first = outbox_.Sent(MsgType::kFetchBinary)[0].As<proto::BinaryMsg>();
+  EXPECT_EQ(cache.OnReply(Answer(first), "late").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(cache.WorkingFolder(Elsewhere(hash), "worker-3", "tcp://node"), "");
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), 3u);
 }
 
 TEST_F(ExecutableCacheTest, APackageReplyDoesNotAnswerAnExecutableRequest) {
@@ -155,15 +194,16 @@ TEST_F(ExecutableCacheTest, AHostileOrMismatchedPackageIsAnErrorAndNotKept) {
   ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
   std::string hostile = std::string("\x91\x93\xa4../x\x01\xc4\x01z", 11);
   std::string hash = HashBytes(hostile);
-  cache.AwaitPackage(hash, "worker-1", "tcp://node");
+  EXPECT_EQ(cache.WorkingFolder(Elsewhere(hash), "worker-1", "tcp://node"), "");
   auto ask = outbox_.Sent(MsgType::kFetchBinary)[0].As<proto::BinaryMsg>();
   auto fetched = cache.OnReply(Answer(ask), hostile);
   ASSERT_TRUE(fetched.ok());
   EXPECT_NE(fetched.value().error.find("cannot be unpacked"), std::string::npos)
       << fetched.value().error;
-  EXPECT_EQ(cache.PackageFolder(hash), "");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "x"));
-  cache.AwaitPackage(hash, "worker-2", "tcp://node");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "cache" / "x"));
+  EXPECT_EQ(cache.WorkingFolder(Elsewhere(hash), "worker-2", "tcp://node"), "")
+      << "nothing kept: asked again";
   ask = outbox_.Sent(MsgType::kFetchBinary)[1].As<proto::BinaryMsg>();
   fetched = cache.OnReply(Answer(ask), "other bytes");
   ASSERT_TRUE(fetched.ok());

@@ -72,7 +72,7 @@ TEST_F(JobRunnerTest, AJobWaitsForItsExecutableAndFailsWhenItCannotBeFetched) {
   ASSERT_EQ(listed.workers.size(), 1u);
   EXPECT_EQ(listed.workers[0].state, "STARTING");
   EXPECT_EQ(listed.workers[0].job_id, "job_1");
-  jobs.OnExecutable("job_1", m.binary_hash, "the head does not vouch for it");
+  jobs.OnExecutable("job_1", m.binary_hash, false, "the head does not vouch for it");
   auto ev = Event();
   ASSERT_TRUE(ev);
   EXPECT_EQ(ev->kind, int(proto::JobEventKind::kFailedToStart));
@@ -102,7 +102,7 @@ TEST_F(JobRunnerTest, AWorkingDirThisHostCannotSeeIsFetchedBeforeTheExecutable) 
   auto ask = asks[0].As<proto::BinaryMsg>();
   EXPECT_TRUE(ask.package);
   EXPECT_EQ(ask.hash, m.working_dir_hash);
-  jobs.OnExecutable("job_3", m.working_dir_hash, "the head keeps no working_dir with hash x");
+  jobs.OnExecutable("job_3", m.working_dir_hash, true, "the head keeps no working_dir with hash x");
   auto ev = Event();
   ASSERT_TRUE(ev);
   EXPECT_EQ(ev->kind, int(proto::JobEventKind::kFailedToStart));

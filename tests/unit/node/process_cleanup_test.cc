@@ -98,7 +98,7 @@ struct ProcessCleanupTest : ::testing::TestWithParam<bool> {
     if (!ask) return -1;
     auto fetched = cache->OnReply(*ask, kDriver);
     if (!fetched.ok() || !fetched.value().error.empty()) return -1;
-    jobs->OnExecutable(sid, m.binary_hash, "");
+    jobs->OnExecutable(sid, m.binary_hash, false, "");
     pid_t pid = -1;
     WaitFor([&] {
       jobs->Check();
