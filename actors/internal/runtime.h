@@ -302,6 +302,9 @@ struct CallResult {
   // The refs packed inside the result (internal::KeepResultRefs): the reply names them, and
   // the worker holds them until it has sent the reply.
   std::vector<std::shared_ptr<internal::RefHolder>> contained;
+  // An async method's call: a blocking wait inside it keeps the actor's call loop, so the
+  // actor's other calls run only at its co_await (docs/api.md "Async actors").
+  bool async = false;
 };
 // The CallResult of the call running on this thread, or null.
 CallResult* CurrentCallResult();

@@ -32,6 +32,7 @@ void AsyncCalls::Start(const internal::FunctionEntry& entry, void* instance,
   }
   auto c = std::make_shared<Call>(counter_);
   c->stored = CallResult{id, call->reply_to};
+  c->stored.async = true;
   c->msg = std::move(call);
   c->args = std::move(args);
   ++in_flight_;

@@ -181,6 +181,12 @@ void Runtime::ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int neede
     }
   }
   if (method.empty() || others >= needed) return;
+  const CallResult* running = CurrentCallResult();
+  if (running && running->async) {
+    throw Error(std::string(what) + " would wait forever: it waits on a call to '" + method +
+                "' of its own actor, and a blocking wait inside an async method holds the "
+                "actor (co_await the ref instead)");
+  }
   throw Error(std::string(what) + " would wait forever: it waits on a call to '" + method +
               "' of its own actor, which runs one call at a time and cannot start that call "
               "until this one returns (call the method directly, or give the actor "

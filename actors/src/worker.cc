@@ -105,9 +105,13 @@ class WorkerServer {
   static void BeforeBlock() {
     if (g_server) g_server->OnBlock();
   }
-  // Whether this thread runs a call of a max_concurrency 1 actor (which holds its only
-  // slot).
-  static bool RunsOnlyCall() { return t_holds_slot; }
+  // Whether this thread runs a call that no other call of the actor can run beside while it
+  // waits: one of a max_concurrency 1 actor (which holds its only slot), or an async call
+  // (which keeps the call loop, OnBlock).
+  static bool RunsOnlyCall() {
+    const CallResult* c = CurrentCallResult();
+    return t_holds_slot || (c && c->async);
+  }
 
  private:
   void RequestExit() EXCLUDES(mu_) {
@@ -148,9 +152,8 @@ class WorkerServer {
     const auto& spec = m.actor.spec;
     actor_id_ = spec.actor_id;
     Current()->SetActorWorker();
-    if (spec.options.max_concurrency <= 1)
-      Current()->SetOwnActor(ActorId(UniqueId::FromBinary(spec.actor_id)),
-                             &WorkerServer::RunsOnlyCall);
+    Current()->SetOwnActor(ActorId(UniqueId::FromBinary(spec.actor_id)),
+                           &WorkerServer::RunsOnlyCall);
     log::SetProcessTag("worker " + std::to_string(getpid()) + " " + spec.factory);
     int async_limit =
         spec.options.max_async_calls > 0 ? spec.options.max_async_calls : proto::kDefaultAsyncCalls;
@@ -310,8 +313,11 @@ class WorkerServer {
   }
 
   // Before a Get/Wait on any thread of this process: the call loop moves to a new thread
-  // (the waiting call keeps its slot).
+  // (the waiting call keeps its slot). Not from an async call: a plain wait inside a
+  // coroutine blocks the loop, as a blocking call in an event loop does, so that between
+  // two co_awaits the call runs alone.
   void OnBlock() {
+    if (const CallResult* c = CurrentCallResult(); c && c->async) return;
     if (calls_.OwnsLoop()) calls_.HandOff([this] { RunReady(); });
   }
 

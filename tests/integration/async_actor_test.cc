@@ -82,6 +82,17 @@ class Gatherer {
     auto r = co_await orrery::WaitAsync(refs, 1, timeout_ms);
     co_return int(r.ready.size());
   }
+  // Waits for a gated task in a plain (blocking) Get: holds the actor meanwhile.
+  orrery::Async<int> BlockingGet(int v, std::string gate) {
+    Touch(gate + ".entered");
+    int got = *orrery::Get(orrery::Task(GatedValue).Remote(v, gate), 120000);
+    co_return got;
+  }
+  // Waits in a plain Get on a call to its own actor, which cannot start meanwhile.
+  orrery::Async<int> BlockingGetOnSelf(orrery::ActorHandle<Gatherer> self) {
+    int got = *orrery::Get(self.Task(&Gatherer::Quick).Remote(1), 120000);
+    co_return got;
+  }
   int InFlight() { return in_flight_.load(); }
   int Cancelled() { return cancelled_.load(); }
   int Threads() { return ThreadsOfThisProcess(); }
@@ -95,7 +106,8 @@ class Gatherer {
 
 ORRERY_REMOTE(Square, GatedValue, Gatherer::Create, &Gatherer::SumOfSquares, &Gatherer::AwaitGate,
               &Gatherer::Quick, &Gatherer::Fails, &Gatherer::WaitSome, &Gatherer::InFlight,
-              &Gatherer::Cancelled, &Gatherer::Threads, &Gatherer::Order);
+              &Gatherer::Cancelled, &Gatherer::Threads, &Gatherer::Order, &Gatherer::BlockingGet,
+              &Gatherer::BlockingGetOnSelf);
 
 TEST(AsyncActorTest, GathersTenThousandTaskResultsOnFewThreads) {
   ActorReaper reaper;
@@ -120,6 +132,32 @@ TEST(AsyncActorTest, ADefaultActorInterleavesOnlyAtACoAwait) {
   Touch(gate.path());
   EXPECT_EQ(*orrery::Get(waiting, kGetTimeoutMs), 7);
   std::remove((gate.path() + ".started.7").c_str());
+}
+
+// A plain Get inside a coroutine blocks the actor's call loop, as a blocking call in an
+// event loop does: no other call of the actor runs until it returns (the guarantee that a
+// call runs alone between two co_awaits), and one on a call to its own actor fails fast.
+TEST(AsyncActorTest, APlainGetInsideACoroutineHoldsTheActor) {
+  ActorReaper reaper;
+  TempMarker gate;
+  auto actor = reaper.Add(orrery::Actor(Gatherer::Create).Remote());
+  auto blocked = actor.Task(&Gatherer::BlockingGet).Remote(5, gate.path());
+  ASSERT_TRUE(WaitFor([&] { return Exists(gate.path() + ".entered"); }));
+  auto quick = actor.Task(&Gatherer::Quick).Remote(1);
+  EXPECT_FALSE(WaitFor([&] { return orrery::Wait(std::vector{quick}, 1, 0).ready.size() == 1; },
+                       std::chrono::milliseconds(500)))
+      << "a call ran while another waited in a plain Get inside its coroutine";
+  Touch(gate.path());
+  EXPECT_EQ(*orrery::Get(blocked, kGetTimeoutMs), 5);
+  EXPECT_EQ(*orrery::Get(quick, kGetTimeoutMs), 2);
+  std::remove((gate.path() + ".entered").c_str());
+  try {
+    orrery::Get(actor.Task(&Gatherer::BlockingGetOnSelf).Remote(actor), kGetTimeoutMs);
+    ADD_FAILURE() << "a coroutine waiting in a plain Get on its own actor returned";
+  } catch (const orrery::RemoteError& e) {
+    EXPECT_NE(std::string(e.what()).find("would wait forever"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(*orrery::Get(actor.Task(&Gatherer::Quick).Remote(2), kGetTimeoutMs), 3);
 }
 
 TEST(AsyncActorTest, MaxConcurrencyBoundsTheCallsInFlight) {
