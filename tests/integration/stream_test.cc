@@ -112,6 +112,27 @@ TEST(StreamTest, ValuesArriveWhileTheProducerRuns) {
   EXPECT_EQ(*orrery::Get(gen.Completion(), kGetTimeoutMs), 1000u);
 }
 
+// Many producers at once, read by one reader in turn: every value of every stream arrives,
+// in its stream's order, each producer held back by its own window meanwhile.
+TEST(StreamTest, ManyProducersReadByOneReaderAllArrive) {
+  const int streams = 12, values = 2000;  // fewer producers than the test cluster's CPUs
+  std::vector<orrery::ObjectRefGenerator<int>> gens;
+  for (int s = 0; s < streams; ++s)
+    gens.push_back(orrery::Task(Numbers).Remote(values, -1, std::string()));
+  std::vector<int> next(streams, 0);
+  for (int round = 0; round < values; ++round) {
+    for (int s = 0; s < streams; ++s) {
+      auto ref = gens[s].Next(kGetTimeoutMs);
+      ASSERT_TRUE(ref.has_value()) << "stream " << s << " ended at " << next[s];
+      ASSERT_EQ(*orrery::Get(*ref, kGetTimeoutMs), next[s]++) << "stream " << s;
+    }
+  }
+  for (auto& gen : gens) {
+    EXPECT_FALSE(gen.Next(kGetTimeoutMs).has_value());
+    EXPECT_EQ(*orrery::Get(gen.Completion(), kGetTimeoutMs), uint64_t(values));
+  }
+}
+
 TEST(StreamTest, TheProducersErrorComesAfterItsValues) {
   auto gen = orrery::Task(FailsAfter).Remote(10);
   for (int i = 0; i < 10; ++i) {
