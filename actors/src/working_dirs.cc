@@ -1,6 +1,9 @@
 #include "actors/src/working_dirs.h"
 
+#include <optional>
+
 #include "actors/src/errors_util.h"
+#include "core/internal/clock.h"
 #include "core/internal/folder_pack.h"
 #include "core/internal/log.h"
 #include "orrery/errors.h"
@@ -22,11 +25,29 @@ WorkingDirs::Package WorkingDirs::Ship(const std::string& dir, const std::string
              " folders deep: not shipped; nodes must see it at that path");
     return Package{};
   }
+  std::optional<Package> kept;  // shipped before, unchanged: the head may still keep it
   {
     MutexLock lock(&mu_);
     auto known = shipped_.find(dir);
-    if (known != shipped_.end() && known->second.fingerprint == scan.value().digest)
-      return known->second.package;
+    if (known != shipped_.end() && known->second.fingerprint == scan.value().digest) {
+      if (MonotonicSeconds() - known->second.checked_at < kRecheckS) return known->second.package;
+      kept = known->second.package;
+    }
+  }
+  if (kept) {
+    // The head forgets the packages used longest ago: asked (no bytes) whether it still
+    // keeps this one, and sent it again only when it does not.
+    proto::BinaryMsg ask{0, "", kept->hash, "", true, ""};
+    ask.package = true;
+    proto::AckMsg ack = head_.PutBinary(ask, "");
+    if (ack.ok) {
+      MutexLock lock(&mu_);
+      shipped_[dir] = Shipped{scan.value().digest, *kept, MonotonicSeconds()};
+      return *kept;
+    }
+    if (ack.error_kind != proto::ErrorKind::kNeedBinary)
+      ThrowKind(ack.error_kind,
+                what + ": the head could not store the working_dir '" + dir + "': " + ack.message);
   }
   Result<folder_pack::Packed> packed = folder_pack::Pack(dir);
   if (!packed.ok()) throw ConfigError(what + ": runtime env: " + packed.status().message());
@@ -42,7 +63,7 @@ WorkingDirs::Package WorkingDirs::Ship(const std::string& dir, const std::string
   Package package{packed.value().hash, folder_pack::FolderIdentity(dir)};
   MutexLock lock(&mu_);
   if (shipped_.size() >= kMaxFolders && !shipped_.count(dir)) shipped_.clear();
-  shipped_[dir] = Shipped{scan.value().digest, package};
+  shipped_[dir] = Shipped{scan.value().digest, package, MonotonicSeconds()};
   return package;
 }
 

@@ -1,7 +1,8 @@
 // The working_dirs of this process's tasks and actors in a cluster (docs/api.md "Runtime
 // environments"): each folder is packed (folder_pack.h), stored on the head by its SHA-256
 // and named in the work's runtime env, so that a node on another host runs the work in its
-// own copy. A folder is packed and uploaded again only when its listing changed.
+// own copy. A folder is packed and uploaded again only when its listing changed, or when
+// the head no longer keeps it (asked at most every kRecheckS).
 //
 // Thread-safe: submissions from any thread.
 #pragma once
@@ -30,10 +31,12 @@ class WorkingDirs {
 
  private:
   static constexpr size_t kMaxFolders = 256;
+  static constexpr double kRecheckS = 60;
 
   struct Shipped {
     std::string fingerprint;  // folder_pack::Fingerprint when it was packed
     Package package;
+    double checked_at = 0;  // when the head last said it keeps it (monotonic seconds)
   };
 
   HeadClient& head_;

@@ -1,11 +1,15 @@
 #include "scheduler/src/job_manager.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
+#include <vector>
 
 #include "core/internal/file_hash.h"
 #include "core/internal/folder_pack.h"
@@ -127,14 +131,54 @@ void JobManager::OnPutPackage(const proto::BinaryMsg& m, const std::string& byte
                     "a working_dir package is named by its SHA-256 and holds at most " +
                         std::to_string(folder_pack::kMaxPackageBytes >> 20) + " MiB");
   }
+  if (bytes.empty()) {  // no package is empty: a submitter asks whether the head keeps it
+    if (!TouchPackage(m.hash)) {
+      return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kNeedBinary,
+                      "upload " + m.hash);
+    }
+    return ctx_.Ack(m.reply_to, m.request_id);
+  }
   std::string got = HashBytes(bytes);
   if (got != m.hash) {
     return ctx_.Ack(m.reply_to, m.request_id, false, proto::ErrorKind::kError,
                     "the uploaded package's hash is " + got + ", not " + m.hash);
   }
-  Status stored = HasPackage(m.hash) ? Status::Ok() : StoreBinary(PackagePath(m.hash), bytes);
+  Status stored = Status::Ok();
+  if (!TouchPackage(m.hash)) {
+    stored = StoreBinary(PackagePath(m.hash), bytes);
+    if (stored.ok()) EvictPackages(m.hash);
+  }
   ctx_.Ack(m.reply_to, m.request_id, stored.ok(),
            stored.ok() ? proto::ErrorKind::kNone : proto::ErrorKind::kError, stored.message());
+}
+
+bool JobManager::TouchPackage(const std::string& hash) const {
+  // Its modification time is when it was last stored, asked about or fetched: the store
+  // forgets the package used longest ago first.
+  return HasPackage(hash) && utimensat(AT_FDCWD, PackagePath(hash).c_str(), nullptr, 0) == 0;
+}
+
+void JobManager::EvictPackages(const std::string& keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::tuple<fs::file_time_type, uint64_t, fs::path>> files;
+  uint64_t total = 0;
+  for (const auto& e : fs::directory_iterator(binary_dir_ + "/working_dirs", ec)) {
+    if (!e.is_regular_file(ec) || !IsContentHash(e.path().filename().string())) continue;
+    uint64_t size = e.file_size(ec);
+    total += size;
+    files.emplace_back(e.last_write_time(ec), size, e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& [when, size, path] : files) {
+    if (total <= package_store_bytes_) break;
+    if (path.filename() == keep) continue;
+    if (fs::remove(path, ec)) {
+      total -= size;
+      LOG_INFO("forgot the working_dir package " + path.filename().string() +
+               " (the store is over " + std::to_string(package_store_bytes_ >> 20) + " MiB)");
+    }
+  }
 }
 
 void JobManager::OnPutBinary(const proto::BinaryMsg& m, const std::string& bytes) {
@@ -169,6 +213,7 @@ void JobManager::OnFetchBinary(const proto::BinaryMsg& m) const {
   }
   if (!m.package && !m.want_bytes)
     return ctx_.outbox->Send(m.reply_to, MsgType::kBinaryReply, reply);
+  if (m.package) (void)TouchPackage(m.hash);
   std::ifstream in(m.package ? PackagePath(m.hash) : BinaryPath(m.hash), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   reply.ok = bool(in) || !bytes.empty();

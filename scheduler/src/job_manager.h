@@ -59,6 +59,11 @@ class JobManager {
   void ExpectUpload(const std::string& key, const std::string& hash);
   // Whether the head keeps the working_dir package (folder_pack.h) `hash`.
   bool HasPackage(const std::string& hash) const;
+  // What the kept packages may take on disk in all: past it, those used longest ago go.
+  static constexpr uint64_t kPackageStoreBytes = uint64_t(8) << 30;
+  void SetPackageStoreBytes(uint64_t bytes) { package_store_bytes_ = bytes; }
+  // Marks the package `hash` as used now; false when the head does not keep it.
+  bool TouchPackage(const std::string& hash) const;
   void Vouch(const std::string& hash) { vouched_.insert(hash); }
   // The inbox of the driver of job `job_id` (binary id) while it runs, else "".
   std::string DriverAddress(const std::string& job_id) const;
@@ -81,8 +86,12 @@ class JobManager {
   std::string PackagePath(const std::string& hash) const;
   // Writes `bytes` as the file `path` (through a temporary file).
   Status StoreBinary(const std::string& path, const std::string& bytes) const;
-  // A working_dir's package: data, stored for any peer (nodes only unpack it).
+  // A working_dir's package: data, stored for any peer (nodes only unpack it). With no bytes:
+  // whether the head keeps it (NeedBinary when it does not).
   void OnPutPackage(const proto::BinaryMsg& m, const std::string& bytes);
+  // Forgets the packages used longest ago, but `keep`, while they take more than
+  // package_store_bytes_.
+  void EvictPackages(const std::string& keep);
 
   HeadContext ctx_;
   std::string binary_dir_;
@@ -92,6 +101,7 @@ class JobManager {
   // PutBinary is stored only for such a job and that hash.
   std::map<std::string, std::string> awaiting_upload_;
   std::set<std::string> vouched_;  // submitted jobs' executables
+  uint64_t package_store_bytes_ = kPackageStoreBytes;
 };
 
 }  // namespace orrery::scheduler

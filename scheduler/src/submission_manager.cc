@@ -86,7 +86,7 @@ void SubmissionManager::OnSubmit(const proto::SubmitJobMsg& m, double wall_now) 
   // Uploads the head lacks: the executable, and the working_dir's package.
   const std::string& package = m.runtime_env.working_dir_hash;
   reply.need_binary = !jobs_.HasBinary(m.binary_hash);
-  reply.need_package = !package.empty() && !jobs_.HasPackage(package);
+  reply.need_package = !package.empty() && !jobs_.TouchPackage(package);
   if (reply.need_binary) jobs_.ExpectUpload(m.submission_id, m.binary_hash);
   if (reply.need_binary || reply.need_package) return answer();
   Submission s;

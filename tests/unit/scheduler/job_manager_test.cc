@@ -1,6 +1,7 @@
 // JobManager and DriverRecords: registration, executables, heartbeats, records.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "core/internal/file_hash.h"
@@ -73,6 +74,43 @@ TEST_F(JobManagerTest, AnUploadNoJobAskedForIsRefused) {
   ASSERT_TRUE(ack);
   EXPECT_EQ(ack->error_kind, proto::ErrorKind::kConfigError);
   EXPECT_FALSE(std::filesystem::exists(dir_ / put.hash));
+}
+
+// Stores `bytes` as a working_dir package; whether the head acknowledged it.
+bool PutPackage(HeadHarness& h, const std::string& hash, const std::string& bytes) {
+  proto::BinaryMsg put{1, "tcp://driver", hash, "", true, ""};
+  put.package = true;
+  h.jobs.OnPutBinary(put, bytes);
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
+  return ack && ack->ok;
+}
+
+TEST_F(JobManagerTest, PackagesAreKeptWithinTheStoresSizeTheLeastRecentlyUsedGoingFirst) {
+  HeadHarness h(nullptr, dir_.string());
+  h.jobs.SetPackageStoreBytes(2500);
+  std::string a(1000, 'a'), b(1000, 'b'), c(1000, 'c');
+  ASSERT_TRUE(PutPackage(h, HashBytes(a), a));
+  ASSERT_TRUE(PutPackage(h, HashBytes(b), b));
+  // Asking whether the head keeps one (no bytes) marks it as used; a package it lacks is
+  // asked for.
+  auto old = std::filesystem::file_time_type::clock::now() - std::chrono::hours(1);
+  std::filesystem::last_write_time(dir_ / "working_dirs" / HashBytes(a), old);
+  std::filesystem::last_write_time(dir_ / "working_dirs" / HashBytes(b),
+                                   old - std::chrono::hours(1));
+  EXPECT_TRUE(PutPackage(h, HashBytes(b), ""));
+  proto::BinaryMsg ask{1, "tcp://driver", HashBytes(c), "", true, ""};
+  ask.package = true;
+  h.jobs.OnPutBinary(ask, "");
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck);
+  ASSERT_TRUE(ack);
+  EXPECT_FALSE(ack->ok);
+  EXPECT_EQ(ack->error_kind, proto::ErrorKind::kNeedBinary);
+  // A third goes over the store's size: the one used longest ago (a) is forgotten.
+  ASSERT_TRUE(PutPackage(h, HashBytes(c), c));
+  EXPECT_FALSE(h.jobs.HasPackage(HashBytes(a)));
+  EXPECT_TRUE(h.jobs.HasPackage(HashBytes(b)));
+  EXPECT_TRUE(h.jobs.HasPackage(HashBytes(c)));
+  EXPECT_FALSE(PutPackage(h, HashBytes(a), "")) << "asked for again";
 }
 
 TEST_F(JobManagerTest, ASilentDriversJobEndsAndTakesItsActorsAlong) {
