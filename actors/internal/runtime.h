@@ -135,15 +135,16 @@ class Runtime {
   void EndCall(const ObjectId& id) EXCLUDES(cancel_mu_);
   bool IsCallCancelled(const ObjectId& id) EXCLUDES(cancel_mu_);
   void SetActorWorker() { actor_worker_ = true; }
-  // A worker of an actor with max_concurrency 1 (docs/api.md "Actors"): a call of it that
-  // waits in Get or Wait on the result of a call to that same actor, not yet answered, would
-  // wait forever (the actor runs one call at a time), so Get and Wait throw instead.
-  // `runs_its_call` says whether the calling thread runs one of the actor's calls. Call
-  // once, before the actor's first call.
+  // An actor's worker (docs/api.md "Actors", "Async actors"): a call that no other call of
+  // the actor can run beside while it waits (`runs_its_call` says whether the calling thread
+  // runs one: a max_concurrency 1 actor's, or an async call) and that waits in Get or Wait
+  // on the result of a call to that same actor, neither answered nor running on a thread of
+  // its own, would wait forever, so Get and Wait throw instead. Call once, before the
+  // actor's first call.
   void SetOwnActor(const ActorId& actor, bool (*runs_its_call)());
-  // The worker of such an actor ran (or answered without running) the call whose result is
-  // `id`: its reply is on its way, so a wait on it is no deadlock.
-  void NoteCallEnded(const ObjectId& id) EXCLUDES(cancel_mu_);
+  // The worker of such an actor answered the call whose result is `id`, or runs it on a
+  // thread of its own (where it needs the call loop no more): a wait on it is no deadlock.
+  void NoteCallFreed(const ObjectId& id) EXCLUDES(cancel_mu_);
   // kCancel, from the runtime's inbox (or a worker's call inbox). Throws on a malformed one.
   void OnCancel(const proto::CancelMsg& msg) EXCLUDES(cancel_mu_);
   // Workers' log lines the head passed on: printed with their source when
@@ -234,8 +235,8 @@ class Runtime {
   // (timeout_ms 0) never throws.
   void ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int needed, int timeout_ms,
                               const char* what);
-  // Whether this worker ran the call whose result is `id` (among the newest kMaxCancelled).
-  bool EndedHere(const ObjectId& id) EXCLUDES(cancel_mu_);
+  // Whether NoteCallFreed noted `id` (among the newest kMaxCancelled).
+  bool FreedHere(const ObjectId& id) EXCLUDES(cancel_mu_);
 
   // Declaration order is construction order: the pieces hold references to what precedes.
   Config config_;
@@ -265,8 +266,8 @@ class Runtime {
   Mutex cancel_mu_;
   std::unordered_set<ObjectId, IdHash> running_ GUARDED_BY(cancel_mu_);
   RecentIds cancelled_ GUARDED_BY(cancel_mu_){kMaxCancelled};
-  // An own actor's worker (SetOwnActor): the calls it ended, the newest kMaxCancelled.
-  RecentIds ended_ GUARDED_BY(cancel_mu_){kMaxCancelled};
+  // An own actor's worker (SetOwnActor): the calls it freed, the newest kMaxCancelled.
+  RecentIds freed_ GUARDED_BY(cancel_mu_){kMaxCancelled};
   // Streams: those this process reads (by call), and those its calls produce.
   Mutex streams_mu_;
   std::unordered_map<ObjectId, std::shared_ptr<StreamState>, IdHash> streams_

@@ -26,7 +26,7 @@ void AsyncCalls::Start(const internal::FunctionEntry& entry, void* instance,
     hooks_.reply(*call, false, proto::ErrorKind::kTaskCancelledError, "",
                  "'" + call->function + "' was cancelled by its caller before it started", nullptr,
                  nullptr);
-    rt.NoteCallEnded(id);
+    rt.NoteCallFreed(id);
     hooks_.ended(*call);
     return;
   }
@@ -63,7 +63,7 @@ void AsyncCalls::End(Call& c, std::string* result, std::exception_ptr error) {
   }
   Runtime& rt = *Current();
   rt.EndCall(c.stored.id);
-  rt.NoteCallEnded(c.stored.id);
+  rt.NoteCallFreed(c.stored.id);
   --in_flight_;  // before `ended`, which lets the next call start
   hooks_.ended(call);
 }

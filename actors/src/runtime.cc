@@ -277,7 +277,8 @@ std::shared_ptr<PendingCall> Runtime::NewCall(const std::string& function,
 
 void Runtime::CheckRuntimeEnv(internal::CallOptions& o, const std::string& what) {
   RuntimeEnv& env = o.runtime_env;
-  if (env.empty()) env = config_.runtime_env;
+  bool job_default = env.empty();
+  if (job_default) env = config_.runtime_env;
   if (!env.working_dir.empty()) {
     auto folder = runtime_env::LocalFolder(env.working_dir);
     if (!folder.ok())
@@ -289,7 +290,7 @@ void Runtime::CheckRuntimeEnv(internal::CallOptions& o, const std::string& what)
   // In a cluster (this process names its executable by hash), nodes on other hosts get the
   // folder from the head.
   if (!env.working_dir.empty() && !self_.binary_hash.empty()) {
-    WorkingDirs::Package p = working_dirs_.Ship(env.working_dir, what);
+    WorkingDirs::Package p = working_dirs_.Ship(env.working_dir, what, job_default);
     o.working_dir_hash = p.hash;
     o.working_dir_id = p.id;
   }

@@ -52,14 +52,14 @@ void Runtime::EndCall(const ObjectId& id) {
   EndAsyncWaits(id);
 }
 
-void Runtime::NoteCallEnded(const ObjectId& id) {
+void Runtime::NoteCallFreed(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
-  ended_.Add(id);
+  freed_.Add(id);
 }
 
-bool Runtime::EndedHere(const ObjectId& id) {
+bool Runtime::FreedHere(const ObjectId& id) {
   MutexLock lock(&cancel_mu_);
-  return ended_.Contains(id);
+  return freed_.Contains(id);
 }
 
 bool Runtime::IsCallCancelled(const ObjectId& id) {

@@ -174,7 +174,7 @@ void Runtime::ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int neede
     // A call that ran here already has its reply on the way: only one not yet run waits
     // behind this call.
     if (store_.Lookup(id) != ObjectStore::Presence::kReady &&
-        actors_.Unanswered(own_actor_, id, &function) && !EndedHere(id)) {
+        actors_.Unanswered(own_actor_, id, &function) && !FreedHere(id)) {
       method = function;
     } else {
       ++others;

@@ -164,7 +164,8 @@ class WorkerServer {
       Nudge();
     };
     async_ = std::make_unique<AsyncCalls>(async_limit, counter_, std::move(hooks));
-    Current()->SetAsyncPoster([this](std::function<void()> work) { calls_.Post(std::move(work)); });
+    // Resumptions run on the loop's owner only: never beside another call's part.
+    Current()->SetAsyncPoster([this](std::function<void()> work) { PostOnLoop(std::move(work)); });
     auto create = [this, spec] { CreateActor(spec); };
     if (spec.options.max_concurrency > 1) {
       executor_ = std::make_unique<Executor>(spec.options.max_concurrency);
@@ -273,19 +274,20 @@ class WorkerServer {
         async_->Start(*e, instance_, call, payload);
         continue;
       }
+      bool slotted = !executor_ && !call->actor_id.empty();
+      if (slotted && !slot_.TryTake()) return;
+      ready_calls_.pop_front();
+      // On a thread of its own from now (an executor's, or this one once a wait in it hands
+      // the loop off): a call may wait on it (Runtime::SetOwnActor).
+      if (!call->actor_id.empty())
+        Current()->NoteCallFreed(ObjectId(UniqueId::FromBinary(call->object_id)));
       if (executor_) {
-        ready_calls_.pop_front();
         executor_->Submit(
             [this, call = call, payload = payload, e] { Execute(*call, payload, e); });
         continue;
       }
-      bool slotted = !call->actor_id.empty();
-      if (slotted && !slot_.TryTake()) return;
-      ready_calls_.pop_front();
       t_holds_slot = slotted;
       Execute(*call, payload, e);
-      // Answered, whether it ran or not: a later call may wait on it (Runtime::SetOwnActor).
-      if (slotted) Current()->NoteCallEnded(ObjectId(UniqueId::FromBinary(call->object_id)));
       if (t_holds_slot) {
         t_holds_slot = false;
         ReleaseSlot();
@@ -300,16 +302,17 @@ class WorkerServer {
     if (!calls_.OwnsLoop()) Nudge();
   }
 
-  // Has the call loop's owner run RunReady. A posted function can run on a thread that
-  // has just handed the loop off (the rest of its batch of posted work): passed on then.
-  void Nudge() {
-    calls_.Post([this] {
-      if (calls_.OwnsLoop()) {
-        RunReady();
-      } else {
-        Nudge();
-      }
+  // Runs `work` on the call loop's owner. A posted function can run on a thread that has
+  // just handed the loop off (the rest of its batch of posted work): passed on then.
+  void PostOnLoop(std::function<void()> work) {
+    calls_.Post([this, work = std::move(work)]() mutable {
+      if (calls_.OwnsLoop()) return work();
+      PostOnLoop(std::move(work));
     });
+  }
+  // Has the call loop's owner run RunReady.
+  void Nudge() {
+    PostOnLoop([this] { RunReady(); });
   }
 
   // Before a Get/Wait on any thread of this process: the call loop moves to a new thread
@@ -353,17 +356,12 @@ class WorkerServer {
       }
     } ordered{call.actor_id.empty() ? nullptr : &order_, call.reply_to};
     bool is_actor = !call.actor_id.empty();
-    if (!e) {
+    if (!e || e->kind != (is_actor ? internal::FunctionKind::kMethod
+                                   : internal::FunctionKind::kFunction)) {
+      std::string what = !e ? "registered in the worker's executable"
+                            : (is_actor ? "an actor method" : "a remote function");
       Reply(call, false, proto::ErrorKind::kFunctionNotFoundError, "",
-            "'" + call.function + "' is not registered in the worker's executable", nullptr);
-      return;
-    }
-    if (is_actor ? e->kind != internal::FunctionKind::kMethod
-                 : e->kind != internal::FunctionKind::kFunction) {
-      Reply(
-          call, false, proto::ErrorKind::kFunctionNotFoundError, "",
-          "'" + call.function + "' is not " + (is_actor ? "an actor method" : "a remote function"),
-          nullptr);
+            "'" + call.function + "' is not " + what, nullptr);
       return;
     }
     CallResult stored{ObjectId(UniqueId::FromBinary(call.object_id)), call.reply_to};

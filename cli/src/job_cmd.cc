@@ -213,6 +213,10 @@ Result<std::string> Submit(JobCommands& c, const std::string& path) {
       if (!packed.ok())
         return orrery::Status::InvalidArgument("--working-dir: " + packed.status().message());
       package = std::move(packed.value());
+      if (package.skipped > 0)
+        std::cerr << "orrery job submit: warning: " << package.skipped
+                  << " link(s) or special file(s) in --working-dir " << dir
+                  << " are left out of what is shipped\n";
       m.runtime_env.working_dir_hash = package.hash;
       m.runtime_env.working_dir_id = folder_pack::FolderIdentity(dir);
     }

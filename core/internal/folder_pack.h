@@ -20,6 +20,7 @@ namespace orrery::folder_pack {
 inline constexpr size_t kMaxPackageBytes = size_t(256) << 20;
 inline constexpr size_t kMaxEntries = 100000;
 inline constexpr size_t kMaxDepth = 64;
+inline constexpr size_t kMaxPathBytes = 4096;  // of one entry's relative path
 
 struct Packed {
   std::string bytes;

@@ -75,8 +75,9 @@ Result<Listing> List(const std::string& dir) {
     e.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     e.inode = uint64_t(st.st_ino);
     bytes += e.size + e.path.size() + kEntryFraming;
+    // A path Unpack would refuse counts as over the limits too.
     if (bytes > kMaxPackageBytes || out.entries.size() >= kMaxEntries ||
-        size_t(it.depth()) >= kMaxDepth) {
+        size_t(it.depth()) >= kMaxDepth || e.path.size() > kMaxPathBytes) {
       out.too_big = true;
       break;
     }
@@ -115,7 +116,7 @@ Result<std::string> ReadFile(const std::string& dir, const Entry& e) {
 // Whether a package's path may be made under the destination: relative, and every
 // component a plain name.
 bool SafePath(const std::string& p) {
-  if (p.empty() || p.size() > 4096 || p[0] == '/' || p.find('\0') != std::string::npos)
+  if (p.empty() || p.size() > kMaxPathBytes || p[0] == '/' || p.find('\0') != std::string::npos)
     return false;
   if (size_t(std::count(p.begin(), p.end(), '/')) >= kMaxDepth) return false;
   size_t start = 0;

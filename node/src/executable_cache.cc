@@ -79,7 +79,11 @@ std::string ExecutableCache::PackageFolder(const std::string& hash) const {
 
 std::string ExecutableCache::WorkingFolder(const proto::RuntimeEnvMsg& env,
                                            const std::string& waiter, const std::string& reply_to) {
-  if (runtime_env::InPlace(env)) return env.working_dir;
+  // The folder itself when this host sees it and may enter it (a node of another user may
+  // not): else the package's copy.
+  if (runtime_env::InPlace(env) &&
+      (env.working_dir_hash.empty() || runtime_env::FolderProblem(env.working_dir).empty()))
+    return env.working_dir;
   const std::string& hash = env.working_dir_hash;
   if (std::string folder = PackageFolder(hash); !folder.empty()) return folder;
   proto::BinaryMsg ask{0, reply_to, hash, "", true, ""};
