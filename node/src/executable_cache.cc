@@ -1,8 +1,10 @@
 #include "node/src/executable_cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -85,7 +87,10 @@ std::string ExecutableCache::WorkingFolder(const proto::RuntimeEnvMsg& env,
       (env.working_dir_hash.empty() || runtime_env::FolderProblem(env.working_dir).empty()))
     return env.working_dir;
   const std::string& hash = env.working_dir_hash;
-  if (std::string folder = PackageFolder(hash); !folder.empty()) return folder;
+  if (std::string folder = PackageFolder(hash); !folder.empty()) {
+    utimensat(AT_FDCWD, folder.c_str(), nullptr, 0);  // used now (TrimUnpacked)
+    return folder;
+  }
   proto::BinaryMsg ask{0, reply_to, hash, "", true, ""};
   ask.package = true;
   if (awaiting_[kPackageKey + hash].empty())
@@ -161,7 +166,31 @@ std::string ExecutableCache::Unpack(const std::string& hash, const std::string& 
   Status s = folder_pack::Unpack(bytes, parent + "/" + hash);
   if (!s.ok()) return "the working_dir " + hash + " cannot be unpacked: " + s.message();
   LOG_INFO("node: unpacked the working_dir " + hash + " into " + parent + "/" + hash);
+  TrimUnpacked(hash);
   return "";
+}
+
+void ExecutableCache::TrimUnpacked(const std::string& keep) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> folders;
+  for (const auto& e : fs::directory_iterator(dir_ + "/working_dirs", ec)) {
+    std::string name = e.path().filename().string();
+    if (e.is_directory(ec) && IsContentHash(name) && name != keep)
+      folders.emplace_back(e.last_write_time(ec), e.path());
+  }
+  std::sort(folders.begin(), folders.end());
+  size_t count = folders.size() + 1;  // with `keep`
+  for (const auto& [when, path] : folders) {
+    if (count <= max_unpacked_) break;
+    if (in_use_ && in_use_(path.string())) continue;
+    fs::remove_all(path, ec);
+    if (ec) {
+      LOG_WARN("node: cannot remove the working_dir copy " + path.string() + ": " + ec.message());
+      continue;
+    }
+    --count;
+  }
 }
 
 std::string ExecutableCache::Store(const std::string& hash, const std::string& bytes) {

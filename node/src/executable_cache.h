@@ -8,6 +8,7 @@
 // Not thread-safe: used on the node's inbox thread only.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -55,6 +56,13 @@ class ExecutableCache {
   // `reply_to`, once however many wait), unpacked by OnReply, which hands `waiter` back.
   std::string WorkingFolder(const proto::RuntimeEnvMsg& env, const std::string& waiter,
                             const std::string& reply_to);
+  // Unpacked packages kept at most (each at most folder_pack::kMaxPackageBytes): past it,
+  // the one used longest ago that no worker or job runs in goes (`in_use` says which do).
+  static constexpr size_t kMaxUnpacked = 32;
+  void SetUnpackedLimit(size_t n) { max_unpacked_ = n; }
+  void SetInUse(std::function<bool(const std::string& folder)> in_use) {
+    in_use_ = std::move(in_use);
+  }
   // The requests the head has not answered within kFetchTimeoutS of `now` (a reply it
   // could not queue, a head that restarted): each fails its waiters, with its hash.
   std::vector<std::pair<std::string, Fetched>> Expire(double now);
@@ -77,10 +85,15 @@ class ExecutableCache {
   std::string PackageFolder(const std::string& hash) const;
   // Checks and unpacks a fetched package; an error message or "".
   std::string Unpack(const std::string& hash, const std::string& bytes);
+  // Removes unpacked packages used longest ago, but `keep` and those in use, while there
+  // are more than max_unpacked_.
+  void TrimUnpacked(const std::string& keep);
 
   std::map<std::string, std::vector<std::string>> awaiting_;  // key -> waiters
   std::map<std::string, uint64_t> nonce_;   // key -> request id of the head's expected reply
   std::map<std::string, double> asked_at_;  // key -> when its request went out (monotonic)
+  size_t max_unpacked_ = kMaxUnpacked;
+  std::function<bool(const std::string&)> in_use_;
   std::set<std::string> vouched_;
   std::map<std::string, std::pair<ExecutableIdentity, std::string>>
       hashes_;  // path -> (file, hash)

@@ -61,6 +61,12 @@ class JobRunner {
   void StopAll();
   // `orrery list workers`: appends the drivers to the reply.
   void List(proto::ListWorkersReplyMsg* reply) const;
+  // Whether a driver of this node starts or runs in `folder`.
+  bool UsesFolder(const std::string& folder) const {
+    for (const auto& [id, j] : jobs_)
+      if (j.working_dir == folder) return true;
+    return false;
+  }
 
  private:
   struct JobProcess {

@@ -91,6 +91,9 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
                       options_.log_dir,      options_.worker_env};
   jobs_ = std::make_unique<JobRunner>(std::move(jo), outbox_, cache_);
   jobs_->SetCgroups(cgroups_.get());
+  cache_.SetInUse([this](const std::string& folder) {
+    return pool_->UsesFolder(folder) || jobs_->UsesFolder(folder);
+  });
 }
 
 NodeService::~NodeService() { Stop(); }

@@ -123,6 +123,12 @@ class WorkerPool {
   void KillAll();
 
   const std::map<std::string, Worker>& workers() const { return workers_; }
+  // Whether a worker of this node starts or runs in `folder`.
+  bool UsesFolder(const std::string& folder) const {
+    for (const auto& [id, w] : workers_)
+      if (w.working_dir == folder) return true;
+    return false;
+  }
   bool Has(const std::string& id) const { return workers_.count(id) > 0; }
   const NodeCallStats& call_stats() const { return call_stats_; }
   // What a worker's log lines are attributed to (its actor or lease, its job).

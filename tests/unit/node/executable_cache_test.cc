@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -176,6 +177,37 @@ TEST_F(ExecutableCacheTest, AFetchTheHeadDoesNotAnswerFailsItsWaiters) {
   EXPECT_EQ(cache.OnReply(Answer(first), "late").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(cache.WorkingFolder(Elsewhere(hash), "worker-3", "tcp://node"), "");
   EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), 3u);
+}
+
+TEST_F(ExecutableCacheTest, UnpackedCopiesAreBoundedTheLeastRecentlyUsedNotInUseGoingFirst) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  cache.SetUnpackedLimit(2);
+  std::string in_use;
+  cache.SetInUse([&](const std::string& folder) { return folder == in_use; });
+  std::vector<std::string> folders;
+  auto fetch = [&](const std::string& name) {
+    std::filesystem::create_directories(dir_ / name);
+    Write(name + "/file.txt", name);
+    auto packed = folder_pack::Pack((dir_ / name).string());
+    EXPECT_TRUE(packed.ok());
+    auto env = Elsewhere(packed.value().hash);
+    EXPECT_EQ(cache.WorkingFolder(env, "worker", "tcp://node"), "");
+    auto ask = outbox_.Sent(MsgType::kFetchBinary).back().As<proto::BinaryMsg>();
+    EXPECT_EQ(cache.OnReply(Answer(ask), packed.value().bytes).value().error, "");
+    std::string folder = cache.WorkingFolder(env, "worker", "tcp://node");
+    EXPECT_NE(folder, "");
+    // Each older than the next, whatever the file system's time resolution.
+    std::filesystem::last_write_time(folder, std::filesystem::file_time_type::clock::now() -
+                                                 std::chrono::hours(10 - int(folders.size())));
+    folders.push_back(folder);
+  };
+  fetch("a");
+  fetch("b");
+  in_use = folders[0];  // the oldest, but a worker runs in it
+  fetch("c");
+  EXPECT_TRUE(std::filesystem::exists(folders[0]));
+  EXPECT_FALSE(std::filesystem::exists(folders[1]));
+  EXPECT_TRUE(std::filesystem::exists(folders[2]));
 }
 
 TEST_F(ExecutableCacheTest, APackageReplyDoesNotAnswerAnExecutableRequest) {
