@@ -15,6 +15,7 @@
 #include "core/internal/protocol.h"
 #include "fuzz/registry_args_fuzzer.h"
 #include "scheduler/src/records.h"
+#include "tests/fakes/folder_package.h"
 
 namespace {
 
@@ -241,31 +242,19 @@ void RedisRecord() {
 // Working_dir packages (core/internal/folder_pack.h): one packed from a real folder, and
 // near-misses a node must refuse.
 void FolderPack() {
-  auto entries = [](const std::vector<std::tuple<std::string, int, std::string>>& es) {
-    msgpack::sbuffer buf;
-    msgpack::packer<msgpack::sbuffer> pk(buf);
-    pk.pack_array(uint32_t(es.size()));
-    for (const auto& [path, kind, content] : es) {
-      pk.pack_array(3);
-      pk.pack(path);
-      pk.pack(kind);
-      pk.pack_bin(uint32_t(content.size()));
-      pk.pack_bin_body(content.data(), uint32_t(content.size()));
-    }
-    return std::string(buf.data(), buf.size());
-  };
+  using orrery::testing::FolderPackage;
   Write("folder_pack", "project",
-        entries({{"bin", 0, ""},
-                 {"bin/run.sh", 2, "#!/bin/sh\necho hi\n"},
-                 {"data", 0, ""},
-                 {"data/values.bin", 1, std::string("\0\1\2", 3)},
-                 {"greeting.txt", 1, "hello"}}));
-  Write("folder_pack", "empty", entries({}));
-  Write("folder_pack", "parent", entries({{"../x", 1, "out"}}));
-  Write("folder_pack", "absolute", entries({{"/tmp/x", 1, "out"}}));
-  Write("folder_pack", "no_folder", entries({{"sub/x", 1, "a"}}));
-  Write("folder_pack", "file_as_folder", entries({{"f", 1, "a"}, {"f/x", 1, "b"}}));
-  Write("folder_pack", "repeated", entries({{"x", 1, "a"}, {"x", 1, "b"}}));
+        FolderPackage({{"bin", 0, ""},
+                       {"bin/run.sh", 2, "#!/bin/sh\necho hi\n"},
+                       {"data", 0, ""},
+                       {"data/values.bin", 1, std::string("\0\1\2", 3)},
+                       {"greeting.txt", 1, "hello"}}));
+  Write("folder_pack", "empty", FolderPackage({}));
+  Write("folder_pack", "parent", FolderPackage({{"../x", 1, "out"}}));
+  Write("folder_pack", "absolute", FolderPackage({{"/tmp/x", 1, "out"}}));
+  Write("folder_pack", "no_folder", FolderPackage({{"sub/x", 1, "a"}}));
+  Write("folder_pack", "file_as_folder", FolderPackage({{"f", 1, "a"}, {"f/x", 1, "b"}}));
+  Write("folder_pack", "repeated", FolderPackage({{"x", 1, "a"}, {"x", 1, "b"}}));
 }
 
 }  // namespace

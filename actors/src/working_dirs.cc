@@ -20,7 +20,11 @@ WorkingDirs::Package WorkingDirs::Ship(const std::string& dir, const std::string
     MutexLock lock(&mu_);
     if (auto it = shipped_.find(dir); it != shipped_.end()) known = it->second;
   }
-  if (!known || (!snapshot && now - known->scanned_at >= kRescanS)) {
+  bool rescan = !known || (!snapshot && now - known->scanned_at >= kRescanS);
+  // The path of most submissions: looked at and asked about lately, nothing to remember.
+  if (!rescan && (known->package.hash.empty() || now - known->checked_at < kRecheckS))
+    return known->package;
+  if (rescan) {
     Result<folder_pack::Scan> scan = folder_pack::Fingerprint(dir);
     if (!scan.ok()) throw ConfigError(what + ": runtime env: " + scan.status().message());
     if (scan.value().too_big) {

@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "core/internal/file_hash.h"
-#include "orrery/api/serialize.h"
 #include "orrery/ids.h"
+#include "tests/fakes/folder_package.h"
 
 namespace orrery::folder_pack {
 namespace {
 
 namespace fs = std::filesystem;
+using ::orrery::testing::FolderPackage;
 
 class FolderPackTest : public ::testing::Test {
  protected:
@@ -45,21 +46,6 @@ class FolderPackTest : public ::testing::Test {
     for (auto& e : fs::recursive_directory_iterator(root))
       out.push_back(e.path().lexically_relative(root).string());
     std::sort(out.begin(), out.end());
-    return out;
-  }
-  // A package of hand-made entries [path, kind, content].
-  static std::string Package(const std::vector<std::tuple<std::string, int, std::string>>& es) {
-    std::string out;
-    internal::StringWriter w{out};
-    msgpack::packer<internal::StringWriter> pk(w);
-    pk.pack_array(uint32_t(es.size()));
-    for (const auto& [path, kind, content] : es) {
-      pk.pack_array(3);
-      pk.pack(path);
-      pk.pack(kind);
-      pk.pack_bin(uint32_t(content.size()));
-      pk.pack_bin_body(content.data(), uint32_t(content.size()));
-    }
     return out;
   }
   fs::path dir_;
@@ -117,20 +103,20 @@ TEST_F(FolderPackTest, AMissingFolderIsAClearError) {
 TEST_F(FolderPackTest, HostilePackagesAreRefusedAndLeaveNothingBehind) {
   fs::create_directories(dir_ / "victim");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"parent", Package({{"../victim/x", 1, "pwned"}})},
-      {"absolute", Package({{(dir_ / "victim" / "x").string(), 1, "pwned"}})},
-      {"dot", Package({{"./x", 1, "a"}})},
-      {"empty component", Package({{"a//x", 0, ""}})},
-      {"nul", Package({{std::string("a\0b", 3), 1, "a"}})},
-      {"no parent entry", Package({{"sub/x", 1, "a"}})},
-      {"a file as a folder", Package({{"f", 1, "a"}, {"f/x", 1, "b"}})},
-      {"repeated", Package({{"x", 1, "a"}, {"x", 1, "b"}})},
-      {"out of order", Package({{"y", 1, "a"}, {"x", 1, "b"}})},
-      {"unknown kind", Package({{"x", 7, "a"}})},
+      {"parent", FolderPackage({{"../victim/x", 1, "pwned"}})},
+      {"absolute", FolderPackage({{(dir_ / "victim" / "x").string(), 1, "pwned"}})},
+      {"dot", FolderPackage({{"./x", 1, "a"}})},
+      {"empty component", FolderPackage({{"a//x", 0, ""}})},
+      {"nul", FolderPackage({{std::string("a\0b", 3), 1, "a"}})},
+      {"no parent entry", FolderPackage({{"sub/x", 1, "a"}})},
+      {"a file as a folder", FolderPackage({{"f", 1, "a"}, {"f/x", 1, "b"}})},
+      {"repeated", FolderPackage({{"x", 1, "a"}, {"x", 1, "b"}})},
+      {"out of order", FolderPackage({{"y", 1, "a"}, {"x", 1, "b"}})},
+      {"unknown kind", FolderPackage({{"x", 7, "a"}})},
       {"not an array", std::string("\xa3"
                                    "abc",
                                    4)},
-      {"truncated", Package({{"x", 1, "0123456789"}}).substr(0, 8)},
+      {"truncated", FolderPackage({{"x", 1, "0123456789"}}).substr(0, 8)},
       {"wrong entry shape", std::string("\x91\x92\xa1x\x01", 5)},
       {"a container claiming more than the bytes", std::string("\xdd\xff\xff\xff\xff", 5)},
   };
@@ -161,10 +147,10 @@ TEST_F(FolderPackTest, AFolderNestedPastTheDepthLimitIsTooBigAndSuchAPackageIsRe
     path += (i ? "/" : "") + std::string("d");
     entries.emplace_back(path, 0, "");
   }
-  EXPECT_FALSE(Unpack(Package(entries), dest()).ok());
+  EXPECT_FALSE(Unpack(FolderPackage(entries), dest()).ok());
   EXPECT_FALSE(fs::exists(dest()));
   entries.pop_back();  // at the limit: accepted
-  EXPECT_TRUE(Unpack(Package(entries), dest()).ok());
+  EXPECT_TRUE(Unpack(FolderPackage(entries), dest()).ok());
 }
 
 TEST_F(FolderPackTest, AFolderUnpackedMeanwhileIsKept) {
