@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "actors/src/wait_spin.h"
 #include "core/internal/clock.h"
 
 namespace orrery::runtime {
@@ -112,6 +113,7 @@ void ObjectStore::Complete(const ObjectId& id, ObjectValue value, bool owned) {
     }
   }
   Finish(released);
+  completions_.fetch_add(1, std::memory_order_release);
   cv_.NotifyAll();
   if (completion_hook_) completion_hook_(id, value);
   if (t_defer_depth > 0) {
@@ -188,6 +190,14 @@ Result<ObjectValue> ObjectStore::Get(const ObjectId& id, int timeout_ms) {
     MutexLock lock(&mu_);
     if (DoneLocked(id)) return ValueLocked(id);
   }
+  internal::WaitSpin spin(timeout_ms < 0 ? -1 : timeout_ms * 1000ll);
+  if (spin.Spin(completions_, [&] {
+        MutexLock lock(&mu_);
+        return DoneLocked(id);
+      })) {
+    MutexLock lock(&mu_);
+    return ValueLocked(id);
+  }
   bool in_time = true;
   {
     BlockScope scope;
@@ -216,6 +226,13 @@ std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_re
   {
     MutexLock lock(&mu_);
     enough = CountReadyLocked(ids, num_returns, &out);
+  }
+  internal::WaitSpin spin(timeout_ms < 0 ? -1 : timeout_ms * 1000ll);
+  if (!enough) {
+    enough = spin.Spin(completions_, [&] {
+      MutexLock lock(&mu_);
+      return CountReadyLocked(ids, num_returns, &out);
+    });
   }
   if (!enough) {
     {

@@ -5,6 +5,8 @@
 // block hooks) so the actor keeps serving while one of its methods waits.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -188,6 +190,7 @@ class ObjectStore {
 
   Mutex mu_;
   CondVar cv_;
+  std::atomic<uint64_t> completions_{0};  // bumped by every Complete (wait_spin.h)
   Entries entries_ GUARDED_BY(mu_);
   std::unordered_set<ObjectId, IdHash> in_grace_
       GUARDED_BY(mu_);  // may name erased or revived entries
