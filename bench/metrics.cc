@@ -41,6 +41,7 @@ class BenchActor {
  public:
   static BenchActor* Create() { return new BenchActor(); }
   std::string SmallValue() { return "ok"; }
+  int Pid() { return int(getpid()); }
   // As Ray's async actor's small_value: a coroutine that returns at once.
   Async<std::string> SmallValueAsync() { co_return "ok"; }
   // Fans out n tasks and gathers their results on the actor's one call thread; notes its
@@ -63,8 +64,9 @@ class BenchActor {
 }  // namespace orrery::bench
 
 ORRERY_REMOTE(orrery::bench::SmallValue, orrery::bench::One, orrery::bench::BenchActor::Create,
-              &orrery::bench::BenchActor::SmallValue, &orrery::bench::BenchActor::SmallValueAsync,
-              &orrery::bench::BenchActor::FanOut, &orrery::bench::BenchActor::InFlight);
+              &orrery::bench::BenchActor::Pid, &orrery::bench::BenchActor::SmallValue,
+              &orrery::bench::BenchActor::SmallValueAsync, &orrery::bench::BenchActor::FanOut,
+              &orrery::bench::BenchActor::InFlight);
 
 namespace orrery::bench {
 namespace {
@@ -231,9 +233,18 @@ int StartedWorkerProcesses() {
   return n;
 }
 
+// Whether `pid` is gone (reaped, or a zombie).
+bool ProcessGone(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
 // Creates `n` actors at once, calls each once and waits for every reply, then kills them:
 // actors per second from the first creation to the last reply.
-double CreateCallKill(int n, int64_t timeout_ms) {
+double CreateCallKill(int n, int64_t timeout_ms, std::vector<int>* pids = nullptr) {
   auto start = std::chrono::steady_clock::now();
   std::vector<ActorHandle<BenchActor>> actors;
   actors.reserve(n);
@@ -243,6 +254,11 @@ double CreateCallKill(int n, int64_t timeout_ms) {
   for (auto& a : actors) refs.push_back(a.Task(&BenchActor::SmallValue).Remote());
   GetAll(refs, timeout_ms);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (pids) {  // untimed: which processes the actors ran in
+    std::vector<ObjectRef<int>> asked;
+    for (auto& a : actors) asked.push_back(a.Task(&BenchActor::Pid).Remote());
+    for (const auto& pid : Get(asked, int(timeout_ms))) pids->push_back(*pid);
+  }
   for (auto& a : actors) a.Kill();
   return n / s;
 }
@@ -275,14 +291,26 @@ Rate ActorCreationBurst(const MetricOptions& o) {
     burst();
     if (spares_within(10)) break;
   }
-  wait_for_spares();
-  burst();  // warm-up
+  // The next burst waits (untimed) until this one's workers have all ended, so that it does
+  // not share the cores with their exits.
+  auto timed_burst = [&] {
+    wait_for_spares();
+    std::vector<int> pids;
+    double rate = CreateCallKill(kBurstActors, o.timeout_ms, &pids);
+    auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (int pid : pids) {
+      while (!ProcessGone(pid)) {
+        if (Clock::now() > deadline)
+          throw std::runtime_error("the killed actors' workers were not gone within 60 s");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    return rate;
+  };
+  timed_burst();  // warm-up
   std::vector<double> rates;
   const int bursts = std::max(3, o.timing.rounds * 2);
-  for (int i = 0; i < bursts; ++i) {
-    wait_for_spares();
-    rates.push_back(burst());
-  }
+  for (int i = 0; i < bursts; ++i) rates.push_back(timed_burst());
   return RateOf(rates, bursts);
 }
 
