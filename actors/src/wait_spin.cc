@@ -49,12 +49,13 @@ int WaitSpinBudgetUs() {
 }
 
 WaitSpin::WaitSpin(long long limit_us, long long budget_us) {
-  if (budget_us <= 0) return;
+  // A wait with no time to watch (a timeout of 0: a look) neither watches nor counts.
+  long long watch_us = limit_us >= 0 ? std::min(budget_us, limit_us) : budget_us;
+  if (watch_us <= 0) return;
   start_ns_ = last_ns_ = NowNs();
   budget_ns_ = budget_us * 1000;
-  if (limit_us >= 0) budget_us = std::min(budget_us, limit_us);
-  deadline_ns_ = start_ns_ + budget_us * 1000;
-  watch_ = budget_us > 0 && t_quick_share >= kWatchFrom;
+  deadline_ns_ = start_ns_ + watch_us * 1000;
+  watch_ = t_quick_share >= kWatchFrom;
 }
 
 WaitSpin::~WaitSpin() {

@@ -61,6 +61,7 @@ template <typename Ready>
 bool WaitSpin::Spin(const std::atomic<uint64_t>& completions, Ready ready) {
   if (!watch_) return false;
   uint64_t seen = completions.load(std::memory_order_acquire);
+  if (ready()) return found_ = true;  // completed since the caller last looked
   while (!Expired()) {
     uint64_t now = completions.load(std::memory_order_acquire);
     if (now != seen) {
