@@ -53,6 +53,11 @@ Result<Scan> Fingerprint(const std::string& dir);
 // entry, more than kMaxEntries entries.
 Status Unpack(std::string_view bytes, const std::string& dest);
 
+// Removes the temporary folders that Unpack left in `parent` when its process was killed
+// mid-way ("<name>.tmp<pid>-<n>" of a pid no longer running); those of running processes,
+// and everything else, are kept. Returns how many it removed.
+int RemoveAbandoned(const std::string& parent);
+
 // The identity of the folder at `path` on this host: "<boot id>:<device>:<inode>", the same
 // only for the same folder seen by the same running kernel (a bind mount into a container
 // included); empty when `path` is no folder here or the boot id cannot be read.

@@ -1,10 +1,12 @@
 #include "core/internal/folder_pack.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -245,9 +247,43 @@ Result<Scan> Fingerprint(const std::string& dir) {
   return Scan{HashBytes(digest), listing.value().too_big};
 }
 
+namespace {
+
+constexpr const char kTempMark[] = ".tmp";
+
+// The pid in a temporary folder's name "<name>.tmp<pid>-<n>"; 0 for any other name.
+long TempFolderPid(const std::string& name) {
+  size_t mark = name.rfind(kTempMark);
+  if (mark == std::string::npos || mark == 0) return 0;
+  size_t at = mark + sizeof(kTempMark) - 1, dash = name.find('-', at);
+  if (dash == std::string::npos || dash == at || dash - at > 9 || dash + 1 == name.size()) return 0;
+  for (size_t i = at; i < name.size(); ++i)
+    if (i != dash && !std::isdigit(static_cast<unsigned char>(name[i]))) return 0;
+  return std::stol(name.substr(at, dash - at));
+}
+
+}  // namespace
+
+int RemoveAbandoned(const std::string& parent) {
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    long pid = TempFolderPid(e.path().filename().string());
+    if (pid <= 0 || !e.is_directory(ec) || e.is_symlink(ec)) continue;
+    if (kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // running (or not ours to ask)
+    fs::remove_all(e.path(), ec);
+    if (ec) {
+      LOG_WARN("cannot remove the abandoned " + e.path().string() + ": " + ec.message());
+      continue;
+    }
+    ++removed;
+  }
+  return removed;
+}
+
 Status Unpack(std::string_view bytes, const std::string& dest) {
   std::random_device rd;
-  std::string tmp = dest + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(rd());
+  std::string tmp = dest + kTempMark + std::to_string(getpid()) + "-" + std::to_string(rd());
   if (mkdir(tmp.c_str(), 0755) != 0)
     return Status::Internal("cannot make '" + tmp + "': " + std::strerror(errno));
   Status s = UnpackInto(bytes, tmp);

@@ -167,6 +167,9 @@ std::string ExecutableCache::Unpack(const std::string& hash, const std::string& 
   if (!s.ok()) return "the working_dir " + hash + " cannot be unpacked: " + s.message();
   LOG_INFO("node: unpacked the working_dir " + hash + " into " + parent + "/" + hash);
   TrimUnpacked(hash);
+  // What a node killed while unpacking left behind (this host's nodes share the folder).
+  if (int n = folder_pack::RemoveAbandoned(parent); n > 0)
+    LOG_INFO("node: removed " + std::to_string(n) + " unfinished working_dir copies in " + parent);
   return "";
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -160,6 +161,27 @@ TEST_F(FolderPackTest, AFolderUnpackedMeanwhileIsKept) {
   ASSERT_TRUE(Unpack(packed.value().bytes, dest()).ok());
   EXPECT_TRUE(Unpack(packed.value().bytes, dest()).ok());
   EXPECT_EQ(Read(dir_ / "dest" / "a.txt"), "one");
+}
+
+TEST_F(FolderPackTest, FoldersLeftByAKilledUnpackAreRemovedThoseOfRunningOnesKept) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // a pid that no longer runs
+  const std::string dead = std::to_string(child), alive = std::to_string(getpid());
+  fs::path parent = dir_ / "working_dirs";
+  for (const std::string& name :
+       std::vector<std::string>{"h.tmp" + dead + "-7", "h.tmp" + alive + "-7", "h",
+                                "h.tmp" + dead + "-", "h.tmp-7", "h.tmpx" + dead + "-7"})
+    fs::create_directories(parent / name);
+  std::ofstream(parent / ("f.tmp" + dead + "-3")) << "a file, not a folder";
+  EXPECT_EQ(RemoveAbandoned(parent.string()), 1);
+  EXPECT_FALSE(fs::exists(parent / ("h.tmp" + dead + "-7")));
+  for (const std::string& name :
+       std::vector<std::string>{"h.tmp" + alive + "-7", "h", "h.tmp" + dead + "-", "h.tmp-7",
+                                "h.tmpx" + dead + "-7", "f.tmp" + dead + "-3"})
+    EXPECT_TRUE(fs::exists(parent / name)) << name;
+  EXPECT_EQ(RemoveAbandoned((dir_ / "missing").string()), 0);
 }
 
 TEST_F(FolderPackTest, AFolderIsKnownByItsIdentityNotItsPath) {
