@@ -54,9 +54,10 @@ Result<Scan> Fingerprint(const std::string& dir);
 Status Unpack(std::string_view bytes, const std::string& dest);
 
 // Removes the temporary folders that Unpack left in `parent` when its process was killed
-// mid-way ("<name>.tmp<pid>-<n>" of a pid no longer running); those of running processes,
-// and everything else, are kept. Returns how many it removed.
-int RemoveAbandoned(const std::string& parent);
+// mid-way ("<name>.tmp<pid>-<n>" of a pid no longer running, untouched for `min_age_s`: a
+// process of another pid namespace sharing the folder looks gone); those of running
+// processes, and everything else, are kept. Returns how many it removed.
+int RemoveAbandoned(const std::string& parent, double min_age_s = 600);
 
 // The identity of the folder at `path` on this host: "<boot id>:<device>:<inode>", the same
 // only for the same folder seen by the same running kernel (a bind mount into a container

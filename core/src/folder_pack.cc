@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -264,12 +265,16 @@ long TempFolderPid(const std::string& name) {
 
 }  // namespace
 
-int RemoveAbandoned(const std::string& parent) {
+int RemoveAbandoned(const std::string& parent, double min_age_s) {
   std::error_code ec;
   int removed = 0;
+  const auto touched_before =
+      fs::file_time_type::clock::now() - std::chrono::duration_cast<fs::file_time_type::duration>(
+                                             std::chrono::duration<double>(min_age_s));
   for (const auto& e : fs::directory_iterator(parent, ec)) {
     long pid = TempFolderPid(e.path().filename().string());
     if (pid <= 0 || !e.is_directory(ec) || e.is_symlink(ec)) continue;
+    if (e.last_write_time(ec) > touched_before || ec) continue;
     if (kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // running (or not ours to ask)
     fs::remove_all(e.path(), ec);
     if (ec) {
