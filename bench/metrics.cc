@@ -191,6 +191,16 @@ Rate ActorCreation(const MetricOptions& o) {
   return TimeIt(step, o.actors, o.timing);
 }
 
+// The state letter and parent of process `pid` (/proc/<pid>/stat); false when it is gone.
+bool ReadProcStat(int pid, char* state, int* ppid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos &&
+         std::sscanf(line.c_str() + paren + 1, " %c %d", state, ppid) == 2;
+}
+
 // Worker processes below this one (the embedded node's zygote forks them) that have started
 // their call inbox: a thread named orrery-calls.
 int StartedWorkerProcesses() {
@@ -198,16 +208,9 @@ int StartedWorkerProcesses() {
   if (DIR* d = opendir("/proc")) {
     while (dirent* e = readdir(d)) {
       int pid = std::atoi(e->d_name);
-      if (pid <= 0) continue;
-      std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-      std::string line;
-      if (!std::getline(stat, line)) continue;
-      size_t paren = line.rfind(')');
-      if (paren == std::string::npos) continue;
       char state = 0;
       int ppid = 0;
-      if (std::sscanf(line.c_str() + paren + 1, " %c %d", &state, &ppid) == 2 && state != 'Z')
-        parent[pid] = ppid;
+      if (pid > 0 && ReadProcStat(pid, &state, &ppid) && state != 'Z') parent[pid] = ppid;
     }
     closedir(d);
   }
@@ -235,11 +238,9 @@ int StartedWorkerProcesses() {
 
 // Whether `pid` is gone (reaped, or a zombie).
 bool ProcessGone(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+  char state = 0;
+  int ppid = 0;
+  return !ReadProcStat(pid, &state, &ppid) || state == 'Z';
 }
 
 // Creates `n` actors at once, calls each once and waits for every reply, then kills them:

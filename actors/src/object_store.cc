@@ -190,6 +190,8 @@ Result<ObjectValue> ObjectStore::Get(const ObjectId& id, int timeout_ms) {
     MutexLock lock(&mu_);
     if (DoneLocked(id)) return ValueLocked(id);
   }
+  // The timeout counts from here: the watch is part of it.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   internal::WaitSpin spin(timeout_ms < 0 ? -1 : timeout_ms * 1000ll);
   if (spin.Spin(completions_, [&] {
         MutexLock lock(&mu_);
@@ -205,7 +207,6 @@ Result<ObjectValue> ObjectStore::Get(const ObjectId& id, int timeout_ms) {
     if (timeout_ms < 0) {
       while (!DoneLocked(id)) cv_.Wait(&mu_);
     } else {
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
       while (!DoneLocked(id) && cv_.WaitUntil(&mu_, deadline)) {
       }
       in_time = DoneLocked(id);
@@ -227,27 +228,15 @@ std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_re
     MutexLock lock(&mu_);
     enough = CountReadyLocked(ids, num_returns, &out);
   }
-  internal::WaitSpin spin(timeout_ms < 0 ? -1 : timeout_ms * 1000ll);
   if (!enough) {
-    enough = spin.Spin(completions_, [&] {
+    // The timeout counts from here: the watch is part of it.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    internal::WaitSpin spin(timeout_ms < 0 ? -1 : timeout_ms * 1000ll);
+    bool seen = spin.Spin(completions_, [&] {
       MutexLock lock(&mu_);
       return CountReadyLocked(ids, num_returns, &out);
     });
-  }
-  if (!enough) {
-    {
-      BlockScope scope;
-      MutexLock wait_lock(&mu_);
-      if (timeout_ms < 0) {
-        while (!CountReadyLocked(ids, num_returns, &out)) cv_.Wait(&mu_);
-      } else {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-        while (!CountReadyLocked(ids, num_returns, &out) && cv_.WaitUntil(&mu_, deadline)) {
-        }
-      }
-    }
-    MutexLock lock(&mu_);
-    CountReadyLocked(ids, num_returns, &out);  // what is ready now, after the wait for the slot
+    if (!seen) WaitForReady(ids, num_returns, timeout_ms, deadline, &out);
   }
   // Report exactly num_returns ready ones at most (the first in order), as Ray does.
   int seen = 0;
@@ -255,6 +244,23 @@ std::vector<bool> ObjectStore::Wait(const std::vector<ObjectId>& ids, int num_re
     if (out[i] && ++seen > num_returns) out[i] = false;
   }
   return out;
+}
+
+void ObjectStore::WaitForReady(const std::vector<ObjectId>& ids, int num_returns, int timeout_ms,
+                               std::chrono::steady_clock::time_point deadline,
+                               std::vector<bool>* out) {
+  {
+    BlockScope scope;
+    MutexLock wait_lock(&mu_);
+    if (timeout_ms < 0) {
+      while (!CountReadyLocked(ids, num_returns, out)) cv_.Wait(&mu_);
+    } else {
+      while (!CountReadyLocked(ids, num_returns, out) && cv_.WaitUntil(&mu_, deadline)) {
+      }
+    }
+  }
+  MutexLock lock(&mu_);
+  CountReadyLocked(ids, num_returns, out);  // what is ready now, after the wait for the slot
 }
 
 void ObjectStore::OnReady(const ObjectId& id, Callback cb) {

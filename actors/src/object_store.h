@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -182,6 +183,11 @@ class ObjectStore {
   void Finish(const std::optional<Released>& r);
   // Whether a Get of `id` need not wait: it is ready, or nobody holds it (NotFound).
   bool DoneLocked(const ObjectId& id) REQUIRES(mu_);
+  // Wait's sleep (after its watch): until num_returns of ids are ready or the deadline (a
+  // timeout_ms of -1: none) passes; `out` says which are ready then.
+  void WaitForReady(const std::vector<ObjectId>& ids, int num_returns, int timeout_ms,
+                    std::chrono::steady_clock::time_point deadline, std::vector<bool>* out)
+      EXCLUDES(mu_);
   // What a Get of `id` returns once DoneLocked.
   Result<ObjectValue> ValueLocked(const ObjectId& id) REQUIRES(mu_);
   // Sets (*ready)[i] to whether ids[i] is ready; true when num_returns of them are.
