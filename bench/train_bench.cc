@@ -8,7 +8,9 @@
 //   allreduce_<n>MB     a 4-worker AllReduce (sum) of n MB of floats, 1 MB to 64 MB: bus
 //                       bandwidth, 2(N-1)/N x bytes / time as NCCL's tests define it, over the
 //                       loopback ZeroMQ bandwidth: one PUSH -> PULL stream of 1 MB messages
-//                       between two threads with their own contexts over 127.0.0.1.
+//                       between two threads with their own contexts over 127.0.0.1; and
+//                       over memcpy_limit, one thread's memcpy of 64 MB between two
+//                       pre-touched buffers (median of 5).
 //
 //   orrery_train_bench [--runs 5] [--workers 4] [--max-mb 64] [--json]
 #include <CLI/CLI.hpp>
@@ -56,7 +58,7 @@ void AllReduceLoop(orrery::train::Context& ctx) {
   for (int mb = 1; mb <= max_mb; mb *= 4) {
     std::vector<float> data(size_t(mb) * 1024 * 1024 / sizeof(float), 1.0f);
     ctx.AllReduce(data);  // warm-up: connections, page faults
-    int reps = mb >= 16 ? 3 : 10;
+    const int reps = 10;
     ctx.Barrier();
     auto t0 = Clock::now();
     for (int r = 0; r < reps; ++r) ctx.AllReduce(data);
@@ -104,6 +106,21 @@ double ZmqBandwidth(size_t total_bytes) {
   double best = 0;
   for (int i = 0; i < 3; ++i) best = std::max(best, run_once());
   return best;
+}
+
+// Bytes per second of one thread's memcpy of 64 MB between pre-touched buffers, median of 5.
+double MemcpyBandwidth() {
+  const size_t n = size_t(64) << 20;
+  std::vector<char> src(n, 1), dst(n, 2);
+  std::vector<double> rates;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    std::memcpy(dst.data(), src.data(), n);
+    rates.push_back(double(n) / std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  if (dst[n / 2] != 1) std::abort();
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
 }
 
 orrery::train::Result FitQuiet(orrery::train::TrainLoop loop, int workers, nlohmann::json config) {
@@ -171,6 +188,9 @@ int main(int argc, char** argv) {
                    ? "   (ORRERY_COLLECTIVE_SHM set: the ring over TCP)"
                    : "");
   doc["zmq_loopback_bandwidth_Bps"] = zmq_bw;
+  double memcpy_bw = MemcpyBandwidth();
+  std::fprintf(stderr, "memcpy_limit             %.0f MB/s\n", memcpy_bw / 1e6);
+  doc["memcpy_limit_Bps"] = memcpy_bw;
   auto r = FitQuiet(AllReduceLoop, workers, {{"max_mb", max_mb}});
   std::vector<std::pair<int, double>> sizes;
   for (const auto& [key, s] : r.metrics) sizes.emplace_back(std::stoi(key), s);
@@ -180,10 +200,15 @@ int main(int argc, char** argv) {
     double bytes = std::stod(mb) * 1024 * 1024;
     double algbw = bytes / s, busbw = algbw * 2.0 * (workers - 1) / workers;
     std::fprintf(stderr,
-                 "allreduce_%sMB%*s %.4f s   algbw %.0f MB/s   busbw %.0f MB/s   ratio %.2f\n",
-                 mb.c_str(), int(14 - mb.size()), "", s, algbw / 1e6, busbw / 1e6, busbw / zmq_bw);
-    doc["allreduce_" + mb + "MB"] = {
-        {"seconds", s}, {"algbw_Bps", algbw}, {"busbw_Bps", busbw}, {"ratio", busbw / zmq_bw}};
+                 "allreduce_%sMB%*s %.4f s   algbw %.0f MB/s   busbw %.0f MB/s   ratio %.2f   "
+                 "ratio %.2f to memcpy_limit\n",
+                 mb.c_str(), int(14 - mb.size()), "", s, algbw / 1e6, busbw / 1e6, busbw / zmq_bw,
+                 busbw / memcpy_bw);
+    doc["allreduce_" + mb + "MB"] = {{"seconds", s},
+                                     {"algbw_Bps", algbw},
+                                     {"busbw_Bps", busbw},
+                                     {"ratio", busbw / zmq_bw},
+                                     {"ratio_memcpy", busbw / memcpy_bw}};
   }
   if (json) std::cout << doc.dump(2) << "\n";
   orrery::Shutdown();

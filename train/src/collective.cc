@@ -95,6 +95,24 @@ void Reduce(char* dst, const char* src, size_t n, int dtype, ReduceOp op) {
   }
 }
 
+// Folds sources[0..n) with op in their order, element by element, and writes the result to
+// out1 and out2 (out1 may be one of the sources). Works block by block, so each source is
+// read once and each output written once.
+void Fold(char* out1, char* out2, const std::vector<const char*>& sources, size_t count, int dtype,
+          ReduceOp op) {
+  constexpr size_t kBlockBytes = 16 * 1024;  // a multiple of every element size
+  alignas(64) char acc[kBlockBytes];
+  const size_t esize = ElementSize(dtype), bytes = count * esize;
+  for (size_t at = 0; at < bytes; at += kBlockBytes) {
+    size_t len = std::min(kBlockBytes, bytes - at);
+    std::memcpy(acc, sources[0] + at, len);
+    for (size_t p = 1; p < sources.size(); ++p)
+      Reduce(acc, sources[p] + at, len / esize, dtype, op);
+    std::memcpy(out1 + at, acc, len);
+    std::memcpy(out2 + at, acc, len);
+  }
+}
+
 template <typename T>
 void DivideTyped(T* d, size_t n, int by) {
   for (size_t i = 0; i < n; ++i) d[i] /= T(by);
@@ -309,7 +327,9 @@ void CollectiveGroup::SetUpShm() {
   const char* env = std::getenv("ORRERY_COLLECTIVE_SHM");
   bool want = shm_wanted_ && !(env != nullptr && std::string(env) == "0");
   size_t slot = (kShmRegionBytes / size_t(size())) & ~size_t(63);
-  size_t total = 2 * slot * size_t(size());
+  // A header (the barrier's words, then every worker's length), then the two regions.
+  size_t header = (kShmCountsOffset + 8 * size_t(size()) + 4095) & ~size_t(4095);
+  size_t total = header + 2 * slot * size_t(size());
   std::string name;
   if (rank_ == 0 && want) {
     shm_ = std::make_unique<ShmRegion>();
@@ -332,55 +352,62 @@ void CollectiveGroup::SetUpShm() {
   if (!all) shm_.reset();
   shm_state_ = all ? 1 : -1;
   shm_slot_bytes_ = slot;
-}
-
-void CollectiveGroup::Signal(uint32_t part) {
-  for (int p = 0; p < size(); ++p)
-    if (p != rank_) Send(p, part, nullptr, 0);
-  for (int p = 0; p < size(); ++p)
-    if (p != rank_) (void)Recv(p, part, "AllReduce");
-}
-
-void CollectiveGroup::SignalWithCount(uint32_t part, uint64_t count) {
-  for (int p = 0; p < size(); ++p)
-    if (p != rank_) Send(p, part, &count, sizeof(count));
-  for (int p = 0; p < size(); ++p) {
-    if (p == rank_) continue;
-    zmq::message_t m = Recv(p, part, "AllReduce");
-    uint64_t theirs = 0;
-    if (m.size() == sizeof(theirs)) std::memcpy(&theirs, m.data(), sizeof(theirs));
-    if (m.size() != sizeof(theirs) || theirs != count) {
-      throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " passed " +
-                                std::to_string(theirs) + " elements, rank " +
-                                std::to_string(rank_) + " has " + std::to_string(count) +
-                                "; every worker must pass vectors of the same length");
-    }
-  }
+  shm_header_bytes_ = header;
+  if (all) shm_barrier_ = std::make_unique<ShmBarrier>(shm_->data(), size());
 }
 
 void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op) {
   const size_t n = size_t(size()), r = size_t(rank_), esize = ElementSize(dtype);
   const size_t per_slot = shm_slot_bytes_ / esize;
-  uint32_t part = 0;
+  // Every worker notes its length; the first barrier makes them all visible.
+  auto* counts = reinterpret_cast<uint64_t*>(shm_->data() + kShmCountsOffset);
+  counts[r] = count;
+  std::vector<const char*> sources(n);
   for (size_t start = 0; start < count; start += per_slot, ++shm_piece_) {
     // Consecutive pieces (over all calls) alternate between two regions, so a worker that
     // is still copying a result out is never overwritten by a faster one's next piece.
-    size_t m = std::min(per_slot, count - start);
-    char* region = shm_->data() + (shm_piece_ % 2) * shm_slot_bytes_ * n;
+    const size_t m = std::min(per_slot, count - start);
+    char* region = shm_->data() + shm_header_bytes_ + (shm_piece_ % 2) * shm_slot_bytes_ * n;
     auto slot = [&](size_t p) { return region + p * shm_slot_bytes_; };
-    std::memcpy(slot(r), data + start * esize, m * esize);
+    // Worker s reduces segment s of the piece: bytes [begin(s), begin(s + 1)).
+    auto begin = [&](size_t s) { return s * m / n * esize; };
+    char* piece = data + start * esize;
+    // In: every segment but this worker's own, which it reads from its own memory.
+    for (size_t s = 0; s < n; ++s)
+      if (s != r) std::memcpy(slot(r) + begin(s), piece + begin(s), begin(s + 1) - begin(s));
+    ShmBarrierWait();
     if (start == 0) {
-      SignalWithCount(part++, count);
-    } else {
-      Signal(part++);
+      for (size_t p = 0; p < n; ++p) {
+        if (counts[p] == count) continue;
+        throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " passed " +
+                                  std::to_string(counts[p]) + " elements, rank " +
+                                  std::to_string(rank_) + " has " + std::to_string(count) +
+                                  "; every worker must pass vectors of the same length");
+      }
     }
-    // This worker reduces its segment of the piece, in rank order, into worker 0's slot.
-    size_t b = r * m / n, e = (r + 1) * m / n;
-    for (size_t p = 1; p < n && e > b; ++p)
-      Reduce(slot(0) + b * esize, slot(p) + b * esize, e - b, dtype, op);
-    Signal(part++);
-    std::memcpy(data + start * esize, slot(0), m * esize);
+    // Reduce this worker's segment in rank order, in one pass over the sources, into its own
+    // memory and into its slot, where the others copy it from.
+    const size_t b = begin(r), e = begin(r + 1);
+    for (size_t p = 0; p < n; ++p) sources[p] = (p == r ? piece : slot(p)) + b;
+    Fold(piece + b, slot(r) + b, sources, (e - b) / esize, dtype, op);
+    ShmBarrierWait();
+    // Out: every other worker's reduced segment.
+    for (size_t s = 0; s < n; ++s)
+      if (s != r) std::memcpy(piece + begin(s), slot(s) + begin(s), begin(s + 1) - begin(s));
   }
+}
+
+void CollectiveGroup::ShmBarrierWait() {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                      std::chrono::duration<double>(timeout_s_));
+  if (shm_barrier_->Wait(deadline)) return;
+  char waited[32];
+  std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
+  throw TrainingFailedError("collective AllReduce (call #" + std::to_string(calls_) + ") on rank " +
+                            std::to_string(rank_) + " waited " + waited +
+                            " s for the other workers in shared memory; every worker must call "
+                            "the same collectives in the same order");
 }
 
 void CollectiveGroup::Broadcast(void* data, size_t bytes, int root) {

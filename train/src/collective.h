@@ -7,8 +7,9 @@
 // worker: small all-reduces reduce in rank order everywhere, large ones use a ring
 // (reduce-scatter then all-gather) in which each segment is reduced once - or, when every
 // worker of the group can map the same shared memory (one host), a reduction through it:
-// each worker copies its part in, reduces one segment of every worker's part, and copies
-// the result out, with two small message barriers per piece.
+// each worker copies its part in (but the segment it reduces itself), reduces its segment of
+// every worker's part in one pass, and copies the others' reduced segments out, with two
+// shared-memory barriers per piece (no message on the path).
 //
 // Thread-safety: one thread (the loop's) uses a group. Errors (a peer silent for longer
 // than the timeout, a malformed message) throw orrery::TrainingFailedError.
@@ -80,10 +81,9 @@ class CollectiveGroup {
   void ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   // Decides, together with every other worker, whether the shared memory path is usable.
   void SetUpShm();
-  // A barrier inside the current collective (zero-byte messages to and from every peer).
-  void Signal(uint32_t part);
-  // The first barrier of a shared-memory piece also compares every worker's length.
-  void SignalWithCount(uint32_t part, uint64_t count);
+  // A barrier inside a shared-memory all-reduce; throws when a peer stays away past the
+  // timeout.
+  void ShmBarrierWait();
 
   std::unique_ptr<zmq::context_t> ctx_;
   // Answers the CURVE handshakes of ctx_'s sockets (docs/security.md); stopped before ctx_.
@@ -98,7 +98,12 @@ class CollectiveGroup {
   uint64_t calls_ = 0;  // the collectives the loop called, for messages
   bool shm_wanted_ = true;
   int shm_state_ = 0;  // 0 not tried yet, 1 in use, -1 not usable
+  // The region: the barrier's words at 0, each worker's length (uint64_t) from
+  // kShmCountsOffset, then from shm_header_bytes_ the two regions of size() slots each.
+  static constexpr size_t kShmCountsOffset = 64;
   std::unique_ptr<ShmRegion> shm_;
+  std::unique_ptr<ShmBarrier> shm_barrier_;
+  size_t shm_header_bytes_ = 0;
   size_t shm_slot_bytes_ = 0;
   uint64_t shm_piece_ = 0;  // pieces reduced so far: picks the region, alternately
   // Messages that arrived early: (seq, source rank, part) -> message.

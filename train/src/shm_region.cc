@@ -1,10 +1,13 @@
 #include "train/src/shm_region.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 #include <random>
 
@@ -72,6 +75,45 @@ Status ShmRegion::Open(const std::string& name, size_t bytes) {
 void ShmRegion::Unlink() {
   if (owner_ && !name_.empty()) shm_unlink(name_.c_str());
   owner_ = false;
+}
+
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free,
+              "the barrier's words are plain 32-bit futex words");
+
+ShmBarrier::ShmBarrier(void* words, int parties)
+    : arrived_(static_cast<std::atomic<uint32_t>*>(words)),
+      generation_(static_cast<std::atomic<uint32_t>*>(words) + 1),
+      parties_(uint32_t(parties)) {}
+
+bool ShmBarrier::Wait(std::chrono::steady_clock::time_point deadline) {
+  const uint32_t gen = generation_->load(std::memory_order_acquire);
+  if (arrived_->fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
+    // Reset before opening: a party that sees the new generation may arrive again at once.
+    arrived_->store(0, std::memory_order_relaxed);
+    generation_->fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, generation_, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+    return true;
+  }
+  // A short watch first: on a host with a core to spare the others are often a few
+  // microseconds away, and a futex sleep and wake costs more than that.
+  using Clock = std::chrono::steady_clock;
+  const auto watch_until = Clock::now() + std::chrono::microseconds(20);
+  while (generation_->load(std::memory_order_acquire) == gen) {
+    auto now = Clock::now();
+    if (now >= deadline) return false;
+    if (now < watch_until) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    auto left = std::min<Clock::duration>(deadline - now, std::chrono::seconds(1));
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    timespec ts{time_t(ns / 1000000000), long(ns % 1000000000)};
+    // Returns at once (EAGAIN) if the generation moved since the load above.
+    syscall(SYS_futex, generation_, FUTEX_WAIT, gen, &ts, nullptr, 0);
+  }
+  return true;
 }
 
 }  // namespace orrery::train

@@ -5,7 +5,10 @@
 // is left behind when the processes die.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "orrery/status.h"
@@ -35,6 +38,26 @@ class ShmRegion {
   char* data_ = nullptr;
   size_t size_ = 0;
   bool owner_ = false;
+};
+
+// A barrier for `parties` processes (or threads) over two 32-bit words of shared memory
+// that start zeroed: how many have arrived, and how many times the barrier has opened. The
+// last to arrive resets the count, opens the barrier and wakes the sleepers with one
+// futex call; the others watch the generation for a few microseconds, then sleep on it.
+// The words are written by the peers: a corrupted word makes a wait time out, never read
+// or write anything else.
+class ShmBarrier {
+ public:
+  // words: 8 bytes of shared memory, 4-byte aligned, zeroed before the first Wait.
+  ShmBarrier(void* words, int parties);
+  // Returns false when `deadline` passes before every party arrived (the barrier is then
+  // unusable: the caller gives up the group).
+  bool Wait(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  std::atomic<uint32_t>* arrived_;
+  std::atomic<uint32_t>* generation_;
+  uint32_t parties_;
 };
 
 }  // namespace orrery::train

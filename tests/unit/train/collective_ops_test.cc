@@ -266,6 +266,26 @@ TEST_P(FirstLargeAllReduceTimeout, SilentPeerFailsItNamingAllReduce) {
 
 INSTANTIATE_TEST_SUITE_P(SharedMemoryWanted, FirstLargeAllReduceTimeout, ::testing::Bool());
 
+// Once shared memory is in use, the workers meet at barriers in it, not through messages: a
+// worker that stops calling still fails its peer's next all-reduce after the timeout.
+TEST(CollectiveTimeout, SilentPeerFailsASharedMemoryAllReduce) {
+  ShmRegion probe;
+  if (!probe.Create(4096).ok()) GTEST_SKIP() << "no usable /dev/shm";
+  LocalGroup g(2, /*timeout_s=*/0.5, /*shared_memory=*/true);
+  bool used[2] = {false, false};  // one byte each: written by two threads
+  auto errors = g.Run([&](int r, CollectiveGroup& group) {
+    std::vector<float> v(CollectiveGroup::kRingThresholdBytes / sizeof(float) * 3, 1.f);
+    group.AllReduce(v.data(), v.size(), 0, ReduceOp::kSum);
+    used[r] = group.UsesSharedMemory();
+    if (r == 0) group.AllReduce(v.data(), v.size(), 0, ReduceOp::kSum);  // rank 1 never comes
+  });
+  ASSERT_TRUE(used[0] && used[1]) << "shared memory was not set up";
+  EXPECT_TRUE(IsTrainingFailed(errors[0])) << MessageOf(errors[0]);
+  EXPECT_THAT(MessageOf(errors[0]), HasSubstr("AllReduce (call #2)"));
+  EXPECT_THAT(MessageOf(errors[0]), HasSubstr("shared memory"));
+  EXPECT_EQ(MessageOf(errors[1]), "");
+}
+
 // Rank r all-reduces a vector of counts[r] doubles; every rank must throw
 // TrainingFailedError, at least one of them saying the lengths differ.
 void ExpectLengthMismatchFails(const std::vector<size_t>& counts, bool shm) {
