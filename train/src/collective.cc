@@ -8,29 +8,31 @@
 
 #include "core/internal/security.h"
 #include "orrery/errors.h"
+#include "train/src/reduce_ops.h"
 
 namespace orrery::train {
 
-namespace {
-
-constexpr uint32_t kMagic = 0x5643524f;  // "ORCV"
-constexpr size_t kHeaderBytes = 20;      // magic, source rank, sequence, part
-
-struct Header {
+// What precedes every message's payload (kHeaderBytes on the wire).
+struct MessageHeader {
   uint32_t magic;
   int32_t source;
   uint64_t seq;
   uint32_t part;
 };
 
-void EncodeHeader(const Header& h, char* out) {
+namespace {
+
+constexpr uint32_t kMagic = 0x5643524f;  // "ORCV"
+constexpr size_t kHeaderBytes = 20;      // magic, source rank, sequence, part
+
+void EncodeHeader(const MessageHeader& h, char* out) {
   std::memcpy(out, &h.magic, 4);
   std::memcpy(out + 4, &h.source, 4);
   std::memcpy(out + 8, &h.seq, 8);
   std::memcpy(out + 16, &h.part, 4);
 }
 
-bool DecodeHeader(const zmq::message_t& m, Header* h) {
+bool DecodeHeader(const zmq::message_t& m, MessageHeader* h) {
   if (m.size() != kHeaderBytes) return false;
   const char* p = static_cast<const char*>(m.data());
   std::memcpy(&h->magic, p, 4);
@@ -38,97 +40,6 @@ bool DecodeHeader(const zmq::message_t& m, Header* h) {
   std::memcpy(&h->seq, p + 8, 8);
   std::memcpy(&h->part, p + 16, 4);
   return h->magic == kMagic;
-}
-
-size_t ElementSize(int dtype) {
-  switch (dtype) {
-    case 0:
-      return sizeof(float);
-    case 1:
-      return sizeof(double);
-    case 2:
-      return sizeof(int32_t);
-    case 3:
-      return sizeof(int64_t);
-  }
-  throw TrainingFailedError("collective: unknown element type " + std::to_string(dtype));
-}
-
-template <typename T>
-void ReduceTyped(T* dst, const char* src_bytes, size_t n, ReduceOp op) {
-  // The source may sit at any address inside a message: read it through memcpy.
-  constexpr size_t kBlock = 4096;
-  T tmp[kBlock];
-  for (size_t at = 0; at < n; at += kBlock) {
-    size_t m = std::min(kBlock, n - at);
-    std::memcpy(tmp, src_bytes + at * sizeof(T), m * sizeof(T));
-    T* d = dst + at;
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        for (size_t i = 0; i < m; ++i) d[i] += tmp[i];
-        break;
-      case ReduceOp::kProduct:
-        for (size_t i = 0; i < m; ++i) d[i] *= tmp[i];
-        break;
-      case ReduceOp::kMin:
-        for (size_t i = 0; i < m; ++i) d[i] = std::min(d[i], tmp[i]);
-        break;
-      case ReduceOp::kMax:
-        for (size_t i = 0; i < m; ++i) d[i] = std::max(d[i], tmp[i]);
-        break;
-    }
-  }
-}
-
-// dst[i] = op(dst[i], src[i]) for n elements of dtype.
-void Reduce(char* dst, const char* src, size_t n, int dtype, ReduceOp op) {
-  switch (dtype) {
-    case 0:
-      return ReduceTyped(reinterpret_cast<float*>(dst), src, n, op);
-    case 1:
-      return ReduceTyped(reinterpret_cast<double*>(dst), src, n, op);
-    case 2:
-      return ReduceTyped(reinterpret_cast<int32_t*>(dst), src, n, op);
-    case 3:
-      return ReduceTyped(reinterpret_cast<int64_t*>(dst), src, n, op);
-  }
-}
-
-// Folds sources[0..n) with op in their order, element by element, and writes the result to
-// out1 and out2 (out1 may be one of the sources). Works block by block, so each source is
-// read once and each output written once.
-void Fold(char* out1, char* out2, const std::vector<const char*>& sources, size_t count, int dtype,
-          ReduceOp op) {
-  constexpr size_t kBlockBytes = 16 * 1024;  // a multiple of every element size
-  alignas(64) char acc[kBlockBytes];
-  const size_t esize = ElementSize(dtype), bytes = count * esize;
-  for (size_t at = 0; at < bytes; at += kBlockBytes) {
-    size_t len = std::min(kBlockBytes, bytes - at);
-    std::memcpy(acc, sources[0] + at, len);
-    for (size_t p = 1; p < sources.size(); ++p)
-      Reduce(acc, sources[p] + at, len / esize, dtype, op);
-    std::memcpy(out1 + at, acc, len);
-    std::memcpy(out2 + at, acc, len);
-  }
-}
-
-template <typename T>
-void DivideTyped(T* d, size_t n, int by) {
-  for (size_t i = 0; i < n; ++i) d[i] /= T(by);
-}
-
-void Divide(char* data, size_t n, int dtype, int by) {
-  switch (dtype) {
-    case 0:
-      return DivideTyped(reinterpret_cast<float*>(data), n, by);
-    case 1:
-      return DivideTyped(reinterpret_cast<double*>(data), n, by);
-    case 2:
-      return DivideTyped(reinterpret_cast<int32_t*>(data), n, by);
-    case 3:
-      return DivideTyped(reinterpret_cast<int64_t*>(data), n, by);
-  }
 }
 
 uint32_t Part(size_t step, size_t chunk) { return uint32_t(step << 16) | uint32_t(chunk); }
@@ -180,7 +91,7 @@ void CollectiveGroup::Send(int peer, uint32_t part, const void* data, size_t byt
     sock->connect(addresses_.at(size_t(peer)));
   }
   char header[kHeaderBytes];
-  EncodeHeader(Header{kMagic, int32_t(rank_), seq_, part}, header);
+  EncodeHeader(MessageHeader{kMagic, int32_t(rank_), seq_, part}, header);
   sock->send(zmq::const_buffer(header, kHeaderBytes), zmq::send_flags::sndmore);
   sock->send(zmq::const_buffer(data, bytes), zmq::send_flags::none);
 }
@@ -204,25 +115,46 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
                                 " waited " + waited + " s for rank " + std::to_string(peer) +
                                 "; every worker must call the same collectives in the same order");
     }
-    zmq::pollitem_t item{pull_->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(1000)));
-    if (!(item.revents & ZMQ_POLLIN)) continue;
-    zmq::message_t header, payload;
-    (void)pull_->recv(header, zmq::recv_flags::none);
-    if (!header.more())
-      throw TrainingFailedError("collective: a message without a payload reached rank " +
-                                std::to_string(rank_));
-    (void)pull_->recv(payload, zmq::recv_flags::none);
-    Header h;
-    if (payload.more() || !DecodeHeader(header, &h) || h.source < 0 || h.source >= size()) {
-      throw TrainingFailedError("collective: rank " + std::to_string(rank_) +
-                                " received a malformed message");
-    }
+    MessageHeader h;
+    zmq::message_t payload;
+    if (!ReceiveOne(std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(1000)), &h,
+                    &payload))
+      continue;
     if (h.seq == seq_ && h.source == peer && h.part == part) return payload;
     if (h.seq < seq_) continue;  // cannot happen between well-behaved peers; ignore
     early_[std::make_tuple(h.seq, int(h.source), h.part)] =
         std::make_unique<zmq::message_t>(std::move(payload));
   }
+}
+
+bool CollectiveGroup::ReceiveOne(std::chrono::milliseconds wait, MessageHeader* h,
+                                 zmq::message_t* payload) {
+  zmq::pollitem_t item{pull_->handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, wait);
+  if (!(item.revents & ZMQ_POLLIN)) return false;
+  zmq::message_t header;
+  (void)pull_->recv(header, zmq::recv_flags::none);
+  if (!header.more())
+    throw TrainingFailedError("collective: a message without a payload reached rank " +
+                              std::to_string(rank_));
+  (void)pull_->recv(*payload, zmq::recv_flags::none);
+  if (payload->more() || !DecodeHeader(header, h) || h->source < 0 || h->source >= size()) {
+    throw TrainingFailedError("collective: rank " + std::to_string(rank_) +
+                              " received a malformed message");
+  }
+  return true;
+}
+
+int CollectiveGroup::PeerSendingNow() {
+  MessageHeader h;
+  zmq::message_t payload;
+  while (ReceiveOne(std::chrono::milliseconds(0), &h, &payload)) {
+    if (h.seq < seq_) continue;
+    early_[std::make_tuple(h.seq, int(h.source), h.part)] =
+        std::make_unique<zmq::message_t>(std::move(payload));
+  }
+  auto it = early_.lower_bound(std::make_tuple(seq_, -1, uint32_t(0)));
+  return it != early_.end() && std::get<0>(it->first) == seq_ ? std::get<1>(it->first) : -1;
 }
 
 void CollectiveGroup::AllReduce(void* data, size_t count, int dtype, ReduceOp op) {
@@ -359,6 +291,12 @@ void CollectiveGroup::SetUpShm() {
 void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op) {
   const size_t n = size_t(size()), r = size_t(rank_), esize = ElementSize(dtype);
   const size_t per_slot = shm_slot_bytes_ / esize;
+  if (shm_broken_) {
+    throw TrainingFailedError(
+        "AllReduce: an earlier all-reduce of this group failed in shared "
+        "memory on rank " +
+        std::to_string(rank_) + "; the group cannot all-reduce large vectors again");
+  }
   // Every worker notes its length; the first barrier makes them all visible.
   auto* counts = reinterpret_cast<uint64_t*>(shm_->data() + kShmCountsOffset);
   counts[r] = count;
@@ -377,10 +315,15 @@ void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp
       if (s != r) std::memcpy(slot(r) + begin(s), piece + begin(s), begin(s + 1) - begin(s));
     ShmBarrierWait();
     if (start == 0) {
-      for (size_t p = 0; p < n; ++p) {
-        if (counts[p] == count) continue;
-        throw TrainingFailedError("AllReduce: rank " + std::to_string(p) + " passed " +
-                                  std::to_string(counts[p]) + " elements, rank " +
+      size_t other = 0;
+      while (other < n && counts[other] == count) ++other;
+      if (other < n) {
+        // Every worker sees a length unlike its own; all read the lengths before any of
+        // them leaves (and may write its next call's) - one more barrier.
+        const uint64_t theirs = counts[other];
+        ShmBarrierWait();
+        throw TrainingFailedError("AllReduce: rank " + std::to_string(other) + " passed " +
+                                  std::to_string(theirs) + " elements, rank " +
                                   std::to_string(rank_) + " has " + std::to_string(count) +
                                   "; every worker must pass vectors of the same length");
       }
@@ -398,16 +341,34 @@ void CollectiveGroup::ShmAllReduce(char* data, size_t count, int dtype, ReduceOp
 }
 
 void CollectiveGroup::ShmBarrierWait() {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double>(timeout_s_));
-  if (shm_barrier_->Wait(deadline)) return;
-  char waited[32];
-  std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
-  throw TrainingFailedError("collective AllReduce (call #" + std::to_string(calls_) + ") on rank " +
-                            std::to_string(rank_) + " waited " + waited +
-                            " s for the other workers in shared memory; every worker must call "
-                            "the same collectives in the same order");
+  using Clock = std::chrono::steady_clock;
+  uint32_t ticket = 0;
+  if (shm_barrier_->Arrive(&ticket)) return;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::min(timeout_s_, 1e9)));
+  while (!shm_barrier_->WaitOpen(ticket, std::min(deadline, Clock::now() + kShmLookEvery))) {
+    // A worker that ran this collective through messages (its vector under the ring
+    // threshold: another length) never comes here. Its message says so; answering it with an
+    // empty one makes it fail at once too.
+    if (int peer = PeerSendingNow(); peer >= 0) {
+      shm_broken_ = true;
+      for (int p = 0; p < size(); ++p)
+        if (p != rank_) Send(p, 0, nullptr, 0);
+      throw TrainingFailedError("AllReduce: rank " + std::to_string(peer) +
+                                " reduces through messages, rank " + std::to_string(rank_) +
+                                " through shared memory; every worker must pass vectors of the "
+                                "same length");
+    }
+    if (Clock::now() < deadline) continue;
+    shm_broken_ = true;  // counted in at a barrier nobody else reached: unusable from now on
+    char waited[32];
+    std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
+    throw TrainingFailedError("collective AllReduce (call #" + std::to_string(calls_) +
+                              ") on rank " + std::to_string(rank_) + " waited " + waited +
+                              " s for the other workers in shared memory; every worker must call "
+                              "the same collectives in the same order");
+  }
 }
 
 void CollectiveGroup::Broadcast(void* data, size_t bytes, int root) {

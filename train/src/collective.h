@@ -39,6 +39,8 @@ class ZapHandler;
 
 namespace orrery::train {
 
+struct MessageHeader;
+
 class CollectiveGroup {
  public:
   CollectiveGroup();
@@ -81,9 +83,17 @@ class CollectiveGroup {
   void ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   // Decides, together with every other worker, whether the shared memory path is usable.
   void SetUpShm();
+  // Receives one message within `wait` into (h, payload); false when none came. Throws on a
+  // malformed one.
+  bool ReceiveOne(std::chrono::milliseconds wait, MessageHeader* h, zmq::message_t* payload);
+  // Keeps every message already here for later, and returns the rank of a peer that sent one
+  // for the current collective (-1 if none did).
+  int PeerSendingNow();
   // A barrier inside a shared-memory all-reduce; throws when a peer stays away past the
-  // timeout.
+  // timeout, or turns out to run the collective through messages.
   void ShmBarrierWait();
+  // How often a worker waiting at a shared-memory barrier looks at its messages.
+  static constexpr std::chrono::milliseconds kShmLookEvery{500};
 
   std::unique_ptr<zmq::context_t> ctx_;
   // Answers the CURVE handshakes of ctx_'s sockets (docs/security.md); stopped before ctx_.
@@ -103,6 +113,7 @@ class CollectiveGroup {
   static constexpr size_t kShmCountsOffset = 64;
   std::unique_ptr<ShmRegion> shm_;
   std::unique_ptr<ShmBarrier> shm_barrier_;
+  bool shm_broken_ = false;  // a barrier wait failed: the region is not used again
   size_t shm_header_bytes_ = 0;
   size_t shm_slot_bytes_ = 0;
   uint64_t shm_piece_ = 0;  // pieces reduced so far: picks the region, alternately

@@ -85,20 +85,22 @@ ShmBarrier::ShmBarrier(void* words, int parties)
       generation_(static_cast<std::atomic<uint32_t>*>(words) + 1),
       parties_(uint32_t(parties)) {}
 
-bool ShmBarrier::Wait(std::chrono::steady_clock::time_point deadline) {
-  const uint32_t gen = generation_->load(std::memory_order_acquire);
-  if (arrived_->fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
-    // Reset before opening: a party that sees the new generation may arrive again at once.
-    arrived_->store(0, std::memory_order_relaxed);
-    generation_->fetch_add(1, std::memory_order_release);
-    syscall(SYS_futex, generation_, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-    return true;
-  }
+bool ShmBarrier::Arrive(uint32_t* ticket) {
+  *ticket = generation_->load(std::memory_order_acquire);
+  if (arrived_->fetch_add(1, std::memory_order_acq_rel) + 1 != parties_) return false;
+  // Reset before opening: a party that sees the new generation may arrive again at once.
+  arrived_->store(0, std::memory_order_relaxed);
+  generation_->fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, generation_, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  return true;
+}
+
+bool ShmBarrier::WaitOpen(uint32_t ticket, std::chrono::steady_clock::time_point deadline) {
   // A short watch first: on a host with a core to spare the others are often a few
   // microseconds away, and a futex sleep and wake costs more than that.
   using Clock = std::chrono::steady_clock;
   const auto watch_until = Clock::now() + std::chrono::microseconds(20);
-  while (generation_->load(std::memory_order_acquire) == gen) {
+  while (generation_->load(std::memory_order_acquire) == ticket) {
     auto now = Clock::now();
     if (now >= deadline) return false;
     if (now < watch_until) {
@@ -111,7 +113,7 @@ bool ShmBarrier::Wait(std::chrono::steady_clock::time_point deadline) {
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
     timespec ts{time_t(ns / 1000000000), long(ns % 1000000000)};
     // Returns at once (EAGAIN) if the generation moved since the load above.
-    syscall(SYS_futex, generation_, FUTEX_WAIT, gen, &ts, nullptr, 0);
+    syscall(SYS_futex, generation_, FUTEX_WAIT, ticket, &ts, nullptr, 0);
   }
   return true;
 }

@@ -48,11 +48,14 @@ class ShmRegion {
 // or write anything else.
 class ShmBarrier {
  public:
-  // words: 8 bytes of shared memory, 4-byte aligned, zeroed before the first Wait.
+  // words: 8 bytes of shared memory, 4-byte aligned, zeroed before the first Arrive.
   ShmBarrier(void* words, int parties);
-  // Returns false when `deadline` passes before every party arrived (the barrier is then
-  // unusable: the caller gives up the group).
-  bool Wait(std::chrono::steady_clock::time_point deadline);
+  // Counts this party in. Returns true when it was the last (the barrier is open);
+  // otherwise *ticket is what WaitOpen waits on.
+  bool Arrive(uint32_t* ticket);
+  // Waits until the barrier that Arrive gave `ticket` for opens: false when `deadline`
+  // passes first (the party stays counted in, and may wait again).
+  bool WaitOpen(uint32_t ticket, std::chrono::steady_clock::time_point deadline);
 
  private:
   std::atomic<uint32_t>* arrived_;

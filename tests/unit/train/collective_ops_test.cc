@@ -284,6 +284,68 @@ TEST(CollectiveTimeout, SilentPeerFailsASharedMemoryAllReduce) {
   EXPECT_THAT(MessageOf(errors[0]), HasSubstr("AllReduce (call #2)"));
   EXPECT_THAT(MessageOf(errors[0]), HasSubstr("shared memory"));
   EXPECT_EQ(MessageOf(errors[1]), "");
+  // Rank 0 is still counted in at the barrier it left: its group refuses to use the region
+  // again rather than meet a barrier that would open one worker early.
+  auto again = g.Run(
+      [&](int, CollectiveGroup& group) {
+        std::vector<float> v(CollectiveGroup::kRingThresholdBytes / sizeof(float) * 3, 1.f);
+        group.AllReduce(v.data(), v.size(), 0, ReduceOp::kSum);
+      },
+      {0});
+  EXPECT_TRUE(IsTrainingFailed(again[0])) << MessageOf(again[0]);
+  EXPECT_THAT(MessageOf(again[0]), HasSubstr("cannot all-reduce large vectors again"));
+}
+
+// Once shared memory is in use, a worker whose vector is under the ring threshold reduces
+// through messages while its peer waits in shared memory: both fail at once, naming the
+// lengths, instead of waiting out the timeout.
+TEST(CollectiveLengthMismatch, SharedMemoryAgainstMessagesThrowsOnBothSides) {
+  ShmRegion probe;
+  if (!probe.Create(4096).ok()) GTEST_SKIP() << "no usable /dev/shm";
+  const size_t large = CollectiveGroup::kRingThresholdBytes / sizeof(double) * 2;
+  LocalGroup g(2, /*timeout_s=*/60, /*shared_memory=*/true);
+  auto errors = g.Run([&](int r, CollectiveGroup& group) {
+    std::vector<double> v(large, 1.0);
+    group.AllReduce(v.data(), v.size(), 1, ReduceOp::kSum);  // sets shared memory up
+    if (!group.UsesSharedMemory()) throw std::runtime_error("shared memory was not set up");
+    v.resize(r == 0 ? large : 10);
+    group.AllReduce(v.data(), v.size(), 1, ReduceOp::kSum);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(IsTrainingFailed(errors[size_t(r)])) << "rank " << r << ": " << ErrorsText(errors);
+    EXPECT_THAT(MessageOf(errors[size_t(r)]), HasSubstr("same length")) << "rank " << r;
+  }
+}
+
+// After a length mismatch in shared memory every worker leaves together: the next call,
+// with equal lengths, reduces right.
+TEST(CollectiveLengthMismatch, SharedMemoryGroupReducesRightAfterAMismatch) {
+  ShmRegion probe;
+  if (!probe.Create(4096).ok()) GTEST_SKIP() << "no usable /dev/shm";
+  const size_t large = CollectiveGroup::kRingThresholdBytes / sizeof(double) * 2;
+  LocalGroup g(3, /*timeout_s=*/60, /*shared_memory=*/true);
+  std::vector<std::vector<double>> results(3);
+  std::vector<int> mismatches(3, 0);
+  auto errors = g.Run([&](int r, CollectiveGroup& group) {
+    for (int round = 0; round < 5; ++round) {
+      std::vector<double> v(large + (r == 2 ? 1 : 0), 1.0);
+      try {
+        group.AllReduce(v.data(), v.size(), 1, ReduceOp::kSum);
+      } catch (const TrainingFailedError&) {
+        ++mismatches[size_t(r)];
+      }
+      std::vector<double> w(large, double(r + 1));
+      group.AllReduce(w.data(), w.size(), 1, ReduceOp::kSum);
+      results[size_t(r)] = w;
+    }
+  });
+  ASSERT_EQ(ErrorsText(errors), "");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(mismatches[size_t(r)], 5) << "rank " << r;
+    ASSERT_EQ(results[size_t(r)].size(), large);
+    EXPECT_EQ(results[size_t(r)].front(), 6.0) << "rank " << r;
+    EXPECT_EQ(results[size_t(r)].back(), 6.0) << "rank " << r;
+  }
 }
 
 // Rank r all-reduces a vector of counts[r] doubles; every rank must throw
