@@ -107,14 +107,7 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      char waited[32];
-      std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
-      throw TrainingFailedError(std::string("collective ") + what + " (call #" +
-                                std::to_string(calls_) + ") on rank " + std::to_string(rank_) +
-                                " waited " + waited + " s for rank " + std::to_string(peer) +
-                                "; every worker must call the same collectives in the same order");
-    }
+    if (left.count() <= 0) throw TimedOut(what, "rank " + std::to_string(peer));
     MessageHeader h;
     zmq::message_t payload;
     if (!ReceiveOne(std::min<std::chrono::milliseconds>(left, std::chrono::milliseconds(1000)), &h,
@@ -125,6 +118,15 @@ zmq::message_t CollectiveGroup::Recv(int peer, uint32_t part, const char* what) 
     early_[std::make_tuple(h.seq, int(h.source), h.part)] =
         std::make_unique<zmq::message_t>(std::move(payload));
   }
+}
+
+TrainingFailedError CollectiveGroup::TimedOut(const char* what, const std::string& whom) const {
+  char waited[32];
+  std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
+  return TrainingFailedError(std::string("collective ") + what + " (call #" +
+                             std::to_string(calls_) + ") on rank " + std::to_string(rank_) +
+                             " waited " + waited + " s for " + whom +
+                             "; every worker must call the same collectives in the same order");
 }
 
 bool CollectiveGroup::ReceiveOne(std::chrono::milliseconds wait, MessageHeader* h,
@@ -362,12 +364,7 @@ void CollectiveGroup::ShmBarrierWait() {
     }
     if (Clock::now() < deadline) continue;
     shm_broken_ = true;  // counted in at a barrier nobody else reached: unusable from now on
-    char waited[32];
-    std::snprintf(waited, sizeof(waited), "%g", timeout_s_);
-    throw TrainingFailedError("collective AllReduce (call #" + std::to_string(calls_) +
-                              ") on rank " + std::to_string(rank_) + " waited " + waited +
-                              " s for the other workers in shared memory; every worker must call "
-                              "the same collectives in the same order");
+    throw TimedOut("AllReduce", "the other workers in shared memory");
   }
 }
 

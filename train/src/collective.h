@@ -23,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "orrery/errors.h"
 #include "orrery/status.h"
 #include "orrery/train/context.h"
 #include "train/src/shm_region.h"
@@ -83,6 +84,8 @@ class CollectiveGroup {
   void ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   // Decides, together with every other worker, whether the shared memory path is usable.
   void SetUpShm();
+  // The error of a wait for `whom` that outlasted the timeout, in collective `what`.
+  TrainingFailedError TimedOut(const char* what, const std::string& whom) const;
   // Receives one message within `wait` into (h, payload); false when none came. Throws on a
   // malformed one.
   bool ReceiveOne(std::chrono::milliseconds wait, MessageHeader* h, zmq::message_t* payload);
