@@ -2,10 +2,9 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -19,8 +18,6 @@
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
-#include "core/internal/runtime_env.h"
-#include "core/internal/security.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
 #include "orrery/api/registry.h"
@@ -79,18 +76,24 @@ class WorkerServer {
     }
   }
 
-  // Waits for kExit; meanwhile reports the call counts to the node once a second when they
-  // changed (kWorkerStats, docs/metrics.md).
+  // Waits for kExit; meanwhile sends the assignment's reply (SendAssignReply) and, once a
+  // second when they changed, the call counts (kWorkerStats, docs/metrics.md) to the node.
   void WaitForExit() EXCLUDES(mu_) {
+    using Clock = std::chrono::steady_clock;
     uint64_t submitted = 0;
+    auto next = Clock::now() + std::chrono::seconds(1);
     while (true) {
+      std::optional<proto::AssignReplyMsg> reply;
       {
         MutexLock lock(&mu_);
-        auto next = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-        while (!exit_ && cv_.WaitUntil(&mu_, next)) {
+        while (!exit_ && !assign_reply_ && cv_.WaitUntil(&mu_, next)) {
         }
         if (exit_) return;
+        reply.swap(assign_reply_);
       }
+      if (reply) transport::Send(node_address_, MsgType::kAssignReply, *reply);
+      if (Clock::now() < next) continue;
+      next = Clock::now() + std::chrono::seconds(1);
       proto::WorkerStatsMsg m;
       bool changed = counter_.TakeIfChanged(&m);
       if (!changed && Current()->submitted() == submitted) continue;
@@ -120,6 +123,15 @@ class WorkerServer {
     cv_.NotifyAll();
   }
 
+  // Hands the assignment's reply to the main thread (WaitForExit), connected to the node since
+  // it registered: sockets are per thread (transport.h), and the thread that ran the
+  // assignment would open a new connection for it (docs/benchmarks.md "Cheap actors").
+  void SendAssignReply(proto::AssignReplyMsg reply) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    assign_reply_ = std::move(reply);
+    cv_.NotifyAll();
+  }
+
   // On the call inbox's loop thread.
   Status HandleCallInbox(transport::Envelope& env) {
     using transport::DecodeAnd;
@@ -145,8 +157,7 @@ class WorkerServer {
     where_ += " on node " + UniqueId::FromBinary(m.node_id).Hex().substr(0, 8);
     if (!m.is_actor) {
       ready_ = true;
-      transport::Send(node_address_, MsgType::kAssignReply,
-                      proto::AssignReplyMsg{worker_id_, "", true, proto::ErrorKind::kNone, "", ""});
+      SendAssignReply(proto::AssignReplyMsg{worker_id_, "", true, proto::ErrorKind::kNone, "", ""});
       return;
     }
     const auto& spec = m.actor.spec;
@@ -179,9 +190,10 @@ class WorkerServer {
     proto::AssignReplyMsg reply{worker_id_, spec.actor_id, true, proto::ErrorKind::kNone, "", ""};
     const internal::FunctionEntry* e = internal::FindByName(spec.factory);
     if (!e || e->kind != internal::FunctionKind::kFactory) {
-      reply.ok = false;
-      reply.error_kind = proto::ErrorKind::kFunctionNotFoundError;
-      reply.message = "actor factory '" + spec.factory + "' is not registered in this executable";
+      reply = {
+          worker_id_, spec.actor_id,
+          false,      proto::ErrorKind::kFunctionNotFoundError,
+          "",         "actor factory '" + spec.factory + "' is not registered in this executable"};
     } else {
       try {
         msgpack::object_handle oh = internal::UnpackUntrusted(spec.args.data(), spec.args.size(),
@@ -191,14 +203,12 @@ class WorkerServer {
         instance_ = instance;
       } catch (...) {
         CallFailure f = FailureOf(std::current_exception());
-        reply.ok = false;
-        reply.error_kind = proto::ErrorKind::kRemoteError;
-        reply.error_type = f.type;
-        reply.message = f.message;
+        reply = {worker_id_, spec.actor_id, false, proto::ErrorKind::kRemoteError,
+                 f.type,     f.message};
       }
     }
     ready_ = reply.ok;
-    transport::Send(node_address_, MsgType::kAssignReply, reply);
+    SendAssignReply(std::move(reply));
   }
 
   void OnCall(std::shared_ptr<proto::CallMsg> call, std::shared_ptr<std::string> payload) {
@@ -327,19 +337,18 @@ class WorkerServer {
   void Reply(const proto::CallMsg& call, bool ok, proto::ErrorKind kind, const std::string& type,
              const std::string& message, const std::string* result,
              const CallResult* stored = nullptr) {
-    proto::ReplyMsg r;
+    proto::ReplyMsg r{.object_id = call.object_id,
+                      .ok = ok,
+                      .error_kind = kind,
+                      .error_type = type,
+                      .message = message,
+                      .function = call.function,
+                      .where = where_,
+                      .actor_id = call.actor_id,
+                      .seq = call.seq,
+                      .lease_id = call.lease_id};
     if (stored && stored->stored) r.location = stored->location;
     if (stored) r.contained = ContainedRefs(stored->contained);
-    r.object_id = call.object_id;
-    r.ok = ok;
-    r.error_kind = kind;
-    r.error_type = type;
-    r.message = message;
-    r.function = call.function;
-    r.where = where_;
-    r.actor_id = call.actor_id;
-    r.seq = call.seq;
-    r.lease_id = call.lease_id;
     static const std::string kEmpty;
     transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
   }
@@ -414,56 +423,24 @@ class WorkerServer {
   CallCounter counter_;  // any call thread; read by WaitForExit
   // Whether this thread runs an inline actor call, which holds slot_.
   static thread_local bool t_holds_slot;
-  // Only the exit request is under a lock. The assignment above is written once on the
-  // runtime's inbox thread and published to the call threads by the atomic ready_; the
-  // call-order state belongs to the call loop's thread.
+  // Only the exit request and the assignment's reply are under a lock. The assignment above
+  // is written once on the runtime's inbox thread and published to the call threads by the
+  // atomic ready_; the call-order state belongs to the call loop's thread.
   Mutex mu_;
   CondVar cv_;
   bool exit_ GUARDED_BY(mu_) = false;
+  std::optional<proto::AssignReplyMsg> assign_reply_ GUARDED_BY(mu_);
 };
 
 thread_local bool WorkerServer::t_holds_slot = false;
 
 }  // namespace
 
-namespace {
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-}  // namespace
-
 void WorkerMain() {
-  std::string worker_id = Env("ORRERY_WORKER_ID");
-  std::string node = Env("ORRERY_NODE_ADDRESS");
-  std::string head = Env("ORRERY_HEAD_ADDRESS");
-  unsetenv("ORRERY_ROLE");
-  unsetenv("ORRERY_ZYGOTE_FD");
-  // The working folder of the task's or actor's runtime env (checked by the node).
-  if (std::string dir = Env(runtime_env::kWorkingDirVar); !dir.empty()) {
-    if (chdir(dir.c_str()) != 0) {
-      std::fprintf(stderr,
-                   "orrery worker: cannot change into the runtime env's working_dir %s: %s\n",
-                   dir.c_str(), std::strerror(errno));
-      _exit(2);
-    }
-    unsetenv(runtime_env::kWorkingDirVar);
-  }
-  Config config;
-  try {
-    config = ApplyEnvironment(Config{});
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "orrery worker: bad configuration: %s\n", e.what());
-    _exit(2);
-  }
-  log::SetLevel(config.log_level.empty() ? "warn" : config.log_level);
-  log::SetProcessTag("worker " + std::to_string(getpid()));
-  // The node points its workers at the cluster's token (or says ORRERY_INSECURE).
-  if (auto used = security::UseCredentials(config.insecure, config.token_file, ""); !used.ok()) {
-    std::fprintf(stderr, "orrery worker: %s\n", used.status().message().c_str());
-    _exit(2);
-  }
+  std::string worker_id = WorkerEnv("ORRERY_WORKER_ID");
+  std::string node = WorkerEnv("ORRERY_NODE_ADDRESS");
+  std::string head = WorkerEnv("ORRERY_HEAD_ADDRESS");
+  Config config = PrepareWorkerProcess();
   ObjectStore::SetBlockHooks(&WorkerServer::BeforeBlock, nullptr);
   // Leaked on purpose: the process ends with _exit, never by unwinding.
   auto* rt = new Runtime(config, head, JobId(), "worker pid " + std::to_string(getpid()));
