@@ -6,8 +6,10 @@
 // 64 bytes, NUL padded)} then `capacity` bytes of object space. Pages are allocated by the
 // kernel on first write and never given back while the arena lives, so a region that is
 // reused is written at memory speed. The node creates the arena and owns the file (it is
-// unlinked when the creating ShmArena is destroyed); workers and drivers on the node Attach
-// to it and write the objects they create into regions the node gave them.
+// unlinked when the creating ShmArena is destroyed, and holds an flock on it until then, so
+// that the arena of a node that was killed is found and removed by the next node of the
+// host: RemoveAbandoned); workers and drivers on the node Attach to it and write the
+// objects they create into regions the node gave them.
 //
 // ArenaAllocator: which offsets of the object space are in use. It hands out offsets only;
 // it never touches the memory. Neither class is thread-safe: the node uses them from one
@@ -22,6 +24,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "orrery/status.h"
 
@@ -44,6 +47,11 @@ class ShmArena {
   // otherwise; NotFound when there is no such file. The file's bytes are untrusted until
   // these checks pass (the header is read with pread, never through the mapping).
   static Result<std::unique_ptr<ShmArena>> Attach(const std::string& path, const std::string& tag);
+  // Removes the arenas in `dir` whose creators died without removing them (killed nodes):
+  // files "orrery-<tag>" of this user whose header says their creator holds a lock on them,
+  // and that no process locks. An arena a running node holds, one of a node too old to
+  // hold it, and anything else are kept. Returns the removed arenas' tags (lowercase hex).
+  static std::vector<std::string> RemoveAbandoned(const std::string& dir);
   ~ShmArena();
 
   ShmArena(const ShmArena&) = delete;
@@ -56,13 +64,13 @@ class ShmArena {
   const std::string& path() const { return path_; }
 
  private:
-  ShmArena(std::string path, char* base, uint64_t capacity, bool creator)
-      : path_(std::move(path)), base_(base), capacity_(capacity), creator_(creator) {}
+  ShmArena(std::string path, char* base, uint64_t capacity, int lock_fd)
+      : path_(std::move(path)), base_(base), capacity_(capacity), lock_fd_(lock_fd) {}
 
   std::string path_;
   char* base_;  // the whole mapping: header then object space
   uint64_t capacity_;
-  bool creator_;  // unlinks path_ when destroyed
+  int lock_fd_;  // the creator's: holds its flock, unlinks path_ when destroyed; -1 attached
 };
 
 // Offset allocator over [0, capacity): 64-byte aligned, best-fit (the smallest free run that

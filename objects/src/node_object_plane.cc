@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "core/internal/log.h"
 #include "objects/internal/object_transfer.h"
+#include "objects/internal/shm_arena.h"
 #include "objects/internal/spill_file.h"
 #include "objects/src/node_objects.h"
 
@@ -60,6 +62,14 @@ NodeObjectPlane::NodeObjectPlane(ObjectPlaneOptions options, transport::Inbox& i
 NodeObjectPlane::~NodeObjectPlane() { Stop(); }
 
 Status NodeObjectPlane::Start() {
+  // What nodes of this host that were killed left: their arenas, which hold memory until
+  // removed, and their spill folders.
+  for (const std::string& tag : ShmArena::RemoveAbandoned(options_.shm_dir)) {
+    std::error_code ec;
+    std::filesystem::remove_all(options_.spill_root + "/node-" + tag, ec);
+    LOG_INFO("node: removed the object store " + options_.shm_dir + "/orrery-" + tag +
+             " and its spill folder, left by a node that is gone");
+  }
   NodeObjects::Options o;
   o.arena_path = arena_path_;
   o.capacity = options_.capacity ? options_.capacity : DefaultObjectStoreBytes(options_.shm_dir);

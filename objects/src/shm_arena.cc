@@ -1,6 +1,8 @@
 #include "objects/internal/shm_arena.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -23,11 +25,17 @@ constexpr char kMagic[8] = {'O', 'R', 'R', 'Y', 'S', 'H', 'M', '1'};
 struct ArenaHeader {
   char magic[8];
   uint32_t version;
-  uint32_t reserved;
+  uint32_t flags;  // kHeldFlag; 0 in arenas of older nodes
   uint64_t capacity;
   char tag[ShmArena::kMaxTagBytes];
 };
 static_assert(sizeof(ArenaHeader) <= ShmArena::kHeaderBytes);
+
+// The creator holds an exclusive flock on the file from before the header is written until
+// it ends, however it ends: an arena with this flag that no process locks was left by a node
+// that died (RemoveAbandoned).
+constexpr uint32_t kHeldFlag = 1;
+constexpr char kArenaPrefix[] = "orrery-";
 
 std::string ErrnoText(const std::string& what, const std::string& path, int err) {
   return what + " " + path + ": " + std::strerror(err);
@@ -70,27 +78,58 @@ Result<std::unique_ptr<ShmArena>> ShmArena::Create(const std::string& path, uint
   }
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Status::Unavailable(ErrnoText("cannot create", path, errno));
-  uint64_t bytes = kHeaderBytes + capacity;
-  if (ftruncate(fd, off_t(bytes)) != 0) {
-    int err = errno;
+  auto fail = [&](const char* what, int err) {
     close(fd);
     unlink(path.c_str());
-    return Status::Unavailable(ErrnoText("cannot size", path, err));
-  }
+    return Status::Unavailable(ErrnoText(what, path, err));
+  };
+  // Blocks only while a sweeping node looks at the new, still headerless file.
+  if (flock(fd, LOCK_EX) != 0) return fail("cannot lock", errno);
+  uint64_t bytes = kHeaderBytes + capacity;
+  if (ftruncate(fd, off_t(bytes)) != 0) return fail("cannot size", errno);
   WarnIfTooSmall(fd, path, capacity);
   auto base = MapFile(fd, path, bytes);
-  close(fd);  // the mapping keeps the file open
   if (!base.ok()) {
+    close(fd);
     unlink(path.c_str());
     return base.status();
   }
   ArenaHeader header{};
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kVersion;
+  header.flags = kHeldFlag;
   header.capacity = capacity;
   std::memcpy(header.tag, tag.data(), tag.size());
   std::memcpy(*base, &header, sizeof(header));
-  return std::unique_ptr<ShmArena>(new ShmArena(path, *base, capacity, /*creator=*/true));
+  return std::unique_ptr<ShmArena>(new ShmArena(path, *base, capacity, fd));
+}
+
+std::vector<std::string> ShmArena::RemoveAbandoned(const std::string& dir) {
+  std::vector<std::string> removed;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return removed;
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind(kArenaPrefix, 0) != 0) continue;
+    std::string tag = name.substr(sizeof(kArenaPrefix) - 1), path = dir + "/" + name;
+    bool hex = !tag.empty() && tag.size() <= kMaxTagBytes &&
+               tag.find_first_not_of("0123456789abcdef") == std::string::npos;
+    struct stat st;
+    if (!hex || lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    ArenaHeader h{};
+    // Held: its node lives. Unheld but without the flag: a node too old to hold it, kept.
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && pread(fd, &h, sizeof(h), 0) == ssize_t(sizeof(h)) &&
+        std::memcmp(h.magic, kMagic, sizeof(kMagic)) == 0 && (h.flags & kHeldFlag) &&
+        std::string(h.tag, strnlen(h.tag, kMaxTagBytes)) == tag && unlink(path.c_str()) == 0) {
+      removed.push_back(tag);
+    }
+    close(fd);
+  }
+  closedir(d);
+  return removed;
 }
 
 Result<std::unique_ptr<ShmArena>> ShmArena::Attach(const std::string& path,
@@ -127,14 +166,16 @@ Result<std::unique_ptr<ShmArena>> ShmArena::Attach(const std::string& path,
   auto base = MapFile(fd, path, size);
   close(fd);
   if (!base.ok()) return base.status();
-  return std::unique_ptr<ShmArena>(new ShmArena(path, *base, header.capacity, /*creator=*/false));
+  return std::unique_ptr<ShmArena>(new ShmArena(path, *base, header.capacity, -1));
 }
 
 ShmArena::~ShmArena() {
   munmap(base_, kHeaderBytes + capacity_);
-  if (creator_ && unlink(path_.c_str()) != 0 && errno != ENOENT) {
+  if (lock_fd_ < 0) return;
+  if (unlink(path_.c_str()) != 0 && errno != ENOENT) {
     LOG_WARN(ErrnoText("cannot remove object store", path_, errno));
   }
+  close(lock_fd_);  // after the unlink: no sweeping node finds the file unheld
 }
 
 ArenaAllocator::ArenaAllocator(uint64_t capacity) : capacity_(capacity) {

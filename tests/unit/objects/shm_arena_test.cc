@@ -1,12 +1,14 @@
 // The node's shared-memory arena and its offset allocator (objects/internal/shm_arena.h): best-fit
 // allocation, coalescing, exhaustion and bad frees; creating, attaching to and rejecting
-// arena files (wrong tag, wrong magic, truncated, existing path).
+// arena files (wrong tag, wrong magic, truncated, existing path); removing the arenas of
+// creators that ended without removing them.
 #include "objects/internal/shm_arena.h"
 
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -19,6 +21,7 @@
 namespace orrery::objects {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(ArenaAllocator, AlignsTo64AndSizeZeroTakes64) {
@@ -277,6 +280,84 @@ TEST_F(ShmArenaTest, AttachToMissingOrOddPaths) {
   std::string link = dir_ + "/link";
   ASSERT_EQ(symlink(path_.c_str(), link.c_str()), 0);
   EXPECT_FALSE(ShmArena::Attach(link, "t").ok()) << "symlinks are not followed";
+}
+
+// An arena made by another process, which holds it until End() and then exits without
+// removing it, as a node that is killed does.
+class ArenaInChild {
+ public:
+  ArenaInChild(const std::string& path, const std::string& tag) {
+    int ready[2], hold[2];
+    EXPECT_EQ(pipe(ready), 0);
+    EXPECT_EQ(pipe(hold), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(ready[0]);
+      close(hold[1]);
+      auto arena = ShmArena::Create(path, 1 << 16, tag);
+      char c = arena.ok() ? 1 : 0;
+      if (arena.ok()) (*arena).release();  // never destroyed
+      (void)!write(ready[1], &c, 1);
+      (void)!read(hold[0], &c, 1);  // until End()
+      _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    char c = 0;
+    EXPECT_EQ(read(ready[0], &c, 1), 1);
+    EXPECT_EQ(c, 1) << "the child could not create " << path;
+    close(ready[0]);
+    hold_ = hold[1];
+  }
+  ~ArenaInChild() { End(); }
+  void End() {
+    if (hold_ < 0) return;
+    char c = 0;  // a byte, not the pipe's end: children forked later hold copies of the pipe
+    EXPECT_EQ(write(hold_, &c, 1), 1);
+    close(hold_);
+    hold_ = -1;
+    int status = 0;
+    EXPECT_EQ(waitpid(pid_, &status, 0), pid_);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int hold_ = -1;
+};
+
+TEST_F(ShmArenaTest, RemoveAbandonedTakesOnlyArenasWhoseCreatorEnded) {
+  auto at = [&](const std::string& name) { return dir_ + "/orrery-" + name; };
+  auto own = ShmArena::Create(at("a1"), 1 << 16, "a1");  // held by this process
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  ArenaInChild held(at("b2"), "b2");  // a node that runs
+  ArenaInChild killed(at("c3"), "c3");
+  ArenaInChild old(at("d4"), "d4");  // a node too old to hold its arena
+  ArenaInChild odd(at("Z9"), "Z9");  // no tag a node makes
+  ArenaInChild renamed(at("e5"), "f6");
+  killed.End();
+  old.End();
+  odd.End();
+  renamed.End();
+  {
+    int fd = open(at("d4").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    uint32_t no_flags = 0;
+    ASSERT_EQ(pwrite(fd, &no_flags, sizeof(no_flags), 12), ssize_t(sizeof(no_flags)));
+    close(fd);
+  }
+  { std::ofstream(at("77")) << "not an arena"; }
+
+  EXPECT_THAT(ShmArena::RemoveAbandoned(dir_), ElementsAre("c3"));
+  EXPECT_FALSE(std::filesystem::exists(at("c3")));
+  for (const char* kept : {"a1", "b2", "d4", "Z9", "e5", "77"})
+    EXPECT_TRUE(std::filesystem::exists(at(kept))) << kept;
+
+  held.End();  // its node is killed too
+  EXPECT_THAT(ShmArena::RemoveAbandoned(dir_), ElementsAre("b2"));
+  EXPECT_TRUE(ShmArena::Attach(at("a1"), "a1").ok()) << "the live arena is untouched";
+  EXPECT_TRUE(ShmArena::RemoveAbandoned(dir_ + "/missing").empty());
+  own->reset();
+  EXPECT_FALSE(std::filesystem::exists(at("a1")));
 }
 
 }  // namespace
