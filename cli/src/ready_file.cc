@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/src/session.h"
+#include "core/internal/process_exists.h"
 #include "core/internal/security.h"
 
 namespace orrery::cli {
@@ -41,7 +42,7 @@ bool Exited(int pid, std::string* how) {
     }
     return true;
   }
-  if (!Alive(pid)) {
+  if (!ProcessExists(pid)) {
     *how = "exited";
     return true;
   }

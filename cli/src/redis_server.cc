@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/src/ready_file.h"
+#include "core/internal/process_exists.h"
 #include "core/internal/security.h"
 
 namespace orrery::cli {
@@ -68,7 +69,7 @@ Outcome AwaitRedis(int port, const std::string& password, int pid, std::string* 
   while (std::chrono::steady_clock::now() < deadline) {
     if (RedisServes(port, password, pid)) return Outcome::kReady;
     int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid || !Alive(pid)) {
+    if (waitpid(pid, &status, WNOHANG) == pid || !ProcessExists(pid)) {
       *how = WIFEXITED(status) ? "exited with status " + std::to_string(WEXITSTATUS(status))
                                : "exited";
       return Outcome::kExited;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/internal/process_exists.h"
 #include "core/internal/redis_store.h"
 
 extern char** environ;
@@ -76,8 +77,6 @@ void DiscardFailedSession(const Session& failed) {
   fs::remove(failed.dir + "/token", ec);
 }
 
-bool Alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
-
 std::vector<Session> LiveSessions() {
   std::vector<Session> out;
   std::error_code ec;
@@ -86,7 +85,7 @@ std::vector<Session> LiveSessions() {
     auto s = Load(entry.path().string());
     if (!s.ok()) continue;
     for (int pid : s->pids) {
-      if (Alive(pid)) {
+      if (ProcessExists(pid)) {
         out.push_back(s.value());
         break;
       }
@@ -99,7 +98,7 @@ int LiveNodeFor(const std::string& head_address) {
   for (auto& s : LiveSessions()) {
     if (s.values["head_address"] != head_address) continue;
     int pid = std::atoi(s.values["node_pid"].c_str());
-    if (Alive(pid)) return pid;
+    if (ProcessExists(pid)) return pid;
   }
   return 0;
 }
@@ -158,9 +157,11 @@ Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string&
 
 void StopProcesses(const std::vector<int>& pids) {
   for (auto it = pids.rbegin(); it != pids.rend(); ++it)
-    if (Alive(*it)) kill(*it, SIGTERM);
-  // A child of this process that exited stays a zombie (Alive) until reaped here.
-  auto running = [](int pid) { return waitpid(pid, nullptr, WNOHANG) != pid && Alive(pid); };
+    if (ProcessExists(*it)) kill(*it, SIGTERM);
+  // A child of this process that exited stays a zombie (it exists) until reaped here.
+  auto running = [](int pid) {
+    return waitpid(pid, nullptr, WNOHANG) != pid && ProcessExists(pid);
+  };
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (int pid : pids) {
     while (running(pid) && std::chrono::steady_clock::now() < deadline) {

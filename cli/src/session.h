@@ -56,7 +56,6 @@ int LiveNodeFor(const std::string& head_address);
 
 // Starts `argv` detached (own session, output to `log`), returns its pid.
 Result<int> SpawnDaemon(const std::vector<std::string>& argv, const std::string& log);
-bool Alive(int pid);
 // Stops `pids` (SIGTERM in reverse order, then SIGKILL for any still running after 5 s),
 // reaping those that are children of this process.
 void StopProcesses(const std::vector<int>& pids);

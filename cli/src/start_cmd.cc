@@ -12,6 +12,7 @@
 #include "cli/src/redis_server.h"
 #include "cli/src/session.h"
 #include "cli/src/session_secrets.h"
+#include "core/internal/process_exists.h"
 #include "core/internal/redis_store.h"
 #include "dashboard/internal/auth.h"
 
@@ -164,7 +165,7 @@ int Block(Session& s) {
   while (true) {
     if (sigtimedwait(&set, nullptr, &tick) > 0) break;
     bool all = true;
-    for (int pid : s.pids) all = all && Alive(pid);
+    for (int pid : s.pids) all = all && ProcessExists(pid);
     if (!all) {
       std::cerr << "orrery: a process of this session exited; stopping the rest\n";
       break;

@@ -18,6 +18,7 @@
 
 #include "core/internal/file_hash.h"
 #include "core/internal/log.h"
+#include "core/internal/process_exists.h"
 #include "orrery/api/serialize.h"
 
 namespace orrery::folder_pack {
@@ -275,7 +276,7 @@ int RemoveAbandoned(const std::string& parent, double min_age_s) {
     long pid = TempFolderPid(e.path().filename().string());
     if (pid <= 0 || !e.is_directory(ec) || e.is_symlink(ec)) continue;
     if (e.last_write_time(ec) > touched_before || ec) continue;
-    if (kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // running (or not ours to ask)
+    if (ProcessExists(pid)) continue;
     fs::remove_all(e.path(), ec);
     if (ec) {
       LOG_WARN("cannot remove the abandoned " + e.path().string() + ": " + ec.message());

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/internal/log.h"
+#include "core/internal/process_exists.h"
 
 namespace orrery::node {
 
@@ -79,8 +80,6 @@ bool Populated(const std::string& dir) {
   }
   return false;
 }
-
-bool PidAlive(int pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
 }  // namespace
 
@@ -223,7 +222,7 @@ std::unique_ptr<CgroupTree> CgroupTree::Create() {
     std::string name = dir.substr(dir.rfind('/') + 1);
     if (name.rfind(kPrefix, 0) != 0) continue;
     int pid = std::atoi(name.c_str() + std::strlen(kPrefix));
-    if (pid <= 0 || (pid != getpid() && PidAlive(pid))) continue;
+    if (pid <= 0 || (pid != getpid() && ProcessExists(pid))) continue;
     LOG_INFO("node: removing " + dir + ", left by a node that is gone");
     KillCgroup(dir);
     WaitCgroupEmpty(dir, 1000);
