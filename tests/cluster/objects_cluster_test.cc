@@ -71,7 +71,9 @@ orrery::NodeAffinitySchedulingStrategy On(const std::string& node_hex) {
 class ObjectsClusterTest : public ::testing::Test {
  protected:
   void Start(bool hold_transfers) {
-    cluster_.StartHead(0.2, 3);
+    // A node that misses heartbeats for 3 s is dead: these tests are not about detecting
+    // deaths, and beside other tests (ctest -j) a tolerance of 1 s took a busy node for dead.
+    cluster_.StartHead(0.2, 15);
     if (hold_transfers) setenv("ORRERY_TEST_OBJECT_SERVE_HOLD", hold_.c_str(), 1);
     cluster_.AddNode("", "side=a", 2);
     unsetenv("ORRERY_TEST_OBJECT_SERVE_HOLD");
