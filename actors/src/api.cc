@@ -1,7 +1,6 @@
 // The public API's entry points: process roles, Init/Shutdown, and the functions that the
 // header templates call.
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,15 +52,15 @@ void RaiseFileLimit() {
 
 // The embedded cluster's token: made once per process and kept across Init/Shutdown, in a
 // file only this user can read (in a 0700 directory), which its workers are pointed at.
-// Removed when the process exits.
+// Removed when the process exits (those of drivers that were killed: MakeEmbeddedFolder).
 std::string EmbeddedTokenFile() {
   static std::string file;
   if (!file.empty() && access(file.c_str(), R_OK) == 0) return file;
-  std::string root = SessionRoot();
-  mkdir(root.c_str(), 0777);  // shared by this host's users, as the session directories
-  std::string dir = root + "/embedded_" + std::to_string(getpid()) + "_XXXXXX";
-  if (!mkdtemp(dir.data()))
-    throw ConfigError("cannot create a directory for the embedded cluster's token under " + root);
+  std::string dir = MakeEmbeddedFolder();
+  if (dir.empty()) {
+    throw ConfigError("cannot create a directory for the embedded cluster's token under " +
+                      SessionRoot());
+  }
   Status s = security::WriteSecretFile(dir + "/token", security::NewToken());
   if (!s.ok()) throw ConfigError("the embedded cluster's token: " + s.message());
   static bool cleanup_registered = false;

@@ -1,9 +1,12 @@
-// Whether a process exists, asked of the kernel by its pid.
+// Whether a process exists, asked of the kernel by its pid, and removing the folders that
+// processes which ended left behind.
 #pragma once
 
 #include <signal.h>
 
 #include <cerrno>
+#include <functional>
+#include <string>
 
 namespace orrery {
 
@@ -14,5 +17,13 @@ namespace orrery {
 inline bool ProcessExists(long pid) {
   return pid > 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM);
 }
+
+// Removes the folders in `parent` that processes which ended left behind: those of this user
+// whose name `pid_of` maps to a pid (> 0) of no running process, untouched for `min_age_s`
+// (a process of another pid namespace sharing `parent` looks gone until then). Everything
+// else is kept; a folder that cannot be removed is logged. Returns how many were removed.
+int RemoveFoldersOfEndedProcesses(const std::string& parent,
+                                  const std::function<long(const std::string& name)>& pid_of,
+                                  double min_age_s);
 
 }  // namespace orrery

@@ -9,4 +9,10 @@ namespace orrery {
 // $ORRERY_TMPDIR when set and not empty, else /tmp/orrery. Read at every call.
 std::string SessionRoot();
 
+// Makes a folder for this process's embedded cluster (its token), "embedded_<pid>_XXXXXX" in
+// SessionRoot() (mode 0700), after removing those of this user's processes that ended
+// without removing theirs (drivers that were killed) and have been untouched for 10 minutes.
+// "" when it cannot be made.
+std::string MakeEmbeddedFolder();
+
 }  // namespace orrery

@@ -1,7 +1,6 @@
 #include "core/internal/folder_pack.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -267,24 +266,7 @@ long TempFolderPid(const std::string& name) {
 }  // namespace
 
 int RemoveAbandoned(const std::string& parent, double min_age_s) {
-  std::error_code ec;
-  int removed = 0;
-  const auto touched_before =
-      fs::file_time_type::clock::now() - std::chrono::duration_cast<fs::file_time_type::duration>(
-                                             std::chrono::duration<double>(min_age_s));
-  for (const auto& e : fs::directory_iterator(parent, ec)) {
-    long pid = TempFolderPid(e.path().filename().string());
-    if (pid <= 0 || !e.is_directory(ec) || e.is_symlink(ec)) continue;
-    if (e.last_write_time(ec) > touched_before || ec) continue;
-    if (ProcessExists(pid)) continue;
-    fs::remove_all(e.path(), ec);
-    if (ec) {
-      LOG_WARN("cannot remove the abandoned " + e.path().string() + ": " + ec.message());
-      continue;
-    }
-    ++removed;
-  }
-  return removed;
+  return RemoveFoldersOfEndedProcesses(parent, TempFolderPid, min_age_s);
 }
 
 Status Unpack(std::string_view bytes, const std::string& dest) {

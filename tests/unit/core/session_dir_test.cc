@@ -1,9 +1,15 @@
-// The session root (core/internal/session_dir.h): $ORRERY_TMPDIR, else /tmp/orrery.
+// The session root (core/internal/session_dir.h): $ORRERY_TMPDIR, else /tmp/orrery; the
+// embedded cluster's folder, and those that killed drivers left.
 #include "core/internal/session_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -48,6 +54,39 @@ TEST(SessionRootTest, OrreryTmpdirWinsAndIsReadAtEveryCall) {
   EXPECT_EQ(SessionRoot(), "/var/tmp/a");
   setenv("ORRERY_TMPDIR", "/var/tmp/b", 1);
   EXPECT_EQ(SessionRoot(), "/var/tmp/b");
+}
+
+TEST(SessionRootTest, MakeEmbeddedFolderRemovesThoseOfEndedDriversOnly) {
+  namespace fs = std::filesystem;
+  std::string root = fs::temp_directory_path() / "orrery-session-test-XXXXXX";
+  ASSERT_NE(mkdtemp(root.data()), nullptr);
+  TmpdirEnv env(root);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // a pid that no longer runs
+  const std::string dead = std::to_string(child), alive = std::to_string(getpid());
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (const std::string& name :
+       {"embedded_" + dead + "_aB3xYz", "embedded_" + dead + "_recent",
+        "embedded_" + alive + "_aB3xYz", "embedded_" + dead + "_short",
+        "embedded_x" + dead + "_aB3xYz", std::string("embedded__aB3xYz")}) {
+    fs::create_directories(fs::path(root) / name);
+    if (name != "embedded_" + dead + "_recent") fs::last_write_time(fs::path(root) / name, old);
+  }
+
+  std::string made = MakeEmbeddedFolder();
+  ASSERT_FALSE(made.empty());
+  EXPECT_EQ(made.rfind(root + "/embedded_" + alive + "_", 0), 0u) << made;
+  struct stat st;
+  ASSERT_EQ(stat(made.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_FALSE(fs::exists(fs::path(root) / ("embedded_" + dead + "_aB3xYz")));
+  for (const std::string& kept : {"embedded_" + dead + "_recent", "embedded_" + alive + "_aB3xYz",
+                                  "embedded_" + dead + "_short", "embedded_x" + dead + "_aB3xYz",
+                                  std::string("embedded__aB3xYz")})
+    EXPECT_TRUE(fs::exists(fs::path(root) / kept)) << kept;
+  fs::remove_all(root);
 }
 
 }  // namespace
