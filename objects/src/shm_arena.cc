@@ -83,8 +83,9 @@ Result<std::unique_ptr<ShmArena>> ShmArena::Create(const std::string& path, uint
     unlink(path.c_str());
     return Status::Unavailable(ErrnoText(what, path, err));
   };
-  // Blocks only while a sweeping node looks at the new, still headerless file.
-  if (flock(fd, LOCK_EX) != 0) return fail("cannot lock", errno);
+  // Blocks only while a sweeping node looks at the new, still headerless file. A file system
+  // without flock gets an arena without the flag, which no node removes for it.
+  bool held = flock(fd, LOCK_EX) == 0;
   uint64_t bytes = kHeaderBytes + capacity;
   if (ftruncate(fd, off_t(bytes)) != 0) return fail("cannot size", errno);
   WarnIfTooSmall(fd, path, capacity);
@@ -97,7 +98,7 @@ Result<std::unique_ptr<ShmArena>> ShmArena::Create(const std::string& path, uint
   ArenaHeader header{};
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kVersion;
-  header.flags = kHeldFlag;
+  header.flags = held ? kHeldFlag : 0;
   header.capacity = capacity;
   std::memcpy(header.tag, tag.data(), tag.size());
   std::memcpy(*base, &header, sizeof(header));
