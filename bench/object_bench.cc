@@ -2,14 +2,23 @@
 // names where they exist, each compared with a limit measured in the same run:
 //
 //   memcpy_limit                      memcpy of the same buffer into a pre-touched one
-//   alloc_copy_limit                  a copy into a new std::vector (fresh pages): what any
-//                                     Get or argument that yields a new vector cannot beat
+//   alloc_copy_limit                  a copy into a new std::vector (fresh pages, the C
+//                                     library's default: small pages where THP is "madvise")
+//   fresh_copy_limit                  a copy into new memory advised to use huge pages: the
+//                                     fastest a value lands in fresh memory here
+//   two_copy_limit                    a memcpy, then a fresh copy: the floor of a value that
+//                                     goes through a store into new memory by copies
+//   three_copy_limit                  a fresh copy, a memcpy, a fresh copy: the same floor for
+//                                     a result that user code first copies into new memory
 //   single_client_put_gigabytes       Put of a std::vector<uint8_t>            / memcpy
 //   single_client_get_gigabytes       Get of it as std::vector<uint8_t>        / memcpy
+//                                                                    (and / fresh_copy_limit)
 //   single_client_get_buffer_gigabytes  Get of a stored orrery::Buffer (zero copy)
 //   1_1_large_arg_128MB               a task's vector argument (driver -> task) / memcpy
+//                                                                    (and / two_copy_limit)
 //   1_1_large_arg_128MB_buffer        the same, the task taking an orrery::Buffer
 //   1_1_large_result_128MB            an actor's vector result (actor -> driver) / memcpy
+//                                                                    (and / three_copy_limit)
 //   1_1_large_result_128MB_buffer     the same as an orrery::Buffer (shared, no copy out)
 //   raw_tcp_limit                     a TCP stream of the same bytes over loopback
 //   cross_node_transfer_gigabytes     a task on a second node reading a value put on the
@@ -88,6 +97,7 @@ struct Outcome {
   std::string unit;   // "GB/s" or "ops/s"
   std::string limit;  // the metric it is compared with
   std::string error;
+  std::string floor;  // a second limit: the copies the path cannot avoid, where it has some
 };
 
 // The median of `iterations` timings of `op` (seconds), after one warm-up run.
@@ -118,6 +128,24 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
       {"memcpy_limit",
        Gbps(n, MedianSeconds(f.iterations, [&] { std::memcpy(dst.data(), value.data(), n); })),
        "GB/s", "", ""});
+  out.push_back({"fresh_copy_limit",
+                 Gbps(n, MedianSeconds(f.iterations, [&] { FreshCopy(value.data(), n); })), "GB/s",
+                 "", ""});
+  out.push_back({"two_copy_limit",
+                 Gbps(n, MedianSeconds(f.iterations,
+                                       [&] {
+                                         std::memcpy(dst.data(), value.data(), n);
+                                         FreshCopy(dst.data(), n);
+                                       })),
+                 "GB/s", "", ""});
+  out.push_back({"three_copy_limit",
+                 Gbps(n, MedianSeconds(f.iterations,
+                                       [&] {
+                                         FreshCopy(value.data(), n);
+                                         std::memcpy(dst.data(), value.data(), n);
+                                         FreshCopy(dst.data(), n);
+                                       })),
+                 "GB/s", "", ""});
   dst = Bytes();
   out.push_back({"alloc_copy_limit",
                  Gbps(n, MedianSeconds(f.iterations,
@@ -135,14 +163,14 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
   auto ref = Put(value);
   out.push_back({"single_client_get_gigabytes",
                  Gbps(n, MedianSeconds(f.iterations, [&] { Get(ref); })), "GB/s", "memcpy_limit",
-                 ""});
+                 "", "fresh_copy_limit"});
   auto bref = Put(Buffer(value));
   out.push_back({"single_client_get_buffer_gigabytes",
                  Gbps(n, MedianSeconds(f.iterations, [&] { Get(bref); })), "GB/s", "memcpy_limit",
                  ""});
   out.push_back({"1_1_large_arg_128MB",
                  Gbps(n, MedianSeconds(f.iterations, [&] { Get(Task(SizeOf).Remote(value)); })),
-                 "GB/s", "memcpy_limit", ""});
+                 "GB/s", "memcpy_limit", "", "two_copy_limit"});
   Buffer view(value);
   out.push_back(
       {"1_1_large_arg_128MB_buffer",
@@ -153,7 +181,7 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
   out.push_back(
       {"1_1_large_result_128MB",
        Gbps(n, MedianSeconds(f.iterations, [&] { Get(holder.Task(&Holder::Give).Remote()); })),
-       "GB/s", "memcpy_limit", ""});
+       "GB/s", "memcpy_limit", "", "three_copy_limit"});
   out.push_back({"1_1_large_result_128MB_buffer",
                  Gbps(n, MedianSeconds(f.iterations,
                                        [&] { Get(holder.Task(&Holder::GiveBuffer).Remote()); })),
@@ -274,9 +302,13 @@ void Print(std::ostream& os, const std::vector<Outcome>& results) {
     } else if (r.limit.empty()) {
       std::snprintf(line, sizeof(line), "%-46s %10.3f %s\n", r.name.c_str(), r.value,
                     r.unit.c_str());
-    } else {
+    } else if (r.floor.empty()) {
       std::snprintf(line, sizeof(line), "%-46s %10.3f %s   ratio %.3f to %s\n", r.name.c_str(),
                     r.value, r.unit.c_str(), r.value / by_name[r.limit], r.limit.c_str());
+    } else {
+      std::snprintf(line, sizeof(line), "%-46s %10.3f %s   ratio %.3f to %s, %.3f to %s\n",
+                    r.name.c_str(), r.value, r.unit.c_str(), r.value / by_name[r.limit],
+                    r.limit.c_str(), r.value / by_name[r.floor], r.floor.c_str());
     }
     os << line << std::flush;
   }
@@ -336,6 +368,10 @@ int main(int argc, char** argv) {
     if (!r.limit.empty() && by_name[r.limit] > 0) {
       j[r.name]["limit"] = r.limit;
       j[r.name]["ratio"] = r.value / by_name[r.limit];
+    }
+    if (!r.floor.empty() && by_name[r.floor] > 0) {
+      j[r.name]["floor"] = r.floor;
+      j[r.name]["floor_ratio"] = r.value / by_name[r.floor];
     }
     if (!r.error.empty()) j[r.name]["error"] = r.error;
   }

@@ -3,17 +3,30 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 namespace orrery::bench {
+
+void FreshCopy(const void* src, size_t n) {
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error(std::string("fresh copy: ") + std::strerror(errno));
+  (void)madvise(p, n, MADV_HUGEPAGE);  // a kernel without THP keeps small pages
+  std::memcpy(p, src, n);
+  // Read back through a volatile pointer so the copy cannot be left out.
+  if (n != 0 && static_cast<volatile char*>(p)[n / 2] != static_cast<const char*>(src)[n / 2])
+    std::abort();
+  munmap(p, n);
+}
 
 double RawTcpSeconds(const std::vector<char>& src, std::vector<char>& dst) {
   const size_t bytes = std::min(src.size(), dst.size());

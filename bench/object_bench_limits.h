@@ -1,5 +1,6 @@
 // The limits the object benchmarks compare with (bench/object_bench.cc), measured in the
-// same run: a raw TCP stream over loopback, and msgpack unpacking of 10,000 refs.
+// same run: a copy into new memory, a raw TCP stream over loopback, and msgpack unpacking of
+// 10,000 refs.
 #pragma once
 
 #include <orrery/orrery.h>
@@ -8,6 +9,11 @@
 #include <vector>
 
 namespace orrery::bench {
+
+// Copies `n` bytes from `src` into new memory the way the fastest fresh buffer is filled on
+// this host: an anonymous mapping advised to use transparent huge pages, one memcpy (which
+// faults it in, the kernel zeroing each page first), then unmapped. No Orrery code runs.
+void FreshCopy(const void* src, size_t n);
 
 // Seconds to move `src` into `dst` (as large) over one loopback TCP connection, timed at the
 // receiver. Throws std::runtime_error when the stream cannot be set up or ends early.
