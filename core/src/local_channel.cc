@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,13 +63,12 @@ bool SplitTcp(const std::string& address, std::string* host, int* port) {
 std::mutex g_own_mu;
 std::vector<std::string>* const g_own = new std::vector<std::string>();  // never destroyed
 
-std::string ComputeDir() {
-  const char* off = std::getenv("ORRERY_LOCAL_CHANNEL");
-  if (off != nullptr && std::string(off) == "0") return "";
-  struct stat ns {};
-  if (stat("/proc/self/ns/net", &ns) != 0) return "";  // namespaces cannot be told apart
-  std::string dir = SessionRoot() + "/ipc-" + std::to_string(geteuid()) + "-" +
-                    std::to_string(static_cast<unsigned long long>(ns.st_ino));
+// The socket folder of this user and network namespace (`<netns>` is the inode of
+// /proc/self/ns/net), under `root` with `prefix`; "" when it cannot be used (CheckDir) or its
+// paths would be too long.
+std::string FolderIn(const std::string& root, const std::string& prefix, uid_t uid,
+                     unsigned long long netns) {
+  std::string dir = root + "/" + prefix + std::to_string(uid) + "-" + std::to_string(netns);
   // Room at least for an IPv4 address and a port ("255.255.255.255_65535"); an inbox whose
   // advertised host makes its path too long has no socket here (EndpointFor), and its
   // senders, which find no path for it either, use TCP.
@@ -84,6 +84,27 @@ void SetStamp(const struct stat& st, const std::string& path, Peer* peer) {
 }
 
 }  // namespace
+
+// /dev/shm before /tmp/orrery: every worker binds socket files and its end removes them, and
+// a disk file system pays for each new file (ext4 without a journal scans the inodes freed in
+// the last seconds to minutes before it reuses one; on such a host that was half of a fresh
+// worker's start).
+std::string ComputeDir() {
+  const char* off = std::getenv("ORRERY_LOCAL_CHANNEL");
+  if (off != nullptr && std::string(off) == "0") return "";
+  struct stat ns {};
+  if (stat("/proc/self/ns/net", &ns) != 0) return "";  // namespaces cannot be told apart
+  const auto netns = static_cast<unsigned long long>(ns.st_ino);
+  constexpr long kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC (linux/magic.h)
+  const char* root = std::getenv("ORRERY_TMPDIR");
+  struct statfs fs {};
+  if ((root == nullptr || *root == '\0') && statfs("/dev/shm", &fs) == 0 &&
+      static_cast<long>(fs.f_type) == kTmpfsMagic) {
+    if (std::string dir = FolderIn("/dev/shm", "orrery-ipc-", geteuid(), netns); !dir.empty())
+      return dir;
+  }
+  return FolderIn(SessionRoot(), "ipc-", geteuid(), netns);
+}
 
 bool ProbePath(const std::string& path, Peer* stamp, time_t stale_after_s) {
   struct stat st {};

@@ -26,8 +26,14 @@ namespace orrery::transport::local {
 // The folder of the inbox sockets, created on first use; "" when the channel is off:
 // ORRERY_LOCAL_CHANNEL=0, no /proc/self/ns/net, or a folder that cannot be made safe (not
 // a directory of this user's with mode 0700 under a parent only its owner or root may
-// rename in, or a path too long for a Unix socket). Computed once per process.
+// rename in, or a path too long for a Unix socket). Computed once per process (ComputeDir).
 const std::string& Dir();
+
+// What Dir() is computed from, now: $ORRERY_TMPDIR/ipc-<uid>-<netns> when ORRERY_TMPDIR is
+// set; otherwise /dev/shm/orrery-ipc-<uid>-<netns> where /dev/shm is a tmpfs and the folder
+// can be made safe, else /tmp/orrery/ipc-<uid>-<netns> (docs/security.md "The same-host
+// channel").
+std::string ComputeDir();
 
 // Checks `dir` as Dir() does (creating it when missing): empty when it is safe, else why not.
 std::string CheckDir(const std::string& dir);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 #include <ctime>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 #include <zmq.hpp>
@@ -138,6 +141,33 @@ TEST_F(LocalDirTest, UnsafeFoldersAreRefusedSayingWhy) {
   EXPECT_NE(CheckDir("ipc"), "");
   EXPECT_NE(CheckDir("relative/ipc"), "");
   EXPECT_NE(CheckDir("/ipc"), "");
+}
+
+// $ORRERY_TMPDIR, when set, holds the socket folder; otherwise a tmpfs /dev/shm does, where
+// binding and removing socket files costs no disk inode.
+TEST_F(LocalDirTest, TheFolderIsUnderOrreryTmpdirWhenSetElseOnTmpfs) {
+  std::optional<std::string> old;
+  if (const char* v = std::getenv("ORRERY_TMPDIR")) old = v;
+  const char* channel = std::getenv("ORRERY_LOCAL_CHANNEL");
+  if (channel != nullptr && std::string(channel) == "0") GTEST_SKIP() << "ORRERY_LOCAL_CHANNEL=0";
+  const std::string uid = std::to_string(geteuid());
+
+  setenv("ORRERY_TMPDIR", root_.c_str(), 1);
+  std::string in_tmpdir = ComputeDir();
+  unsetenv("ORRERY_TMPDIR");
+  std::string unset = ComputeDir();
+  if (old) setenv("ORRERY_TMPDIR", old->c_str(), 1);
+
+  EXPECT_EQ(in_tmpdir.rfind(root_ + "/ipc-" + uid + "-", 0), 0u) << in_tmpdir;
+  struct statfs fs {};
+  bool tmpfs = statfs("/dev/shm", &fs) == 0 && static_cast<long>(fs.f_type) == 0x01021994;
+  const std::string expected = tmpfs ? "/dev/shm/orrery-ipc-" : "/tmp/orrery/ipc-";
+  EXPECT_EQ(unset.rfind(expected + uid + "-", 0), 0u) << unset;
+  struct stat st {};
+  ASSERT_EQ(lstat(unset.c_str(), &st), 0) << unset;
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, geteuid());
 }
 
 TEST(LocalChannelTest, AnInboxOfThisHostIsReachedOverItsUnixSocket) {
