@@ -1,6 +1,7 @@
 #include "core/src/local_channel.h"
 
 #include <dirent.h>
+#include <linux/magic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -95,11 +96,8 @@ std::string ComputeDir() {
   struct stat ns {};
   if (stat("/proc/self/ns/net", &ns) != 0) return "";  // namespaces cannot be told apart
   const auto netns = static_cast<unsigned long long>(ns.st_ino);
-  constexpr long kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC (linux/magic.h)
-  const char* root = std::getenv("ORRERY_TMPDIR");
   struct statfs fs {};
-  if ((root == nullptr || *root == '\0') && statfs("/dev/shm", &fs) == 0 &&
-      static_cast<long>(fs.f_type) == kTmpfsMagic) {
+  if (!SessionRootIsChosen() && statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
     if (std::string dir = FolderIn("/dev/shm", "orrery-ipc-", geteuid(), netns); !dir.empty())
       return dir;
   }

@@ -29,9 +29,13 @@ long EmbeddedFolderPid(const std::string& name) {
 
 }  // namespace
 
-std::string SessionRoot() {
+bool SessionRootIsChosen() {
   const char* t = std::getenv("ORRERY_TMPDIR");
-  return t && *t ? t : "/tmp/orrery";
+  return t && *t;
+}
+
+std::string SessionRoot() {
+  return SessionRootIsChosen() ? std::getenv("ORRERY_TMPDIR") : "/tmp/orrery";
 }
 
 std::string MakeEmbeddedFolder() {

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -160,7 +161,7 @@ TEST_F(LocalDirTest, TheFolderIsUnderOrreryTmpdirWhenSetElseOnTmpfs) {
 
   EXPECT_EQ(in_tmpdir.rfind(root_ + "/ipc-" + uid + "-", 0), 0u) << in_tmpdir;
   struct statfs fs {};
-  bool tmpfs = statfs("/dev/shm", &fs) == 0 && static_cast<long>(fs.f_type) == 0x01021994;
+  bool tmpfs = statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
   const std::string expected = tmpfs ? "/dev/shm/orrery-ipc-" : "/tmp/orrery/ipc-";
   EXPECT_EQ(unset.rfind(expected + uid + "-", 0), 0u) << unset;
   struct stat st {};
