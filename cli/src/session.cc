@@ -55,6 +55,9 @@ Session NewSession() {
   s.dir = SessionRoot() + "/session_" +
           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(now).count()) + "_" +
           std::to_string(getpid());
+  std::error_code ec;
+  fs::create_directories(SessionRoot(), ec);
+  SpreadSubfolders(SessionRoot());
   fs::create_directories(s.dir + "/logs");
   return s;
 }

@@ -1,5 +1,8 @@
 #include "core/internal/session_dir.h"
 
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,9 +41,23 @@ std::string SessionRoot() {
   return SessionRootIsChosen() ? std::getenv("ORRERY_TMPDIR") : "/tmp/orrery";
 }
 
+void SpreadSubfolders(const std::string& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  struct stat st;
+  int flags = 0;
+  if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 &&
+      !(flags & FS_TOPDIR_FL)) {
+    flags |= FS_TOPDIR_FL;
+    ioctl(fd, FS_IOC_SETFLAGS, &flags);
+  }
+  close(fd);
+}
+
 std::string MakeEmbeddedFolder() {
   std::string root = SessionRoot();
   mkdir(root.c_str(), 0777);  // shared by this host's users, as the session directories
+  SpreadSubfolders(root);
   RemoveFoldersOfEndedProcesses(root, EmbeddedFolderPid, kEmbeddedAbandonedS);
   std::string dir = root + "/" + kEmbeddedPrefix + std::to_string(getpid()) + "_XXXXXX";
   return mkdtemp(dir.data()) ? dir : "";

@@ -102,6 +102,11 @@ Status NodeService::Start(int register_timeout_ms) {
   Status s = inbox_.Bind(options_.bind_host, 0, options_.advertise_host);
   if (!s.ok()) return s;
   std::error_code ec;
+  if (own_log_dir_) {  // beside those of earlier embedded nodes: apart from them on the disk
+    std::string parent = std::filesystem::path(options_.log_dir).parent_path();
+    std::filesystem::create_directories(parent, ec);
+    SpreadSubfolders(parent);
+  }
   std::filesystem::create_directories(options_.log_dir, ec);
   if (ec)
     return Status::Internal("cannot make the log directory " + options_.log_dir + ": " +
