@@ -222,10 +222,12 @@ void RegisterOwn(const std::string& endpoint) {
   g_own->push_back(endpoint.substr(6));
 }
 
-void UnregisterOwn(const std::string& endpoint) {
+void RemoveOne(const std::string& endpoint) {
   std::lock_guard<std::mutex> lock(g_own_mu);
   auto it = std::find(g_own->begin(), g_own->end(), endpoint.substr(6));
-  if (it != g_own->end()) g_own->erase(it);
+  if (it == g_own->end()) return;
+  unlink(it->c_str());
+  g_own->erase(it);
 }
 
 void RemoveOwn() {

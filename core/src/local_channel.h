@@ -81,11 +81,12 @@ void RemoveIfDead(const std::string& tcp_address);
 void Sweep(const std::string& dir, const std::string& self, size_t samples,
            time_t stale_after_s = kStaleAfterS);
 
-// This process's own socket files: RegisterOwn records one it made, UnregisterOwn forgets one that
-// ZeroMQ removed when its socket closed, RemoveOwn unlinks those still there (before _exit, which
-// skips the destructors that would).
+// This process's own socket files: RegisterOwn records one it made, RemoveOne unlinks and
+// forgets one whose socket was closed (ZeroMQ unlinks it too, but from its I/O thread, which
+// may not get to it before the process exits), RemoveOwn unlinks those still there (before
+// _exit, which skips the destructors that would).
 void RegisterOwn(const std::string& endpoint);
-void UnregisterOwn(const std::string& endpoint);
+void RemoveOne(const std::string& endpoint);
 void RemoveOwn();
 
 // Connects a new sending socket to the inbox at `address`: to Resolve(address) with the

@@ -59,8 +59,8 @@ Inbox::~Inbox() {
     router_->close();
   }
   if (local_router_) {
-    local_router_->close();  // ZeroMQ removes the socket file
-    local::UnregisterOwn(local_endpoint_);
+    local_router_->close();
+    local::RemoveOne(local_endpoint_);
   }
   if (wake_fd_ >= 0) close(wake_fd_);
 }

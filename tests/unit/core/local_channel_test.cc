@@ -409,6 +409,24 @@ TEST(LocalChannelTest, AProcessEndingWithExitRemovesItsSocketFilesFirst) {
   delete inbox;  // (ZeroMQ's own removal finds nothing left)
 }
 
+TEST(LocalChannelTest, AnInboxRemovesItsSocketFileWhenDestroyed) {
+  if (Dir().empty()) GTEST_SKIP() << "no same-host channel here (ORRERY_LOCAL_CHANNEL=0?)";
+  std::string path;
+  {
+    Inbox inbox;
+    ASSERT_TRUE(inbox.Bind("127.0.0.1").ok());
+    path = inbox.local_endpoint().substr(6);
+    struct stat st {};
+    ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  }
+  // Gone when the destructor returns, not once ZeroMQ's I/O thread gets to it (a process
+  // that exits right after its Shutdown left its files behind).
+  struct stat st {};
+  EXPECT_NE(lstat(path.c_str(), &st), 0) << path;
+  RemoveLocalSockets();  // and no longer this process's to remove
+  EXPECT_NE(lstat(path.c_str(), &st), 0) << path;
+}
+
 TEST(LocalChannelTest, AnotherUserCannotConnect) {
   if (Dir().empty()) GTEST_SKIP() << "no same-host channel here (ORRERY_LOCAL_CHANNEL=0?)";
   if (geteuid() != 0) GTEST_SKIP() << "needs root to run a process as another user";
