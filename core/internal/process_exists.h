@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace orrery {
 
@@ -16,6 +17,18 @@ namespace orrery {
 // or a lock.
 inline bool ProcessExists(long pid) {
   return pid > 0 && (kill(pid_t(pid), 0) == 0 || errno == EPERM);
+}
+
+// The number written in `digits` when it is 1 to 9 decimal digits and nothing else, else 0:
+// the pid in a folder's name.
+inline long PidFromDigits(std::string_view digits) {
+  if (digits.empty() || digits.size() > 9) return 0;
+  long pid = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return 0;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
 }
 
 // Removes the folders in `parent` that processes which ended left behind: those of this user

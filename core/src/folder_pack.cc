@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -257,10 +256,10 @@ long TempFolderPid(const std::string& name) {
   size_t mark = name.rfind(kTempMark);
   if (mark == std::string::npos || mark == 0) return 0;
   size_t at = mark + sizeof(kTempMark) - 1, dash = name.find('-', at);
-  if (dash == std::string::npos || dash == at || dash - at > 9 || dash + 1 == name.size()) return 0;
-  for (size_t i = at; i < name.size(); ++i)
-    if (i != dash && !std::isdigit(static_cast<unsigned char>(name[i]))) return 0;
-  return std::stol(name.substr(at, dash - at));
+  if (dash == std::string::npos || dash + 1 == name.size() ||
+      name.find_first_not_of("0123456789", dash + 1) != std::string::npos)
+    return 0;
+  return PidFromDigits(std::string_view(name).substr(at, dash - at));
 }
 
 }  // namespace

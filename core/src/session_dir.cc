@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdlib>
 
 #include "core/internal/process_exists.h"
@@ -22,12 +21,9 @@ constexpr double kEmbeddedAbandonedS = 600;
 // other name.
 long EmbeddedFolderPid(const std::string& name) {
   const size_t at = sizeof(kEmbeddedPrefix) - 1, end = name.find('_', at);
-  if (name.rfind(kEmbeddedPrefix, 0) != 0 || end == std::string::npos || end == at ||
-      end - at > 9 || name.size() != end + 7)
+  if (name.rfind(kEmbeddedPrefix, 0) != 0 || end == std::string::npos || name.size() != end + 7)
     return 0;
-  for (size_t i = at; i < end; ++i)
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return 0;
-  return std::stol(name.substr(at, end - at));
+  return PidFromDigits(std::string_view(name).substr(at, end - at));
 }
 
 }  // namespace

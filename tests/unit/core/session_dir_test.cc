@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 
+#include "core/internal/process_exists.h"
+
 namespace orrery {
 namespace {
 
@@ -90,6 +92,16 @@ TEST(SessionRootTest, MakeEmbeddedFolderRemovesThoseOfEndedDriversOnly) {
                                   std::string("embedded__aB3xYz")})
     EXPECT_TRUE(fs::exists(fs::path(root) / kept)) << kept;
   fs::remove_all(root);
+}
+
+TEST(SessionRootTest, APidInAFoldersNameIsOneToNineDigitsAndNothingElse) {
+  EXPECT_EQ(PidFromDigits("12345"), 12345);
+  EXPECT_EQ(PidFromDigits("999999999"), 999999999);
+  EXPECT_EQ(PidFromDigits("1234567890"), 0);  // ten digits: no pid
+  EXPECT_EQ(PidFromDigits(""), 0);
+  EXPECT_EQ(PidFromDigits("12a"), 0);
+  EXPECT_EQ(PidFromDigits("-1"), 0);
+  EXPECT_EQ(PidFromDigits(" 1"), 0);
 }
 
 // The folder's inode flags (FS_IOC_GETFLAGS), or nullopt where the file system has none.
