@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/internal/thread_annotations.h"
+#include "core/src/local_channel.h"
 
 namespace orrery {
 
@@ -57,6 +58,11 @@ ProbeOutcome ProbeAddress(const std::string& address, int timeout_ms) {
     return ConnectTo(reinterpret_cast<const sockaddr*>(&un), sizeof(un), timeout_ms);
   }
   if (address.rfind("tcp://", 0) != 0) return ProbeOutcome::kNoAnswer;
+  // A process of this host and user is asked over its Unix socket, as its peers reach it: a
+  // bare connect to its TCP port, monitored for handshakes, would be logged there as a
+  // connection refused for not authenticating. Resolve connects to that socket and checks
+  // who listens; when nobody does, the TCP port gives the answer.
+  if (!transport::local::Resolve(address).empty()) return ProbeOutcome::kListening;
   std::string hostport = address.substr(6);
   size_t colon = hostport.rfind(':');
   if (colon == std::string::npos || colon == 0) return ProbeOutcome::kNoAnswer;

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,6 +28,7 @@
 #include <zmq.hpp>
 
 #include "core/internal/clock.h"
+#include "core/internal/connect_probe.h"
 #include "core/internal/security.h"
 #include "core/internal/transport.h"
 #include "tests/fakes/temp_dir.h"
@@ -278,6 +280,36 @@ TEST(LocalChannelTest, AStaleSocketFileIsPassedOverAndRemoved) {
   EXPECT_EQ(Resolve("not an address"), "");
   EXPECT_EQ(Resolve("tcp://127.0.0.1:"), "");
   EXPECT_EQ(Resolve("tcp://127.0.0.1:99999"), "");
+}
+
+TEST(LocalChannelTest, AProbeOfAProcessOfThisHostGoesToItsUnixSocketNotItsTcpPort) {
+  if (Dir().empty()) GTEST_SKIP() << "no same-host channel here (ORRERY_LOCAL_CHANNEL=0?)";
+  // A TCP port that never accepts: a connection made to it stays in its queue.
+  int tcp = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in in{};
+  in.sin_family = AF_INET;
+  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(in);
+  ASSERT_EQ(bind(tcp, reinterpret_cast<sockaddr*>(&in), sizeof(in)), 0);
+  ASSERT_EQ(listen(tcp, 4), 0);
+  ASSERT_EQ(getsockname(tcp, reinterpret_cast<sockaddr*>(&in), &len), 0);
+  const int port = ntohs(in.sin_port);
+  const std::string address = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::string path = EndpointFor("127.0.0.1", port).substr(6);
+  unlink(path.c_str());
+  int un = MakeSocketFile(path, true);
+
+  EXPECT_EQ(ProbeAddress(address, 1000), ProbeOutcome::kListening);
+  EXPECT_LT(accept(tcp, nullptr, nullptr), 0) << "the TCP port was probed";
+
+  close(un);  // no Unix socket: the TCP port answers
+  unlink(path.c_str());
+  EXPECT_EQ(ProbeAddress(address, 1000), ProbeOutcome::kListening);
+  int probe = accept(tcp, nullptr, nullptr);
+  EXPECT_GE(probe, 0) << "the TCP port was not probed";
+  if (probe >= 0) close(probe);
+  close(tcp);
+  EXPECT_EQ(ProbeAddress(address, 1000), ProbeOutcome::kRefused);
 }
 
 TEST(LocalChannelTest, AnAddressWhosePathWouldBeTooLongHasNone) {
