@@ -18,7 +18,10 @@ enum class ProbeOutcome {
   kNoAnswer,   // no answer within the timeout (a host or network that is gone), or no address
 };
 
-// Connects to `address` (tcp://host:port or ipc://path), waiting at most timeout_ms.
+// Connects to `address` (tcp://host:port or ipc://path), waiting at most timeout_ms. A
+// tcp:// address whose inbox is a process of this host and user is asked at its same-host
+// Unix socket (transport::local::Resolve), which its peers use too, and its TCP port only
+// when nobody listens there.
 ProbeOutcome ProbeAddress(const std::string& address, int timeout_ms);
 
 // Sends probes and reports their outcomes. Thread-safe.
