@@ -104,6 +104,15 @@ std::string ComputeDir() {
   return FolderIn(SessionRoot(), "ipc-", geteuid(), netns);
 }
 
+void RemoveIfStillStale(const std::string& path, const struct stat& seen, time_t stale_after_s) {
+  struct stat now {};
+  if (lstat(path.c_str(), &now) != 0 || now.st_dev != seen.st_dev || now.st_ino != seen.st_ino ||
+      now.st_ctim.tv_sec != seen.st_ctim.tv_sec || now.st_ctim.tv_nsec != seen.st_ctim.tv_nsec ||
+      time(nullptr) - now.st_mtime < stale_after_s)
+    return;
+  unlink(path.c_str());
+}
+
 bool ProbePath(const std::string& path, Peer* stamp, time_t stale_after_s) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
@@ -125,10 +134,9 @@ bool ProbePath(const std::string& path, Peer* stamp, time_t stale_after_s) {
     ucred cred{};
     socklen_t len = sizeof(cred);
     ours = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == geteuid();
-  } else if (errno == ECONNREFUSED && time(nullptr) - st.st_mtime >= stale_after_s) {
-    // Left by a process that died; its address now answers on TCP. A younger file may be
-    // one whose process is between its bind() and listen().
-    unlink(path.c_str());
+  } else if (errno == ECONNREFUSED) {
+    // Left by a process that died; its address now answers on TCP.
+    RemoveIfStillStale(path, st, stale_after_s);
   }
   close(fd);
   return ours;

@@ -11,6 +11,7 @@
 // Everything else, and everything that crosses hosts, uses TCP+CURVE.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -69,6 +70,12 @@ constexpr time_t kStaleAfterS = 2;
 // it is at least `stale_after_s` old. `stamp`, when given, receives the file's identity.
 bool ProbePath(const std::string& path, Peer* stamp = nullptr, time_t stale_after_s = kStaleAfterS);
 
+// Removes the socket file at `path`, which refused a connection, when it is still the file
+// `seen` (lstat before the connect) and at least `stale_after_s` old. Between that lstat and
+// the connect a restarting process may have replaced the file with its own, bound and not yet
+// listening: that one is kept.
+void RemoveIfStillStale(const std::string& path, const struct stat& seen, time_t stale_after_s);
+
 // The process whose inbox was at `tcp_address` has ended (its node saw it exit): removes
 // that inbox's socket file unless something listens on it, whatever its age (a killed
 // worker's own removal never ran).
@@ -95,7 +102,8 @@ Peer Connect(zmq::socket_t& socket, const std::string& address);
 
 // Whether another file now stands at `peer`'s path (a later process bound it): the sending
 // socket connected to the former must give way to a new one. False over TCP, and while the
-// file is the same or gone.
+// file is the same or gone (what it holds must not reach a later process at the address over
+// TCP).
 bool Replaced(const Peer& peer);
 
 // Whether ZeroMQ's peer address of a Unix-socket connection ("localhost:<uid>:<gid>:<pid>",

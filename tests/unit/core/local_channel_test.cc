@@ -333,6 +333,32 @@ TEST(LocalChannelTest, ADeadProcesssFileIsRemovedWhateverItsAgeAndALiveOneIsKept
   RemoveIfDead("not an address");  // nothing to do, and no harm
 }
 
+TEST(LocalChannelTest, AStaleFileReplacedAfterItWasSeenIsKept) {
+  if (Dir().empty()) GTEST_SKIP() << "no same-host channel here (ORRERY_LOCAL_CHANNEL=0?)";
+  std::string path = EndpointFor("127.0.0.2", 5).substr(6);
+  unlink(path.c_str());
+  MakeSocketFile(path, false);  // a dead process's, a minute old
+  struct stat seen {};
+  ASSERT_EQ(lstat(path.c_str(), &seen), 0);
+  // A restarting process removes it and binds its own, not yet listening.
+  unlink(path.c_str());
+  int fresh = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(bind(fresh, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  RemoveIfStillStale(path, seen, 0);
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << "the new process's file was removed";
+  // The file seen, still there and old enough, is removed.
+  ASSERT_EQ(lstat(path.c_str(), &seen), 0);
+  RemoveIfStillStale(path, seen, 60);
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << "a file younger than a minute was removed";
+  RemoveIfStillStale(path, seen, 0);
+  EXPECT_NE(lstat(path.c_str(), &st), 0) << "the stale file was left";
+  close(fresh);
+}
+
 TEST(LocalChannelTest, AFileBoundAnewAtThePathIsToldFromTheOneConnectedTo) {
   if (Dir().empty()) GTEST_SKIP() << "no same-host channel here (ORRERY_LOCAL_CHANNEL=0?)";
   std::string path = EndpointFor("127.0.0.2", 4).substr(6);
