@@ -77,11 +77,14 @@ std::string FolderIn(const std::string& root, const std::string& prefix, uid_t u
   return CheckDir(dir).empty() ? dir : "";
 }
 
-void SetStamp(const struct stat& st, const std::string& path, Peer* peer) {
-  peer->path = path;
-  peer->dev = st.st_dev;
-  peer->ino = st.st_ino;
-  peer->ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+Peer StampOf(const struct stat& st, const std::string& path) {
+  return Peer{path, st.st_dev, st.st_ino,
+              int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+}
+
+// The same file as when it was stamped: neither removed and made again nor changed.
+bool SameFile(const Peer& a, const Peer& b) {
+  return a.dev == b.dev && a.ino == b.ino && a.ctime_ns == b.ctime_ns;
 }
 
 }  // namespace
@@ -106,8 +109,7 @@ std::string ComputeDir() {
 
 void RemoveIfStillStale(const std::string& path, const struct stat& seen, time_t stale_after_s) {
   struct stat now {};
-  if (lstat(path.c_str(), &now) != 0 || now.st_dev != seen.st_dev || now.st_ino != seen.st_ino ||
-      now.st_ctim.tv_sec != seen.st_ctim.tv_sec || now.st_ctim.tv_nsec != seen.st_ctim.tv_nsec ||
+  if (lstat(path.c_str(), &now) != 0 || !SameFile(StampOf(now, path), StampOf(seen, path)) ||
       time(nullptr) - now.st_mtime < stale_after_s)
     return;
   unlink(path.c_str());
@@ -118,7 +120,7 @@ bool ProbePath(const std::string& path, Peer* stamp, time_t stale_after_s) {
   if (lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid()) {
     return false;
   }
-  if (stamp != nullptr) SetStamp(st, path, stamp);
+  if (stamp != nullptr) *stamp = StampOf(st, path);
   // Is anyone listening, and who? A connect to a listening Unix socket completes at once
   // (or fails with EAGAIN when its backlog is full: then TCP).
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -260,9 +262,7 @@ bool Replaced(const Peer& peer) {
   if (peer.path.empty()) return false;
   struct stat st {};
   if (lstat(peer.path.c_str(), &st) != 0) return false;
-  Peer now;
-  SetStamp(st, peer.path, &now);
-  return now.dev != peer.dev || now.ino != peer.ino || now.ctime_ns != peer.ctime_ns;
+  return !SameFile(StampOf(st, peer.path), peer);
 }
 
 bool PeerIsUser(const std::string& peer_address, uid_t uid) {
