@@ -168,13 +168,26 @@ std::string CheckDir(const std::string& dir) {
   return "";
 }
 
-const std::string& Dir() {
-  static const std::string dir = ComputeDir();
+std::string Dir() {
+  // What ComputeDir reads: a process that moves its session root (a test giving each
+  // cluster its own ORRERY_TMPDIR, whose folder it removes afterwards) gets the new folder.
+  const char* off = std::getenv("ORRERY_LOCAL_CHANNEL");
+  std::string key = SessionRoot() + '\n' + (off != nullptr ? off : "");
+  static std::mutex mu;
+  static std::string computed_for;
+  static std::string dir;
+  static bool computed = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!computed || key != computed_for) {
+    dir = ComputeDir();
+    computed_for = std::move(key);
+    computed = true;
+  }
   return dir;
 }
 
 std::string EndpointFor(const std::string& host, int port) {
-  const std::string& dir = Dir();
+  std::string dir = Dir();
   if (dir.empty() || port <= 0) return "";
   std::string path = dir + "/" + FileName(host, port);
   if (path.size() > kMaxSocketPath) return "";
@@ -187,7 +200,7 @@ namespace {
 std::string EndpointOf(const std::string& tcp_address) {
   std::string host;
   int port = 0;
-  if (Dir().empty() || !SplitTcp(tcp_address, &host, &port)) return "";
+  if (!SplitTcp(tcp_address, &host, &port)) return "";
   return EndpointFor(host, port);
 }
 

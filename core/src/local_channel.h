@@ -27,8 +27,9 @@ namespace orrery::transport::local {
 // The folder of the inbox sockets, created on first use; "" when the channel is off:
 // ORRERY_LOCAL_CHANNEL=0, no /proc/self/ns/net, or a folder that cannot be made safe (not
 // a directory of this user's with mode 0700 under a parent only its owner or root may
-// rename in, or a path too long for a Unix socket). Computed once per process (ComputeDir).
-const std::string& Dir();
+// rename in, or a path too long for a Unix socket). Computed (ComputeDir) on first use and
+// again whenever ORRERY_TMPDIR or ORRERY_LOCAL_CHANNEL has changed since.
+std::string Dir();
 
 // What Dir() is computed from, now: $ORRERY_TMPDIR/ipc-<uid>-<netns> when ORRERY_TMPDIR is
 // set; otherwise /dev/shm/orrery-ipc-<uid>-<netns> where /dev/shm is a tmpfs and the folder

@@ -135,7 +135,7 @@ void RemoveLocalSockets() { local::RemoveOwn(); }
 void ForgetLocalPeer(const std::string& address) { local::RemoveIfDead(address); }
 
 void SampleLocalSockets() {
-  if (!local::Dir().empty()) local::Sweep(local::Dir(), "", 16);
+  if (std::string dir = local::Dir(); !dir.empty()) local::Sweep(dir, "", 16);
 }
 
 void Inbox::AddFd(int fd, std::function<void()> on_readable) {

@@ -173,6 +173,35 @@ TEST_F(LocalDirTest, TheFolderIsUnderOrreryTmpdirWhenSetElseOnTmpfs) {
   EXPECT_EQ(st.st_uid, geteuid());
 }
 
+// A process that moves its session root (a test fixture giving each cluster its own
+// ORRERY_TMPDIR and removing it afterwards) binds and finds sockets in the new root's
+// folder, not in the first one's, which is gone.
+TEST(LocalChannelTest, TheSocketFolderFollowsTheSessionRoot) {
+  const char* channel = std::getenv("ORRERY_LOCAL_CHANNEL");
+  if (channel != nullptr && std::string(channel) == "0") GTEST_SKIP() << "ORRERY_LOCAL_CHANNEL=0";
+  std::optional<std::string> old;
+  if (const char* v = std::getenv("ORRERY_TMPDIR")) old = v;
+  for (int round = 0; round < 2; ++round) {
+    orrery::testing::TempDir root("orrery_local_root");
+    ASSERT_FALSE(root.path().empty());
+    setenv("ORRERY_TMPDIR", root.path().c_str(), 1);
+    ASSERT_EQ(Dir().rfind(root.path() + "/ipc-", 0), 0u) << Dir() << " in round " << round;
+    RecordingInbox target;
+    ASSERT_EQ(target.inbox().local_endpoint().rfind("ipc://" + root.path() + "/", 0), 0u)
+        << "round " << round << ": " << target.inbox().local_endpoint();
+    ASSERT_TRUE(TrySend(target.inbox().address(), proto::MsgType::kPing, proto::PingMsg{}).ok());
+    std::string peer = target.WaitForMessage(1);
+    EXPECT_TRUE(FromThisProcess(peer))
+        << "round " << round << ", not over the Unix socket: " << peer;
+    CloseThreadSockets();
+  }
+  if (old) {
+    setenv("ORRERY_TMPDIR", old->c_str(), 1);
+  } else {
+    unsetenv("ORRERY_TMPDIR");
+  }
+}
+
 TEST(LocalChannelTest, AnInboxOfThisHostIsReachedOverItsUnixSocket) {
   if (Dir().empty()) GTEST_SKIP() << "no same-host channel here (ORRERY_LOCAL_CHANNEL=0?)";
   RecordingInbox target;
