@@ -45,7 +45,7 @@ void WorkerPool::GrantTo(Worker& w) {
   reply.control_address = w.address;
   reply.worker_id = w.id;
   reply.node_id = options_.node_id;
-  outbox_.Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
+  if (!w.lease.reply_to.empty()) outbox_.Send(w.lease.reply_to, MsgType::kLeaseReply, reply);
   if (w.pid > 0 && logs_) logs_->Describe(w.pid, LogSource(w));
 }
 
@@ -57,7 +57,7 @@ void WorkerPool::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind k
   reply.ok = false;
   reply.error_kind = kind;
   reply.message = message;
-  outbox_.Send(r.reply_to, MsgType::kLeaseReply, reply);
+  if (!r.reply_to.empty()) outbox_.Send(r.reply_to, MsgType::kLeaseReply, reply);  // ForgetHolder
   proto::WorkerEventMsg ev;
   ev.lease_id = r.lease_id;
   ev.cause = message;

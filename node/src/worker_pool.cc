@@ -268,7 +268,19 @@ void WorkerPool::OnExited(int pid, const std::string& how) {
   for (const std::string* a : {&w.address, &w.call_address}) {
     if (!a->empty()) transport::ForgetLocalPeer(*a);
   }
+  ForgetHolder(w);
   Erase(id);
+}
+
+// The leases `gone` held on this node's workers have no one to answer: their end is still
+// reported to the head, but no kLeaseReply goes to a process known to have exited (it would
+// wait, undeliverable, in a socket to an address nothing listens on).
+void WorkerPool::ForgetHolder(const Worker& gone) {
+  if (gone.address.empty()) return;
+  for (auto& [id, w] : workers_) {
+    if (w.has_lease && (w.lease.reply_to == gone.address || w.lease.reply_to == gone.call_address))
+      w.lease.reply_to.clear();
+  }
 }
 
 void WorkerPool::Report(proto::WorkerEventKind kind, proto::WorkerEventMsg ev) {

@@ -167,6 +167,7 @@ class WorkerPool {
   void Erase(const std::string& worker_id);
   void Kill(Worker& w, const std::string& reason);
   void GrantTo(Worker& w);
+  void ForgetHolder(const Worker& gone);
   void LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
                    const std::string& message);
   void ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause);

@@ -187,6 +187,35 @@ TEST(NodeDispatchTest, ALeaseWorkersDeathIsAnsweredToTheHolderAndReportedToTheHe
   EXPECT_EQ(event->lease_id, lease.request.lease_id);
 }
 
+// A worker of this node (an actor submitting tasks) held a lease on another: once the holder
+// has exited, the leased worker's death goes to the head only, not to an address where
+// nothing listens any more.
+TEST(NodeDispatchTest, ALeaseWorkersDeathAfterItsHolderExitedIsOnlyReportedToTheHead) {
+  NodeHarness h;
+  auto actor = NodeHarness::Actor({{"CPU", 1}});
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());
+  h.Accept(h.StartWorker(0, 7100, "tcp://holder"));
+  auto lease = NodeHarness::Lease({{"CPU", 1}});
+  lease.request.reply_to = "tcp://holder";
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, lease).ok());
+  ASSERT_EQ(h.processes->spawns.size(), 2u);
+  h.Accept(h.StartWorker(1, 7101, "tcp://leased"));
+  ASSERT_TRUE(h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://holder"));
+
+  h.processes->events().exited(7100, "was killed by signal 9");
+  h.processes->events().exited(7101, "exited with code 0");
+  EXPECT_EQ(h.outbox.Count(MsgType::kLeaseReply), 0u) << "a reply to the exited holder";
+  bool reported = false;
+  while (auto event =
+             h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead)) {
+    if (event->kind == int(proto::WorkerEventKind::kLeaseWorkerDied)) {
+      EXPECT_EQ(event->lease_id, lease.request.lease_id);
+      reported = true;
+    }
+  }
+  EXPECT_TRUE(reported) << "the leased worker's death was not reported to the head";
+}
+
 TEST(NodeDispatchTest, AnExecutableHashThatIsNotASha256RunsNothing) {
   NodeHarness h;
   auto actor = NodeHarness::Actor({{"CPU", 1}});
