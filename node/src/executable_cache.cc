@@ -16,6 +16,7 @@
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/runtime_env.h"
+#include "core/internal/session_dir.h"
 
 namespace orrery::node {
 
@@ -162,6 +163,9 @@ std::string ExecutableCache::Unpack(const std::string& hash, const std::string& 
   std::string parent = dir_ + "/working_dirs";
   std::error_code ec;
   std::filesystem::create_directories(parent, ec);
+  // Each copy in a block group of its own: in the one of the copies just trimmed, ext4 without
+  // a journal allocates every new file by skipping, one by one, the inodes they freed.
+  SpreadSubfolders(parent);
   chmod(dir_.c_str(), 0700);
   Status s = folder_pack::Unpack(bytes, parent + "/" + hash);
   if (!s.ok()) return "the working_dir " + hash + " cannot be unpacked: " + s.message();

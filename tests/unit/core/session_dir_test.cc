@@ -2,11 +2,8 @@
 // embedded cluster's folder, and those that killed drivers left.
 #include "core/internal/session_dir.h"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <linux/fs.h>
 #include <stdlib.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +14,7 @@
 #include <string>
 
 #include "core/internal/process_exists.h"
+#include "tests/fakes/folder_flags.h"
 
 namespace orrery {
 namespace {
@@ -104,47 +102,27 @@ TEST(SessionRootTest, APidInAFoldersNameIsOneToNineDigitsAndNothingElse) {
   EXPECT_EQ(PidFromDigits(" 1"), 0);
 }
 
-// The folder's inode flags (FS_IOC_GETFLAGS), or nullopt where the file system has none.
-std::optional<int> FolderFlags(const std::string& dir) {
-  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  int flags = 0;
-  bool ok = ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
-  close(fd);
-  return ok ? std::optional<int>(flags) : std::nullopt;
-}
-
 TEST(SessionRootTest, TheRootSpreadsItsSubfoldersWhereTheFileSystemCan) {
   namespace fs = std::filesystem;
   std::string root = fs::temp_directory_path() / "orrery-session-test-XXXXXX";
   ASSERT_NE(mkdtemp(root.data()), nullptr);
-  // Whether this file system keeps the flag at all: asked of a folder of its own.
-  std::string probe = root + "/probe";
-  ASSERT_EQ(mkdir(probe.c_str(), 0700), 0);
-  std::optional<int> before = FolderFlags(probe);
-  if (before) {
-    int fd = open(probe.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int flags = *before | FS_TOPDIR_FL;
-    if (ioctl(fd, FS_IOC_SETFLAGS, &flags) != 0) before.reset();
-    close(fd);
-  }
-  if (!before || !(FolderFlags(probe).value_or(0) & FS_TOPDIR_FL)) {
+  if (!testing::KeepsTopdirFlag(root)) {
     fs::remove_all(root);
     GTEST_SKIP() << fs::temp_directory_path() << " keeps no FS_TOPDIR_FL";
   }
 
   std::string plain = root + "/plain";
   ASSERT_EQ(mkdir(plain.c_str(), 0700), 0);
-  ASSERT_FALSE(FolderFlags(plain).value_or(0) & FS_TOPDIR_FL);
+  ASSERT_FALSE(testing::HasTopdirFlag(plain));
   SpreadSubfolders(plain);
-  EXPECT_TRUE(FolderFlags(plain).value_or(0) & FS_TOPDIR_FL);
+  EXPECT_TRUE(testing::HasTopdirFlag(plain));
   SpreadSubfolders(plain);  // twice: still set
-  EXPECT_TRUE(FolderFlags(plain).value_or(0) & FS_TOPDIR_FL);
+  EXPECT_TRUE(testing::HasTopdirFlag(plain));
   SpreadSubfolders(root + "/missing");  // nothing to do, and no error
 
   TmpdirEnv env(root + "/sessions");
   ASSERT_FALSE(MakeEmbeddedFolder().empty());
-  EXPECT_TRUE(FolderFlags(root + "/sessions").value_or(0) & FS_TOPDIR_FL);
+  EXPECT_TRUE(testing::HasTopdirFlag(root + "/sessions"));
   fs::remove_all(root);
 }
 

@@ -13,6 +13,7 @@
 #include "core/internal/file_hash.h"
 #include "core/internal/folder_pack.h"
 #include "orrery/ids.h"
+#include "tests/fakes/folder_flags.h"
 #include "tests/fakes/recording_outbox.h"
 
 namespace orrery::node {
@@ -34,6 +35,12 @@ class ExecutableCacheTest : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << bytes;
     chmod(path.c_str(), 0755);
     return path;
+  }
+  // A folder "project" holding notes.txt ("shipped"), packed.
+  Result<folder_pack::Packed> PackProject() {
+    std::filesystem::create_directories(dir_ / "project");
+    Write("project/notes.txt", "shipped");
+    return folder_pack::Pack((dir_ / "project").string());
   }
   // The head's answer to the last fetch for `hash`.
   proto::BinaryMsg Answer(const proto::BinaryMsg& ask, bool ok = true) {
@@ -121,9 +128,7 @@ proto::RuntimeEnvMsg Elsewhere(const std::string& hash) {
 
 TEST_F(ExecutableCacheTest, AWorkingDirIsFetchedOnceAndUnpackedIntoTheCache) {
   ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
-  std::filesystem::create_directories(dir_ / "project");
-  Write("project/notes.txt", "shipped");
-  auto packed = folder_pack::Pack((dir_ / "project").string());
+  auto packed = PackProject();
   ASSERT_TRUE(packed.ok());
   auto env = Elsewhere(packed.value().hash);
   EXPECT_EQ(cache.WorkingFolder(env, "worker-1", "tcp://node"), "");
@@ -145,6 +150,24 @@ TEST_F(ExecutableCacheTest, AWorkingDirIsFetchedOnceAndUnpackedIntoTheCache) {
   std::getline(in, text);
   EXPECT_EQ(text, "shipped");
   EXPECT_FALSE(cache.Vouched(packed.value().hash)) << "a package is never an executable";
+}
+
+// Unpacked copies come and go (UnpackedLimit): their folder spreads each new one to a block
+// group of its own where the file system can (docs/benchmarks.md "Log folders apart").
+TEST_F(ExecutableCacheTest, TheUnpackedCopiesFolderSpreadsItsSubfolders) {
+  if (!testing::KeepsTopdirFlag(dir_.string()))
+    GTEST_SKIP() << dir_ << " is on a file system that keeps no FS_TOPDIR_FL";
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  auto packed = PackProject();
+  ASSERT_TRUE(packed.ok());
+  auto env = Elsewhere(packed.value().hash);
+  EXPECT_EQ(cache.WorkingFolder(env, "worker-1", "tcp://node"), "");
+  auto asks = outbox_.Sent(MsgType::kFetchBinary);
+  ASSERT_EQ(asks.size(), 1u);
+  auto fetched = cache.OnReply(Answer(asks[0].As<proto::BinaryMsg>()), packed.value().bytes);
+  ASSERT_TRUE(fetched.ok());
+  ASSERT_EQ(fetched.value().error, "");
+  EXPECT_TRUE(testing::HasTopdirFlag((dir_ / "cache" / "working_dirs").string()));
 }
 
 TEST_F(ExecutableCacheTest, AFolderThisHostSeesIsUsedInPlace) {
