@@ -174,14 +174,12 @@ std::string Dir() {
   const char* off = std::getenv("ORRERY_LOCAL_CHANNEL");
   std::string key = SessionRoot() + '\n' + (off != nullptr ? off : "");
   static std::mutex mu;
-  static std::string computed_for;
+  static std::string computed_for;  // "" until the first call: every key holds a '\n'
   static std::string dir;
-  static bool computed = false;
   std::lock_guard<std::mutex> lock(mu);
-  if (!computed || key != computed_for) {
+  if (key != computed_for) {
     dir = ComputeDir();
     computed_for = std::move(key);
-    computed = true;
   }
   return dir;
 }
