@@ -40,6 +40,7 @@
 #include "actors/src/task_submitter.h"
 #include "actors/src/task_table.h"
 #include "actors/src/working_dirs.h"
+#include "core/internal/kept_memory.h"
 #include "core/internal/peer_watch.h"
 #include "core/internal/protocol.h"
 #include "core/internal/transport.h"
@@ -255,6 +256,9 @@ class Runtime {
   TaskSubmitter tasks_;
   JobRegistration job_;
   WorkingDirs working_dirs_{head_};
+  // Freed memory kept for large values, given back from the tick once they stop coming (the
+  // inbox thread's alone).
+  internal::KeptMemoryReleaser kept_memory_;
   std::function<std::optional<Status>(transport::Envelope&)> extra_;
   // The processes that borrow objects owned here, pinged from the tick: the borrows of one
   // that stopped answering end (docs/objects.md "Lifetime").

@@ -79,6 +79,7 @@ Result<std::string> AdvertiseAddressFromEnv() {
 }
 
 Status Runtime::Start(const std::string& bind_host, const std::string& advertise_host) {
+  internal::KeepFreedMemory();  // given back once idle (Tick) and when it stops
   inbox_.SetMaxMessageBytes(config_.max_message_bytes);
   Status s = inbox_.Bind(bind_host, 0, advertise_host);
   if (!s.ok()) return s;
@@ -99,6 +100,7 @@ void Runtime::Stop() {
   FreeOwnedObjects();
   objects_->Close();
   inbox_.Stop();
+  internal::StopKeepingFreedMemory();
 }
 
 // ------------------------------------------------------------------ messages
@@ -198,6 +200,7 @@ void Runtime::Tick() {
   actors_.Tick(now);
   WatchBorrowers(now);
   SweepStreams();
+  kept_memory_.Tick(now);
 }
 
 void Runtime::WatchBorrowers(double now) {

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/internal/kept_memory.h"
 #include "core/internal/sanitizers.h"
 #include "orrery/api/serialize.h"
 
@@ -60,6 +61,7 @@ void AdviseHugePages(void* p, size_t n) {
 }  // namespace
 
 void CopyBytes(void* dst, const void* src, size_t n) {
+  if (n >= kFreshValueBytes) NoteLargeCopy();
   size_t threads = n >= kParallelCopyBytes ? ThreadsFor(n) : 1;
   if (threads <= 1) {
     if (n != 0) std::memcpy(dst, src, n);
@@ -73,6 +75,7 @@ void CopyBytes(void* dst, const void* src, size_t n) {
 
 void PrepareFreshMemory(void* p, size_t n) {
   if (n < kFreshValueBytes) return;
+  NoteLargeCopy();
   AdviseHugePages(p, n);
   if (!kTouchAhead) return;
   auto* bytes = static_cast<volatile char*>(p);

@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "core/internal/clock.h"
+#include "core/internal/kept_memory.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
@@ -68,9 +69,12 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   options_.labels["orrery.io/node-id"] = id_.Hex();
   // Workers allocate large values fresh (a task's vector argument, a result): with glibc's
   // transparent huge pages for its big allocations such a vector fills 2.5 times faster on
-  // hosts whose THP mode is "madvise" (docs/objects.md "Speed"). A setting of the user's wins.
-  if (!std::getenv("GLIBC_TUNABLES") && !options_.worker_env.count("GLIBC_TUNABLES"))
-    options_.worker_env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1";
+  // hosts whose THP mode is "madvise", and with one arena it lands in memory the worker kept
+  // (kWorkerTunables; docs/objects.md "Speed"). A setting of the user's wins.
+  if (!std::getenv("GLIBC_TUNABLES") && !options_.worker_env.count("GLIBC_TUNABLES")) {
+    options_.worker_env["GLIBC_TUNABLES"] =
+        internal::KeepFreedMemoryWanted() ? internal::kWorkerTunables : internal::kHugePageTunables;
+  }
   ZygoteEvents events;
   events.spawned = [this](uint64_t req, int pid) { pool_->OnSpawned(req, pid); };
   events.exited = [this](int pid, const std::string& how) { pool_->OnExited(pid, how); };

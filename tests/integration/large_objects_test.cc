@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "orrery/orrery.h"
 #include "test_support.h"
+#include "tests/sanitizers.h"
 
 namespace {
 
@@ -57,13 +59,20 @@ class Holder {
     return ChecksumOf(kept_);
   }
   Bytes Give() { return kept_; }
+  uint64_t Take(Bytes b) { return b.size(); }
+  // The page faults this worker's process has taken so far.
+  int64_t MinorFaults() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+  }
 
  private:
   Bytes kept_;
 };
 
 ORRERY_REMOTE(SumBytes, SumBuffer, MakeBytes, EchoBytes, Holder::Create, &Holder::Keep,
-              &Holder::Give);
+              &Holder::Give, &Holder::Take, &Holder::MinorFaults);
 
 std::string TempDir(const char* name) {
   std::string dir = "/tmp/orrery-large-objects-" + std::to_string(getpid()) + "-" + name;
@@ -246,6 +255,33 @@ TEST_F(LargeObjectsTest, DroppedRefsFreeTheStoreAndShutdownLeavesNoFile) {
   orrery::Shutdown();
   EXPECT_TRUE(Entries("/dev/shm", "orrery-" + node).empty()) << "no arena left in /dev/shm";
   EXPECT_TRUE(Entries(spill).empty()) << "no spill directory left";
+}
+
+// A worker keeps the memory its large arguments landed in once their calls are done
+// (docs/objects.md "Speed"): after its first calls, the next arguments of that size land
+// there, with no new page.
+TEST_F(LargeObjectsTest, AWorkerReusesTheMemoryItsLastLargeArgumentsLandedIn) {
+  if (orrery_test::kSanitized) GTEST_SKIP() << "a sanitizer's allocator keeps no freed memory";
+  if (const char* keep = std::getenv("ORRERY_KEEP_FREED_MEMORY"); keep && std::string(keep) == "0")
+    GTEST_SKIP() << "ORRERY_KEEP_FREED_MEMORY=0";
+  orrery::Init(StoreConfig(1ll << 30, TempDir("kept")));
+  const size_t size = size_t(256) << 20;
+  Bytes value(size, 1);
+  auto holder = orrery::Actor(Holder::Create).Remote();
+  auto faults = [&holder] {
+    return *orrery::Get(holder.Task(&Holder::MinorFaults).Remote(), kGetTimeoutMs);
+  };
+  // The first two may each take new memory, as the heap grows to hold them.
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(*orrery::Get(holder.Task(&Holder::Take).Remote(value), kGetTimeoutMs), size);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("call " + std::to_string(i + 3));
+    int64_t before = faults();
+    ASSERT_EQ(*orrery::Get(holder.Task(&Holder::Take).Remote(value), kGetTimeoutMs), size);
+    // New memory for 256 MiB faults in 128 huge pages at least (65,536 small ones).
+    EXPECT_LT(faults() - before, 64) << "the argument landed in new memory";
+  }
+  holder.Kill();
 }
 
 }  // namespace

@@ -33,6 +33,11 @@ wrong = {k: (os.environ.get(k), v) for k, v in expected.items() if os.environ.ge
 if wrong or not os.environ.get("MASTER_PORT", "").isdigit():
     print("wrong environment: %r" % wrong, file=sys.stderr)
     sys.exit(2)
+# The worker's one malloc arena (its GLIBC_TUNABLES) is its own, not its framework's.
+if "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
+    print("the worker's malloc arena setting reached the entrypoint: %s"
+          % os.environ["GLIBC_TUNABLES"], file=sys.stderr)
+    sys.exit(2)
 if os.path.realpath(os.getcwd()) != os.path.realpath(scratch):
     print("wrong working directory: %s" % os.getcwd(), file=sys.stderr)
     sys.exit(2)

@@ -21,6 +21,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "core/internal/kept_memory.h"
 #include "orrery/errors.h"
 
 extern char** environ;
@@ -48,6 +49,9 @@ std::vector<std::string> ChildEnvironment(const EntrypointRun& run, const std::s
     const char* eq = std::strchr(*e, '=');
     if (eq) env[std::string(*e, size_t(eq - *e))] = eq + 1;
   }
+  // A worker's one arena is for its own calls (kWorkerTunables), not a framework's threads.
+  if (env.count("GLIBC_TUNABLES") && env["GLIBC_TUNABLES"] == orrery::internal::kWorkerTunables)
+    env["GLIBC_TUNABLES"] = orrery::internal::kHugePageTunables;
   for (const auto& [k, v] : run.env) env[k] = v;
   auto get = [&env](const char* k) { return env.count(k) ? env[k] : std::string(); };
   // torchrun's, beside those the backend set (MASTER_ADDR, RANK, ...).

@@ -1,0 +1,61 @@
+// Freed memory kept for a process's next large values, and given back once they stop coming
+// (docs/objects.md "Speed").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace orrery::internal {
+
+// How long kept memory waits with no large copy made before it is given back, and the least
+// amount of free memory worth giving back.
+inline constexpr double kKeptMemoryIdleS = 10;
+inline constexpr size_t kKeptMemoryMinBytes = size_t{64} << 20;
+
+// Makes the C library keep what the process frees for its next allocations, where it would
+// hand each large block (glibc: above 128 KiB to 32 MiB) back to the kernel at once: a value
+// that lands in a new vector (a Get, an argument, the user's own copy of either) then reuses
+// memory already present instead of faulting in, and zeroing, new pages. A runtime turns it on
+// when it starts and off when it stops. Not where ORRERY_KEEP_FREED_MEMORY=0, where
+// GLIBC_TUNABLES sets glibc.malloc's mmap or trim settings itself (the user's setting wins),
+// under a sanitizer (it brings its own allocator) or outside glibc. Returns whether it is on.
+bool KeepFreedMemory();
+
+// Gives glibc's defaults back (large blocks mapped apart again) and what was kept to the
+// kernel, if KeepFreedMemory turned keeping on.
+void StopKeepingFreedMemory();
+
+// Whether ORRERY_KEEP_FREED_MEMORY leaves keeping on (it is unless "0"): a node asks it for the
+// environment it gives its workers.
+bool KeepFreedMemoryWanted();
+
+// The GLIBC_TUNABLES a node gives its workers where the user sets none: glibc's transparent huge
+// pages for large blocks and, while keeping is wanted, one arena, so that a call's thread
+// allocates from the heap whose freed memory the worker keeps (a thread's own arena maps every
+// block of 64 MiB or more apart and unmaps it when freed). A process a worker starts (an
+// entrypoint's framework) gets the huge pages alone, its arenas its own.
+inline constexpr char kWorkerTunables[] = "glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1";
+inline constexpr char kHugePageTunables[] = "glibc.malloc.hugetlb=1";
+
+// Counts a copy of a large value (kFreshValueBytes and more) into or out of the process's
+// memory: kept memory is in use (fresh_memory.cc counts its copies).
+void NoteLargeCopy();
+
+// The copies counted so far.
+uint64_t LargeCopies();
+
+// Gives kept memory back to the kernel (malloc_trim) once no large copy has been made for
+// kKeptMemoryIdleS, as an allocator that keeps freed memory gives it back after a delay. The
+// runtime calls Tick from its periodic tick; one instance per caller, not thread-safe.
+class KeptMemoryReleaser {
+ public:
+  // `now` is monotonic seconds. Returns true when it gave memory back on this call.
+  bool Tick(double now);
+
+ private:
+  double checked_at_ = -1;
+  uint64_t copies_at_check_ = 0;
+  bool released_ = false;  // given back since the last copy: nothing new to give
+};
+
+}  // namespace orrery::internal

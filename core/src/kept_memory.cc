@@ -1,0 +1,105 @@
+// Freed memory kept for the next large values (docs/objects.md "Speed").
+#include "core/internal/kept_memory.h"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/internal/sanitizers.h"
+#include "core/internal/thread_annotations.h"
+
+namespace orrery::internal {
+namespace {
+
+std::atomic<uint64_t> g_large_copies{0};
+std::atomic<bool> g_kept{false};
+
+// Whether the user's GLIBC_TUNABLES chose how glibc's malloc maps and trims memory.
+bool TunablesSetMalloc() {
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  if (!t) return false;
+  return std::strstr(t, "glibc.malloc.mmap_") || std::strstr(t, "glibc.malloc.trim_threshold");
+}
+
+// glibc's own values (malloc.c: DEFAULT_MMAP_MAX, DEFAULT_TRIM_THRESHOLD).
+constexpr int kGlibcMmapMax = 65536;
+constexpr int kGlibcTrimThreshold = 128 * 1024;
+
+Mutex g_mu;  // orders turning keeping on and off
+
+bool Enable() {
+#if defined(__GLIBC__)
+  if (kSanitized || TunablesSetMalloc() || !KeepFreedMemoryWanted()) return false;
+  // Large blocks from the heap, whose freed memory stays mapped, not from mappings of their
+  // own; and no trimming of the heap's top below 2 GiB free (KeptMemoryReleaser gives it back).
+  if (mallopt(M_MMAP_MAX, 0) != 1) return false;
+  if (mallopt(M_TRIM_THRESHOLD, INT_MAX) != 1) return false;
+  return true;
+#else
+  return false;
+#endif
+}
+
+size_t FreeHeapBytes() {
+#if defined(__GLIBC__)
+  return mallinfo2().fordblks;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+bool KeepFreedMemoryWanted() {
+  const char* opt = std::getenv("ORRERY_KEEP_FREED_MEMORY");
+  return !opt || std::strcmp(opt, "0") != 0;
+}
+
+bool KeepFreedMemory() {
+  MutexLock lock(&g_mu);
+  if (!g_kept.load(std::memory_order_relaxed) && Enable())
+    g_kept.store(true, std::memory_order_release);
+  return g_kept.load(std::memory_order_relaxed);
+}
+
+void StopKeepingFreedMemory() {
+  MutexLock lock(&g_mu);
+  if (!g_kept.load(std::memory_order_relaxed)) return;
+  g_kept.store(false, std::memory_order_release);
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_MAX, kGlibcMmapMax);
+  mallopt(M_TRIM_THRESHOLD, kGlibcTrimThreshold);
+  malloc_trim(0);
+#endif
+}
+
+void NoteLargeCopy() { g_large_copies.fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t LargeCopies() { return g_large_copies.load(std::memory_order_relaxed); }
+
+bool KeptMemoryReleaser::Tick(double now) {
+  if (checked_at_ >= 0 && now - checked_at_ < kKeptMemoryIdleS) return false;
+  uint64_t copies = LargeCopies();
+  bool idle = checked_at_ >= 0 && copies == copies_at_check_;
+  checked_at_ = now;
+  copies_at_check_ = copies;
+  if (!idle) {
+    released_ = false;
+    return false;
+  }
+  if (released_ || !g_kept.load(std::memory_order_acquire)) return false;
+  if (FreeHeapBytes() < kKeptMemoryMinBytes) return false;
+  released_ = true;
+#if defined(__GLIBC__)
+  return malloc_trim(0) == 1;
+#else
+  return false;
+#endif
+}
+
+}  // namespace orrery::internal

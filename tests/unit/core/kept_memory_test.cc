@@ -1,0 +1,85 @@
+// Freed memory kept for the next large values (core/internal/kept_memory.h): a block freed and
+// allocated again is not faulted in again, and what is kept goes back to the kernel once no
+// large copy has been made for kKeptMemoryIdleS, or when keeping stops. Skipped where keeping is
+// off (a sanitizer's allocator, ORRERY_KEEP_FREED_MEMORY=0, GLIBC_TUNABLES of the user's, a C
+// library other than glibc).
+#include "core/internal/kept_memory.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace orrery::internal {
+namespace {
+
+constexpr size_t kBlock = size_t{128} << 20;
+
+long MinorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// Resident bytes of this process (/proc/self/statm).
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  statm >> total >> resident;
+  return resident * size_t(sysconf(_SC_PAGESIZE));
+}
+
+// Allocates and writes a large block, then frees it.
+void UseAndFree(size_t n) {
+  auto* p = static_cast<char*>(std::malloc(n));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, n);
+  // The write must happen: the compiler may not drop a memset whose result is read.
+  volatile char seen = p[n / 2];
+  ASSERT_EQ(seen, 1);
+  std::free(p);
+}
+
+TEST(KeptMemoryTest, ABlockFreedAndAllocatedAgainFaultsInNoNewPages) {
+  if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
+  UseAndFree(kBlock);
+  long before = MinorFaults();
+  UseAndFree(kBlock);
+  // A block mapped afresh faults in 64 pages of 2 MiB at least (32,768 of 4 KiB).
+  EXPECT_LT(MinorFaults() - before, 16);
+}
+
+TEST(KeptMemoryTest, WhatIsKeptGoesBackOnceNoLargeCopyIsMadeForAWhile) {
+  if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
+  UseAndFree(kBlock);
+  size_t kept = ResidentBytes();
+  KeptMemoryReleaser releaser;
+  double t = 1000;
+  EXPECT_FALSE(releaser.Tick(t));  // the first look only counts the copies
+  NoteLargeCopy();
+  EXPECT_FALSE(releaser.Tick(t + kKeptMemoryIdleS));        // a copy since: still in use
+  EXPECT_FALSE(releaser.Tick(t + kKeptMemoryIdleS * 1.5));  // too soon to look again
+  EXPECT_GE(ResidentBytes() + kBlock / 2, kept) << "the freed block was given back early";
+  EXPECT_TRUE(releaser.Tick(t + kKeptMemoryIdleS * 2));  // none for a whole period
+  EXPECT_LE(ResidentBytes() + kBlock / 2, kept) << "the freed block is still resident";
+  EXPECT_FALSE(releaser.Tick(t + kKeptMemoryIdleS * 3));  // nothing freed since
+}
+
+TEST(KeptMemoryTest, StoppingGivesWhatWasKeptBackAndMapsLargeBlocksApartAgain) {
+  if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
+  UseAndFree(kBlock);
+  size_t kept = ResidentBytes();
+  StopKeepingFreedMemory();
+  EXPECT_LE(ResidentBytes() + kBlock / 2, kept) << "the freed block is still resident";
+  UseAndFree(kBlock);
+  long before = MinorFaults();
+  UseAndFree(kBlock);
+  EXPECT_GE(MinorFaults() - before, 64) << "a block freed after the stop was kept";
+  EXPECT_TRUE(KeepFreedMemory()) << "keeping turns on again";
+}
+
+}  // namespace
+}  // namespace orrery::internal
