@@ -7,8 +7,8 @@
 
 namespace orrery::internal {
 
-// How long kept memory waits with no large copy made before it is given back, and the least
-// amount of free memory worth giving back.
+// How often kept memory is looked at (it goes back once a whole such period passed with no
+// large copy made: 10 to 20 s after the last), and the least free memory worth giving back.
 inline constexpr double kKeptMemoryIdleS = 10;
 inline constexpr size_t kKeptMemoryMinBytes = size_t{64} << 20;
 
@@ -44,9 +44,10 @@ void NoteLargeCopy();
 // The copies counted so far.
 uint64_t LargeCopies();
 
-// Gives kept memory back to the kernel (malloc_trim) once no large copy has been made for
-// kKeptMemoryIdleS, as an allocator that keeps freed memory gives it back after a delay. The
-// runtime calls Tick from its periodic tick; one instance per caller, not thread-safe.
+// Gives kept memory back to the kernel (malloc_trim) once no large copy has been made from one
+// look to the next, kKeptMemoryIdleS apart, as an allocator that keeps freed memory gives it
+// back after a delay. The runtime calls Tick from its periodic tick; one instance per caller,
+// not thread-safe.
 class KeptMemoryReleaser {
  public:
   // `now` is monotonic seconds. Returns true when it gave memory back on this call.
