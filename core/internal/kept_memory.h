@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace orrery::internal {
 
@@ -29,13 +30,24 @@ void StopKeepingFreedMemory();
 // environment it gives its workers.
 bool KeepFreedMemoryWanted();
 
-// The GLIBC_TUNABLES a node gives its workers where the user sets none: glibc's transparent huge
+// The GLIBC_TUNABLES a node gives its workers beside the user's own: glibc's transparent huge
 // pages for large blocks and, while keeping is wanted, one arena, so that a call's thread
 // allocates from the heap whose freed memory the worker keeps (a thread's own arena maps every
 // block of 64 MiB or more apart and unmaps it when freed). A process a worker starts (an
 // entrypoint's framework) gets the huge pages alone, its arenas its own.
 inline constexpr char kWorkerTunables[] = "glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1";
 inline constexpr char kHugePageTunables[] = "glibc.malloc.hugetlb=1";
+// Where a node puts what an entrypoint's framework process gets as its GLIBC_TUNABLES.
+inline constexpr char kFrameworkTunablesEnv[] = "ORRERY_FRAMEWORK_GLIBC_TUNABLES";
+
+// `user` (a GLIBC_TUNABLES value; null or empty: none) with each `name=value` of `ours`
+// whose name it does not set appended: the user's settings win, one by one.
+std::string MergeTunables(const char* user, const char* ours);
+// What a node gives its workers, given its own GLIBC_TUNABLES (`user`): kWorkerTunables
+// merged in, or only kHugePageTunables where keeping is not wanted or the user chose glibc's
+// mmap or trim settings (the workers do not keep memory then, and one arena would only
+// serialise their threads' allocations).
+std::string WorkerTunables(const char* user);
 
 // Counts a copy of a large value (kFreshValueBytes and more) into or out of the process's
 // memory: kept memory is in use (fresh_memory.cc counts its copies).

@@ -9,6 +9,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <string>
+#include <string_view>
 
 #include "core/internal/sanitizers.h"
 #include "core/internal/thread_annotations.h"
@@ -19,11 +22,25 @@ namespace {
 std::atomic<uint64_t> g_large_copies{0};
 std::atomic<bool> g_kept{false};
 
-// Whether the user's GLIBC_TUNABLES chose how glibc's malloc maps and trims memory.
-bool TunablesSetMalloc() {
-  const char* t = std::getenv("GLIBC_TUNABLES");
+// Whether the GLIBC_TUNABLES value `t` chooses how glibc's malloc maps and trims memory.
+bool TunablesSetMalloc(const char* t) {
   if (!t) return false;
   return std::strstr(t, "glibc.malloc.mmap_") || std::strstr(t, "glibc.malloc.trim_threshold");
+}
+
+// The name of a GLIBC_TUNABLES entry: what comes before its '=' (all of it without one).
+std::string_view TunableName(std::string_view entry) { return entry.substr(0, entry.find('=')); }
+
+// Calls fn(entry) for each non-empty ':'-separated entry of `tunables`.
+template <typename F>
+void ForEachTunable(std::string_view tunables, F&& fn) {
+  while (!tunables.empty()) {
+    size_t colon = tunables.find(':');
+    std::string_view entry = tunables.substr(0, colon);
+    if (!entry.empty()) fn(entry);
+    if (colon == std::string_view::npos) break;
+    tunables.remove_prefix(colon + 1);
+  }
 }
 
 // glibc's own values (malloc.c: DEFAULT_MMAP_MAX, DEFAULT_TRIM_THRESHOLD).
@@ -34,7 +51,8 @@ Mutex g_mu;  // orders turning keeping on and off
 
 bool Enable() {
 #if defined(__GLIBC__)
-  if (kSanitized || TunablesSetMalloc() || !KeepFreedMemoryWanted()) return false;
+  if (kSanitized || TunablesSetMalloc(std::getenv("GLIBC_TUNABLES")) || !KeepFreedMemoryWanted())
+    return false;
   // Large blocks from the heap, whose freed memory stays mapped, not from mappings of their
   // own; and no trimming of the heap's top below 2 GiB free (KeptMemoryReleaser gives it back).
   if (mallopt(M_MMAP_MAX, 0) != 1) return false;
@@ -58,6 +76,24 @@ size_t FreeHeapBytes() {
 bool KeepFreedMemoryWanted() {
   const char* opt = std::getenv("ORRERY_KEEP_FREED_MEMORY");
   return !opt || std::strcmp(opt, "0") != 0;
+}
+
+std::string MergeTunables(const char* user, const char* ours) {
+  std::string out = user ? user : "";
+  std::set<std::string_view> named;
+  ForEachTunable(out, [&](std::string_view e) { named.insert(TunableName(e)); });
+  std::string added;
+  ForEachTunable(ours, [&](std::string_view e) {
+    if (named.count(TunableName(e))) return;
+    if ((!out.empty() && out.back() != ':') || !added.empty()) added += ':';
+    added += e;
+  });
+  return out + added;
+}
+
+std::string WorkerTunables(const char* user) {
+  bool keep = KeepFreedMemoryWanted() && !TunablesSetMalloc(user);
+  return MergeTunables(user, keep ? kWorkerTunables : kHugePageTunables);
 }
 
 bool KeepFreedMemory() {

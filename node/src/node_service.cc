@@ -70,10 +70,14 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   // Workers allocate large values fresh (a task's vector argument, a result): with glibc's
   // transparent huge pages for its big allocations such a vector fills 2.5 times faster on
   // hosts whose THP mode is "madvise", and with one arena it lands in memory the worker kept
-  // (kWorkerTunables; docs/objects.md "Speed"). A setting of the user's wins.
-  if (!std::getenv("GLIBC_TUNABLES") && !options_.worker_env.count("GLIBC_TUNABLES")) {
-    options_.worker_env["GLIBC_TUNABLES"] =
-        internal::KeepFreedMemoryWanted() ? internal::kWorkerTunables : internal::kHugePageTunables;
+  // (kWorkerTunables; docs/objects.md "Speed"). Each setting of the user's wins.
+  {
+    auto given = options_.worker_env.find("GLIBC_TUNABLES");
+    const char* user =
+        given != options_.worker_env.end() ? given->second.c_str() : std::getenv("GLIBC_TUNABLES");
+    std::string framework = internal::MergeTunables(user, internal::kHugePageTunables);
+    options_.worker_env["GLIBC_TUNABLES"] = internal::WorkerTunables(user);
+    options_.worker_env[internal::kFrameworkTunablesEnv] = framework;
   }
   ZygoteEvents events;
   events.spawned = [this](uint64_t req, int pid) { pool_->OnSpawned(req, pid); };

@@ -33,10 +33,12 @@ wrong = {k: (os.environ.get(k), v) for k, v in expected.items() if os.environ.ge
 if wrong or not os.environ.get("MASTER_PORT", "").isdigit():
     print("wrong environment: %r" % wrong, file=sys.stderr)
     sys.exit(2)
-# The worker's one malloc arena (its GLIBC_TUNABLES) is its own, not its framework's.
-if "arena_max" in os.environ.get("GLIBC_TUNABLES", ""):
-    print("the worker's malloc arena setting reached the entrypoint: %s"
-          % os.environ["GLIBC_TUNABLES"], file=sys.stderr)
+# The worker's one malloc arena (its GLIBC_TUNABLES) is its own, not its framework's; the
+# huge pages are both's, and the node's note of what the framework gets is gone.
+tunables = os.environ.get("GLIBC_TUNABLES", "")
+if ("arena_max" in tunables or "glibc.malloc.hugetlb" not in tunables
+        or "ORRERY_FRAMEWORK_GLIBC_TUNABLES" in os.environ):
+    print("wrong malloc tunables reached the entrypoint: %r" % tunables, file=sys.stderr)
     sys.exit(2)
 if os.path.realpath(os.getcwd()) != os.path.realpath(scratch):
     print("wrong working directory: %s" % os.getcwd(), file=sys.stderr)

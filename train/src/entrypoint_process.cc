@@ -49,9 +49,12 @@ std::vector<std::string> ChildEnvironment(const EntrypointRun& run, const std::s
     const char* eq = std::strchr(*e, '=');
     if (eq) env[std::string(*e, size_t(eq - *e))] = eq + 1;
   }
-  // A worker's one arena is for its own calls (kWorkerTunables), not a framework's threads.
-  if (env.count("GLIBC_TUNABLES") && env["GLIBC_TUNABLES"] == orrery::internal::kWorkerTunables)
-    env["GLIBC_TUNABLES"] = orrery::internal::kHugePageTunables;
+  // A worker's one arena is for its own calls (kWorkerTunables), not a framework's threads:
+  // the framework gets what its node chose for it (the user's tunables and huge pages).
+  if (auto framework = env.find(orrery::internal::kFrameworkTunablesEnv); framework != env.end()) {
+    env["GLIBC_TUNABLES"] = framework->second;
+    env.erase(framework);
+  }
   for (const auto& [k, v] : run.env) env[k] = v;
   auto get = [&env](const char* k) { return env.count(k) ? env[k] : std::string(); };
   // torchrun's, beside those the backend set (MASTER_ADDR, RANK, ...).

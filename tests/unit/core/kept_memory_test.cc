@@ -81,5 +81,33 @@ TEST(KeptMemoryTest, StoppingGivesWhatWasKeptBackAndMapsLargeBlocksApartAgain) {
   EXPECT_TRUE(KeepFreedMemory()) << "keeping turns on again";
 }
 
+TEST(KeptMemoryTest, TheUsersTunablesWinOneByOne) {
+  EXPECT_EQ(MergeTunables(nullptr, kWorkerTunables), kWorkerTunables);
+  EXPECT_EQ(MergeTunables("", kHugePageTunables), kHugePageTunables);
+  EXPECT_EQ(MergeTunables("glibc.malloc.arena_max=4", kWorkerTunables),
+            "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1");
+  EXPECT_EQ(MergeTunables("glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2", kWorkerTunables),
+            "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2");
+  EXPECT_EQ(MergeTunables("glibc.rtld.nns=8:", kHugePageTunables),
+            "glibc.rtld.nns=8:glibc.malloc.hugetlb=1");
+  // A name is matched whole: a longer one that starts the same is another tunable.
+  EXPECT_EQ(MergeTunables("glibc.malloc.hugetlb_x=1", kHugePageTunables),
+            "glibc.malloc.hugetlb_x=1:glibc.malloc.hugetlb=1");
+  // An entry without '=' is kept as it is (glibc ignores it) and names itself.
+  EXPECT_EQ(MergeTunables("junk::", kHugePageTunables), "junk::glibc.malloc.hugetlb=1");
+}
+
+TEST(KeptMemoryTest, WorkersGetNoSingleArenaWhereTheUserChoseHowMallocMapsMemory) {
+  if (!KeepFreedMemoryWanted()) GTEST_SKIP() << "ORRERY_KEEP_FREED_MEMORY=0 here";
+  EXPECT_EQ(WorkerTunables(nullptr), kWorkerTunables);
+  EXPECT_EQ(WorkerTunables("glibc.malloc.tcache_count=0"),
+            std::string("glibc.malloc.tcache_count=0:") + kWorkerTunables);
+  // The workers keep nothing then (KeepFreedMemory), so one arena would only serialise them.
+  EXPECT_EQ(WorkerTunables("glibc.malloc.mmap_threshold=65536"),
+            "glibc.malloc.mmap_threshold=65536:glibc.malloc.hugetlb=1");
+  EXPECT_EQ(WorkerTunables("glibc.malloc.trim_threshold=0"),
+            "glibc.malloc.trim_threshold=0:glibc.malloc.hugetlb=1");
+}
+
 }  // namespace
 }  // namespace orrery::internal

@@ -3,6 +3,7 @@
 // devices, and the devices given back.
 #include <gtest/gtest.h>
 
+#include "core/internal/kept_memory.h"
 #include "tests/unit/node/node_harness.h"
 
 namespace orrery::node {
@@ -23,6 +24,21 @@ TEST(NodeDispatchTest, AMalformedMessageIsAnErrorAndChangesNothing) {
   EXPECT_TRUE(h.outbox.Sent().empty());
   EXPECT_TRUE(h.processes->spawns.empty());
   EXPECT_TRUE(h.node->refusal().ok());
+}
+
+// The user's GLIBC_TUNABLES keep each of their settings, and workers still get the huge
+// pages and the one arena beside them (docs/objects.md "Speed"); an entrypoint's framework
+// gets the user's settings and the huge pages.
+TEST(NodeDispatchTest, WorkersGetTheUsersMallocTunablesWithTheNodesOwnBeside) {
+  if (!internal::KeepFreedMemoryWanted()) GTEST_SKIP() << "ORRERY_KEEP_FREED_MEMORY=0 here";
+  NodeHarness h({{"CPU", 4}}, {{"GLIBC_TUNABLES", "glibc.malloc.tcache_count=0"}});
+  EXPECT_EQ(h.zygote_env["GLIBC_TUNABLES"],
+            "glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1:glibc.malloc.arena_max=1");
+  EXPECT_EQ(h.zygote_env[internal::kFrameworkTunablesEnv],
+            "glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1");
+  NodeHarness own({{"CPU", 4}}, {{"GLIBC_TUNABLES", "glibc.malloc.hugetlb=0"}});
+  EXPECT_EQ(own.zygote_env["GLIBC_TUNABLES"], "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=1");
+  EXPECT_EQ(own.zygote_env[internal::kFrameworkTunablesEnv], "glibc.malloc.hugetlb=0");
 }
 
 TEST(NodeDispatchTest, AMessageTheNodeDoesNotHandleIsAnError) {

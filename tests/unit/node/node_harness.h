@@ -51,15 +51,19 @@ class FakeWorkerProcesses final : public WorkerProcesses {
 struct NodeHarness {
   static constexpr const char* kHead = "tcp://head";
 
-  // A node with `resources` whose own worker program is /bin/worker.
-  explicit NodeHarness(Resources resources = {{"CPU", 4}}) {
+  // A node with `resources` whose own worker program is /bin/worker, giving its workers
+  // `worker_env`.
+  explicit NodeHarness(Resources resources = {{"CPU", 4}},
+                       std::map<std::string, std::string> worker_env = {}) {
     NodeOptions o;
     o.head_address = kHead;
     o.resources = std::move(resources);
     o.worker_argv = {"/bin/worker"};
+    o.worker_env = std::move(worker_env);
     o.binary_cache_dir = "/nonexistent-node-binaries";
     node = std::make_unique<NodeService>(
-        std::move(o), outbox, [this](std::map<std::string, std::string>, ZygoteEvents events) {
+        std::move(o), outbox, [this](std::map<std::string, std::string> env, ZygoteEvents events) {
+          zygote_env = std::move(env);
           auto p = std::make_unique<FakeWorkerProcesses>(std::move(events));
           processes = p.get();
           return p;
@@ -107,7 +111,8 @@ struct NodeHarness {
   }
 
   RecordingOutbox outbox;
-  FakeWorkerProcesses* processes = nullptr;  // owned by node
+  FakeWorkerProcesses* processes = nullptr;       // owned by node
+  std::map<std::string, std::string> zygote_env;  // the environment the zygotes were given
   std::unique_ptr<NodeService> node;
 };
 
