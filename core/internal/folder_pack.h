@@ -53,6 +53,11 @@ Result<Scan> Fingerprint(const std::string& dir);
 // entry, more than kMaxEntries entries.
 Status Unpack(std::string_view bytes, const std::string& dest);
 
+// A temporary name beside `dest`, "<dest>.tmp<pid>-<n>": where Unpack writes a package before
+// renaming it into place, and where a folder can be renamed before it is removed, so that a
+// process killed mid-way leaves it for RemoveAbandoned, never half of `dest`.
+std::string TempFolderFor(const std::string& dest);
+
 // Removes the temporary folders that Unpack left in `parent` when its process was killed
 // mid-way ("<name>.tmp<pid>-<n>" of a pid no longer running, untouched for `min_age_s`: a
 // process of another pid namespace sharing the folder looks gone); those of running

@@ -268,9 +268,13 @@ int RemoveAbandoned(const std::string& parent, double min_age_s) {
   return RemoveFoldersOfEndedProcesses(parent, TempFolderPid, min_age_s);
 }
 
-Status Unpack(std::string_view bytes, const std::string& dest) {
+std::string TempFolderFor(const std::string& dest) {
   std::random_device rd;
-  std::string tmp = dest + kTempMark + std::to_string(getpid()) + "-" + std::to_string(rd());
+  return dest + kTempMark + std::to_string(getpid()) + "-" + std::to_string(rd());
+}
+
+Status Unpack(std::string_view bytes, const std::string& dest) {
+  std::string tmp = TempFolderFor(dest);
   if (mkdir(tmp.c_str(), 0755) != 0)
     return Status::Internal("cannot make '" + tmp + "': " + std::strerror(errno));
   Status s = UnpackInto(bytes, tmp);

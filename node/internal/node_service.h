@@ -121,6 +121,8 @@ class NodeService {
   // `orrery list workers`: this node's worker processes and job drivers.
   void OnListWorkers(const proto::ListWorkersMsg& m);
   void Tick();
+  // The metrics endpoint, where options_.metrics_port asks for one.
+  Status StartMetrics();
   // Renders the metrics for the server (every tick at most once a second).
   void RenderMetrics(double now);
   // On every tick: reads memory and, above the threshold, kills one worker (memory_monitor.h).
@@ -130,7 +132,7 @@ class NodeService {
   proto::RegisterNodeMsg Registration(bool alive);
 
   // The head's kBinaryReply: resumes the jobs and workers that waited for the executable.
-  void OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes);
+  void OnBinaryReply(const proto::BinaryMsg& m, std::string bytes);
   // Hands what was fetched (or could not be) to the workers and jobs that waited for it.
   void Deliver(const std::string& hash, const ExecutableCache::Fetched& fetched);
 

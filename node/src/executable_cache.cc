@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
@@ -17,6 +19,7 @@
 #include "core/internal/rate_limit.h"
 #include "core/internal/runtime_env.h"
 #include "core/internal/session_dir.h"
+#include "core/internal/thread_annotations.h"
 
 namespace orrery::node {
 
@@ -26,14 +29,77 @@ constexpr size_t kMaxHashedPaths = 256;
 
 RateLimitedLog stray_reply_log;
 
+// Removes a folder of unpacked files; false (logged) when it cannot.
+bool RemoveFolder(const std::string& folder) {
+  std::error_code ec;
+  std::filesystem::remove_all(folder, ec);
+  if (ec) LOG_WARN("node: cannot remove the working_dir copy " + folder + ": " + ec.message());
+  return !ec;
+}
+
 uint64_t RandomNonce() {
   std::random_device rd;
   return (uint64_t(rd()) << 32) ^ uint64_t(rd());
 }
 }  // namespace
 
+// One thread that runs the functions queued for it in order, and the function that runs
+// one on the cache's owner's thread. Destroying it waits for the one running; those queued
+// after it are dropped (a folder renamed away for removal is then left to RemoveAbandoned).
+class ExecutableCache::Background {
+ public:
+  explicit Background(std::function<void(std::function<void()>)> post)
+      : post_(std::move(post)), thread_([this] { Run(); }) {}
+  ~Background() {
+    {
+      MutexLock lock(&mu_);
+      stop_ = true;
+      wake_.NotifyAll();
+    }
+    thread_.join();
+  }
+  void Queue(std::function<void()> fn) EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    queue_.push_back(std::move(fn));
+    wake_.NotifyOne();
+  }
+  // From the background thread: runs `fn` on the owner's thread.
+  void Post(std::function<void()> fn) { post_(std::move(fn)); }
+
+ private:
+  void Run() EXCLUDES(mu_) {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        MutexLock lock(&mu_);
+        while (!stop_ && queue_.empty()) wake_.Wait(&mu_);
+        if (stop_) return;
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  const std::function<void(std::function<void()>)> post_;
+  Mutex mu_;
+  CondVar wake_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  std::thread thread_;  // last: it starts once the rest is made
+};
+
 ExecutableCache::ExecutableCache(Outbox& outbox, std::string head_address, std::string cache_dir)
     : outbox_(outbox), head_address_(std::move(head_address)), dir_(std::move(cache_dir)) {}
+
+ExecutableCache::~ExecutableCache() = default;
+
+void ExecutableCache::UnpackInBackground(
+    std::function<void(std::function<void()>)> post,
+    std::function<void(const std::string& hash, const Fetched&)> unpacked) {
+  unpacked_ = std::move(unpacked);
+  background_ = std::make_unique<Background>(std::move(post));
+}
 
 bool ExecutableCache::HasContent(const std::string& path, const std::string& hash) {
   Result<ExecutableIdentity> file = IdentityOf(path);
@@ -88,6 +154,10 @@ std::string ExecutableCache::WorkingFolder(const proto::RuntimeEnvMsg& env,
       (env.working_dir_hash.empty() || runtime_env::FolderProblem(env.working_dir).empty()))
     return env.working_dir;
   const std::string& hash = env.working_dir_hash;
+  if (auto unpacking = unpacking_.find(hash); unpacking != unpacking_.end()) {
+    unpacking->second.push_back(waiter);  // handed back with the others once unpacked
+    return "";
+  }
   if (std::string folder = PackageFolder(hash); !folder.empty()) {
     utimensat(AT_FDCWD, folder.c_str(), nullptr, 0);  // used now (TrimUnpacked)
     return folder;
@@ -121,7 +191,7 @@ std::vector<std::pair<std::string, ExecutableCache::Fetched>> ExecutableCache::E
 }
 
 Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg& m,
-                                                          const std::string& bytes) {
+                                                          std::string bytes) {
   std::string key = (m.package ? kPackageKey : "") + m.hash;
   auto nonce = nonce_.find(key);
   if (nonce == nonce_.end() || nonce->second != m.request_id) {
@@ -141,8 +211,16 @@ Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg
   if (!m.ok) {
     out.error =
         (m.package ? "the head cannot send it: " : "the head does not vouch for it: ") + m.message;
+  } else if (m.package && background_) {
+    unpacking_[m.hash] = std::move(out.waiters);
+    out.waiters.clear();
+    background_->Queue([this, bg = background_.get(), hash = m.hash, bytes = std::move(bytes)] {
+      std::string error = Unpack(hash, bytes);
+      bg->Post([this, hash, error] { Unpacked(hash, error); });
+    });
   } else if (m.package) {
     out.error = Unpack(m.hash, bytes);
+    if (out.error.empty()) TrimUnpacked(m.hash);
   } else if (bytes.empty()) {
     vouched_.insert(m.hash);  // this node has a copy (checked again where it is used)
   } else if (HashBytes(bytes) != m.hash) {
@@ -156,7 +234,19 @@ Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg
   return out;
 }
 
-std::string ExecutableCache::Unpack(const std::string& hash, const std::string& bytes) {
+void ExecutableCache::Unpacked(const std::string& hash, const std::string& error) {
+  Fetched out;
+  out.package = true;
+  out.error = error;
+  if (auto it = unpacking_.find(hash); it != unpacking_.end()) {
+    out.waiters = std::move(it->second);
+    unpacking_.erase(it);
+  }
+  if (error.empty()) TrimUnpacked(hash);
+  if (unpacked_) unpacked_(hash, out);
+}
+
+std::string ExecutableCache::Unpack(const std::string& hash, const std::string& bytes) const {
   if (HashBytes(bytes) != hash)
     return "the working_dir fetched from the head does not match its SHA-256 " + hash;
   if (!PackageFolder(hash).empty()) return "";  // unpacked meanwhile
@@ -170,7 +260,6 @@ std::string ExecutableCache::Unpack(const std::string& hash, const std::string& 
   Status s = folder_pack::Unpack(bytes, parent + "/" + hash);
   if (!s.ok()) return "the working_dir " + hash + " cannot be unpacked: " + s.message();
   LOG_INFO("node: unpacked the working_dir " + hash + " into " + parent + "/" + hash);
-  TrimUnpacked(hash);
   // What a node killed while unpacking left behind (this host's nodes share the folder).
   if (int n = folder_pack::RemoveAbandoned(parent); n > 0)
     LOG_INFO("node: removed " + std::to_string(n) + " unfinished working_dir copies in " + parent);
@@ -191,13 +280,20 @@ void ExecutableCache::TrimUnpacked(const std::string& keep) {
   for (const auto& [when, path] : folders) {
     if (count <= max_unpacked_) break;
     if (in_use_ && in_use_(path.string())) continue;
-    fs::remove_all(path, ec);
-    if (ec) {
-      LOG_WARN("node: cannot remove the working_dir copy " + path.string() + ": " + ec.message());
-      continue;
-    }
+    if (!RemoveCopy(path.string())) continue;
     --count;
   }
+}
+
+bool ExecutableCache::RemoveCopy(const std::string& folder) {
+  if (!background_) return RemoveFolder(folder);
+  std::string away = folder_pack::TempFolderFor(folder);
+  if (rename(folder.c_str(), away.c_str()) != 0) {
+    LOG_WARN("node: cannot move the working_dir copy " + folder + " away: " + std::strerror(errno));
+    return false;
+  }
+  background_->Queue([away] { RemoveFolder(away); });
+  return true;
 }
 
 std::string ExecutableCache::Store(const std::string& hash, const std::string& bytes) {

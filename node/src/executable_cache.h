@@ -5,11 +5,14 @@
 // head for an executable once however many workers and jobs wait for it. Runtime envs'
 // working_dir packages (folder_pack.h) are fetched the same way and kept unpacked there.
 //
-// Not thread-safe: used on the node's inbox thread only.
+// Not thread-safe: used on the node's inbox thread only. With UnpackInBackground, packages
+// are checked, unpacked and trimmed on a thread of its own, which hands them back through
+// the function it was given.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -26,6 +29,8 @@ class ExecutableCache {
  public:
   // `cache_dir`: where fetched executables are kept (made on first use, mode 0700).
   ExecutableCache(Outbox& outbox, std::string head_address, std::string cache_dir);
+  // Waits for the package being unpacked, if any; what is queued after it is dropped.
+  ~ExecutableCache();
 
   // Whether the head said a job registered the executable with this SHA-256.
   bool Vouched(const std::string& hash) const { return vouched_.count(hash) > 0; }
@@ -47,8 +52,19 @@ class ExecutableCache {
     bool package = false;              // a working_dir's package, not an executable
   };
   // The head's kBinaryReply with its payload. NotFound for a reply that answers no request
-  // out (a stray or forged one: logged, rate-limited, and otherwise ignored).
-  [[nodiscard]] Result<Fetched> OnReply(const proto::BinaryMsg& m, const std::string& bytes);
+  // out (a stray or forged one: logged, rate-limited, and otherwise ignored). A package
+  // unpacked in the background (UnpackInBackground) is handed back later, with every waiter
+  // that asked for it meanwhile: what this returns for it has no waiters.
+  [[nodiscard]] Result<Fetched> OnReply(const proto::BinaryMsg& m, std::string bytes);
+
+  // Checks and unpacks fetched packages, and removes the copies trimmed, on a thread of the
+  // cache's own instead of the caller's: a package of 100,000 small files takes seconds, for
+  // which the node's inbox (every worker's object requests included) would wait. `post` runs
+  // a function on the caller's thread (thread-safe); there `unpacked` is handed each
+  // package's hash and its waiters. Call once, before the first package is fetched; without
+  // it OnReply unpacks on the calling thread.
+  void UnpackInBackground(std::function<void(std::function<void()>)> post,
+                          std::function<void(const std::string& hash, const Fetched&)> unpacked);
 
   // Where work with the runtime env `env` starts on this host: env.working_dir itself when
   // it names no package or this host sees that very folder, else this node's copy of the
@@ -83,11 +99,19 @@ class ExecutableCache {
   void Request(const std::string& key, proto::BinaryMsg ask, const std::string& waiter);
   // The folder this node unpacked the package `hash` into; empty when it has none yet.
   std::string PackageFolder(const std::string& hash) const;
-  // Checks and unpacks a fetched package; an error message or "".
-  std::string Unpack(const std::string& hash, const std::string& bytes);
+  // Checks and unpacks a fetched package; an error message or "". Touches only files (any
+  // thread).
+  std::string Unpack(const std::string& hash, const std::string& bytes) const;
+  // On the caller's thread, once the background thread has unpacked `hash`: trims, and hands
+  // its waiters to unpacked_.
+  void Unpacked(const std::string& hash, const std::string& error);
   // Removes unpacked packages used longest ago, but `keep` and those in use, while there
-  // are more than max_unpacked_.
+  // are more than max_unpacked_. In the background, each is renamed away at once and removed
+  // there.
   void TrimUnpacked(const std::string& keep);
+  // Removes an unpacked copy (in the background: renames it away, then removes it there);
+  // false, logged, when it cannot.
+  bool RemoveCopy(const std::string& folder);
 
   std::map<std::string, std::vector<std::string>> awaiting_;  // key -> waiters
   std::map<std::string, uint64_t> nonce_;   // key -> request id of the head's expected reply
@@ -97,6 +121,12 @@ class ExecutableCache {
   std::set<std::string> vouched_;
   std::map<std::string, std::pair<ExecutableIdentity, std::string>>
       hashes_;  // path -> (file, hash)
+
+  // Packages being unpacked in the background: hash -> waiters.
+  std::map<std::string, std::vector<std::string>> unpacking_;
+  std::function<void(const std::string&, const Fetched&)> unpacked_;
+  class Background;  // the thread, and the functions queued for it
+  std::unique_ptr<Background> background_;
 };
 
 }  // namespace orrery::node

@@ -144,14 +144,12 @@ Status NodeService::Start(int register_timeout_ms) {
   if (options_.memory_monitor_refresh_ms > 0)
     tick_ms = std::min(tick_ms, options_.memory_monitor_refresh_ms);
   (void)memory_.Refresh();  // the registration carries a first reading
-  if (options_.metrics_port >= 0) {
-    metrics_ = std::make_unique<metrics::MetricsServer>();
-    auto address = metrics::StartIfEnabled(*metrics_, options_.bind_host, options_.metrics_port,
-                                           options_.advertise_host);
-    if (!address.ok()) return address.status();
-    metrics_address_ = address.value();
-    LOG_INFO("node metrics at http://" + metrics_address_ + "/metrics");
-  }
+  if (s = StartMetrics(); !s.ok()) return s;
+  // A working_dir package of many files takes seconds to unpack: off the inbox, which every
+  // worker's object requests go through.
+  cache_.UnpackInBackground(
+      [this](std::function<void()> fn) { inbox_.Post(std::move(fn)); },
+      [this](const std::string& hash, const ExecutableCache::Fetched& f) { Deliver(hash, f); });
   inbox_.SetTick(std::max(tick_ms, 1), [this] { Tick(); });
   if (zygotes_->fd() >= 0) inbox_.AddFd(zygotes_->fd(), [this] { zygotes_->OnReady(); });
   inbox_.Start([this](transport::Envelope& env) { return Handle(env); }, "orrery-node");
@@ -207,6 +205,17 @@ proto::RegisterNodeMsg NodeService::Registration(bool alive) {
   reg.reply_to = inbox_.address();
   reg.node_secret = secret_;
   return reg;
+}
+
+Status NodeService::StartMetrics() {
+  if (options_.metrics_port < 0) return Status::Ok();
+  metrics_ = std::make_unique<metrics::MetricsServer>();
+  auto address = metrics::StartIfEnabled(*metrics_, options_.bind_host, options_.metrics_port,
+                                         options_.advertise_host);
+  if (!address.ok()) return address.status();
+  metrics_address_ = address.value();
+  LOG_INFO("node metrics at http://" + metrics_address_ + "/metrics");
+  return Status::Ok();
 }
 
 void NodeService::Stop() {
@@ -305,8 +314,8 @@ Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
   return Status::Ok();
 }
 
-void NodeService::OnBinaryReply(const proto::BinaryMsg& m, const std::string& bytes) {
-  Result<ExecutableCache::Fetched> fetched = cache_.OnReply(m, bytes);
+void NodeService::OnBinaryReply(const proto::BinaryMsg& m, std::string bytes) {
+  Result<ExecutableCache::Fetched> fetched = cache_.OnReply(m, std::move(bytes));
   if (!fetched.ok()) return;  // answers no request of this node (logged)
   Deliver(m.hash, fetched.value());
 }

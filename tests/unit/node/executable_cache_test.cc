@@ -6,8 +6,13 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
@@ -263,6 +268,143 @@ TEST_F(ExecutableCacheTest, AHostileOrMismatchedPackageIsAnErrorAndNotKept) {
   fetched = cache.OnReply(Answer(ask), "other bytes");
   ASSERT_TRUE(fetched.ok());
   EXPECT_NE(fetched.value().error.find("does not match"), std::string::npos);
+}
+
+// What the node's inbox is to a cache that unpacks in the background: the functions the
+// cache's thread posts wait here until the test runs them, as the inbox thread would.
+class Posted {
+ public:
+  void Push(std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fns_.push_back(std::move(fn));
+    from_ = std::this_thread::get_id();
+    cv_.notify_all();
+  }
+  // Runs the next posted function on this thread; false when none came within 30 s.
+  bool RunNext() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(30), [&] { return !fns_.empty(); })) return false;
+    auto fn = std::move(fns_.front());
+    fns_.pop_front();
+    lock.unlock();
+    fn();
+    return true;
+  }
+  std::thread::id from() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return from_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> fns_;
+  std::thread::id from_;
+};
+
+struct Handed {
+  std::string hash;
+  ExecutableCache::Fetched fetched;
+};
+
+void InBackground(ExecutableCache& cache, Posted& posted, std::vector<Handed>& handed) {
+  cache.UnpackInBackground([&posted](std::function<void()> fn) { posted.Push(std::move(fn)); },
+                           [&handed](const std::string& hash, const ExecutableCache::Fetched& f) {
+                             handed.push_back({hash, f});
+                           });
+}
+
+TEST_F(ExecutableCacheTest, InTheBackgroundAPackageIsUnpackedOffTheCallersThreadForAllItsWaiters) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  Posted posted;
+  std::vector<Handed> handed;
+  InBackground(cache, posted, handed);
+  auto packed = PackProject();
+  ASSERT_TRUE(packed.ok());
+  auto env = Elsewhere(packed.value().hash);
+  EXPECT_EQ(cache.WorkingFolder(env, "worker-1", "tcp://node"), "");
+  auto ask = outbox_.Sent(MsgType::kFetchBinary).at(0).As<proto::BinaryMsg>();
+  auto fetched = cache.OnReply(Answer(ask), packed.value().bytes);
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_EQ(fetched.value().error, "");
+  EXPECT_TRUE(fetched.value().waiters.empty()) << "handed back once unpacked";
+  // Asked for while it is unpacked: waits with the others, no second fetch.
+  EXPECT_EQ(cache.WorkingFolder(env, "job:s1", "tcp://node"), "");
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), 1u);
+  ASSERT_TRUE(posted.RunNext()) << "the unpacking never finished";
+  EXPECT_NE(posted.from(), std::this_thread::get_id());
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0].hash, packed.value().hash);
+  EXPECT_EQ(handed[0].fetched.error, "");
+  EXPECT_TRUE(handed[0].fetched.package);
+  EXPECT_EQ(handed[0].fetched.waiters, (std::vector<std::string>{"worker-1", "job:s1"}));
+  std::string folder = cache.WorkingFolder(env, "worker-2", "tcp://node");
+  ASSERT_NE(folder, "");
+  std::ifstream in(folder + "/notes.txt");
+  std::string text;
+  std::getline(in, text);
+  EXPECT_EQ(text, "shipped");
+}
+
+TEST_F(ExecutableCacheTest, InTheBackgroundAHostilePackageFailsItsWaitersAndLeavesNothing) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  Posted posted;
+  std::vector<Handed> handed;
+  InBackground(cache, posted, handed);
+  std::string hostile = std::string("\x91\x93\xa4../x\x01\xc4\x01z", 11);
+  std::string hash = HashBytes(hostile);
+  EXPECT_EQ(cache.WorkingFolder(Elsewhere(hash), "worker-1", "tcp://node"), "");
+  auto ask = outbox_.Sent(MsgType::kFetchBinary).at(0).As<proto::BinaryMsg>();
+  ASSERT_TRUE(cache.OnReply(Answer(ask), hostile).ok());
+  ASSERT_TRUE(posted.RunNext()) << "the unpacking never finished";
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_NE(handed[0].fetched.error.find("cannot be unpacked"), std::string::npos)
+      << handed[0].fetched.error;
+  EXPECT_EQ(handed[0].fetched.waiters, std::vector<std::string>{"worker-1"});
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "cache" / "x"));
+  EXPECT_EQ(cache.WorkingFolder(Elsewhere(hash), "worker-2", "tcp://node"), "")
+      << "nothing kept: asked again";
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), 2u);
+}
+
+// A trimmed copy is gone from its name at once and removed on the cache's thread.
+TEST_F(ExecutableCacheTest, InTheBackgroundATrimmedCopyIsRenamedAwayThenRemoved) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  Posted posted;
+  std::vector<Handed> handed;
+  InBackground(cache, posted, handed);
+  cache.SetUnpackedLimit(1);
+  std::vector<std::string> folders;
+  for (std::string name : {"a", "b"}) {
+    std::filesystem::create_directories(dir_ / name);
+    Write(name + "/file.txt", name);
+    auto packed = folder_pack::Pack((dir_ / name).string());
+    ASSERT_TRUE(packed.ok());
+    auto env = Elsewhere(packed.value().hash);
+    EXPECT_EQ(cache.WorkingFolder(env, "worker", "tcp://node"), "");
+    auto ask = outbox_.Sent(MsgType::kFetchBinary).back().As<proto::BinaryMsg>();
+    ASSERT_TRUE(cache.OnReply(Answer(ask), packed.value().bytes).ok());
+    ASSERT_TRUE(posted.RunNext()) << "the unpacking never finished";
+    folders.push_back(cache.WorkingFolder(env, "worker", "tcp://node"));
+    ASSERT_NE(folders.back(), "");
+    std::filesystem::last_write_time(folders.back(), std::filesystem::file_time_type::clock::now() -
+                                                         std::chrono::hours(3 - folders.size()));
+  }
+  // b's unpacking trimmed a (the limit is 1) before handing b back.
+  EXPECT_FALSE(std::filesystem::exists(folders[0]));
+  EXPECT_TRUE(std::filesystem::exists(folders[1]));
+  auto left = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ / "cache" / "working_dirs")) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (left() > 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(left(), 1u) << "the renamed copy was never removed";
 }
 
 }  // namespace
