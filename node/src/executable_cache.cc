@@ -43,25 +43,27 @@ uint64_t RandomNonce() {
 }
 }  // namespace
 
-// One thread that runs the functions queued for it in order, and the function that runs
-// one on the cache's owner's thread. Destroying it waits for the one running; those queued
-// after it are dropped (a folder renamed away for removal is then left to RemoveAbandoned).
+// One thread, started when first needed, that runs the functions queued for it in order,
+// and the function that runs one on the cache's owner's thread. Destroying it waits for the
+// one running; those queued after it are dropped (a folder renamed away for removal is then
+// left to RemoveAbandoned).
 class ExecutableCache::Background {
  public:
-  explicit Background(std::function<void(std::function<void()>)> post)
-      : post_(std::move(post)), thread_([this] { Run(); }) {}
+  explicit Background(std::function<void(std::function<void()>)> post) : post_(std::move(post)) {}
   ~Background() {
     {
       MutexLock lock(&mu_);
       stop_ = true;
       wake_.NotifyAll();
     }
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
+  // From the owner's thread.
   void Queue(std::function<void()> fn) EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     queue_.push_back(std::move(fn));
     wake_.NotifyOne();
+    if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   }
   // From the background thread: runs `fn` on the owner's thread.
   void Post(std::function<void()> fn) { post_(std::move(fn)); }
@@ -86,7 +88,7 @@ class ExecutableCache::Background {
   CondVar wake_;
   bool stop_ GUARDED_BY(mu_) = false;
   std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
-  std::thread thread_;  // last: it starts once the rest is made
+  std::thread thread_;  // started and joined on the owner's thread
 };
 
 ExecutableCache::ExecutableCache(Outbox& outbox, std::string head_address, std::string cache_dir)
