@@ -4,7 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "core/internal/memory_usage.h"
 
 namespace orrery::internal {
 
@@ -12,6 +15,13 @@ namespace orrery::internal {
 // large copy made: 10 to 20 s after the last), and the least free memory worth giving back.
 inline constexpr double kKeptMemoryIdleS = 10;
 inline constexpr size_t kKeptMemoryMinBytes = size_t{64} << 20;
+// While at least this fraction of the memory that applies (the host's, or the cgroup's
+// limit: memory_usage.h) is in use, kept memory goes back at once, whatever copies are being
+// made; looked at no more than once per kKeptMemoryPressureCheckS, and only while at least
+// kKeptMemoryMinBytes is kept. Below the node's memory monitor's default threshold (0.95),
+// so that memory a process keeps does not get a worker killed.
+inline constexpr double kKeptMemoryPressure = 0.8;
+inline constexpr double kKeptMemoryPressureCheckS = 1;
 
 // Makes the C library keep what the process frees for its next allocations, where it would
 // hand each large block (glibc: above 128 KiB to 32 MiB) back to the kernel at once: a value
@@ -58,14 +68,23 @@ uint64_t LargeCopies();
 
 // Gives kept memory back to the kernel (malloc_trim) once no large copy has been made from one
 // look to the next, kKeptMemoryIdleS apart, as an allocator that keeps freed memory gives it
-// back after a delay. The runtime calls Tick from its periodic tick; one instance per caller,
-// not thread-safe.
+// back after a delay; and at once while memory runs short (kKeptMemoryPressure). The runtime
+// calls Tick from its periodic tick; one instance per caller, not thread-safe.
 class KeptMemoryReleaser {
  public:
+  // `usage` reads how much memory is in use; null: the system's (SystemMemoryReader).
+  explicit KeptMemoryReleaser(std::unique_ptr<MemoryReader> usage = nullptr);
+  ~KeptMemoryReleaser();
   // `now` is monotonic seconds. Returns true when it gave memory back on this call.
   bool Tick(double now);
 
  private:
+  // Gives kept memory back if memory runs short; looks at most once per
+  // kKeptMemoryPressureCheckS.
+  bool ReleaseUnderPressure(double now);
+
+  std::unique_ptr<MemoryReader> usage_;
+  double pressure_checked_at_ = -1;
   double checked_at_ = -1;
   uint64_t copies_at_check_ = 0;
   bool released_ = false;  // given back since the last copy: nothing new to give

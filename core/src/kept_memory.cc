@@ -71,6 +71,15 @@ size_t FreeHeapBytes() {
 #endif
 }
 
+// Hands what the heap keeps free back to the kernel; whether any went back.
+bool GiveBack() {
+#if defined(__GLIBC__)
+  return malloc_trim(0) == 1;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 bool KeepFreedMemoryWanted() {
@@ -118,7 +127,25 @@ void NoteLargeCopy() { g_large_copies.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t LargeCopies() { return g_large_copies.load(std::memory_order_relaxed); }
 
+KeptMemoryReleaser::KeptMemoryReleaser(std::unique_ptr<MemoryReader> usage)
+    : usage_(usage ? std::move(usage) : std::make_unique<SystemMemoryReader>("")) {}
+
+KeptMemoryReleaser::~KeptMemoryReleaser() = default;
+
+bool KeptMemoryReleaser::ReleaseUnderPressure(double now) {
+  if (pressure_checked_at_ >= 0 && now - pressure_checked_at_ < kKeptMemoryPressureCheckS)
+    return false;
+  pressure_checked_at_ = now;
+  if (!g_kept.load(std::memory_order_acquire) || FreeHeapBytes() < kKeptMemoryMinBytes)
+    return false;
+  Result<MemoryUsage> usage = usage_->Read();
+  if (!usage.ok() || usage.value().Fraction() < kKeptMemoryPressure) return false;
+  released_ = true;
+  return GiveBack();
+}
+
 bool KeptMemoryReleaser::Tick(double now) {
+  if (ReleaseUnderPressure(now)) return true;
   if (checked_at_ >= 0 && now - checked_at_ < kKeptMemoryIdleS) return false;
   uint64_t copies = LargeCopies();
   bool idle = checked_at_ >= 0 && copies == copies_at_check_;
@@ -131,11 +158,7 @@ bool KeptMemoryReleaser::Tick(double now) {
   if (released_ || !g_kept.load(std::memory_order_acquire)) return false;
   if (FreeHeapBytes() < kKeptMemoryMinBytes) return false;
   released_ = true;
-#if defined(__GLIBC__)
-  return malloc_trim(0) == 1;
-#else
-  return false;
-#endif
+  return GiveBack();
 }
 
 }  // namespace orrery::internal

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 namespace orrery::internal {
 namespace {
@@ -31,6 +32,24 @@ size_t ResidentBytes() {
   statm >> total >> resident;
   return resident * size_t(sysconf(_SC_PAGESIZE));
 }
+
+// Memory in use as the test says (the fraction `used` of 16 GiB); `fail` reads nothing.
+class FakeUsage final : public MemoryReader {
+ public:
+  explicit FakeUsage(double used, bool fail = false) : used_(used), fail_(fail) {}
+  Result<MemoryUsage> Read() override {
+    if (fail_) return Status::Unavailable("no memory figures here");
+    MemoryUsage u;
+    u.total_bytes = int64_t{16} << 30;
+    u.used_bytes = int64_t(used_ * double(u.total_bytes));
+    u.source = "host";
+    return u;
+  }
+
+ private:
+  double used_;
+  bool fail_;
+};
 
 // Allocates and writes a large block, then frees it.
 void UseAndFree(size_t n) {
@@ -56,7 +75,7 @@ TEST(KeptMemoryTest, WhatIsKeptGoesBackOnceNoLargeCopyIsMadeForAWhile) {
   if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
   UseAndFree(kBlock);
   size_t kept = ResidentBytes();
-  KeptMemoryReleaser releaser;
+  KeptMemoryReleaser releaser(std::make_unique<FakeUsage>(0.5));
   double t = 1000;
   EXPECT_FALSE(releaser.Tick(t));  // the first look only counts the copies
   NoteLargeCopy();
@@ -66,6 +85,33 @@ TEST(KeptMemoryTest, WhatIsKeptGoesBackOnceNoLargeCopyIsMadeForAWhile) {
   EXPECT_TRUE(releaser.Tick(t + kKeptMemoryIdleS * 2));  // none for a whole period
   EXPECT_LE(ResidentBytes() + kBlock / 2, kept) << "the freed block is still resident";
   EXPECT_FALSE(releaser.Tick(t + kKeptMemoryIdleS * 3));  // nothing freed since
+}
+
+TEST(KeptMemoryTest, WhileMemoryRunsShortWhatIsKeptGoesBackAtOnce) {
+  if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
+  double t = 1000;
+  // Memory figures that cannot be read, or plenty free: kept while copies are made.
+  for (bool fail : {true, false}) {
+    KeptMemoryReleaser releaser(std::make_unique<FakeUsage>(kKeptMemoryPressure - 0.05, fail));
+    UseAndFree(kBlock);
+    size_t kept = ResidentBytes();
+    for (int i = 0; i < 3; ++i, t += kKeptMemoryIdleS) {
+      NoteLargeCopy();
+      EXPECT_FALSE(releaser.Tick(t));
+    }
+    EXPECT_GE(ResidentBytes() + kBlock / 2, kept) << "the freed block was given back";
+  }
+  // Short: given back on the first look, copies or not, and looked at again a second later.
+  KeptMemoryReleaser releaser(std::make_unique<FakeUsage>(kKeptMemoryPressure + 0.05));
+  UseAndFree(kBlock);
+  size_t kept = ResidentBytes();
+  NoteLargeCopy();
+  EXPECT_TRUE(releaser.Tick(t));
+  EXPECT_LE(ResidentBytes() + kBlock / 2, kept) << "the freed block is still resident";
+  UseAndFree(kBlock);
+  NoteLargeCopy();
+  EXPECT_FALSE(releaser.Tick(t + kKeptMemoryPressureCheckS / 2)) << "looked again too soon";
+  EXPECT_TRUE(releaser.Tick(t + kKeptMemoryPressureCheckS));
 }
 
 TEST(KeptMemoryTest, StoppingGivesWhatWasKeptBackAndMapsLargeBlocksApartAgain) {
