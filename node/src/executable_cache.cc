@@ -157,7 +157,7 @@ std::string ExecutableCache::WorkingFolder(const proto::RuntimeEnvMsg& env,
     return env.working_dir;
   const std::string& hash = env.working_dir_hash;
   if (auto unpacking = unpacking_.find(hash); unpacking != unpacking_.end()) {
-    unpacking->second.push_back(waiter);  // handed back with the others once unpacked
+    unpacking->second.waiters.push_back(waiter);  // handed back with the others once unpacked
     return "";
   }
   if (std::string folder = PackageFolder(hash); !folder.empty()) {
@@ -213,14 +213,15 @@ Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg
   if (!m.ok) {
     out.error =
         (m.package ? "the head cannot send it: " : "the head does not vouch for it: ") + m.message;
-  } else if (m.package && background_) {
-    unpacking_[m.hash] = std::move(out.waiters);
+  } else if (m.package && background_ && backlog_bytes_ + bytes.size() <= max_backlog_bytes_) {
+    unpacking_[m.hash] = {std::move(out.waiters), bytes.size()};
     out.waiters.clear();
+    backlog_bytes_ += bytes.size();
     background_->Queue([this, bg = background_.get(), hash = m.hash, bytes = std::move(bytes)] {
       std::string error = Unpack(hash, bytes);
       bg->Post([this, hash, error] { Unpacked(hash, error); });
     });
-  } else if (m.package) {
+  } else if (m.package) {  // no thread, or a backlog past its bound: unpacked here
     out.error = Unpack(m.hash, bytes);
     if (out.error.empty()) TrimUnpacked(m.hash);
   } else if (bytes.empty()) {
@@ -241,7 +242,8 @@ void ExecutableCache::Unpacked(const std::string& hash, const std::string& error
   out.package = true;
   out.error = error;
   if (auto it = unpacking_.find(hash); it != unpacking_.end()) {
-    out.waiters = std::move(it->second);
+    out.waiters = std::move(it->second.waiters);
+    backlog_bytes_ -= it->second.bytes;
     unpacking_.erase(it);
   }
   if (error.empty()) TrimUnpacked(hash);

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/internal/folder_pack.h"
 #include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
 #include "node/src/zygote_pool.h"
@@ -72,6 +73,11 @@ class ExecutableCache {
   // `reply_to`, once however many wait), unpacked by OnReply, which hands `waiter` back.
   std::string WorkingFolder(const proto::RuntimeEnvMsg& env, const std::string& waiter,
                             const std::string& reply_to);
+  // The bytes of fetched packages that wait for the background thread at most
+  // (UnpackInBackground): two of the largest by default. Past it a package is unpacked on
+  // the calling thread, as without the background thread.
+  static constexpr size_t kMaxBacklogBytes = 2 * folder_pack::kMaxPackageBytes;
+  void SetBacklogLimit(size_t bytes) { max_backlog_bytes_ = bytes; }
   // Unpacked packages kept at most (each at most folder_pack::kMaxPackageBytes): past it,
   // the one used longest ago that no worker or job runs in goes (`in_use` says which do).
   static constexpr size_t kMaxUnpacked = 32;
@@ -122,8 +128,15 @@ class ExecutableCache {
   std::map<std::string, std::pair<ExecutableIdentity, std::string>>
       hashes_;  // path -> (file, hash)
 
-  // Packages being unpacked in the background: hash -> waiters.
-  std::map<std::string, std::vector<std::string>> unpacking_;
+  // Packages being unpacked in the background, by hash, and their bytes in all (at most
+  // max_backlog_bytes_).
+  struct Unpacking {
+    std::vector<std::string> waiters;
+    size_t bytes = 0;
+  };
+  std::map<std::string, Unpacking> unpacking_;
+  size_t backlog_bytes_ = 0;
+  size_t max_backlog_bytes_ = kMaxBacklogBytes;
   std::function<void(const std::string&, const Fetched&)> unpacked_;
   class Background;  // the thread, and the functions queued for it
   std::unique_ptr<Background> background_;

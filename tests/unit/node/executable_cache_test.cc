@@ -407,5 +407,42 @@ TEST_F(ExecutableCacheTest, InTheBackgroundATrimmedCopyIsRenamedAwayThenRemoved)
   EXPECT_EQ(left(), 1u) << "the renamed copy was never removed";
 }
 
+// What waits for the background thread is bounded: past the backlog's limit a package is
+// unpacked on the calling thread, its waiters handed back at once.
+TEST_F(ExecutableCacheTest, InTheBackgroundAPackagePastTheBacklogIsUnpackedOnTheCallersThread) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  Posted posted;
+  std::vector<Handed> handed;
+  InBackground(cache, posted, handed);
+  std::vector<folder_pack::Packed> packs;
+  for (std::string name : {"a", "b", "c"}) {
+    std::filesystem::create_directories(dir_ / name);
+    Write(name + "/file.txt", name);
+    auto packed = folder_pack::Pack((dir_ / name).string());
+    ASSERT_TRUE(packed.ok());
+    packs.push_back(packed.value());
+    EXPECT_EQ(cache.WorkingFolder(Elsewhere(packed.value().hash), name, "tcp://node"), "");
+  }
+  cache.SetBacklogLimit(packs[0].bytes.size() + packs[1].bytes.size() - 1);
+  auto answer = [&](size_t i) {
+    auto ask = outbox_.Sent(MsgType::kFetchBinary).at(i).As<proto::BinaryMsg>();
+    auto fetched = cache.OnReply(Answer(ask), packs[i].bytes);
+    EXPECT_TRUE(fetched.ok());
+    return fetched.ok() ? fetched.value() : ExecutableCache::Fetched{};
+  };
+  EXPECT_TRUE(answer(0).waiters.empty()) << "a goes to the background thread";
+  auto b = answer(1);  // a's bytes still wait there: b would pass the limit
+  EXPECT_EQ(b.error, "");
+  EXPECT_EQ(b.waiters, std::vector<std::string>{"b"});
+  EXPECT_NE(cache.WorkingFolder(Elsewhere(packs[1].hash), "b2", "tcp://node"), "");
+  ASSERT_TRUE(posted.RunNext()) << "the unpacking never finished";
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0].fetched.waiters, std::vector<std::string>{"a"});
+  EXPECT_TRUE(answer(2).waiters.empty()) << "a's bytes are gone: c goes to the background";
+  ASSERT_TRUE(posted.RunNext()) << "the unpacking never finished";
+  ASSERT_EQ(handed.size(), 2u);
+  EXPECT_EQ(handed[1].fetched.waiters, std::vector<std::string>{"c"});
+}
+
 }  // namespace
 }  // namespace orrery::node
