@@ -41,11 +41,16 @@ class ExecutableCacheTest : public ::testing::Test {
     chmod(path.c_str(), 0755);
     return path;
   }
+  // A folder `name` holding `file` (with `text` in it), packed.
+  Result<folder_pack::Packed> PackFolder(const std::string& name, const std::string& file,
+                                         const std::string& text) {
+    std::filesystem::create_directories(dir_ / name);
+    Write(name + "/" + file, text);
+    return folder_pack::Pack((dir_ / name).string());
+  }
   // A folder "project" holding notes.txt ("shipped"), packed.
   Result<folder_pack::Packed> PackProject() {
-    std::filesystem::create_directories(dir_ / "project");
-    Write("project/notes.txt", "shipped");
-    return folder_pack::Pack((dir_ / "project").string());
+    return PackFolder("project", "notes.txt", "shipped");
   }
   // The head's answer to the last fetch for `hash`.
   proto::BinaryMsg Answer(const proto::BinaryMsg& ask, bool ok = true) {
@@ -214,9 +219,7 @@ TEST_F(ExecutableCacheTest, UnpackedCopiesAreBoundedTheLeastRecentlyUsedNotInUse
   cache.SetInUse([&](const std::string& folder) { return folder == in_use; });
   std::vector<std::string> folders;
   auto fetch = [&](const std::string& name) {
-    std::filesystem::create_directories(dir_ / name);
-    Write(name + "/file.txt", name);
-    auto packed = folder_pack::Pack((dir_ / name).string());
+    auto packed = PackFolder(name, "file.txt", name);
     EXPECT_TRUE(packed.ok());
     auto env = Elsewhere(packed.value().hash);
     EXPECT_EQ(cache.WorkingFolder(env, "worker", "tcp://node"), "");
@@ -376,9 +379,7 @@ TEST_F(ExecutableCacheTest, InTheBackgroundATrimmedCopyIsRenamedAwayThenRemoved)
   cache.SetUnpackedLimit(1);
   std::vector<std::string> folders;
   for (std::string name : {"a", "b"}) {
-    std::filesystem::create_directories(dir_ / name);
-    Write(name + "/file.txt", name);
-    auto packed = folder_pack::Pack((dir_ / name).string());
+    auto packed = PackFolder(name, "file.txt", name);
     ASSERT_TRUE(packed.ok());
     auto env = Elsewhere(packed.value().hash);
     EXPECT_EQ(cache.WorkingFolder(env, "worker", "tcp://node"), "");
@@ -416,9 +417,7 @@ TEST_F(ExecutableCacheTest, InTheBackgroundAPackagePastTheBacklogIsUnpackedOnThe
   InBackground(cache, posted, handed);
   std::vector<folder_pack::Packed> packs;
   for (std::string name : {"a", "b", "c"}) {
-    std::filesystem::create_directories(dir_ / name);
-    Write(name + "/file.txt", name);
-    auto packed = folder_pack::Pack((dir_ / name).string());
+    auto packed = PackFolder(name, "file.txt", name);
     ASSERT_TRUE(packed.ok());
     packs.push_back(packed.value());
     EXPECT_EQ(cache.WorkingFolder(Elsewhere(packed.value().hash), name, "tcp://node"), "");
