@@ -196,6 +196,7 @@ Status Runtime::OnCallReply(transport::Envelope& env) {
 void Runtime::Tick() {
   double now = MonotonicSeconds();
   tasks_.ReturnIdleLeases(now);
+  tasks_.ResendLeaseRequests(now);
   store_.ReleaseExpired(now);
   actors_.Tick(now);
   WatchBorrowers(now);

@@ -127,8 +127,19 @@ void TaskSubmitter::RequestLease(const std::string& key, TaskKey& k) {
   Lease& l = leases_[r.lease_id];
   l.id = r.lease_id;
   l.key = key;
+  l.asked_at = MonotonicSeconds();
   ++k.requested;
   head_.RequestLease(r);
+  l.request = std::move(r);
+}
+
+void TaskSubmitter::ResendLeaseRequests(double now) {
+  MutexLock lock(&mu_);
+  for (auto& [id, l] : leases_) {
+    if (!l.worker_address.empty() || now - l.asked_at < kLeaseResendS) continue;
+    l.asked_at = now;
+    head_.RequestLease(l.request);
+  }
 }
 
 void TaskSubmitter::OnReply(const std::string& lease_id, const ObjectId& object) {
@@ -161,6 +172,7 @@ void TaskSubmitter::OnLeaseReply(const proto::LeaseReplyMsg& r) {
     k.lost_before_grant = 0;
     l.worker_address = r.worker_address;
     l.control_address = r.control_address;
+    l.request = {};
     l.idle_since = MonotonicSeconds();
     k.leases.push_back(l.id);
     Pump(l.key);

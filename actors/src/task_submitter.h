@@ -32,6 +32,9 @@ class TaskSubmitter {
   // idle leases promptly), slowly otherwise.
   static constexpr int kLeaseTickMs = 20;
   static constexpr int kIdleTickMs = 1000;
+  // A lease request not answered within this long is sent again: one sent as the head
+  // stopped is lost with its connection (the head ignores a request it has queued already).
+  static constexpr double kLeaseResendS = 1.0;
 
   // The references outlive the submitter. set_tick_ms: asks the runtime to tick at that
   // period (called under mu_; it must not call back into the submitter).
@@ -45,6 +48,8 @@ class TaskSubmitter {
       EXCLUDES(mu_);
   // Once every `now - idle_since >= task_lease_idle_ms`: returns leases with nothing to do.
   void ReturnIdleLeases(double now) EXCLUDES(mu_);
+  // Sends again the lease requests not granted for kLeaseResendS (called with the tick).
+  void ResendLeaseRequests(double now) EXCLUDES(mu_);
   // Returns every lease, granted or requested (the process is stopping).
   void ReturnAllLeases() EXCLUDES(mu_);
 
@@ -70,6 +75,8 @@ class TaskSubmitter {
     std::vector<ObjectId> force_cancelled;  // its worker exits if it runs one (Cancel, force)
     std::unordered_map<ObjectId, std::shared_ptr<PendingCall>, IdHash> inflight;
     double idle_since = 0;
+    proto::LeaseRequestMsg request;  // as sent, until granted
+    double asked_at = 0;             // when `request` was last sent
   };
   struct TaskKey {
     internal::CallOptions options;

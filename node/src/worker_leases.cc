@@ -9,6 +9,12 @@ namespace orrery::node {
 using proto::MsgType;
 
 void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
+  // A grant the head sends again (its holder asked again, not having heard): the lease has
+  // its worker here already, which answers once more when it is ready (else on its Assign).
+  if (Worker* held = ByLease(r.lease_id)) {
+    if (held->ready) GrantTo(*held);
+    return;
+  }
   bool wants_devices = false;
   for (const char* kind : {"TPU", "GPU", "XPU"})
     wants_devices = wants_devices || r.resources.count(kind);

@@ -28,7 +28,16 @@ void LeaseManager::Refuse(const proto::LeaseRequestMsg& r, proto::ErrorKind kind
 }
 
 void LeaseManager::OnRequest(const proto::LeaseRequestMsg& m, double now) {
-  if (leases_.count(m.lease_id)) return;  // a resent request: it is queued or granted already
+  if (auto it = leases_.find(m.lease_id); it != leases_.end()) {
+    // A resent request: its holder has not heard of a grant. One still queued waits on; a
+    // granted one's grant goes to its node again (the node ignores it if it holds the lease
+    // already), as a head that stopped just after granting may never have sent it.
+    const LeaseEntry& l = it->second;
+    if (l.node >= 0 && l.request.reply_to == m.reply_to)
+      ctx_.outbox->Send(nodes_.address(l.node), MsgType::kGrantLease,
+                        proto::GrantLeaseMsg{l.request});
+    return;
+  }
   if (Status valid = Validate(m); !valid.ok()) {
     if (valid.code() == StatusCode::kPermissionDenied)
       LOG_WARN("refused a lease: " + valid.message());

@@ -7,7 +7,7 @@
 //   - a Redis outage under churn loses no write: afterwards Redis matches the head, and a
 //     head restarted from it brings back no ghost;
 //   - a head restart forgets neither a granted task lease nor which metrics-stream entries
-//     were appended.
+//     were appended, and a lease request lost with a head that died is asked for again.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -502,14 +503,19 @@ TEST(HeadStateTest, RedisOutageUnderChurnLosesNoWriteAndLeavesNoGhost) {
 
 // ------------------------------------------------------------------ what a head restart keeps
 
-TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
-  orrery_cluster::Cluster cluster;
+// Starts the head and one node of one CPU, and this process as their driver.
+void StartOneCpuCluster(orrery_cluster::Cluster& cluster) {
   cluster.StartHead(0.2, 3);
   cluster.AddNode("", "", 1);
   orrery::Config c;
   c.address = cluster.head_address();
   orrery::Init(c);
   ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
+}
+
+TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
+  orrery_cluster::Cluster cluster;
+  ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
   std::string release = cluster.dir() + "/release";
   auto held = orrery::Task(HoldUntil).Remote(release);
   ASSERT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 0; }))
@@ -543,6 +549,66 @@ TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
   Redis r(cluster.redis_address());
   EXPECT_TRUE(WaitFor([&] { return r.HGetAll(kPrefix + "leases").empty(); }))
       << "the returned lease stayed in Redis";
+  orrery::Shutdown();
+}
+
+// The bytes waiting unread in the stopped head's sockets for this process's connections to
+// `head` (host:port): what this process sent that the head's kernel holds for it.
+long UnreadByTheHead(const std::string& head) {
+  int port = std::stoi(head.substr(head.rfind(':') + 1));
+  std::set<std::string> own;  // this process's socket inodes
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0) own.insert(target.substr(8, target.size() - 9));
+  }
+  struct Row {
+    int local, remote;
+    long rx;
+    std::string inode;
+  };
+  std::vector<Row> rows;
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  while (std::getline(tcp, line)) {
+    std::istringstream in(line);
+    std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+    in >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+    auto port_of = [](const std::string& a) { return std::stoi(a.substr(a.find(':') + 1), 0, 16); };
+    rows.push_back({port_of(local), port_of(remote),
+                    std::stol(queues.substr(queues.find(':') + 1), nullptr, 16), inode});
+  }
+  std::set<int> ours;  // this process's ports of its connections to the head
+  for (const auto& r : rows)
+    if (r.remote == port && own.count(r.inode)) ours.insert(r.local);
+  long unread = 0;
+  for (const auto& r : rows)
+    if (r.local == port && ours.count(r.remote)) unread += r.rx;
+  return unread;
+}
+
+// A task submitted as the head stops: its lease request reaches the stopped head's socket
+// and dies with it, unread. The driver asks again, and the restarted head runs the task.
+TEST(HeadStateTest, ALeaseRequestLostWithTheHeadIsAskedForAgain) {
+  // Over TCP, whose queues /proc/net/tcp shows (the same-host channel's Unix sockets do not).
+  setenv("ORRERY_LOCAL_CHANNEL", "0", 1);
+  struct Unset {
+    ~Unset() { unsetenv("ORRERY_LOCAL_CHANNEL"); }
+  } unset;
+  orrery_cluster::Cluster cluster;
+  ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
+  std::string release = cluster.dir() + "/release";
+  std::ofstream(release).close();
+
+  ASSERT_EQ(kill(cluster.head_pid(), SIGSTOP), 0);
+  long before = UnreadByTheHead(cluster.head_address());
+  auto task = orrery::Task(HoldUntil).Remote(release);
+  EXPECT_TRUE(WaitFor([&] { return UnreadByTheHead(cluster.head_address()) > before; }))
+      << "the lease request never reached the head's socket";
+  cluster.KillHead();
+  cluster.StartHead(0.2, 3);
+  EXPECT_EQ(*orrery::Get(task, 30000), 7);
   orrery::Shutdown();
 }
 

@@ -165,6 +165,27 @@ TEST_F(TaskSubmitterTest, ALeaseLostBeforeItsGrantIsAskedForAgainABoundedNumberO
   EXPECT_EQ(ErrorKind(*calls[0]), "WorkerCrashedError");
 }
 
+// A lease request sent as the head stopped is lost with its connection: one not answered
+// within kLeaseResendS is sent again, the same lease, until it is granted.
+TEST_F(TaskSubmitterTest, AnUnansweredLeaseRequestIsSentAgainUntilGranted) {
+  SubmitN(1);
+  double now = MonotonicSeconds();
+  tasks_.ResendLeaseRequests(now);
+  ASSERT_EQ(LeaseRequests().size(), 1u);
+  tasks_.ResendLeaseRequests(now + TaskSubmitter::kLeaseResendS + 0.1);
+  auto requests = LeaseRequests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].lease_id, requests[0].lease_id);
+  EXPECT_EQ(requests[1].resources, requests[0].resources);
+  EXPECT_EQ(requests[1].reply_to, self_.address);
+  tasks_.ResendLeaseRequests(now + TaskSubmitter::kLeaseResendS + 0.2);
+  EXPECT_EQ(LeaseRequests().size(), 2u);  // not again before another interval
+  Reply(requests[0].lease_id, true, "tcp://w1");
+  tasks_.ResendLeaseRequests(now + 60);
+  EXPECT_EQ(LeaseRequests().size(), 2u);  // granted: never again
+  EXPECT_EQ(CallsTo("tcp://w1").size(), 1u);
+}
+
 TEST_F(TaskSubmitterTest, IdleLeasesGoBackAndTheTickSlowsDown) {
   SubmitN(1);
   auto lease = LeaseRequests()[0].lease_id;

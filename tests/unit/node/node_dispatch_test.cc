@@ -143,6 +143,29 @@ TEST(NodeDispatchTest, AReleasedLeaseLeavesAnIdleWorkerThatTheNextLeaseReuses) {
   EXPECT_TRUE(h.processes->killed.empty());
 }
 
+// The head sends a grant again when the lease's holder asks again: the node starts no second
+// worker for it, and answers again once its worker is ready.
+TEST(NodeDispatchTest, AGrantSentAgainStartsNoSecondWorker) {
+  NodeHarness h;
+  auto lease = NodeHarness::Lease({{"CPU", 1}});
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, lease).ok());
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, lease).ok());  // while its worker starts
+  ASSERT_EQ(h.processes->spawns.size(), 1u);
+  std::string worker = h.StartWorker(0, 5000, "tcp://w1");
+  ASSERT_TRUE(h.outbox.Take<proto::AssignMsg>(MsgType::kAssign, "tcp://w1"));
+  EXPECT_FALSE(h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver"));
+  h.Accept(worker);
+  auto granted = h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver");
+  ASSERT_TRUE(granted);
+  EXPECT_FALSE(h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver"));
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, lease).ok());  // once it is ready
+  auto again = h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver");
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->ok);
+  EXPECT_EQ(again->worker_id, granted->worker_id);
+  EXPECT_EQ(h.processes->spawns.size(), 1u);
+}
+
 TEST(NodeDispatchTest, ALeaseWithDevicesKillsItsWorkerWhenReleased) {
   NodeHarness h({{"CPU", 4}, {"GPU", 2}});
   auto lease = NodeHarness::Lease({{"GPU", 2}});

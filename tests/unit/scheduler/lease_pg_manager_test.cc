@@ -36,6 +36,37 @@ TEST(LeaseManagerTest, GrantsOnANodeAndReturnsWhatItHeld) {
   EXPECT_TRUE(h.Table("leases").empty());
 }
 
+// A driver that has not heard of its lease asks again (the head may have stopped as the
+// request or the grant went): a queued request is not queued twice; a granted one's grant
+// goes to its node again; another process naming the lease changes nothing.
+TEST(LeaseManagerTest, ARequestSentAgainSendsItsGrantAgain) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 1}});
+  std::string job = h.AddJob();
+  auto first = h.LeaseRequest(job, {{"CPU", 1}});
+  h.leases.OnRequest(first, 0);
+  ASSERT_TRUE(h.outbox->Take<proto::GrantLeaseMsg>(MsgType::kGrantLease));
+  auto queued = h.LeaseRequest(job, {{"CPU", 1}});
+  h.leases.OnRequest(queued, 0);
+  h.leases.OnRequest(queued, 1);
+  EXPECT_EQ(h.leases.size(), 2u);
+  EXPECT_FALSE(h.outbox->Take<proto::GrantLeaseMsg>(MsgType::kGrantLease));
+
+  h.leases.OnRequest(first, 2);
+  auto again = h.outbox->Take<proto::GrantLeaseMsg>(MsgType::kGrantLease);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->request.lease_id, first.lease_id);
+  EXPECT_EQ(h.Available(node, "CPU"), 0);  // held once
+  auto other = first;
+  other.reply_to = "tcp://someone-else";
+  h.leases.OnRequest(other, 3);
+  EXPECT_FALSE(h.outbox->Take<proto::GrantLeaseMsg>(MsgType::kGrantLease));
+
+  h.leases.OnReturn({first.lease_id, false}, 4);  // the queued one is granted now
+  ASSERT_TRUE(h.outbox->Take<proto::GrantLeaseMsg>(MsgType::kGrantLease));
+  EXPECT_EQ(h.leases.Find(queued.lease_id)->node, h.nodes.Index(node));
+}
+
 // Packing resumes where the last demand of the same shape went, until something is given
 // back: then the first node below the threshold is found again.
 TEST(LeaseManagerTest, PackingGoesBackToAnEarlierNodeOnceItHasRoomAgain) {
