@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/internal/clock.h"
 #include "orrery/errors.h"
 
 namespace orrery::runtime {
@@ -30,6 +31,7 @@ std::shared_ptr<ActorSubmitter::ActorState> ActorSubmitter::ActorFor(const Actor
     {
       MutexLock lock(&a->mu);
       if (!a->subscribed) send = a->subscribed = true;
+      if (send) a->subscribed_at = MonotonicSeconds();
     }
     if (send) head_.SubscribeActor(id);
   }
@@ -179,6 +181,10 @@ void ActorSubmitter::Tick(double now) {
   }
   for (const auto& [id, a] : actors) {
     MutexLock lock(&a->mu);
+    if (a->subscribed && !a->owned && !a->heard && now - a->subscribed_at >= kResubscribeS) {
+      a->subscribed_at = now;  // the subscription was lost (with a head that stopped, say)
+      head_.SubscribeActor(id);
+    }
     if (a->blocked) Dispatch(id, *a);
     if (a->state != proto::ActorState::kAlive || a->inflight.empty()) continue;
     if (now - a->announced < kAnnounceS) continue;
@@ -260,6 +266,7 @@ void ActorSubmitter::OnUpdate(const proto::ActorUpdateMsg& u) {
   auto a = FindActor(id);
   if (!a) return;  // not an actor this process created or called: nothing to update
   MutexLock lock(&a->mu);
+  a->heard = true;
   if (a->state == proto::ActorState::kDead) return;
   if (u.incarnation < a->incarnation) return;
   auto state = proto::ActorState(u.state);

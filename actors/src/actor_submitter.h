@@ -51,11 +51,14 @@ class ActorSubmitter {
   // arg_bytes: ArgBytes of the call's arguments.
   void CheckPending(const ActorId& actor, uint64_t arg_bytes) EXCLUDES(actors_mu_);
   void Submit(const ActorId& actor, std::shared_ptr<PendingCall> call) EXCLUDES(actors_mu_);
-  // The runtime's tick: sends again the calls of actors whose send queue was full, and tells
+  // The runtime's tick: sends again the calls of actors whose send queue was full, tells
   // the workers of actors with unanswered calls how far it has sent (kCallsSent), at most
-  // every kAnnounceS.
+  // every kAnnounceS, and subscribes again to an actor of another's it has not heard of for
+  // kResubscribeS (the head answers a subscription at once, but one sent as it stopped is
+  // lost with its connection).
   void Tick(double now) EXCLUDES(actors_mu_);
   static constexpr double kAnnounceS = 5;
+  static constexpr double kResubscribeS = 1;
   // Asks the head to kill the actor. no_restart: later calls fail; else they wait for the
   // next incarnation.
   void Kill(const ActorId& actor, bool no_restart) EXCLUDES(actors_mu_);
@@ -106,6 +109,8 @@ class ActorSubmitter {
     double announced GUARDED_BY(mu) = 0;        // when kCallsSent last went
     int max_task_retries GUARDED_BY(mu) = 0;
     bool subscribed GUARDED_BY(mu) = false;
+    bool heard GUARDED_BY(mu) = false;  // an update of the head's came
+    double subscribed_at GUARDED_BY(mu) = 0;
     bool owned GUARDED_BY(mu) = false;
     bool detached GUARDED_BY(mu) = false;
     // Submission order, not yet sent.

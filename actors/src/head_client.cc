@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "core/internal/clock.h"
+#include "core/internal/log.h"
+
 namespace orrery::runtime {
 
 using proto::MsgType;
@@ -72,6 +75,7 @@ std::shared_ptr<transport::Envelope> HeadClient::Exchange(MsgType type, uint64_t
 
 bool HeadClient::Complete(transport::Envelope& env) {
   uint64_t request_id = RequestIdOf(env);
+  if (Acknowledge(request_id, env)) return true;
   {
     MutexLock lock(&mu_);
     auto it = replies_.find(request_id);
@@ -80,6 +84,50 @@ bool HeadClient::Complete(transport::Envelope& env) {
   }
   cv_.NotifyAll();
   return true;
+}
+
+bool HeadClient::Acknowledge(uint64_t request_id, transport::Envelope& env) {
+  proto::AckMsg ack;
+  std::function<void(const proto::AckMsg&)> on_refused;
+  {
+    MutexLock lock(&mu_);
+    auto it = unacknowledged_.find(request_id);
+    if (it == unacknowledged_.end()) return false;
+    // Anything else under its id is not its answer: it stays, to be sent again.
+    if (env.type != MsgType::kAck || !env.Decode(&ack).ok()) return true;
+    if (!ack.ok) on_refused = std::move(it->second.on_refused);
+    unacknowledged_.erase(it);
+  }
+  if (on_refused) on_refused(ack);
+  return true;
+}
+
+void HeadClient::ResendUnacknowledged(double now) {
+  MutexLock lock(&mu_);
+  for (auto it = unacknowledged_.begin(); it != unacknowledged_.end();) {
+    Unacknowledged& u = it->second;
+    if (now - u.first_sent >= kGiveUpS) {
+      LOG_WARN(std::string("gave up sending ") + proto::TypeName(u.type) + " to the head at " +
+               head_address_ + ": no acknowledgement in " + std::to_string(int(kGiveUpS)) + " s");
+      it = unacknowledged_.erase(it);
+      continue;
+    }
+    if (now - u.sent_at >= resend_ms_ / 1000.0) {
+      u.sent_at = now;
+      (void)outbox_.TrySendFrame(head_address_, u.frame0, nullptr);
+    }
+    ++it;
+  }
+}
+
+void HeadClient::Keep(uint64_t request_id, MsgType type, std::string frame0,
+                      std::function<void(const proto::AckMsg&)> on_refused) {
+  double now = MonotonicSeconds();
+  {
+    MutexLock lock(&mu_);  // kept before it goes, so that its acknowledgement finds it
+    unacknowledged_[request_id] = Unacknowledged{type, frame0, now, now, std::move(on_refused)};
+  }
+  outbox_.SendFrame(head_address_, frame0, nullptr);
 }
 
 // ------------------------------------------------------------------ RPCs
@@ -131,9 +179,29 @@ Status HeadClient::PutRecord(proto::RecordMsg record, int timeout_ms) {
 
 // ------------------------------------------------------------------ fire-and-forget
 
-void HeadClient::CreateActor(proto::CreateActorMsg m) {
-  m.reply_to.clear();  // no acknowledgement wanted
-  outbox_.Send(head_address_, MsgType::kCreateActor, m);
+void HeadClient::CreateActor(proto::CreateActorMsg m,
+                             std::function<void(const proto::AckMsg&)> on_refused) {
+  SendUntilAcknowledged(MsgType::kCreateActor, std::move(m), std::move(on_refused));
+}
+
+void HeadClient::KillActor(const ActorId& actor, bool no_restart) {
+  proto::KillActorMsg m;
+  m.actor_id = actor.Binary();
+  m.no_restart = no_restart;
+  SendUntilAcknowledged(MsgType::kKillActor, std::move(m));
+}
+
+void HeadClient::RemovePlacementGroup(const PlacementGroupId& id) {
+  proto::PlacementGroupMsg m;
+  m.pg_id = id.Binary();
+  SendUntilAcknowledged(MsgType::kRemovePlacementGroup, std::move(m));
+}
+
+void HeadClient::ReturnLease(const std::string& lease_id, bool failed) {
+  proto::ReturnLeaseMsg m;
+  m.lease_id = lease_id;
+  m.worker_failed = failed;
+  SendUntilAcknowledged(MsgType::kReturnLease, std::move(m));
 }
 
 void HeadClient::SubscribeActor(const ActorId& actor) {
@@ -141,22 +209,8 @@ void HeadClient::SubscribeActor(const ActorId& actor) {
                proto::SubscribeActorMsg{actor.Binary(), reply_to_});
 }
 
-void HeadClient::KillActor(const ActorId& actor, bool no_restart) {
-  outbox_.Send(head_address_, MsgType::kKillActor, proto::KillActorMsg{actor.Binary(), no_restart});
-}
-
-void HeadClient::RemovePlacementGroup(const PlacementGroupId& id) {
-  proto::PlacementGroupMsg m;
-  m.pg_id = id.Binary();
-  outbox_.Send(head_address_, MsgType::kRemovePlacementGroup, m);  // no reply_to: no ack
-}
-
 void HeadClient::RequestLease(const proto::LeaseRequestMsg& m) {
   outbox_.Send(head_address_, MsgType::kRequestLease, m);
-}
-
-void HeadClient::ReturnLease(const std::string& lease_id, bool failed) {
-  outbox_.Send(head_address_, MsgType::kReturnLease, proto::ReturnLeaseMsg{lease_id, failed});
 }
 
 void HeadClient::JobHeartbeat(const proto::JobMsg& m) {

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -53,13 +54,26 @@ class HeadClient {
   // Unavailable (never throws) when the head did not answer within timeout_ms.
   Status PutRecord(proto::RecordMsg record, int timeout_ms);
 
-  // ---- fire-and-forget
-  void CreateActor(proto::CreateActorMsg m);  // no acknowledgement wanted
+  // ---- sent without waiting, and again until acknowledged
+  // The caller does not wait for these, but a message sent as the head stops is lost with
+  // its connection: each is kept and sent again every resend_ms (ResendUnacknowledged) until
+  // the head acknowledges it, which it does once what the message changed is stored (a
+  // resend of one it has acted on already is acknowledged again), or kGiveUpS passes.
+  static constexpr double kGiveUpS = 600;
+  // The creation of an unnamed actor. `on_refused` runs on the inbox thread when the head
+  // refuses it (the actor is never created).
+  void CreateActor(proto::CreateActorMsg m, std::function<void(const proto::AckMsg&)> on_refused)
+      EXCLUDES(mu_);
+  void KillActor(const ActorId& actor, bool no_restart) EXCLUDES(mu_);
+  void RemovePlacementGroup(const PlacementGroupId& id) EXCLUDES(mu_);
+  void ReturnLease(const std::string& lease_id, bool failed) EXCLUDES(mu_);
+  // Sends again what has waited resend_ms for its acknowledgement; `now` in MonotonicSeconds.
+  void ResendUnacknowledged(double now) EXCLUDES(mu_);
+
+  // ---- fire-and-forget: answered by the head in other ways (an actor update, a lease
+  // reply), whose callers send them again when that answer does not come.
   void SubscribeActor(const ActorId& actor);
-  void KillActor(const ActorId& actor, bool no_restart);
-  void RemovePlacementGroup(const PlacementGroupId& id);
   void RequestLease(const proto::LeaseRequestMsg& m);
-  void ReturnLease(const std::string& lease_id, bool failed);
   void JobHeartbeat(const proto::JobMsg& m);
 
   // Inbox thread: an answer (kAck, k...Reply). False when no caller waits for its request
@@ -85,6 +99,19 @@ class HeadClient {
   }
 
  private:
+  // Sets meta's request_id and reply_to, sends it, and keeps it until acknowledged.
+  template <typename Meta>
+  void SendUntilAcknowledged(proto::MsgType type, Meta meta,
+                             std::function<void(const proto::AckMsg&)> on_refused = nullptr) {
+    meta.request_id = NextRequestId();
+    meta.reply_to = reply_to_;
+    Keep(meta.request_id, type, proto::EncodeFrame(type, meta), std::move(on_refused));
+  }
+  void Keep(uint64_t request_id, proto::MsgType type, std::string frame0,
+            std::function<void(const proto::AckMsg&)> on_refused) EXCLUDES(mu_);
+  // For an answer to what SendUntilAcknowledged sent: true when `request_id` is one (its entry goes
+  // with a kAck; on_refused runs when it refuses).
+  bool Acknowledge(uint64_t request_id, transport::Envelope& env) EXCLUDES(mu_);
   // Sends frame0 every resend_ms until the answer to request `id` comes (returned) or
   // timeout_ms passes (ConnectionError).
   std::shared_ptr<transport::Envelope> Exchange(proto::MsgType type, uint64_t id,
@@ -102,6 +129,15 @@ class HeadClient {
   CondVar cv_;
   // The RPCs waiting for an answer, by request id; null until it comes.
   std::map<uint64_t, std::shared_ptr<transport::Envelope>> replies_ GUARDED_BY(mu_);
+  struct Unacknowledged {
+    proto::MsgType type;
+    std::string frame0;
+    double first_sent = 0;
+    double sent_at = 0;
+    std::function<void(const proto::AckMsg&)> on_refused;
+  };
+  // What SendUntilAcknowledged sent and the head has not acknowledged yet, by request id.
+  std::map<uint64_t, Unacknowledged> unacknowledged_ GUARDED_BY(mu_);
 };
 
 }  // namespace orrery::runtime

@@ -197,6 +197,7 @@ void Runtime::Tick() {
   double now = MonotonicSeconds();
   tasks_.ReturnIdleLeases(now);
   tasks_.ResendLeaseRequests(now);
+  head_.ResendUnacknowledged(now);
   store_.ReleaseExpired(now);
   actors_.Tick(now);
   WatchBorrowers(now);
@@ -398,9 +399,17 @@ ActorId Runtime::CreateActor(const std::string& factory, std::vector<internal::A
   actors_.AddOwned(id, options.lifetime == ActorLifetime::kDetached, options.max_task_retries,
                    options.max_pending_calls);
   if (m.spec.options.name.empty()) {
-    // Nothing to check synchronously: any failure reaches the caller as an actor update
-    // (the owner is subscribed), so creation does not wait for the head.
-    head_.CreateActor(std::move(m));
+    // Nothing to check synchronously: creation does not wait for the head, which is sent
+    // the creation until it acknowledges it. Its refusal, or any later failure, reaches the
+    // caller as the actor's death (the owner is subscribed).
+    head_.CreateActor(std::move(m), [this, id](const proto::AckMsg& refused) {
+      proto::ActorUpdateMsg dead;
+      dead.actor_id = id.Binary();
+      dead.state = int(proto::ActorState::kDead);
+      dead.death_kind = refused.error_kind;
+      dead.death_cause = "the head refused actor " + id.Hex() + ": " + refused.message;
+      actors_.OnUpdate(dead);
+    });
     return id;
   }
   // A name must be unique in its namespace: the head's answer decides, now.

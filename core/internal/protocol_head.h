@@ -117,7 +117,9 @@ struct NamedActorMsg {
 struct KillActorMsg {
   std::string actor_id;
   bool no_restart = true;
-  MSGPACK_DEFINE(actor_id, no_restart);
+  uint64_t request_id = 0;  // appended last: answered with kAck when reply_to is set
+  std::string reply_to;
+  MSGPACK_DEFINE(actor_id, no_restart, request_id, reply_to);
 };
 
 struct LeaseRequestMsg {
@@ -162,7 +164,9 @@ struct LeaseReplyMsg {
 struct ReturnLeaseMsg {
   std::string lease_id;
   bool worker_failed = false;
-  MSGPACK_DEFINE(lease_id, worker_failed);
+  uint64_t request_id = 0;  // appended last: answered with kAck when reply_to is set
+  std::string reply_to;
+  MSGPACK_DEFINE(lease_id, worker_failed, request_id, reply_to);
 };
 
 struct PlacementGroupMsg {

@@ -67,6 +67,8 @@ void ActorManager::OnCreate(const proto::CreateActorMsg& m, double now) {
   queue_.Push(DemandKind::kActor, m.spec.actor_id, now);
   queue_.ScheduleAll(now);
   // Recorded before the ack: when placed (or failed) above, as such; otherwise as pending.
+  // The creator sends it again until acknowledged. The ack does not wait for Redis (the
+  // head keeps serving through an outage, its writes queued): it says the head has it.
   if (a.node < 0 && a.state == ActorState::kPending) Persist(a);
   ctx_.Ack(m.reply_to, m.request_id);
   // Those who subscribed before the creation came hear of it now, and of what follows.
@@ -121,7 +123,11 @@ void ActorManager::OnSubscribe(const proto::SubscribeActorMsg& m, double now) {
   auto it = actors_.find(m.actor_id);
   if (it == actors_.end()) {
     if (m.actor_id.size() == UniqueId::kSize && waiting_count_ < kMaxWaitingSubscriptions) {
-      waiting_[m.actor_id].emplace_back(m.reply_to, now);
+      auto& subs = waiting_[m.actor_id];
+      // Sent again (the subscriber heard nothing yet): it waits once, since its first time.
+      for (const auto& s : subs)
+        if (s.first == m.reply_to) return;
+      subs.emplace_back(m.reply_to, now);
       ++waiting_count_;
       return;
     }
@@ -148,13 +154,21 @@ void ActorManager::KillOnNode(const ActorEntry& a, const std::string& reason) {
 }
 
 void ActorManager::OnKill(const proto::KillActorMsg& m) {
+  // Acknowledged at the end, whatever it found: the caller sends it again until then.
+  struct AckAtEnd {
+    const HeadContext& ctx;
+    const proto::KillActorMsg& m;
+    ~AckAtEnd() { ctx.Ack(m.reply_to, m.request_id); }
+  } ack{ctx_, m};
   auto it = actors_.find(m.actor_id);
   if (it == actors_.end()) return;
   ActorEntry& a = it->second;
   if (a.state == ActorState::kDead) return;
   a.kill_requested = m.no_restart;
   if (a.node >= 0) {
-    // Alive, or placed but not yet alive: the node kills the worker as soon as it can.
+    // Alive, or placed but not yet alive: the node kills the worker as soon as it can. The
+    // kill is recorded, so that a head restarted before the worker's death does not restart it.
+    Persist(a);
     return KillOnNode(a, "killed by orrery::Kill");
   }
   // Not placed: nothing runs; it dies here.

@@ -64,9 +64,11 @@ void LeaseManager::Finish(std::map<std::string, LeaseEntry>::iterator it) {
 }
 
 void LeaseManager::OnReturn(const proto::ReturnLeaseMsg& m, double now) {
+  // Acknowledged, whatever it found: the holder sends it again until then.
   auto it = leases_.find(m.lease_id);
-  if (it == leases_.end()) return;
+  if (it == leases_.end()) return ctx_.Ack(m.reply_to, m.request_id);
   Finish(it);
+  ctx_.Ack(m.reply_to, m.request_id);
   queue_.ScheduleAll(now);
 }
 

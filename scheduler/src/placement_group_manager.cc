@@ -117,7 +117,7 @@ void PlacementGroupManager::OnRemove(const proto::PlacementGroupMsg& m, double n
   pg.waiters.clear();
   if (on_removed_) on_removed_(m.pg_id);  // its actors die with it
   Persist(pg);
-  ctx_.Ack(m.reply_to, m.request_id);
+  ctx_.Ack(m.reply_to, m.request_id);  // a remover that is not answered sends it again
   queue_.ScheduleAll(now);
 }
 

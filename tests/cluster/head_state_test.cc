@@ -50,7 +50,13 @@ int HoldUntil(std::string path) {
   while (!std::filesystem::exists(path)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   return 7;
 }
-ORRERY_REMOTE(HoldUntil);
+class Counter {
+ public:
+  static Counter* Create(int start) { return new Counter{start}; }
+  int Inc(int by) { return value += by; }
+  int value = 0;
+};
+ORRERY_REMOTE(HoldUntil, Counter::Create, &Counter::Inc);
 
 // A peer of the head: an inbox of its own that collects the head's answers.
 class Peer {
@@ -588,27 +594,48 @@ long UnreadByTheHead(const std::string& head) {
   return unread;
 }
 
-// A task submitted as the head stops: its lease request reaches the stopped head's socket
-// and dies with it, unread. The driver asks again, and the restarted head runs the task.
+// Stops the head, runs `submit` (which sends the head something), waits until that has
+// reached the stopped head's socket, then kills the head unread and starts another. Over
+// TCP, whose queues /proc/net/tcp shows (the same-host channel's Unix sockets do not).
+template <typename Submit>
+void LoseToTheHead(orrery_cluster::Cluster& cluster, Submit submit) {
+  ASSERT_EQ(kill(cluster.head_pid(), SIGSTOP), 0);
+  long before = UnreadByTheHead(cluster.head_address());
+  submit();
+  EXPECT_TRUE(WaitFor([&] { return UnreadByTheHead(cluster.head_address()) > before; }))
+      << "nothing reached the head's socket";
+  cluster.KillHead();
+  cluster.StartHead(0.2, 3);
+}
+
+struct OverTcp {
+  OverTcp() { setenv("ORRERY_LOCAL_CHANNEL", "0", 1); }
+  ~OverTcp() { unsetenv("ORRERY_LOCAL_CHANNEL"); }
+};
+
+// A task submitted as the head stops: its lease request dies unread with the head. The
+// driver asks again, and the restarted head runs the task.
 TEST(HeadStateTest, ALeaseRequestLostWithTheHeadIsAskedForAgain) {
-  // Over TCP, whose queues /proc/net/tcp shows (the same-host channel's Unix sockets do not).
-  setenv("ORRERY_LOCAL_CHANNEL", "0", 1);
-  struct Unset {
-    ~Unset() { unsetenv("ORRERY_LOCAL_CHANNEL"); }
-  } unset;
+  OverTcp tcp;
   orrery_cluster::Cluster cluster;
   ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
   std::string release = cluster.dir() + "/release";
   std::ofstream(release).close();
+  std::optional<orrery::ObjectRef<int>> task;
+  LoseToTheHead(cluster, [&] { task = orrery::Task(HoldUntil).Remote(release); });
+  EXPECT_EQ(*orrery::Get(*task, 30000), 7);
+  orrery::Shutdown();
+}
 
-  ASSERT_EQ(kill(cluster.head_pid(), SIGSTOP), 0);
-  long before = UnreadByTheHead(cluster.head_address());
-  auto task = orrery::Task(HoldUntil).Remote(release);
-  EXPECT_TRUE(WaitFor([&] { return UnreadByTheHead(cluster.head_address()) > before; }))
-      << "the lease request never reached the head's socket";
-  cluster.KillHead();
-  cluster.StartHead(0.2, 3);
-  EXPECT_EQ(*orrery::Get(task, 30000), 7);
+// An actor created as the head stops: its creation dies unread with the head. The driver
+// sends it again until the head acknowledges it, and the actor answers.
+TEST(HeadStateTest, AnActorCreationLostWithTheHeadIsSentAgain) {
+  OverTcp tcp;
+  orrery_cluster::Cluster cluster;
+  ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
+  std::optional<orrery::ActorHandle<Counter>> counter;
+  LoseToTheHead(cluster, [&] { counter = orrery::Actor(Counter::Create).Remote(40); });
+  EXPECT_EQ(*orrery::Get(counter->Task(&Counter::Inc).Remote(2), 30000), 42);
   orrery::Shutdown();
 }
 

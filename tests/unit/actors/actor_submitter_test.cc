@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "core/internal/clock.h"
 #include "tests/unit/actors/submitter_fixture.h"
 
 namespace orrery::runtime {
@@ -297,6 +298,30 @@ TEST_F(ActorSubmitterTest, CallsTheWorkerReportsLostFailWithConnectionError) {
   // A hostile range touches only this process's own calls.
   actors_.OnCallsLost(proto::CallsLostMsg{actor_.Binary(), "tcp://a0", 0, UINT64_MAX, "x"});
   EXPECT_EQ(ErrorKind(*calls[3]), "ConnectionError");
+}
+
+// A caller of another's actor subscribes; if it hears nothing from the head (the message
+// was lost with a head that stopped), the tick subscribes again, until an update comes.
+TEST_F(ActorSubmitterTest, ASubscriptionNotAnsweredIsSentAgain) {
+  actors_.Submit(actor_, NewCall("a", "x"));
+  ASSERT_EQ(outbox_.Sent(MsgType::kSubscribeActor).size(), 1u);
+  double now = MonotonicSeconds();
+  actors_.Tick(now);
+  EXPECT_EQ(outbox_.Sent(MsgType::kSubscribeActor).size(), 1u);
+  actors_.Tick(now + ActorSubmitter::kResubscribeS + 0.1);
+  auto sent = outbox_.Sent(MsgType::kSubscribeActor);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[1].As<proto::SubscribeActorMsg>().actor_id, actor_.Binary());
+  Update(ActorState::kPending, 0);
+  actors_.Tick(now + 60);
+  EXPECT_EQ(outbox_.Sent(MsgType::kSubscribeActor).size(), 2u);  // heard: never again
+
+  // The owner is subscribed by the creation itself (HeadClient::CreateActor resends that).
+  ActorId owned = ActorId::Random();
+  actors_.AddOwned(owned, false, 0);
+  actors_.Submit(owned, NewCall("b", "x"));
+  actors_.Tick(now + 120);
+  EXPECT_EQ(outbox_.Sent(MsgType::kSubscribeActor).size(), 2u);
 }
 
 TEST_F(ActorSubmitterTest, TheTickTellsTheWorkerHowFarCallsWereSent) {

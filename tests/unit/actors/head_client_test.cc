@@ -8,6 +8,7 @@
 #include <atomic>
 #include <set>
 
+#include "core/internal/clock.h"
 #include "orrery/errors.h"
 #include "tests/fakes/recording_outbox.h"
 
@@ -123,15 +124,100 @@ TEST_F(HeadClientTest, PutBinaryCarriesTheExecutable) {
   EXPECT_EQ(*sent[0].payload, "ELF bytes");
 }
 
+// An unnamed actor's creation is not waited for, but kept and sent again (same request id)
+// until the head acknowledges it; a refusal reaches on_refused, once.
+TEST_F(HeadClientTest, AnActorCreationIsSentAgainUntilAcknowledged) {
+  std::vector<proto::AckMsg> refusals;
+  auto create = [&](const std::string& factory) {
+    proto::CreateActorMsg m;
+    m.spec.factory = factory;
+    client_.CreateActor(m, [&](const proto::AckMsg& ack) { refusals.push_back(ack); });
+  };
+  auto acknowledge = [&](uint64_t id, bool ok, MsgType type = MsgType::kAck) {
+    proto::AckMsg ack;
+    ack.request_id = id;
+    ack.ok = ok;
+    ack.error_kind = proto::ErrorKind::kConfigError;
+    ack.message = "bad spec";
+    auto env = MakeEnvelope(type, ack);
+    return client_.Complete(env);
+  };
+  create("A");
+  create("B");
+  auto sent = outbox_.Sent(MsgType::kCreateActor);
+  ASSERT_EQ(sent.size(), 2u);
+  auto a = sent[0].As<proto::CreateActorMsg>(), b = sent[1].As<proto::CreateActorMsg>();
+  EXPECT_EQ(a.reply_to, "tcp://me");
+  EXPECT_NE(a.request_id, b.request_id);
+  double later = MonotonicSeconds() + 1;
+  client_.ResendUnacknowledged(later);
+  ASSERT_EQ(outbox_.Sent(MsgType::kCreateActor).size(), 4u);
+  EXPECT_EQ(outbox_.Sent(MsgType::kCreateActor)[2].As<proto::CreateActorMsg>().request_id,
+            a.request_id);
+  client_.ResendUnacknowledged(later);  // not again before resend_ms
+  EXPECT_EQ(outbox_.Sent(MsgType::kCreateActor).size(), 4u);
+
+  EXPECT_TRUE(acknowledge(a.request_id, true, MsgType::kClusterInfoReply));  // not its answer
+  EXPECT_TRUE(acknowledge(a.request_id, true));
+  EXPECT_FALSE(acknowledge(a.request_id, true));  // a second answer finds nothing
+  EXPECT_TRUE(acknowledge(b.request_id, false));
+  ASSERT_EQ(refusals.size(), 1u);
+  EXPECT_EQ(refusals[0].error_kind, proto::ErrorKind::kConfigError);
+  EXPECT_EQ(refusals[0].message, "bad spec");
+  client_.ResendUnacknowledged(later + 10);
+  EXPECT_EQ(outbox_.Sent(MsgType::kCreateActor).size(), 4u);  // both answered: no more
+}
+
 TEST_F(HeadClientTest, FireAndForgetMessagesGoToTheHead) {
   client_.SubscribeActor(ActorId::Random());
-  client_.ReturnLease("lease", true);
+  client_.JobHeartbeat(proto::JobMsg{});
   auto sent = outbox_.Sent();
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_EQ(sent[0].type, MsgType::kSubscribeActor);
   EXPECT_EQ(sent[0].As<proto::SubscribeActorMsg>().reply_to, "tcp://me");
   EXPECT_EQ(sent[1].address, kHead);
-  EXPECT_TRUE(sent[1].As<proto::ReturnLeaseMsg>().worker_failed);
+  EXPECT_EQ(sent[1].type, MsgType::kRegisterJob);
+}
+
+// A kill, a group's removal and a lease's return are sent again until acknowledged too.
+TEST_F(HeadClientTest, KillsRemovalsAndReturnsAreSentAgainUntilAcknowledged) {
+  client_.KillActor(ActorId::Random(), true);
+  client_.RemovePlacementGroup(PlacementGroupId::Random());
+  client_.ReturnLease("lease", true);
+  auto sent = outbox_.Sent();
+  ASSERT_EQ(sent.size(), 3u);
+  auto kill = sent[0].As<proto::KillActorMsg>();
+  auto removal = sent[1].As<proto::PlacementGroupMsg>();
+  auto back = sent[2].As<proto::ReturnLeaseMsg>();
+  EXPECT_EQ(kill.reply_to, "tcp://me");
+  EXPECT_EQ(removal.reply_to, "tcp://me");
+  EXPECT_EQ(back.reply_to, "tcp://me");
+  EXPECT_TRUE(back.worker_failed);
+  auto ack = [&](uint64_t id) {
+    auto env = MakeEnvelope(MsgType::kAck, proto::AckMsg{id, true, proto::ErrorKind::kNone, ""});
+    EXPECT_TRUE(client_.Complete(env));
+  };
+  ack(kill.request_id);
+  double later = MonotonicSeconds() + 1;
+  client_.ResendUnacknowledged(later);
+  auto again = outbox_.Sent();
+  ASSERT_EQ(again.size(), 5u);
+  EXPECT_EQ(again[3].type, MsgType::kRemovePlacementGroup);
+  EXPECT_EQ(again[4].As<proto::ReturnLeaseMsg>().request_id, back.request_id);
+  ack(removal.request_id);
+  ack(back.request_id);
+  client_.ResendUnacknowledged(later + 10);
+  EXPECT_EQ(outbox_.Sent().size(), 5u);
+}
+
+// What the head never acknowledges is given up after kGiveUpS.
+TEST_F(HeadClientTest, AnUnacknowledgedMessageIsGivenUpInTheEnd) {
+  client_.ReturnLease("lease", false);
+  double now = MonotonicSeconds();
+  client_.ResendUnacknowledged(now + HeadClient::kGiveUpS + 1);
+  EXPECT_EQ(outbox_.Sent().size(), 1u);
+  client_.ResendUnacknowledged(now + HeadClient::kGiveUpS + 10);
+  EXPECT_EQ(outbox_.Sent().size(), 1u);
 }
 
 }  // namespace

@@ -112,12 +112,15 @@ TEST(ActorManagerTest, ASubscriptionBeforeTheCreationWaitsForIt) {
   early.actor_id = req.spec.actor_id;
   early.reply_to = "tcp://borrower";
   h.actors.OnSubscribe(early, 0);
+  h.actors.OnSubscribe(early, 0.5);  // sent again, not having heard: it waits once
   EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"))
       << "an actor about to be created was called dead";
   h.actors.OnCreate(req, 1);
   auto pending = h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower");
   ASSERT_TRUE(pending) << "the early subscriber did not hear of the creation";
   EXPECT_NE(pending->state, int(ActorState::kDead));
+  EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"))
+      << "a subscription sent twice waited twice";
   h.outbox->Clear();
   h.actors.OnWorkerEvent(Event(proto::WorkerEventKind::kActorAlive, req.spec.actor_id, 0),
                          h.nodes.Index(node), 2);
@@ -129,6 +132,7 @@ TEST(ActorManagerTest, ASubscriptionBeforeTheCreationWaitsForIt) {
   proto::SubscribeActorMsg never = early;
   never.actor_id = ActorId::Random().Binary();
   h.actors.OnSubscribe(never, 10);
+  h.actors.OnSubscribe(never, 10 + ActorManager::kUnknownActorGraceS / 4);  // from its first
   h.actors.Tick(10 + ActorManager::kUnknownActorGraceS / 2);
   EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"));
   h.actors.Tick(10 + ActorManager::kUnknownActorGraceS);
@@ -136,10 +140,37 @@ TEST(ActorManagerTest, ASubscriptionBeforeTheCreationWaitsForIt) {
   ASSERT_TRUE(dead);
   EXPECT_EQ(dead->state, int(ActorState::kDead));
   EXPECT_NE(dead->death_cause.find("is known to the head"), std::string::npos);
+  EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"));
   // A malformed id is answered at once.
   never.actor_id = "short";
   h.actors.OnSubscribe(never, 30);
   EXPECT_TRUE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate, "tcp://borrower"));
+}
+
+// A kill is sent until acknowledged; what it changed is stored first, so that a head
+// restarted before the worker's death knows not to restart the actor.
+TEST(ActorManagerTest, AKillIsRecordedThenAcknowledged) {
+  HeadHarness h;
+  h.AddNode({{"CPU", 1}});
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  req.spec.options.max_restarts = -1;
+  h.actors.OnCreate(req, 0);
+  h.outbox->Clear();
+  proto::KillActorMsg kill;
+  kill.actor_id = req.spec.actor_id;
+  kill.no_restart = true;
+  kill.request_id = 9;
+  kill.reply_to = "tcp://driver";
+  h.actors.OnKill(kill);
+  EXPECT_TRUE(h.outbox->Take<proto::KillWorkerMsg>(MsgType::kKillWorker));
+  auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck, "tcp://driver");
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->request_id, 9u);
+  auto record = h.Table("actors").at(UniqueId::FromBinary(req.spec.actor_id).Hex());
+  EXPECT_NE(record.find("\"kill_requested\":true"), std::string::npos) << record;
+  kill.actor_id = ActorId::Random().Binary();  // one the head does not know: acknowledged too
+  h.actors.OnKill(kill);
+  EXPECT_TRUE(h.outbox->Take<proto::AckMsg>(MsgType::kAck, "tcp://driver"));
 }
 
 TEST(ActorManagerTest, ANodeDeathRestartsTheActorElsewhereWithinItsBudget) {

@@ -216,6 +216,29 @@ TEST(PlacementGroupManagerTest, PlacesBundlesAtomicallyAndLeasesUseThem) {
   EXPECT_EQ(h.Available(node, "CPU"), 4);
 }
 
+// A driver sends a return until the head acknowledges it (a head that stops as it comes
+// would keep the lease's resources for the job's life): acknowledged once the lease is
+// gone, and again for a resend of one returned already.
+TEST(LeaseManagerTest, AReturnIsAcknowledgedOnceTheLeaseIsGone) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 1}});
+  auto req = h.LeaseRequest(h.AddJob(), {{"CPU", 1}});
+  h.leases.OnRequest(req, 0);
+  proto::ReturnLeaseMsg back;
+  back.lease_id = req.lease_id;
+  back.request_id = 77;
+  back.reply_to = "tcp://driver";
+  for (int i = 0; i < 2; ++i) {
+    h.leases.OnReturn(back, 1 + i);
+    auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck, "tcp://driver");
+    ASSERT_TRUE(ack) << "return " << i << " was not acknowledged";
+    EXPECT_EQ(ack->request_id, 77u);
+    EXPECT_TRUE(ack->ok);
+    EXPECT_TRUE(h.Table("leases").empty());
+    EXPECT_EQ(h.Available(node, "CPU"), 1);
+  }
+}
+
 TEST(PlacementGroupManagerTest, WaitersAreAnsweredOnPlacementOrTimeout) {
   HeadHarness h;
   auto pg = Group({{{"CPU", 2}}});
