@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/internal/clock.h"
-#include "core/internal/log.h"
 
 namespace orrery::runtime {
 
@@ -26,7 +25,10 @@ uint64_t RequestIdOf(const transport::Envelope& env) {
 }  // namespace
 
 HeadClient::HeadClient(Outbox& outbox, std::string head_address, int resend_ms)
-    : outbox_(outbox), head_address_(std::move(head_address)), resend_ms_(resend_ms) {}
+    : outbox_(outbox),
+      head_address_(std::move(head_address)),
+      resend_ms_(resend_ms),
+      unacknowledged_(outbox_, head_address_, "a message", resend_ms / 1000.0, kGiveUpS) {}
 
 std::shared_ptr<transport::Envelope> HeadClient::Exchange(MsgType type, uint64_t id,
                                                           const std::string& frame0,
@@ -91,12 +93,15 @@ bool HeadClient::Acknowledge(uint64_t request_id, transport::Envelope& env) {
   std::function<void(const proto::AckMsg&)> on_refused;
   {
     MutexLock lock(&mu_);
-    auto it = unacknowledged_.find(request_id);
-    if (it == unacknowledged_.end()) return false;
+    if (!unacknowledged_.Has(request_id)) return false;
     // Anything else under its id is not its answer: it stays, to be sent again.
     if (env.type != MsgType::kAck || !env.Decode(&ack).ok()) return true;
-    if (!ack.ok) on_refused = std::move(it->second.on_refused);
-    unacknowledged_.erase(it);
+    unacknowledged_.Remove(request_id);
+    auto it = on_refused_.find(request_id);
+    if (it != on_refused_.end()) {
+      if (!ack.ok) on_refused = std::move(it->second);
+      on_refused_.erase(it);
+    }
   }
   if (on_refused) on_refused(ack);
   return true;
@@ -104,28 +109,15 @@ bool HeadClient::Acknowledge(uint64_t request_id, transport::Envelope& env) {
 
 void HeadClient::ResendUnacknowledged(double now) {
   MutexLock lock(&mu_);
-  for (auto it = unacknowledged_.begin(); it != unacknowledged_.end();) {
-    Unacknowledged& u = it->second;
-    if (now - u.first_sent >= kGiveUpS) {
-      LOG_WARN(std::string("gave up sending ") + proto::TypeName(u.type) + " to the head at " +
-               head_address_ + ": no acknowledgement in " + std::to_string(int(kGiveUpS)) + " s");
-      it = unacknowledged_.erase(it);
-      continue;
-    }
-    if (now - u.sent_at >= resend_ms_ / 1000.0) {
-      u.sent_at = now;
-      (void)outbox_.TrySendFrame(head_address_, u.frame0, nullptr);
-    }
-    ++it;
-  }
+  for (uint64_t dropped : unacknowledged_.Resend(now)) on_refused_.erase(dropped);
 }
 
-void HeadClient::Keep(uint64_t request_id, MsgType type, std::string frame0,
+void HeadClient::Keep(uint64_t request_id, std::string frame0,
                       std::function<void(const proto::AckMsg&)> on_refused) {
-  double now = MonotonicSeconds();
   {
     MutexLock lock(&mu_);  // kept before it goes, so that its acknowledgement finds it
-    unacknowledged_[request_id] = Unacknowledged{type, frame0, now, now, std::move(on_refused)};
+    unacknowledged_.Keep(request_id, frame0, MonotonicSeconds());
+    if (on_refused) on_refused_[request_id] = std::move(on_refused);
   }
   outbox_.SendFrame(head_address_, frame0, nullptr);
 }

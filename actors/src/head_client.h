@@ -16,6 +16,7 @@
 
 #include "actors/src/submission.h"
 #include "core/internal/protocol.h"
+#include "core/internal/resend_book.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
 #include "orrery/errors.h"
@@ -105,9 +106,9 @@ class HeadClient {
                              std::function<void(const proto::AckMsg&)> on_refused = nullptr) {
     meta.request_id = NextRequestId();
     meta.reply_to = reply_to_;
-    Keep(meta.request_id, type, proto::EncodeFrame(type, meta), std::move(on_refused));
+    Keep(meta.request_id, proto::EncodeFrame(type, meta), std::move(on_refused));
   }
-  void Keep(uint64_t request_id, proto::MsgType type, std::string frame0,
+  void Keep(uint64_t request_id, std::string frame0,
             std::function<void(const proto::AckMsg&)> on_refused) EXCLUDES(mu_);
   // For an answer to what SendUntilAcknowledged sent: true when `request_id` is one (its entry goes
   // with a kAck; on_refused runs when it refuses).
@@ -129,15 +130,10 @@ class HeadClient {
   CondVar cv_;
   // The RPCs waiting for an answer, by request id; null until it comes.
   std::map<uint64_t, std::shared_ptr<transport::Envelope>> replies_ GUARDED_BY(mu_);
-  struct Unacknowledged {
-    proto::MsgType type;
-    std::string frame0;
-    double first_sent = 0;
-    double sent_at = 0;
-    std::function<void(const proto::AckMsg&)> on_refused;
-  };
-  // What SendUntilAcknowledged sent and the head has not acknowledged yet, by request id.
-  std::map<uint64_t, Unacknowledged> unacknowledged_ GUARDED_BY(mu_);
+  // What SendUntilAcknowledged sent and the head has not acknowledged yet, by request id,
+  // and the on_refused of those that have one.
+  ResendBook unacknowledged_ GUARDED_BY(mu_);
+  std::map<uint64_t, std::function<void(const proto::AckMsg&)>> on_refused_ GUARDED_BY(mu_);
 };
 
 }  // namespace orrery::runtime

@@ -57,9 +57,13 @@ struct WorkerEventMsg {
   ErrorKind error_kind = ErrorKind::kNone;
   std::string cause;
   std::string node_secret;      // the sending node's (RegisterNodeMsg::node_secret)
-  std::string control_address;  // kActorAlive: the worker's runtime inbox; appended last
+  std::string control_address;  // kActorAlive: the worker's runtime inbox; appended
+  // Appended last: the head acknowledges the event (kAck with this id) to reply_to; the
+  // node sends it again until then (node/src/head_events.h).
+  uint64_t request_id = 0;
+  std::string reply_to;
   MSGPACK_DEFINE(kind, node_id, actor_id, lease_id, incarnation, address, pid, error_kind, cause,
-                 node_secret, control_address);
+                 node_secret, control_address, request_id, reply_to);
 };
 
 struct ReleaseLeaseMsg {

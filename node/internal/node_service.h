@@ -115,9 +115,10 @@ class NodeService {
  private:
   // The inbox's handler: Dispatch, and a failed Status answered with kError and logged.
   Status Handle(transport::Envelope& env);
-  // The head's answer to a registration or heartbeat (kAck), for head_: a refusal after Start
-  // ends the heartbeats and calls options_.on_refused.
-  Status OnRegistrationAnswer(const transport::Envelope& env);
+  // The head's kAck: of a worker event (its request id), for pool_; otherwise the answer to
+  // a registration or heartbeat, for head_: a refusal after Start ends the heartbeats and
+  // calls options_.on_refused.
+  Status OnHeadAck(const transport::Envelope& env);
   // `orrery list workers`: this node's worker processes and job drivers.
   void OnListWorkers(const proto::ListWorkersMsg& m);
   void Tick();

@@ -263,7 +263,7 @@ Status NodeService::Handle(transport::Envelope& env) {
 Status NodeService::Dispatch(const transport::Envelope& env) {
   switch (env.type) {
     case MsgType::kAck:
-      return OnRegistrationAnswer(env);
+      return OnHeadAck(env);
     case MsgType::kStartActor:
       return Decoded<proto::StartActorMsg>(env, [&](const auto& m) { pool_->OnStartActor(m); });
     case MsgType::kGrantLease:
@@ -307,9 +307,10 @@ Status NodeService::Dispatch(const transport::Envelope& env) {
   }
 }
 
-Status NodeService::OnRegistrationAnswer(const transport::Envelope& env) {
+Status NodeService::OnHeadAck(const transport::Envelope& env) {
   proto::AckMsg ack;
   if (Status d = env.Decode(&ack); !d.ok()) return d;
+  if (ack.request_id != 0 && pool_->OnEventAck(ack.request_id)) return Status::Ok();
   (void)head_.OnAck(ack);  // a refusal is the head's answer (HeadLink acts on it), not an error
   return Status::Ok();
 }
@@ -343,6 +344,7 @@ void NodeService::Tick() {
   if (cgroups_) cgroups_->Sweep();
   RenderMetrics(Now());
   pool_->Replenish(Now());
+  pool_->ResendEvents(Now());
   // The tick may be the memory monitor's, shorter than the heartbeat's period: refresh the
   // heartbeat on the tick nearest to its period, never later. The heartbeat thread sends
   // the latest one every period even when this loop is held up.

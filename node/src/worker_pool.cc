@@ -35,6 +35,7 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, Outbox& outbox, DeviceAllocato
 void WorkerPool::SetNode(const std::string& address, LogMonitor* logs,
                          objects::NodeObjectPlane* objects) {
   node_address_ = address;
+  events_.SetReplyTo(address);
   logs_ = logs;
   objects_ = objects;
 }
@@ -287,7 +288,7 @@ void WorkerPool::Report(proto::WorkerEventKind kind, proto::WorkerEventMsg ev) {
   ev.kind = int(kind);
   ev.node_id = options_.node_id;
   ev.node_secret = options_.node_secret;
-  outbox_.Send(options_.head_address, MsgType::kWorkerEvent, ev);
+  events_.Send(std::move(ev), MonotonicSeconds());
 }
 
 WorkerPool::Worker* WorkerPool::ByActor(const std::string& actor_id) {

@@ -25,6 +25,7 @@
 #include "core/internal/protocol.h"
 #include "node/src/device_allocator.h"
 #include "node/src/executable_cache.h"
+#include "node/src/head_events.h"
 #include "node/src/log_monitor.h"
 #include "node/src/worker_processes.h"
 #include "objects/internal/node_object_plane.h"
@@ -114,6 +115,11 @@ class WorkerPool {
   // At most this many executables have spares at once (the least recently asked lose theirs).
   static constexpr size_t kMaxSpareExecutables = 4;
 
+  // The head's acknowledgement of a worker event (true when `request_id` was one), and the
+  // resend of those it has not acknowledged (on the node's tick): node/src/head_events.h.
+  bool OnEventAck(uint64_t request_id) { return events_.OnAck(request_id); }
+  void ResendEvents(double now) { events_.Resend(now); }
+
   // Kills idle task workers beyond the `kept` first ones idle for longer than timeout_s.
   void ReapIdle(double now, int kept, double timeout_s);
   // Kills the worker `id` (the memory monitor's victim), its death reported as `kind`.
@@ -180,6 +186,7 @@ class WorkerPool {
   ExecutableCache& executables_;
   WorkerProcesses& processes_;
   std::string node_address_;
+  HeadEvents events_{outbox_, options_.head_address};
   LogMonitor* logs_ = nullptr;
   objects::NodeObjectPlane* objects_ = nullptr;
   std::map<std::string, Worker> workers_;

@@ -219,6 +219,7 @@ void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, doubl
   if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node)
     return;
   ActorEntry& a = it->second;
+  if (a.state == ActorState::kDead) return;  // a late resend of its worker's start, say
   if (proto::WorkerEventKind(m.kind) == proto::WorkerEventKind::kActorAlive) {
     a.state = ActorState::kAlive;
     a.address = m.address;
@@ -227,7 +228,6 @@ void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, doubl
     Persist(a);
     return Notify(a);
   }
-  if (a.state == ActorState::kDead) return;
   bool creation_failed = m.error_kind == proto::ErrorKind::kCreationFailed;
   // The kinds a node reports that callers see as such; anything else is ActorDiedError.
   proto::ErrorKind kind = m.error_kind == proto::ErrorKind::kOutOfMemoryError

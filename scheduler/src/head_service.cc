@@ -203,6 +203,9 @@ void HeadService::OnWorkerEvent(proto::WorkerEventMsg m) {
   // Only a node's own events count, and only for the actors and leases placed on it.
   int node = m_.nodes.Index(m.node_id);
   if (node < 0 || !m_.nodes.FromNode(m.node_id, m.node_secret, "worker event", false)) return;
+  // Acknowledged once taken (the node sends it again until then; never a refusal, which a
+  // node reads as the head refusing the node); handling a resend changes nothing.
+  m_.ctx.Ack(m.reply_to, m.request_id);
   m.cause = records::EscapeUtf8(m.cause);  // error text: any bytes, kept escaped
   m.address = records::EscapeUtf8(m.address);
   double now = Now();

@@ -56,7 +56,20 @@ class Counter {
   int Inc(int by) { return value += by; }
   int value = 0;
 };
-ORRERY_REMOTE(HoldUntil, Counter::Create, &Counter::Inc);
+// An actor whose constructor says it started (`dir`/started), waits for `dir`/open, and says
+// it is done (`dir`/constructed) just before it returns.
+class Gated {
+ public:
+  static Gated* Create(std::string dir) {
+    std::ofstream(dir + "/started").close();
+    while (!std::filesystem::exists(dir + "/open"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::ofstream(dir + "/constructed").close();
+    return new Gated;
+  }
+  int Ping() { return 1; }
+};
+ORRERY_REMOTE(HoldUntil, Counter::Create, &Counter::Inc, Gated::Create, &Gated::Ping);
 
 // A peer of the head: an inbox of its own that collects the head's answers.
 class Peer {
@@ -636,6 +649,24 @@ TEST(HeadStateTest, AnActorCreationLostWithTheHeadIsSentAgain) {
   std::optional<orrery::ActorHandle<Counter>> counter;
   LoseToTheHead(cluster, [&] { counter = orrery::Actor(Counter::Create).Remote(40); });
   EXPECT_EQ(*orrery::Get(counter->Task(&Counter::Inc).Remote(2), 30000), 42);
+  orrery::Shutdown();
+}
+
+// An actor's worker starts while the head is stopped: the node's report that it is alive
+// dies with the head (unread, or dropped by the restarted head before the node's next
+// heartbeat). The node sends it again until acknowledged, and the actor answers.
+TEST(HeadStateTest, AnActorStartReportedAsTheHeadStopsIsReportedAgain) {
+  orrery_cluster::Cluster cluster;
+  ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
+  const std::string& dir = cluster.dir();
+  auto gated = orrery::Actor(Gated::Create).Remote(dir);
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(dir + "/started"); }));
+  ASSERT_EQ(kill(cluster.head_pid(), SIGSTOP), 0);
+  std::ofstream(dir + "/open").close();
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(dir + "/constructed"); }));
+  cluster.KillHead();
+  cluster.StartHead(0.2, 3);
+  EXPECT_EQ(*orrery::Get(gated.Task(&Gated::Ping).Remote(), 30000), 1);
   orrery::Shutdown();
 }
 

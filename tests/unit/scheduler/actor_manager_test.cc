@@ -173,6 +173,26 @@ TEST(ActorManagerTest, AKillIsRecordedThenAcknowledged) {
   EXPECT_TRUE(h.outbox->Take<proto::AckMsg>(MsgType::kAck, "tcp://driver"));
 }
 
+// A node sends its events again until the head acknowledges them: a late copy of a worker's
+// start never revives an actor that has died since.
+TEST(ActorManagerTest, ALateReportOfAStartDoesNotReviveADeadActor) {
+  HeadHarness h;
+  std::string node = h.AddNode({{"CPU", 1}});
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  h.actors.OnCreate(req, 0);
+  auto alive = Event(proto::WorkerEventKind::kActorAlive, req.spec.actor_id, 0);
+  h.actors.OnWorkerEvent(alive, h.nodes.Index(node), 1);
+  h.actors.OnWorkerEvent(alive, h.nodes.Index(node), 1);  // sent twice: no change
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kAlive);
+  auto died = Event(proto::WorkerEventKind::kActorDied, req.spec.actor_id, 0);
+  h.actors.OnWorkerEvent(died, h.nodes.Index(node), 2);
+  ASSERT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kDead);
+  h.outbox->Clear();
+  h.actors.OnWorkerEvent(alive, h.nodes.Index(node), 3);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kDead);
+  EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate));
+}
+
 TEST(ActorManagerTest, ANodeDeathRestartsTheActorElsewhereWithinItsBudget) {
   HeadHarness h;
   std::string a = h.AddNode({{"CPU", 1}});
