@@ -58,8 +58,8 @@ class HeadClient {
   // ---- sent without waiting, and again until acknowledged
   // The caller does not wait for these, but a message sent as the head stops is lost with
   // its connection: each is kept and sent again every resend_ms (ResendUnacknowledged) until
-  // the head acknowledges it, which it does once what the message changed is stored (a
-  // resend of one it has acted on already is acknowledged again), or kGiveUpS passes.
+  // the head acknowledges it, which it does once it has acted on it (a resend of one it has
+  // acted on already is acknowledged again), or kGiveUpS passes.
   static constexpr double kGiveUpS = 600;
   // The creation of an unnamed actor. `on_refused` runs on the inbox thread when the head
   // refuses it (the actor is never created).
@@ -110,8 +110,8 @@ class HeadClient {
   }
   void Keep(uint64_t request_id, std::string frame0,
             std::function<void(const proto::AckMsg&)> on_refused) EXCLUDES(mu_);
-  // For an answer to what SendUntilAcknowledged sent: true when `request_id` is one (its entry goes
-  // with a kAck; on_refused runs when it refuses).
+  // For an answer to what SendUntilAcknowledged sent: true when `request_id` is one (its
+  // entry goes with a kAck; on_refused runs when it refuses).
   bool Acknowledge(uint64_t request_id, transport::Envelope& env) EXCLUDES(mu_);
   // Sends frame0 every resend_ms until the answer to request `id` comes (returned) or
   // timeout_ms passes (ConnectionError).
