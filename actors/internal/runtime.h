@@ -34,7 +34,6 @@
 #include "actors/src/head_client.h"
 #include "actors/src/job_registration.h"
 #include "actors/src/object_store.h"
-#include "actors/src/recent_ids.h"
 #include "actors/src/streams.h"
 #include "actors/src/submission.h"
 #include "actors/src/task_submitter.h"
@@ -43,6 +42,7 @@
 #include "core/internal/kept_memory.h"
 #include "core/internal/peer_watch.h"
 #include "core/internal/protocol.h"
+#include "core/internal/recent_ids.h"
 #include "core/internal/transport.h"
 #include "objects/internal/object_client.h"
 #include "orrery/api/runtime_api.h"
@@ -269,16 +269,16 @@ class Runtime {
   // kMaxCancelled, oldest forgotten first).
   Mutex cancel_mu_;
   std::unordered_set<ObjectId, IdHash> running_ GUARDED_BY(cancel_mu_);
-  RecentIds cancelled_ GUARDED_BY(cancel_mu_){kMaxCancelled};
+  RecentIds<ObjectId, IdHash> cancelled_ GUARDED_BY(cancel_mu_){kMaxCancelled};
   // An own actor's worker (SetOwnActor): the calls it freed, the newest kMaxCancelled.
-  RecentIds freed_ GUARDED_BY(cancel_mu_){kMaxCancelled};
+  RecentIds<ObjectId, IdHash> freed_ GUARDED_BY(cancel_mu_){kMaxCancelled};
   // Streams: those this process reads (by call), and those its calls produce.
   Mutex streams_mu_;
   std::unordered_map<ObjectId, std::shared_ptr<StreamState>, IdHash> streams_
       GUARDED_BY(streams_mu_);
   std::unordered_map<ObjectId, StreamProducer, IdHash> producing_ GUARDED_BY(streams_mu_);
   // The streams whose generators were dropped (the newest kMaxCancelled).
-  RecentIds closed_streams_ GUARDED_BY(streams_mu_){kMaxCancelled};
+  RecentIds<ObjectId, IdHash> closed_streams_ GUARDED_BY(streams_mu_){kMaxCancelled};
   CondVar producing_cv_;
   // Async calls: the worker's poster, and the waits of the suspended calls, by call.
   std::function<void(std::function<void()>)> async_post_;

@@ -15,6 +15,8 @@ void WorkerPool::OnGrantLease(const proto::LeaseRequestMsg& r) {
     if (held->ready) GrantTo(*held);
     return;
   }
+  if (ended_leases_.Contains(r.lease_id))
+    return LeaseFailed(r, proto::ErrorKind::kWorkerDied, "the lease ended on this node already");
   bool wants_devices = false;
   for (const char* kind : {"TPU", "GPU", "XPU"})
     wants_devices = wants_devices || r.resources.count(kind);
@@ -57,6 +59,7 @@ void WorkerPool::GrantTo(Worker& w) {
 
 void WorkerPool::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
                              const std::string& message) {
+  ended_leases_.Add(r.lease_id);
   proto::LeaseReplyMsg reply;
   reply.request_id = r.request_id;
   reply.lease_id = r.lease_id;
@@ -71,6 +74,7 @@ void WorkerPool::LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind k
 }
 
 void WorkerPool::OnReleaseLease(const std::string& lease_id) {
+  ended_leases_.Add(lease_id);
   if (Worker* w = ByLease(lease_id)) {
     w->has_lease = false;
     w->idle_since = MonotonicSeconds();

@@ -23,6 +23,7 @@
 #include "core/internal/call_stats.h"
 #include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
+#include "core/internal/recent_ids.h"
 #include "node/src/device_allocator.h"
 #include "node/src/executable_cache.h"
 #include "node/src/head_events.h"
@@ -203,6 +204,11 @@ class WorkerPool {
   };
   std::map<SpareKey, SpareDemand> spare_demand_;
   NodeCallStats call_stats_;  // the workers' kWorkerStats reports
+  // The leases that ended on this node (released, or their worker died): a grant of one
+  // that comes again later (the head resends a grant when its holder asks again) starts
+  // no worker; it is answered as failed, so that the head lets it go too.
+  static constexpr size_t kEndedLeasesKept = 10000;
+  RecentIds<std::string> ended_leases_{kEndedLeasesKept};
 };
 
 }  // namespace orrery::node

@@ -166,6 +166,35 @@ TEST(NodeDispatchTest, AGrantSentAgainStartsNoSecondWorker) {
   EXPECT_EQ(h.processes->spawns.size(), 1u);
 }
 
+// A grant that comes again after its lease ended here (released, or its worker died) starts
+// no worker: it is answered as failed, to its holder and to the head, which lets it go.
+TEST(NodeDispatchTest, AGrantOfALeaseThatEndedHereStartsNoWorker) {
+  NodeHarness h;
+  auto released = NodeHarness::Lease({{"CPU", 1}});
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, released).ok());
+  h.Accept(h.StartWorker(0, 5000, "tcp://w1"));
+  ASSERT_TRUE(h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver"));
+  ASSERT_TRUE(
+      h.Feed(MsgType::kReleaseLease, proto::ReleaseLeaseMsg{released.request.lease_id}).ok());
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, released).ok());
+  EXPECT_EQ(h.processes->spawns.size(), 1u);
+  auto refused = h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver");
+  ASSERT_TRUE(refused);
+  EXPECT_FALSE(refused->ok);
+  EXPECT_EQ(refused->error_kind, proto::ErrorKind::kWorkerDied);
+  auto event = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead);
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->lease_id, released.request.lease_id);
+
+  auto died = NodeHarness::Lease({{"CPU", 1}});
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, died).ok());  // the idle worker takes it
+  h.processes->events().exited(5000, "was killed by signal 9");
+  h.outbox.Clear();
+  ASSERT_TRUE(h.Feed(MsgType::kGrantLease, died).ok());
+  EXPECT_EQ(h.processes->spawns.size(), 1u) << "a worker was started for a lease that ended";
+  EXPECT_TRUE(h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver"));
+}
+
 TEST(NodeDispatchTest, ALeaseWithDevicesKillsItsWorkerWhenReleased) {
   NodeHarness h({{"CPU", 4}, {"GPU", 2}});
   auto lease = NodeHarness::Lease({{"GPU", 2}});
