@@ -169,7 +169,7 @@ Status HeadClient::PutRecord(proto::RecordMsg record, int timeout_ms) {
   }
 }
 
-// ------------------------------------------------------------------ fire-and-forget
+// ------------------------------------------------------------------ sent without waiting
 
 void HeadClient::CreateActor(proto::CreateActorMsg m,
                              std::function<void(const proto::AckMsg&)> on_refused) {

@@ -154,12 +154,12 @@ void ActorManager::KillOnNode(const ActorEntry& a, const std::string& reason) {
 }
 
 void ActorManager::OnKill(const proto::KillActorMsg& m) {
-  // Acknowledged at the end, whatever it found: the caller sends it again until then.
-  struct AckAtEnd {
-    const HeadContext& ctx;
-    const proto::KillActorMsg& m;
-    ~AckAtEnd() { ctx.Ack(m.reply_to, m.request_id); }
-  } ack{ctx_, m};
+  Kill(m);
+  // Acknowledged whatever it found: the caller sends it again until then.
+  ctx_.Ack(m.reply_to, m.request_id);
+}
+
+void ActorManager::Kill(const proto::KillActorMsg& m) {
   auto it = actors_.find(m.actor_id);
   if (it == actors_.end()) return;
   ActorEntry& a = it->second;

@@ -80,6 +80,8 @@ class ActorManager final : public DemandSource {
   void Restore(const TableRecords& records, double now);
 
  private:
+  // OnKill's work, before its acknowledgement.
+  void Kill(const proto::KillActorMsg& m);
   Status Validate(const proto::CreateActorMsg& m) const;
   // Kills the actor's worker through its node (the actor must be placed).
   void KillOnNode(const ActorEntry& a, const std::string& reason);
