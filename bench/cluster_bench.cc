@@ -169,6 +169,33 @@ void BenchDriverCalls(nlohmann::json& out, double limit, const std::string& addr
   Report(out, "n_n_actor_calls_async", total, limit, "ops/s");
 }
 
+// True once `pid` has exited (gone, or a zombie: its sockets are closed), within 10 s. A
+// process killed with SIGKILL holds its listening port until the kernel has torn it down,
+// which on a loaded machine can take longer than starting the next head.
+bool WaitUntilExited(int pid) {
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    auto paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z')
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// What the restarted head printed, when it did not come back.
+void PrintRestartedHeadLog(const Cluster& c) {
+  std::ifstream log(c.tmp + "/head2.log");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(log, line);) lines.push_back(line);
+  size_t from = lines.size() > 20 ? lines.size() - 20 : 0;
+  std::cerr << "the restarted head's log (" << c.tmp << "/head2.log), its last lines:\n";
+  for (size_t i = from; i < lines.size(); ++i) std::cerr << "  " << lines[i] << "\n";
+}
+
 // head_recovery_s: the state the head reloads is what the runs before and this named actor
 // left. False when the named actor was not found again within 30 s.
 bool BenchHeadRecovery(nlohmann::json& out, const Cluster& c) {
@@ -179,6 +206,7 @@ bool BenchHeadRecovery(nlohmann::json& out, const Cluster& c) {
   orrery::Get(keeper.Task(&Pong::Ping).Remote(1));
   kill(c.head_pid, SIGKILL);
   auto start = Clock::now();
+  if (!WaitUntilExited(c.head_pid)) std::cerr << "the head did not exit within 10 s of SIGKILL\n";
   std::string port = c.address.substr(c.address.rfind(':') + 1);
   std::string cmd = g_cli + " head --port " + port + " --redis-address " + c.redis +
                     " --redis-password-file " + c.redis_password_file +
@@ -197,6 +225,7 @@ bool BenchHeadRecovery(nlohmann::json& out, const Cluster& c) {
   std::printf("%-34s %12.3f s      (kill -9, restart, named lookup answered; %s)\n",
               "head_recovery_s", recovery, back ? "recovered" : "NOT recovered");
   out["head_recovery_s"] = {{"value", recovery}, {"unit", "s"}, {"recovered", back}};
+  if (!back) PrintRestartedHeadLog(c);
   keeper.Kill();
   return back;
 }
