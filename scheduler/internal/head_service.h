@@ -66,6 +66,8 @@ class HeadService {
   Status Recover();
   void OnRegisterNode(const proto::RegisterNodeMsg& m);
   void OnWorkerEvent(proto::WorkerEventMsg m);
+  // What a node's worker event changes, on the node (index) it came from.
+  void HandleWorkerEvent(proto::WorkerEventMsg& m, int node);
   void Tick();
   // Feeds the failure detector what it heard and acts on its verdicts (head_health.cc).
   void HeardNode(int i);

@@ -221,6 +221,8 @@ void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, doubl
   ActorEntry& a = it->second;
   if (a.state == ActorState::kDead) return;  // a late resend of its worker's start, say
   if (proto::WorkerEventKind(m.kind) == proto::WorkerEventKind::kActorAlive) {
+    // The node sends it again until stored: a resend tells no one anything new.
+    if (a.state == ActorState::kAlive && a.address == m.address && a.pid == m.pid) return;
     a.state = ActorState::kAlive;
     a.address = m.address;
     a.control_address = m.control_address;

@@ -84,12 +84,8 @@ void DriverRecords::OnPutRecord(const proto::RecordMsg& m) {
                  status != record.end() && status->is_string() ? status->get<std::string>() : "");
   }
   // Acknowledged only once the store has the record and the entry: a driver that got its
-  // ack may forget them, since a head restart can no longer lose them. The ack is sent from
-  // whichever thread learns it (the store's writer), holding only the outbox.
-  if (m.reply_to.empty()) return;
-  ctx_.store->WhenWritten([outbox = ctx_.outbox, to = m.reply_to, id = m.request_id] {
-    outbox->Send(to, proto::MsgType::kAck, proto::AckMsg{id, true, proto::ErrorKind::kNone, ""});
-  });
+  // ack may forget them, since a head restart can no longer lose them.
+  ctx_.AckWhenStored(m.reply_to, m.request_id);
 }
 
 }  // namespace orrery::scheduler

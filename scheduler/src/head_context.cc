@@ -19,6 +19,30 @@ void HeadContext::Ack(const std::string& to, uint64_t request_id, bool ok, proto
   outbox->Send(to, proto::MsgType::kAck, proto::AckMsg{request_id, ok, kind, message});
 }
 
+void HeadContext::AckWhenStored(const std::string& to, uint64_t request_id) const {
+  if (to.empty() || !stored_acks->Add(to, request_id)) return;
+  store->WhenWritten([acks = stored_acks, outbox = outbox, to, request_id] {
+    acks->Remove(to, request_id);
+    outbox->Send(to, proto::MsgType::kAck,
+                 proto::AckMsg{request_id, true, proto::ErrorKind::kNone, ""});
+  });
+}
+
+bool StoredAcks::Add(const std::string& to, uint64_t request_id) {
+  MutexLock lock(&mu_);
+  return waiting_.emplace(to, request_id).second;
+}
+
+void StoredAcks::Remove(const std::string& to, uint64_t request_id) {
+  MutexLock lock(&mu_);
+  waiting_.erase({to, request_id});
+}
+
+size_t StoredAcks::size() const {
+  MutexLock lock(&mu_);
+  return waiting_.size();
+}
+
 bool RecordUsable(const Status& parsed, const char* table, const std::string& key) {
   if (parsed.ok()) return true;
   LOG_WARN(std::string("skipping an unreadable ") + table + " record " + records::EscapeUtf8(key) +

@@ -6,12 +6,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "core/internal/clock.h"
 #include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
 #include "core/internal/state_store.h"
+#include "core/internal/thread_annotations.h"
 #include "orrery/ids.h"
 #include "orrery/status.h"
 
@@ -37,15 +40,36 @@ using TableRecords = std::map<std::string, std::string>;
 // from the store's writer).
 using ::orrery::Outbox;
 
+// The acknowledgements that wait for the store (HeadContext::AckWhenStored), by recipient
+// and request id: a request sent again while its acknowledgement waits adds no second wait.
+// Thread-safe (the store's writer sends the acknowledgements).
+class StoredAcks {
+ public:
+  // True when no acknowledgement of this request waits yet; it waits from now on.
+  bool Add(const std::string& to, uint64_t request_id) EXCLUDES(mu_);
+  void Remove(const std::string& to, uint64_t request_id) EXCLUDES(mu_);
+  size_t size() const EXCLUDES(mu_);
+
+ private:
+  mutable Mutex mu_;
+  std::set<std::pair<std::string, uint64_t>> waiting_ GUARDED_BY(mu_);
+};
+
 struct HeadContext {
   std::shared_ptr<StateStore> store;
   std::shared_ptr<Outbox> outbox;
+  // Shared by the copies every manager keeps.
+  std::shared_ptr<StoredAcks> stored_acks = std::make_shared<StoredAcks>();
 
   // Announces a state change on the events channel: {"table", "id", "state"}.
   void Publish(const std::string& table, const std::string& id, const std::string& state) const;
   // Answers a request with an AckMsg (nothing when `to` is empty).
   void Ack(const std::string& to, uint64_t request_id, bool ok = true,
            proto::ErrorKind kind = proto::ErrorKind::kNone, const std::string& message = "") const;
+  // Answers a request with an ok AckMsg once the store holds every write made so far: the
+  // sender, which sends the request again until answered, may then forget it, since a head
+  // restart can no longer lose what it changed. Through a Redis outage the answer waits.
+  void AckWhenStored(const std::string& to, uint64_t request_id) const;
 };
 
 // Recovery helpers: whether a record read back from the store can be used, logging why not.

@@ -203,9 +203,15 @@ void HeadService::OnWorkerEvent(proto::WorkerEventMsg m) {
   // Only a node's own events count, and only for the actors and leases placed on it.
   int node = m_.nodes.Index(m.node_id);
   if (node < 0 || !m_.nodes.FromNode(m.node_id, m.node_secret, "worker event", false)) return;
-  // Acknowledged once taken (the node sends it again until then; never a refusal, which a
-  // node reads as the head refusing the node); handling a resend changes nothing.
-  m_.ctx.Ack(m.reply_to, m.request_id);
+  // Acknowledged once what it changed is stored (the node sends it again until then; never
+  // a refusal, which a node reads as the head refusing the node): taken but unstored, it
+  // would die with this head, and the restarted head would have the actor pending for good.
+  // Handling a resend changes nothing.
+  HandleWorkerEvent(m, node);
+  m_.ctx.AckWhenStored(m.reply_to, m.request_id);
+}
+
+void HeadService::HandleWorkerEvent(proto::WorkerEventMsg& m, int node) {
   m.cause = records::EscapeUtf8(m.cause);  // error text: any bytes, kept escaped
   m.address = records::EscapeUtf8(m.address);
   double now = Now();

@@ -670,6 +670,40 @@ TEST(HeadStateTest, AnActorStartReportedAsTheHeadStopsIsReportedAgain) {
   orrery::Shutdown();
 }
 
+// An actor's worker starts while Redis is down: the head takes the node's report (the actor
+// answers), but its record still says pending when the head is killed. The node's report is
+// acknowledged only once stored, so it reaches the restarted head again, and an actor a
+// newcomer looks up is alive, not pending for good.
+TEST(HeadStateTest, AnActorStartTheHeadTookButNeverStoredIsReportedAgain) {
+  orrery_cluster::Cluster cluster;
+  ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
+  const std::string& dir = cluster.dir();
+  auto gated = orrery::Actor(Gated::Create).Remote(dir);
+  std::string id = gated.ID().Binary();
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(dir + "/started"); }));
+  {
+    Redis r(cluster.redis_address());  // placed, and stored as such
+    ASSERT_TRUE(WaitFor([&] {
+      auto record = json::parse(r.HGet(kPrefix + "actors", Hex(id)), nullptr, false);
+      return record.is_object() && !record.value("node_id", "").empty();
+    }));
+  }
+  cluster.KillRedis();
+  std::ofstream(dir + "/open").close();
+  EXPECT_EQ(*orrery::Get(gated.Task(&Gated::Ping).Remote(), 30000), 1);
+  cluster.KillHead();
+  cluster.RestartRedis(/*empty=*/false);
+  cluster.StartHead(0.2, 3);
+  Peer newcomer(cluster.head_address());
+  std::optional<proto::ActorUpdateMsg> seen;
+  EXPECT_TRUE(WaitFor([&] {
+    seen = newcomer.ActorState(id);
+    return seen && seen->state == int(proto::ActorState::kAlive);
+  })) << "the restarted head has the actor "
+      << (seen ? "in state " + std::to_string(seen->state) : "unknown");
+  orrery::Shutdown();
+}
+
 // A training run's record with metrics entry `index`, as a driver sends it.
 proto::RecordMsg RunRecord(Peer& peer, const std::string& run, int64_t index) {
   proto::RecordMsg m;

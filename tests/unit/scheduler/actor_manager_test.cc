@@ -182,8 +182,10 @@ TEST(ActorManagerTest, ALateReportOfAStartDoesNotReviveADeadActor) {
   h.actors.OnCreate(req, 0);
   auto alive = Event(proto::WorkerEventKind::kActorAlive, req.spec.actor_id, 0);
   h.actors.OnWorkerEvent(alive, h.nodes.Index(node), 1);
+  size_t updates = h.outbox->Count(MsgType::kActorUpdate);
   h.actors.OnWorkerEvent(alive, h.nodes.Index(node), 1);  // sent twice: no change
   EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kAlive);
+  EXPECT_EQ(h.outbox->Count(MsgType::kActorUpdate), updates) << "a resend told subscribers again";
   auto died = Event(proto::WorkerEventKind::kActorDied, req.spec.actor_id, 0);
   h.actors.OnWorkerEvent(died, h.nodes.Index(node), 2);
   ASSERT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kDead);
