@@ -126,6 +126,16 @@ void WorkerPool::Erase(const std::string& worker_id) {
 }
 
 void WorkerPool::OnStartActor(const proto::StartActorMsg& m) {
+  // Sent again (a restarted head whose placement of it was never stored placed it here
+  // again): one worker per incarnation. A starting one reports itself; a running one is
+  // reported again.
+  for (auto& [id, had] : workers_) {
+    if (!had.is_actor || had.actor.spec.actor_id != m.spec.actor_id ||
+        had.actor.incarnation != m.incarnation || had.kill_requested || had.reported)
+      continue;
+    if (had.ready) ReportAlive(had);
+    return;
+  }
   Worker& w = NewWorker(true, m.spec.argv, m.spec.binary_hash, m.spec.arch,
                         m.spec.options.resources, m.spec.options.runtime_env);
   w.actor = m;
@@ -212,18 +222,22 @@ void WorkerPool::OnAssignReply(const proto::AssignReplyMsg& m) {
   }
   w.ready = true;
   if (w.is_actor) {
-    proto::WorkerEventMsg ev;
-    ev.actor_id = w.actor.spec.actor_id;
-    ev.incarnation = w.actor.incarnation;
-    ev.address = w.call_address;
-    ev.control_address = w.address;
-    ev.pid = w.pid;
-    Report(proto::WorkerEventKind::kActorAlive, std::move(ev));
+    ReportAlive(w);
   } else if (w.has_lease) {
     GrantTo(w);
   } else {
     w.idle_since = MonotonicSeconds();
   }
+}
+
+void WorkerPool::ReportAlive(const Worker& w) {
+  proto::WorkerEventMsg ev;
+  ev.actor_id = w.actor.spec.actor_id;
+  ev.incarnation = w.actor.incarnation;
+  ev.address = w.call_address;
+  ev.control_address = w.address;
+  ev.pid = w.pid;
+  Report(proto::WorkerEventKind::kActorAlive, std::move(ev));
 }
 
 void WorkerPool::ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause) {

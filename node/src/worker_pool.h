@@ -177,6 +177,7 @@ class WorkerPool {
   void ForgetHolder(const Worker& gone);
   void LeaseFailed(const proto::LeaseRequestMsg& r, proto::ErrorKind kind,
                    const std::string& message);
+  void ReportAlive(const Worker& w);
   void ActorDied(Worker& w, proto::ErrorKind kind, const std::string& cause);
   Worker* ByActor(const std::string& actor_id);
   Worker* ByLease(const std::string& lease_id);

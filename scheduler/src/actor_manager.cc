@@ -216,8 +216,19 @@ void ActorManager::Died(ActorEntry& a, proto::ErrorKind kind, const std::string&
 
 void ActorManager::OnWorkerEvent(const proto::WorkerEventMsg& m, int node, double now) {
   auto it = actors_.find(m.actor_id);
-  if (it == actors_.end() || it->second.incarnation != m.incarnation || it->second.node != node)
+  if (it == actors_.end() || it->second.node != node) {
+    // A worker this head did not place there: one the head never stored before it restarted,
+    // placed again elsewhere, or an incarnation it gave up with its node. Nothing else would
+    // stop it or count what it holds. (The node's own worker of the actor is never killed:
+    // on its node, only the incarnation tells them apart.)
+    if (proto::WorkerEventKind(m.kind) == proto::WorkerEventKind::kActorAlive) {
+      ctx_.outbox->Send(
+          nodes_.address(node), MsgType::kKillWorker,
+          proto::KillWorkerMsg{m.actor_id, "", "the head did not place this actor on this node"});
+    }
     return;
+  }
+  if (it->second.incarnation != m.incarnation) return;
   ActorEntry& a = it->second;
   if (a.state == ActorState::kDead) return;  // a late resend of its worker's start, say
   if (proto::WorkerEventKind(m.kind) == proto::WorkerEventKind::kActorAlive) {

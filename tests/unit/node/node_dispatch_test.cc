@@ -195,6 +195,29 @@ TEST(NodeDispatchTest, AGrantOfALeaseThatEndedHereStartsNoWorker) {
   EXPECT_TRUE(h.outbox.Take<proto::LeaseReplyMsg>(MsgType::kLeaseReply, "tcp://driver"));
 }
 
+// A start of an actor this node runs already (a restarted head whose placement of it was
+// never stored places it again) starts no second worker: a starting one will report itself,
+// a running one is reported alive again.
+TEST(NodeDispatchTest, AStartOfAnActorRunningHereStartsNoSecondWorker) {
+  NodeHarness h;
+  auto actor = NodeHarness::Actor({{"CPU", 1}});
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());  // before its worker started
+  ASSERT_EQ(h.processes->spawns.size(), 1u);
+  h.Accept(h.StartWorker(0, 4242, "tcp://w1"));
+  ASSERT_TRUE(h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead));
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());  // once it runs
+  EXPECT_EQ(h.processes->spawns.size(), 1u) << "a second worker for one actor";
+  auto alive = h.outbox.Take<proto::WorkerEventMsg>(MsgType::kWorkerEvent, NodeHarness::kHead);
+  ASSERT_TRUE(alive);
+  EXPECT_EQ(alive->kind, int(proto::WorkerEventKind::kActorAlive));
+  EXPECT_EQ(alive->address, "tcp://w1-calls");
+  // Its next incarnation (the head restarted it) is another worker.
+  actor.incarnation = 1;
+  ASSERT_TRUE(h.Feed(MsgType::kStartActor, actor).ok());
+  EXPECT_EQ(h.processes->spawns.size(), 2u);
+}
+
 TEST(NodeDispatchTest, ALeaseWithDevicesKillsItsWorkerWhenReleased) {
   NodeHarness h({{"CPU", 4}, {"GPU", 2}});
   auto lease = NodeHarness::Lease({{"GPU", 2}});

@@ -195,6 +195,42 @@ TEST(ActorManagerTest, ALateReportOfAStartDoesNotReviveADeadActor) {
   EXPECT_FALSE(h.outbox->Take<proto::ActorUpdateMsg>(MsgType::kActorUpdate));
 }
 
+// A worker reported alive on a node where this head did not place its actor (a restarted
+// head that never stored the actor, or placed it elsewhere): the node is told to kill it,
+// since nothing would ever stop it or count what it holds.
+TEST(ActorManagerTest, AWorkerAliveWhereTheHeadDidNotPlaceItIsKilled) {
+  HeadHarness h;
+  std::string a = h.AddNode({{"CPU", 1}});
+  std::string b = h.AddNode({{"CPU", 1}});
+  auto unknown = Event(proto::WorkerEventKind::kActorAlive, ActorId::Random().Binary(), 0);
+  h.actors.OnWorkerEvent(unknown, h.nodes.Index(b), 1);
+  auto kill =
+      h.outbox->Take<proto::KillWorkerMsg>(MsgType::kKillWorker, h.nodes.address(h.nodes.Index(b)));
+  ASSERT_TRUE(kill) << "the worker of an actor the head does not know was left running";
+  EXPECT_EQ(kill->actor_id, unknown.actor_id);
+
+  auto req = h.ActorRequest(h.AddJob(), {{"CPU", 1}});
+  h.actors.OnCreate(req, 0);
+  int placed = h.actors.Find(req.spec.actor_id)->node;
+  ASSERT_GE(placed, 0);
+  int elsewhere = placed == h.nodes.Index(a) ? h.nodes.Index(b) : h.nodes.Index(a);
+  h.outbox->Clear();
+  auto stray = Event(proto::WorkerEventKind::kActorAlive, req.spec.actor_id, 0);
+  h.actors.OnWorkerEvent(stray, elsewhere, 2);
+  EXPECT_TRUE(
+      h.outbox->Take<proto::KillWorkerMsg>(MsgType::kKillWorker, h.nodes.address(elsewhere)));
+  EXPECT_NE(h.actors.Find(req.spec.actor_id)->state, ActorState::kAlive);
+  // On its own node, an older incarnation's report is only ignored: the node's worker may
+  // be the current one.
+  auto old = Event(proto::WorkerEventKind::kActorAlive, req.spec.actor_id, 0);
+  old.incarnation = -1;
+  h.actors.OnWorkerEvent(old, placed, 3);
+  EXPECT_EQ(h.outbox->Count(MsgType::kKillWorker), 0u);
+  h.actors.OnWorkerEvent(stray, placed, 4);
+  EXPECT_EQ(h.actors.Find(req.spec.actor_id)->state, ActorState::kAlive);
+  EXPECT_EQ(h.outbox->Count(MsgType::kKillWorker), 0u);
+}
+
 TEST(ActorManagerTest, ANodeDeathRestartsTheActorElsewhereWithinItsBudget) {
   HeadHarness h;
   std::string a = h.AddNode({{"CPU", 1}});
