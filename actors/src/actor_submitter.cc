@@ -189,6 +189,13 @@ void ActorSubmitter::Tick(double now) {
     if (a->state != proto::ActorState::kAlive || a->inflight.empty()) continue;
     if (now - a->announced < kAnnounceS) continue;
     a->announced = now;
+    // The oldest call made no progress since the last announcement: the head is asked how
+    // the actor stands. A worker whose death the head never reports (a restarted head that
+    // never heard of the actor kills it as a stray) would leave the calls waiting for good;
+    // an actor the head does not know is answered dead.
+    uint64_t oldest = a->inflight.begin()->first;
+    if (a->announced_oldest == oldest) head_.SubscribeActor(id);
+    a->announced_oldest = oldest;
     outbox_.Send(
         a->address, MsgType::kCallsSent,
         proto::CallsSentMsg{id.Binary(), self_.address, a->next_seq, a->inflight.begin()->first});

@@ -16,6 +16,7 @@
 // ActorState's mu (that is what keeps an actor's calls in order).
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -53,8 +54,9 @@ class ActorSubmitter {
   void Submit(const ActorId& actor, std::shared_ptr<PendingCall> call) EXCLUDES(actors_mu_);
   // The runtime's tick: sends again the calls of actors whose send queue was full, tells
   // the workers of actors with unanswered calls how far it has sent (kCallsSent), at most
-  // every kAnnounceS, and subscribes again to an actor of another's it has not heard of for
-  // kResubscribeS (the head answers a subscription at once, but one sent as it stopped is
+  // every kAnnounceS (asking the head again how the actor stands when the oldest of them is
+  // still the one of the last time), and subscribes again to an actor of another's it has not heard
+  // of for kResubscribeS (the head answers a subscription at once, but one sent as it stopped is
   // lost with its connection).
   void Tick(double now) EXCLUDES(actors_mu_);
   static constexpr double kAnnounceS = 5;
@@ -107,6 +109,8 @@ class ActorSubmitter {
     uint64_t pending_bytes GUARDED_BY(mu) = 0;  // of the calls in queue and inflight
     bool blocked GUARDED_BY(mu) = false;        // the transport refused the queue's first call
     double announced GUARDED_BY(mu) = 0;        // when kCallsSent last went
+    // The oldest call in flight then (UINT64_MAX: none yet).
+    uint64_t announced_oldest GUARDED_BY(mu) = UINT64_MAX;
     int max_task_retries GUARDED_BY(mu) = 0;
     bool subscribed GUARDED_BY(mu) = false;
     bool heard GUARDED_BY(mu) = false;  // an update of the head's came

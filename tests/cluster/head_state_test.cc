@@ -704,6 +704,35 @@ TEST(HeadStateTest, AnActorStartTheHeadTookButNeverStoredIsReportedAgain) {
   orrery::Shutdown();
 }
 
+// An actor created and started while Redis is down, then the head killed: the restarted
+// head never heard of it, and kills its worker as a stray. Its caller's next call must end
+// with the actor's death, not wait for good (it did: the head never reports the death of an
+// actor it does not know).
+TEST(HeadStateTest, AnActorTheRestartedHeadNeverHeardOfDiesForItsCaller) {
+  orrery_cluster::Cluster cluster;
+  ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
+  cluster.KillRedis();
+  auto counter = orrery::Actor(Counter::Create).Remote(40);
+  EXPECT_EQ(*orrery::Get(counter.Task(&Counter::Inc).Remote(2), 30000), 42);
+  cluster.KillHead();
+  cluster.RestartRedis(/*empty=*/false);
+  cluster.StartHead(0.2, 3);
+  // Calls answer until the stray is killed; then one fails.
+  std::string died;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (died.empty() && std::chrono::steady_clock::now() < deadline) {
+    try {
+      orrery::Get(counter.Task(&Counter::Inc).Remote(1), 30000);
+    } catch (const orrery::ActorDiedError& e) {
+      died = e.what();
+    } catch (const orrery::GetTimeoutError& e) {
+      FAIL() << "a call to the stray actor hung: " << e.what();
+    }
+  }
+  EXPECT_FALSE(died.empty()) << "the actor never died for its caller";
+  orrery::Shutdown();
+}
+
 // A training run's record with metrics entry `index`, as a driver sends it.
 proto::RecordMsg RunRecord(Peer& peer, const std::string& run, int64_t index) {
   proto::RecordMsg m;
