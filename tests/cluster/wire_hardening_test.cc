@@ -320,8 +320,12 @@ TEST_F(WireHardeningTest, DriverChurnKeepsDescriptorsBounded) {
   // Before the bounds, each driver left the head 1 and the node 2 descriptors for good (500
   // and 1,000 here). Now a sending thread keeps at most max_sockets_per_thread sockets (the
   // daemons run with the defaults), one descriptor each, whatever the number of drivers:
-  // the bound is that cap plus a margin for the daemons' other descriptors.
-  const int bound = int(orrery::transport::SendLimits{}.max_sockets_per_thread) + 40;
+  // the bound is that cap plus a margin for the daemons' other descriptors. Those vary with
+  // the machine's load: the connections of drivers that left and that the daemon has not
+  // yet seen close, sockets evicted while still holding messages (they drain outside the
+  // cap), and the head's second sending thread (its store's writer acknowledges what Redis
+  // has stored). On a loaded machine they came to 41 (40 was the margin then).
+  const int bound = int(orrery::transport::SendLimits{}.max_sockets_per_thread) + 64;
   EXPECT_LT(head_max - head_base, bound) << "head: " << head_base << " at the start";
   EXPECT_LT(node_max - node_base, bound) << "node: " << node_base << " at the start";
   // Idle sockets to drivers that are gone close.
