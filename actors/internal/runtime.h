@@ -339,8 +339,13 @@ struct ResolvedArgs {
   std::vector<internal::BytesView> views;
   std::vector<msgpack::object_handle> handles;
   std::vector<std::unique_ptr<internal::ScopedUnpackKeeper>> keepers;
-  ~ResolvedArgs() {
+  ~ResolvedArgs() { Clear(); }
+  // Lets the values go (a Buffer the call kept still holds its own share).
+  void Clear() {
     while (!keepers.empty()) keepers.pop_back();  // innermost first
+    handles.clear();
+    views.clear();
+    mapped.clear();
   }
 };
 // Throws ObjectLostError when an argument cannot be read.

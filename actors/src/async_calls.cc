@@ -54,6 +54,7 @@ void AsyncCalls::Start(const internal::FunctionEntry& entry, void* instance,
 
 void AsyncCalls::End(Call& c, std::string* result, std::exception_ptr error) {
   const proto::CallMsg& call = *c.msg;
+  c.resolved.Clear();  // before the reply, as a plain call does (worker.cc Execute)
   if (error) {
     CallFailure f = FailureOf(error);
     hooks_.reply(call, false, f.kind, f.type, f.message, nullptr, nullptr);

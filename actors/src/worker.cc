@@ -390,10 +390,15 @@ class WorkerServer {
           internal::UnpackUntrusted(args->data(), args->size(), internal::kValueUnpackLimits);
       // Inline Buffer arguments share the call's payload; store-kept ones the store's memory.
       internal::ScopedUnpackKeeper keeper(args->data(), args->size(), args);
-      ResolvedArgs resolved;
-      ResolveObjectArgs(*Current(), oh.get(), &resolved);
-      ScopedCallResult scope(&stored);
-      std::string result = e->invoke(instance_, oh.get(), nullptr);
+      std::string result;
+      {
+        // The store-kept arguments are let go before the reply: their store memory is free
+        // for the caller's next value once it hears back (docs/objects.md "Speed").
+        ResolvedArgs resolved;
+        ResolveObjectArgs(*Current(), oh.get(), &resolved);
+        ScopedCallResult scope(&stored);
+        result = e->invoke(instance_, oh.get(), nullptr);
+      }
       Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored);
       counted.ok = true;
     } catch (...) {

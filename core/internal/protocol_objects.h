@@ -44,8 +44,13 @@ struct ObjectStoreMsg {
   std::string owner;  // Create: the owning process (frees come from it; its death frees)
   std::string job_id;
   ObjectLocationMsg source;  // Open: the primary, pulled from when this node has no copy
-  MSGPACK_DEFINE(request_id, reply_to, object_id, size, owner, job_id, source);
+  // Create: the objects whose kObjectFree this process sent to the node since its last Create
+  // (at most kMaxFreedPerCreate, the latest). A free sent from another thread may arrive after
+  // the Create; the node frees these first, so that the new object can take their room.
+  std::vector<std::string> freed;
+  MSGPACK_DEFINE(request_id, reply_to, object_id, size, owner, job_id, source, freed);
 };
+inline constexpr size_t kMaxFreedPerCreate = 64;
 
 struct ObjectStoreReplyMsg {
   uint64_t request_id = 0;

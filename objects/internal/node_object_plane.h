@@ -85,6 +85,8 @@ class NodeObjectPlane {
   // Answers an Open from what the store holds now (pins for the reader).
   void ReplyOpenLocked(const proto::ObjectStoreMsg& m) REQUIRES(mu_);
   void FreeLocked(const ObjectId& id) REQUIRES(mu_);
+  // A free of `binary` (an object id) from its owner: at once, or at the last release.
+  void OnFreeLocked(const std::string& binary) REQUIRES(mu_);
   // Frees every object `owner` owns here, and the copies of them elsewhere.
   void FreeOwnedLocked(const std::string& owner) REQUIRES(mu_);
   void OnPong(const proto::PingMsg& m) EXCLUDES(mu_);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -89,8 +90,9 @@ class ObjectClient : public std::enable_shared_from_this<ObjectClient> {
   Result<std::shared_ptr<const MappedObject>> Open(const ObjectId& id,
                                                    const proto::ObjectLocationMsg& location,
                                                    int timeout_ms) EXCLUDES(mu_);
-  // The owner's last reference is gone: every copy goes (sent to the primary's node).
-  void Free(const ObjectId& id, const proto::ObjectLocationMsg& location);
+  // The owner's last reference is gone: every copy goes (sent to the primary's node). A free
+  // sent to this process's node also rides on its next Create (ObjectStoreMsg::freed).
+  void Free(const ObjectId& id, const proto::ObjectLocationMsg& location) EXCLUDES(mu_);
 
   // On the inbox thread: a node's answer.
   void OnReply(const proto::ObjectStoreReplyMsg& reply) EXCLUDES(mu_);
@@ -120,6 +122,8 @@ class ObjectClient : public std::enable_shared_from_this<ObjectClient> {
   std::map<uint64_t, std::optional<proto::ObjectStoreReplyMsg>> waiting_ GUARDED_BY(mu_);
   // Objects open in this process: a second Get of one reuses the mapping and its pin.
   std::map<ObjectId, std::weak_ptr<const MappedObject>> open_ GUARDED_BY(mu_);
+  // Frees sent to node_ since the last Create (ids, binary), the latest kMaxFreedPerCreate.
+  std::deque<std::string> freed_ GUARDED_BY(mu_);
 };
 
 }  // namespace orrery::objects

@@ -196,6 +196,11 @@ void NodeObjectPlane::OnCreate(const proto::ObjectStoreMsg& m) {
   proto::ObjectStoreReplyMsg r = ReplyTo(m);
   {
     MutexLock lock(&mu_);
+    // What its sender freed before: its kObjectFree may come after this (another thread's).
+    if (objects_) {
+      size_t n = std::min(m.freed.size(), proto::kMaxFreedPerCreate);
+      for (size_t i = 0; i < n; ++i) OnFreeLocked(m.freed[i]);
+    }
     auto loc = objects_ ? objects_->Create(IdOf(m.object_id), m.size, m.owner, m.reply_to)
                         : Result<ObjectLocation>(Status::Unavailable("the node is stopping"));
     if (loc.ok()) {
@@ -344,23 +349,25 @@ void NodeObjectPlane::FreeLocked(const ObjectId& id) {
 void NodeObjectPlane::OnFree(const proto::ObjectFreeMsg& m) {
   MutexLock lock(&mu_);
   if (!objects_) return;
-  for (const auto& binary : m.object_ids) {
-    if (binary.size() != UniqueId::kSize) continue;
-    ObjectId id = IdOf(binary);
-    if (pulls_.count(id)) {  // its readers get it; it goes at their last release
-      free_pending_.insert(id);
-      continue;
-    }
-    if (!objects_->Contains(id)) {
-      copies_.erase(id);
-      continue;
-    }
-    // A reader still has it open: it goes at the last release.
-    if (objects_->Pins(id) > 0) {
-      free_pending_.insert(id);
-    } else {
-      FreeLocked(id);
-    }
+  for (const auto& binary : m.object_ids) OnFreeLocked(binary);
+}
+
+void NodeObjectPlane::OnFreeLocked(const std::string& binary) {
+  if (binary.size() != UniqueId::kSize) return;
+  ObjectId id = IdOf(binary);
+  if (pulls_.count(id)) {  // its readers get it; it goes at their last release
+    free_pending_.insert(id);
+    return;
+  }
+  if (!objects_->Contains(id)) {  // gone already (this free came twice: with a Create too)
+    copies_.erase(id);
+    return;
+  }
+  // A reader still has it open: it goes at the last release.
+  if (objects_->Pins(id) > 0) {
+    free_pending_.insert(id);
+  } else {
+    FreeLocked(id);
   }
 }
 

@@ -116,6 +116,11 @@ Result<ObjectRegion> ObjectClient::Create(const ObjectId& id, uint64_t size,
   m.object_id = id.Binary();
   m.size = size;
   m.owner = owner;
+  {
+    MutexLock lock(&mu_);
+    m.freed.assign(freed_.begin(), freed_.end());
+    freed_.clear();
+  }
   auto reply = Call(MsgType::kObjectCreate, m, DefaultDeadlineMs(0));
   if (!reply.ok()) return reply.status();
   if (!reply->ok) {
@@ -228,11 +233,15 @@ void ObjectClient::Release(const ObjectId& id) {
 }
 
 void ObjectClient::Free(const ObjectId& id, const proto::ObjectLocationMsg& location) {
+  if (location.node_address.empty()) return;
   {
     MutexLock lock(&mu_);
     if (closed_) return;
+    if (location.node_address == node_) {
+      freed_.push_back(id.Binary());
+      if (freed_.size() > proto::kMaxFreedPerCreate) freed_.pop_front();
+    }
   }
-  if (location.node_address.empty()) return;
   outbox_.Send(location.node_address, MsgType::kObjectFree, proto::ObjectFreeMsg{{id.Binary()}});
 }
 
