@@ -18,7 +18,12 @@
 //   1_1_large_arg_128MB               a task's vector argument (driver -> task) / memcpy
 //                                                                    (and / two_copy_limit)
 //   1_1_large_arg_128MB_buffer        the same, the task taking an orrery::Buffer
-//   1_1_large_result_128MB            an actor's vector result (actor -> driver) / memcpy
+//   1_1_large_result_128MB            an actor's vector result (actor -> driver): a getter
+//                                     returning the vector it holds as a const reference,
+//                                     packed from it                  / memcpy
+//                                                                    (and / two_copy_limit)
+//   1_1_large_result_128MB_by_value   the same getter returning a copy (user code's copy
+//                                     into new memory first)         / memcpy
 //                                                                    (and / three_copy_limit)
 //   1_1_large_result_128MB_buffer     the same as an orrery::Buffer (shared, no copy out)
 //   raw_tcp_limit                     a TCP stream of the same bytes over loopback
@@ -70,7 +75,8 @@ std::string NodeOfBuffer(orrery::Buffer b) {
 class Holder {
  public:
   static Holder* Create(uint64_t size) { return new Holder(size); }
-  Bytes Give() { return bytes_; }
+  const Bytes& Give() const { return bytes_; }
+  Bytes GiveCopy() const { return bytes_; }
   orrery::Buffer GiveBuffer() { return buffer_; }
   uint64_t Touch() { return bytes_.size(); }
 
@@ -80,7 +86,7 @@ class Holder {
   orrery::Buffer buffer_;
 };
 
-ORRERY_REMOTE(SizeOf, SizeOfBuffer, NodeOfBuffer, Holder::Create, &Holder::Give,
+ORRERY_REMOTE(SizeOf, SizeOfBuffer, NodeOfBuffer, Holder::Create, &Holder::Give, &Holder::GiveCopy,
               &Holder::GiveBuffer, &Holder::Touch);
 
 struct Flags {
@@ -186,6 +192,10 @@ std::vector<Outcome> RunSameNode(const Flags& f) {
   out.push_back(
       {"1_1_large_result_128MB",
        Gbps(n, MedianSeconds(f.iterations, [&] { Get(holder.Task(&Holder::Give).Remote()); })),
+       "GB/s", "memcpy_limit", "", "two_copy_limit"});
+  out.push_back(
+      {"1_1_large_result_128MB_by_value",
+       Gbps(n, MedianSeconds(f.iterations, [&] { Get(holder.Task(&Holder::GiveCopy).Remote()); })),
        "GB/s", "memcpy_limit", "", "three_copy_limit"});
   out.push_back({"1_1_large_result_128MB_buffer",
                  Gbps(n, MedianSeconds(f.iterations,

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "orrery/api/calls.h"
 #include "orrery/errors.h"
 
 namespace {
@@ -62,8 +63,46 @@ class RegCounter {
   int value_;
 };
 
+// Counts its copies: a result returned by reference must be packed from where it is.
+struct RegCounted {
+  static inline int copies = 0;
+  RegCounted() = default;
+  explicit RegCounted(std::vector<int> values) : v(std::move(values)) {}
+  RegCounted(const RegCounted& o) : v(o.v) { ++copies; }
+  RegCounted(RegCounted&&) = default;
+  RegCounted& operator=(const RegCounted& o) {
+    v = o.v;
+    ++copies;
+    return *this;
+  }
+  RegCounted& operator=(RegCounted&&) = default;
+  std::vector<int> v;
+  MSGPACK_DEFINE(v);
+};
+const RegCounted& RegGlobalCounted() {
+  static const RegCounted held(std::vector<int>{4, 5});
+  return held;
+}
+class RegHolder {
+ public:
+  static RegHolder* Create() { return new RegHolder(); }
+  const RegCounted& Held() const { return held_; }
+  RegCounted& HeldMutable() { return held_; }
+  RegCounted HeldCopy() const { return held_; }
+
+ private:
+  RegCounted held_{std::vector<int>{1, 2, 3}};
+};
+// What the caller gets for a callable returning a reference: the value's ref.
+static_assert(std::is_same_v<orrery::internal::RemoteResult<const RegCounted&>::type,
+                             orrery::ObjectRef<RegCounted>>);
+static_assert(std::is_same_v<orrery::internal::RemoteResult<RegCounted&>::type,
+                             orrery::ObjectRef<RegCounted>>);
+
 ORRERY_REMOTE(RegAdd, RegConcat, RegSetSideEffect, RegThrows, RegManhattan, RegCounter::Create,
-              RegCounter::CreateFailing, &RegCounter::Inc, &RegCounter::Get, &RegCounter::Reset);
+              RegCounter::CreateFailing, &RegCounter::Inc, &RegCounter::Get, &RegCounter::Reset,
+              RegGlobalCounted, RegHolder::Create, &RegHolder::Held, &RegHolder::HeldMutable,
+              &RegHolder::HeldCopy);
 
 // Invokes `entry` with `args` packed as a msgpack array, as a worker would.
 template <typename... A>
@@ -179,6 +218,24 @@ TEST(RegistryTest, FactoryCreatesInstanceAndMethodsRunOnIt) {
   EXPECT_EQ(nil, orrery::internal::PackNil());
   EXPECT_EQ(static_cast<RegCounter*>(instance)->Get(), 0);
   MustFind("RegCounter::Create").deleter(instance);
+}
+
+TEST(RegistryTest, AResultReturnedByReferenceIsPackedWithoutACopy) {
+  void* instance = nullptr;
+  Invoke(MustFind("RegHolder::Create"), nullptr, &instance);
+  ASSERT_NE(instance, nullptr);
+  RegCounted::copies = 0;
+  for (const char* name : {"RegHolder::Held", "RegHolder::HeldMutable"}) {
+    auto got = Unpack<RegCounted>(Invoke(MustFind(name), instance, nullptr), "r");
+    EXPECT_THAT(got.v, ElementsAre(1, 2, 3)) << name;
+  }
+  auto global = Unpack<RegCounted>(Invoke(MustFind("RegGlobalCounted"), nullptr, nullptr), "r");
+  EXPECT_THAT(global.v, ElementsAre(4, 5));
+  EXPECT_EQ(RegCounted::copies, 0);
+  // A method returning a copy makes it, as its code says.
+  Invoke(MustFind("RegHolder::HeldCopy"), instance, nullptr);
+  EXPECT_EQ(RegCounted::copies, 1);
+  MustFind("RegHolder::Create").deleter(instance);
 }
 
 TEST(RegistryTest, UserExceptionsPassThrough) {

@@ -73,6 +73,12 @@ struct RemoteResult<Async<T>> {
   using type = ObjectRef<T>;
   static type Make(std::shared_ptr<RefHolder> ref) { return type(std::move(ref)); }
 };
+// A method returning a reference (a getter's `const T&`) gives ObjectRef<T>: its value is
+// packed from the reference, with no copy made first.
+template <typename R>
+struct RemoteResult<R&> : RemoteResult<std::remove_cv_t<R>> {};
+template <typename R>
+struct RemoteResult<R&&> : RemoteResult<std::remove_cv_t<R>> {};
 
 // Shared option setters for the Task and Actor builders.
 template <typename Derived>

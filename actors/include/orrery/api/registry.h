@@ -229,9 +229,9 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...)) {
                  std::move(tuple));
       return PackNil();
     } else {
-      return PackReturn(
-          std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
-                     std::move(tuple)));
+      return PackReturn(std::apply(
+          [&](auto&&... a) -> decltype(auto) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+          std::move(tuple)));
     }
   };
   return e;
@@ -249,9 +249,9 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...) co
                  std::move(tuple));
       return PackNil();
     } else {
-      return PackReturn(
-          std::apply([&](auto&&... a) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
-                     std::move(tuple)));
+      return PackReturn(std::apply(
+          [&](auto&&... a) -> decltype(auto) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+          std::move(tuple)));
     }
   };
   (void)sizeof(NonConst);
