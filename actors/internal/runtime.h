@@ -339,10 +339,17 @@ struct ResolvedArgs {
   std::vector<internal::BytesView> views;
   std::vector<msgpack::object_handle> handles;
   std::vector<std::unique_ptr<internal::ScopedUnpackKeeper>> keepers;
-  ~ResolvedArgs() { Clear(); }
+  ~ResolvedArgs() {
+    DropKeepers();
+    ReleaseValues();
+  }
+  // On the thread that resolved the arguments, once they are converted: each keeper restores
+  // that thread's unpack state (innermost first).
+  void DropKeepers() {
+    while (!keepers.empty()) keepers.pop_back();
+  }
   // Lets the values go (a Buffer the call kept still holds its own share).
-  void Clear() {
-    while (!keepers.empty()) keepers.pop_back();  // innermost first
+  void ReleaseValues() {
     handles.clear();
     views.clear();
     mapped.clear();

@@ -44,6 +44,11 @@ void AsyncCalls::Start(const internal::FunctionEntry& entry, void* instance,
     c->unpacked =
         internal::UnpackUntrusted(c->args->data(), c->args->size(), internal::kValueUnpackLimits);
     internal::ScopedUnpackKeeper keeper(c->args->data(), c->args->size(), c->args);
+    // The arguments' keepers go on this thread, before `keeper`, whichever thread ends the call.
+    struct DropKeepers {
+      ResolvedArgs& args;
+      ~DropKeepers() { args.DropKeepers(); }
+    } drop{c->resolved};
     ResolveObjectArgs(rt, c->unpacked.get(), &c->resolved);
     ScopedCallResult scope(&c->stored);
     entry.async_invoke(instance, c->unpacked.get(), done);
@@ -54,7 +59,7 @@ void AsyncCalls::Start(const internal::FunctionEntry& entry, void* instance,
 
 void AsyncCalls::End(Call& c, std::string* result, std::exception_ptr error) {
   const proto::CallMsg& call = *c.msg;
-  c.resolved.Clear();  // before the reply, as a plain call does (worker.cc Execute)
+  c.resolved.ReleaseValues();  // before the reply, as a plain call does (worker.cc Execute)
   if (error) {
     CallFailure f = FailureOf(error);
     hooks_.reply(call, false, f.kind, f.type, f.message, nullptr, nullptr);

@@ -93,6 +93,14 @@ class Gatherer {
     int got = *orrery::Get(self.Task(&Gatherer::Quick).Remote(1), 120000);
     co_return got;
   }
+  // Reads its store-kept arguments after a co_await: they stay valid while it is suspended.
+  orrery::Async<uint64_t> SumAfterAwait(orrery::Buffer b, std::vector<uint8_t> v) {
+    co_await orrery::Task(Square).Remote(int64_t(2));
+    uint64_t sum = 0;
+    for (size_t i = 0; i < b.size(); ++i) sum += uint8_t(b.data()[i]);
+    for (uint8_t x : v) sum += x;
+    co_return sum;
+  }
   int InFlight() { return in_flight_.load(); }
   int Cancelled() { return cancelled_.load(); }
   int Threads() { return ThreadsOfThisProcess(); }
@@ -107,7 +115,7 @@ class Gatherer {
 ORRERY_REMOTE(Square, GatedValue, Gatherer::Create, &Gatherer::SumOfSquares, &Gatherer::AwaitGate,
               &Gatherer::Quick, &Gatherer::Fails, &Gatherer::WaitSome, &Gatherer::InFlight,
               &Gatherer::Cancelled, &Gatherer::Threads, &Gatherer::Order, &Gatherer::BlockingGet,
-              &Gatherer::BlockingGetOnSelf);
+              &Gatherer::BlockingGetOnSelf, &Gatherer::SumAfterAwait);
 
 TEST(AsyncActorTest, GathersTenThousandTaskResultsOnFewThreads) {
   ActorReaper reaper;
@@ -118,6 +126,19 @@ TEST(AsyncActorTest, GathersTenThousandTaskResultsOnFewThreads) {
   EXPECT_EQ(*orrery::Get(actor.Task(&Gatherer::SumOfSquares).Remote(n), 300000), want);
   int threads = *orrery::Get(actor.Task(&Gatherer::Threads).Remote(), kGetTimeoutMs);
   EXPECT_LT(threads, 20) << "the actor's process has " << threads << " threads";
+}
+
+TEST(AsyncActorTest, StoreKeptArgumentsOutliveTheCallsSuspensions) {
+  ActorReaper reaper;
+  auto actor = reaper.Add(orrery::Actor(Gatherer::Create).Remote());
+  std::vector<orrery::ObjectRef<uint64_t>> calls;
+  std::vector<uint64_t> want;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<uint8_t> bytes(1 << 20, uint8_t(i + 1));  // above the inline limit: in the store
+    want.push_back(2 * uint64_t(i + 1) * bytes.size());
+    calls.push_back(actor.Task(&Gatherer::SumAfterAwait).Remote(orrery::Buffer(bytes), bytes));
+  }
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(*orrery::Get(calls[i], kGetTimeoutMs), want[i]) << i;
 }
 
 TEST(AsyncActorTest, ADefaultActorInterleavesOnlyAtACoAwait) {
