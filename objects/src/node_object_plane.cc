@@ -197,9 +197,14 @@ void NodeObjectPlane::OnCreate(const proto::ObjectStoreMsg& m) {
   {
     MutexLock lock(&mu_);
     // What its sender freed before: its kObjectFree may come after this (another thread's).
+    // Only what the sender owns: a create frees nothing of another process's.
     if (objects_) {
       size_t n = std::min(m.freed.size(), proto::kMaxFreedPerCreate);
-      for (size_t i = 0; i < n; ++i) OnFreeLocked(m.freed[i]);
+      for (size_t i = 0; i < n; ++i) {
+        const std::string& binary = m.freed[i];
+        if (binary.size() == UniqueId::kSize && objects_->OwnerOf(IdOf(binary)) == m.reply_to)
+          OnFreeLocked(binary);
+      }
     }
     auto loc = objects_ ? objects_->Create(IdOf(m.object_id), m.size, m.owner, m.reply_to)
                         : Result<ObjectLocation>(Status::Unavailable("the node is stopping"));
@@ -226,11 +231,14 @@ void NodeObjectPlane::OnSeal(const proto::ObjectStoreMsg& m) {
   Status s = objects_->Seal(id, m.reply_to);
   if (!s.ok()) LOG_WARN("object seal: " + s.message());
   auto it = unsealed_.find(id);
-  if (it == unsealed_.end()) return;
-  std::vector<proto::ObjectStoreMsg> waiters = std::move(it->second.waiters);
-  unsealed_.erase(it);
-  unsealed_done_.NotifyAll();
-  for (const auto& w : waiters) ReplyOpenLocked(w);
+  if (it != unsealed_.end()) {
+    std::vector<proto::ObjectStoreMsg> waiters = std::move(it->second.waiters);
+    unsealed_.erase(it);
+    unsealed_done_.NotifyAll();
+    for (const auto& w : waiters) ReplyOpenLocked(w);
+  }
+  // Freed while it was being written: now, or at its readers' last release.
+  if (free_pending_.count(id) && objects_->Pins(id) == 0) FreeLocked(id);
 }
 
 void NodeObjectPlane::ReplyLost(const proto::ObjectStoreMsg& m, const std::string& message) const {
@@ -359,8 +367,13 @@ void NodeObjectPlane::OnFreeLocked(const std::string& binary) {
     free_pending_.insert(id);
     return;
   }
-  if (!objects_->Contains(id)) {  // gone already (this free came twice: with a Create too)
-    copies_.erase(id);
+  if (!objects_->Contains(id)) {
+    // Still being written (its seal and this free came on different sockets): at its seal.
+    if (unsealed_.count(id)) {
+      free_pending_.insert(id);
+      return;
+    }
+    copies_.erase(id);  // gone already (this free came twice: with a Create too)
     return;
   }
   // A reader still has it open: it goes at the last release.

@@ -314,6 +314,11 @@ bool NodeObjects::Contains(const ObjectId& id) const {
   return it != objects_.end() && it->second.sealed;
 }
 
+std::string NodeObjects::OwnerOf(const ObjectId& id) const {
+  auto it = objects_.find(id);
+  return it == objects_.end() ? std::string() : it->second.owner;
+}
+
 int NodeObjects::Pins(const ObjectId& id) const {
   auto it = objects_.find(id);
   return it == objects_.end() ? 0 : it->second.pins;

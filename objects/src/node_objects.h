@@ -103,6 +103,8 @@ class NodeObjects {
   bool Contains(const ObjectId& id) const;  // sealed (in memory or spilled)
   // How many pins `id` has (0 when absent): a free waits for the last reader.
   int Pins(const ObjectId& id) const;
+  // The owner of `id`, sealed or not ("" when absent).
+  std::string OwnerOf(const ObjectId& id) const;
   NodeObjectsUsage Usage() const;
   std::vector<NodeObjectInfo> List() const;
   ShmArena& arena() { return *arena_; }

@@ -39,6 +39,7 @@ void ObjectClient::SetSelf(const std::string& address) {
 
 void ObjectClient::SetNode(const std::string& node_address) {
   MutexLock lock(&mu_);
+  if (node_ != node_address) freed_.clear();
   node_ = node_address;
 }
 

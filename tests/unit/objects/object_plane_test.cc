@@ -101,19 +101,36 @@ class ObjectPlaneFreedTest : public ::testing::Test {
     process_.Stop();
     fs::remove_all(dir_);
   }
-  // Creates and seals an object of `size` owned by the test's process.
-  Status Put(const ObjectId& id, uint64_t size, std::vector<std::string> freed = {}) {
+  // Creates an object of `size` written by the test's process and owned by `owner` (the
+  // process itself by default).
+  Status Create(const ObjectId& id, uint64_t size, std::vector<std::string> freed = {},
+                std::string owner = "") {
     proto::ObjectStoreMsg m;
     m.reply_to = process_.address();
-    m.owner = process_.address();
+    m.owner = owner.empty() ? process_.address() : owner;
     m.object_id = id.Binary();
     m.size = size;
     m.freed = std::move(freed);
     auto create = MakeEnvelope(MsgType::kObjectCreate, m);
-    if (auto s = plane_->Handle(create); !s || !s->ok()) return Status::Internal("create");
+    auto s = plane_->Handle(create);
+    return s && s->ok() ? Status::Ok() : Status::Internal("create");
+  }
+  Status Seal(const ObjectId& id) {
+    proto::ObjectStoreMsg m;
+    m.reply_to = process_.address();
+    m.object_id = id.Binary();
     auto seal = MakeEnvelope(MsgType::kObjectSeal, m);
-    if (auto s = plane_->Handle(seal); !s || !s->ok()) return Status::Internal("seal");
-    return Status::Ok();
+    auto s = plane_->Handle(seal);
+    return s && s->ok() ? Status::Ok() : Status::Internal("seal");
+  }
+  Status Put(const ObjectId& id, uint64_t size, std::vector<std::string> freed = {},
+             std::string owner = "") {
+    if (Status s = Create(id, size, std::move(freed), std::move(owner)); !s.ok()) return s;
+    return Seal(id);
+  }
+  void Free(const ObjectId& id) {
+    auto free = MakeEnvelope(MsgType::kObjectFree, proto::ObjectFreeMsg{{id.Binary()}});
+    ASSERT_TRUE(plane_->Handle(free).has_value());
   }
 
   std::string dir_;
@@ -131,9 +148,28 @@ TEST_F(ObjectPlaneFreedTest, ACreateFreesWhatItsSenderFreedBeforeMakingRoom) {
   EXPECT_EQ(usage.num_objects, 1u);
   EXPECT_EQ(usage.spilled_bytes, 0u);  // nothing was spilled to make room
   // The late kObjectFree changes nothing more.
-  auto late = MakeEnvelope(MsgType::kObjectFree, proto::ObjectFreeMsg{{first.Binary()}});
-  ASSERT_TRUE(plane_->Handle(late).has_value());
+  Free(first);
   EXPECT_EQ(plane_->Usage().num_objects, 1u);
+}
+
+TEST_F(ObjectPlaneFreedTest, ACreateFreesNothingItsSenderDoesNotOwn) {
+  ObjectId others = ObjectId::Random();
+  ASSERT_TRUE(Put(others, kOneMiB, {}, "ipc:///tmp/orrery-test-another-process").ok());
+  ASSERT_TRUE(Put(ObjectId::Random(), kOneMiB, {others.Binary()}).ok());
+  EXPECT_EQ(plane_->Usage().num_objects, 2u);
+}
+
+// A result's seal comes from the worker, its owner's free from the caller, on another socket:
+// a free handled first is done at the seal (it was dropped, and the object kept until its
+// owner exited).
+TEST_F(ObjectPlaneFreedTest, AFreeThatComesBeforeTheSealIsDoneAtTheSeal) {
+  ObjectId id = ObjectId::Random();
+  ASSERT_TRUE(Create(id, kOneMiB).ok());
+  Free(id);
+  ASSERT_TRUE(Seal(id).ok());
+  auto usage = plane_->Usage();
+  EXPECT_EQ(usage.num_objects, 0u);
+  EXPECT_EQ(usage.used_bytes, 0u);
 }
 
 TEST_F(ObjectPlaneFreedTest, MalformedFreedIdsInACreateAreSkipped) {
