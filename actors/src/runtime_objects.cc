@@ -93,6 +93,16 @@ void Runtime::EndStoredResult() {
   if (t_call_result && t_call_result->stored) objects_->Seal(t_call_result->id);
 }
 
+void Runtime::AbandonStoredResult() {
+  CallResult* r = t_call_result;
+  if (!r || !r->stored) return;
+  // Sealed, then freed (both from this thread, so in that order): nobody will hear of it.
+  objects_->Seal(r->id);
+  objects_->Free(r->id, r->location);
+  r->stored = false;
+  r->location = proto::ObjectLocationMsg{};
+}
+
 internal::BytesView Runtime::ReadStored(const ObjectId& id,
                                         const proto::ObjectLocationMsg& location, int timeout_ms) {
   if (objects_->available()) {
@@ -394,6 +404,10 @@ void KeepResultRefs(std::vector<std::shared_ptr<RefHolder>> refs) {
 bool BeginStoredResult(size_t size, char** data) {
   runtime::Runtime* rt = runtime::Current();
   return rt != nullptr && rt->BeginStoredResult(size, data);
+}
+
+void AbandonStoredResult() {
+  if (runtime::Runtime* rt = runtime::Current()) rt->AbandonStoredResult();
 }
 
 void EndStoredResult() {

@@ -71,8 +71,48 @@ class Holder {
   Bytes kept_;
 };
 
+// A value whose packing fails the second time it is packed in a process: a result's size is
+// counted by packing it once, then it is packed into the store.
+struct FailsToPack {
+  Bytes bytes;
+};
+int g_packs = 0;
+
+// An actor that keeps running after a call whose result failed to pack.
+class Packer {
+ public:
+  static Packer* Create() { return new Packer(); }
+  FailsToPack Make(uint64_t size) { return FailsToPack{Bytes(size, 9)}; }
+};
+
+}  // namespace
+
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+  template <>
+  struct pack<FailsToPack> {
+    template <typename Stream>
+    packer<Stream>& operator()(packer<Stream>& o, const FailsToPack& v) const {
+      if (++g_packs % 2 == 0) throw std::runtime_error("this value fails to pack");
+      return o.pack(v.bytes);
+    }
+  };
+  template <>
+  struct convert<FailsToPack> {
+    const msgpack::object& operator()(const msgpack::object& o, FailsToPack& v) const {
+      o.convert(v.bytes);
+      return o;
+    }
+  };
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS)
+}  // namespace msgpack
+
+namespace {
+
 ORRERY_REMOTE(SumBytes, SumBuffer, MakeBytes, EchoBytes, Holder::Create, &Holder::Keep,
-              &Holder::Give, &Holder::Take, &Holder::MinorFaults);
+              &Holder::Give, &Holder::Take, &Holder::MinorFaults, Packer::Create, &Packer::Make);
 
 std::string TempDir(const char* name) {
   std::string dir = "/tmp/orrery-large-objects-" + std::to_string(getpid()) + "-" + name;
@@ -255,6 +295,22 @@ TEST_F(LargeObjectsTest, DroppedRefsFreeTheStoreAndShutdownLeavesNoFile) {
   orrery::Shutdown();
   EXPECT_TRUE(Entries("/dev/shm", "orrery-" + node).empty()) << "no arena left in /dev/shm";
   EXPECT_TRUE(Entries(spill).empty()) << "no spill directory left";
+}
+
+// A result that fails to pack after its room in the store was taken: the call fails and the
+// room is freed (it stayed taken, unsealed, for as long as the actor's worker ran).
+TEST_F(LargeObjectsTest, AResultThatFailsToPackLeavesNothingInTheStore) {
+  orrery::Init(StoreConfig(256ll << 20, TempDir("fails-to-pack")));
+  auto packer = orrery::Actor(Packer::Create).Remote();
+  EXPECT_ANY_THROW(
+      orrery::Get(packer.Task(&Packer::Make).Remote(uint64_t(4) << 20), kGetTimeoutMs));
+  {
+    // The node's usage as reported after the failed call: with a value put after it.
+    auto after = orrery::Put(Bytes(1 << 20, 1));
+    ASSERT_TRUE(WaitFor([] { return StoreUsed() >= (1u << 20); }));
+  }
+  EXPECT_TRUE(WaitFor([] { return StoreUsed() == 0; })) << StoreUsed() << " bytes still stored";
+  packer.Kill();
 }
 
 // A worker keeps the memory its large arguments landed in once their calls are done

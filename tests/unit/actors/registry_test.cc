@@ -89,6 +89,7 @@ class RegHolder {
   const RegCounted& Held() const { return held_; }
   RegCounted& HeldMutable() { return held_; }
   RegCounted HeldCopy() const { return held_; }
+  RegCounted&& Drain() { return std::move(held_); }
 
  private:
   RegCounted held_{std::vector<int>{1, 2, 3}};
@@ -102,7 +103,7 @@ static_assert(std::is_same_v<orrery::internal::RemoteResult<RegCounted&>::type,
 ORRERY_REMOTE(RegAdd, RegConcat, RegSetSideEffect, RegThrows, RegManhattan, RegCounter::Create,
               RegCounter::CreateFailing, &RegCounter::Inc, &RegCounter::Get, &RegCounter::Reset,
               RegGlobalCounted, RegHolder::Create, &RegHolder::Held, &RegHolder::HeldMutable,
-              &RegHolder::HeldCopy);
+              &RegHolder::HeldCopy, &RegHolder::Drain);
 
 // Invokes `entry` with `args` packed as a msgpack array, as a worker would.
 template <typename... A>
@@ -234,6 +235,11 @@ TEST(RegistryTest, AResultReturnedByReferenceIsPackedWithoutACopy) {
   EXPECT_EQ(RegCounted::copies, 0);
   // A method returning a copy makes it, as its code says.
   Invoke(MustFind("RegHolder::HeldCopy"), instance, nullptr);
+  EXPECT_EQ(RegCounted::copies, 1);
+  // One returning an rvalue reference gives its value up, as `std::move` asks.
+  auto drained = Unpack<RegCounted>(Invoke(MustFind("RegHolder::Drain"), instance, nullptr), "r");
+  EXPECT_THAT(drained.v, ElementsAre(1, 2, 3));
+  EXPECT_TRUE(static_cast<RegHolder*>(instance)->Held().v.empty());
   EXPECT_EQ(RegCounted::copies, 1);
   MustFind("RegHolder::Create").deleter(instance);
 }

@@ -121,7 +121,12 @@ std::string PackResult(const R& r) {
   char* data = nullptr;
   std::string bytes;
   if (size > kInlineValueMaxBytes && BeginStoredResult(size, &data)) {
-    PackInto(r, data, size);
+    try {
+      PackInto(r, data, size);
+    } catch (...) {
+      AbandonStoredResult();
+      throw;
+    }
     EndStoredResult();
   } else {
     bytes = Pack(r);
@@ -141,8 +146,19 @@ std::string PackReturn(R&& r) {
   }
 }
 
+// What a method's result is held as while it is packed: a reference as itself (packed from
+// the object it names, with no copy), an rvalue reference as the value it moves out (what
+// `return std::move(member_);` asks for).
+template <typename R>
+using HeldResult = std::conditional_t<std::is_rvalue_reference_v<R>, std::remove_cvref_t<R>, R>;
+// A Stream is driven, so moved from: returned by value only.
+template <typename R>
+inline constexpr bool kStreamByReference =
+    std::is_reference_v<R>&& IsStream<std::remove_cvref_t<R>>::value;
+
 template <typename R, typename... Args>
 FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
+  static_assert(!kStreamByReference<R>, "a remote function returns its Stream<T> by value");
   FunctionEntry e{name, FunctionKind::kFunction, int(sizeof...(Args)), nullptr, nullptr};
   e.raw = reinterpret_cast<void (*)()>(f);
   e.signature = typeid(R(*)(Args...)).name();
@@ -220,6 +236,7 @@ FunctionEntry MakeAsyncMethodEntry(const std::string& name, M m) {
 
 template <typename R, typename C, typename... Args>
 FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...)) {
+  static_assert(!kStreamByReference<R>, "a remote method returns its Stream<T> by value");
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
     auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
@@ -230,7 +247,7 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...)) {
       return PackNil();
     } else {
       return PackReturn(std::apply(
-          [&](auto&&... a) -> decltype(auto) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+          [&](auto&&... a) -> HeldResult<R> { return (obj->*m)(std::forward<decltype(a)>(a)...); },
           std::move(tuple)));
     }
   };
@@ -239,6 +256,7 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...)) {
 
 template <typename R, typename C, typename... Args>
 FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...) const) {
+  static_assert(!kStreamByReference<R>, "a remote method returns its Stream<T> by value");
   using NonConst = R (C::*)(Args...);
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
@@ -250,7 +268,7 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...) co
       return PackNil();
     } else {
       return PackReturn(std::apply(
-          [&](auto&&... a) -> decltype(auto) { return (obj->*m)(std::forward<decltype(a)>(a)...); },
+          [&](auto&&... a) -> HeldResult<R> { return (obj->*m)(std::forward<decltype(a)>(a)...); },
           std::move(tuple)));
     }
   };

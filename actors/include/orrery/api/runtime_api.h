@@ -115,6 +115,9 @@ void SealObject(const RefHolder& ref);
 // the reply carries its location; false: pack it inline.
 bool BeginStoredResult(size_t size, char** data);
 void EndStoredResult();
+// The result begun could not be written (packing it threw): its object is sealed and freed,
+// and the call's reply carries no location.
+void AbandonStoredResult();
 
 // The packed bytes of a ready object, valid while `keep` lives (a shared-memory object's
 // mapping, or the process's copy).
