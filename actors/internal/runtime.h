@@ -103,6 +103,7 @@ class Runtime {
   bool BeginStoredResult(size_t size, char** data);
   void EndStoredResult();
   void AbandonStoredResult();
+  void AbandonObject(const internal::RefHolder& ref);
   internal::BytesView Get(const internal::RefHolder& ref, int timeout_ms);
   // The bytes of a value kept in a node's store: read in place from this node's store (pulled
   // here first when elsewhere), or, with no store on this host, pulled into this process.

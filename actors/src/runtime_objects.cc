@@ -93,6 +93,19 @@ void Runtime::EndStoredResult() {
   if (t_call_result && t_call_result->stored) objects_->Seal(t_call_result->id);
 }
 
+void Runtime::AbandonObject(const internal::RefHolder& ref) {
+  proto::ObjectLocationMsg location;
+  {
+    MutexLock lock(&creating_mu_);
+    auto it = creating_.find(ref.id());
+    if (it == creating_.end()) return;
+    location = std::move(it->second);
+    creating_.erase(it);
+  }
+  objects_->Seal(ref.id());  // then freed, from this thread, so in that order
+  objects_->Free(ref.id(), location);
+}
+
 void Runtime::AbandonStoredResult() {
   CallResult* r = t_call_result;
   if (!r || !r->stored) return;
@@ -348,6 +361,7 @@ std::shared_ptr<RefHolder> CreateObject(size_t size, char** data) {
 }
 
 void SealObject(const RefHolder& ref) { runtime::CurrentOrThrow().SealObject(ref); }
+void AbandonObject(const RefHolder& ref) { runtime::CurrentOrThrow().AbandonObject(ref); }
 
 // ------------------------------------------------------------------ nested refs
 

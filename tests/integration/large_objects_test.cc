@@ -83,6 +83,7 @@ class Packer {
  public:
   static Packer* Create() { return new Packer(); }
   FailsToPack Make(uint64_t size) { return FailsToPack{Bytes(size, 9)}; }
+  uint64_t Take(FailsToPack v) { return v.bytes.size(); }
 };
 
 }  // namespace
@@ -112,7 +113,8 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
 namespace {
 
 ORRERY_REMOTE(SumBytes, SumBuffer, MakeBytes, EchoBytes, Holder::Create, &Holder::Keep,
-              &Holder::Give, &Holder::Take, &Holder::MinorFaults, Packer::Create, &Packer::Make);
+              &Holder::Give, &Holder::Take, &Holder::MinorFaults, Packer::Create, &Packer::Make,
+              &Packer::Take);
 
 std::string TempDir(const char* name) {
   std::string dir = "/tmp/orrery-large-objects-" + std::to_string(getpid()) + "-" + name;
@@ -306,6 +308,24 @@ TEST_F(LargeObjectsTest, AResultThatFailsToPackLeavesNothingInTheStore) {
       orrery::Get(packer.Task(&Packer::Make).Remote(uint64_t(4) << 20), kGetTimeoutMs));
   {
     // The node's usage as reported after the failed call: with a value put after it.
+    auto after = orrery::Put(Bytes(1 << 20, 1));
+    ASSERT_TRUE(WaitFor([] { return StoreUsed() >= (1u << 20); }));
+  }
+  EXPECT_TRUE(WaitFor([] { return StoreUsed() == 0; })) << StoreUsed() << " bytes still stored";
+  packer.Kill();
+}
+
+// The same for a Put or an argument whose value fails to pack: it throws, and nothing stays in
+// the store.
+TEST_F(LargeObjectsTest, APutOrArgumentThatFailsToPackLeavesNothingInTheStore) {
+  orrery::Init(StoreConfig(256ll << 20, TempDir("put-fails-to-pack")));
+  g_packs = 0;
+  EXPECT_THROW(orrery::Put(FailsToPack{Bytes(4 << 20, 9)}), std::runtime_error);
+  // As an argument: the call is not submitted.
+  auto packer = orrery::Actor(Packer::Create).Remote();
+  EXPECT_THROW(packer.Task(&Packer::Take).Remote(FailsToPack{Bytes(4 << 20, 9)}),
+               std::runtime_error);
+  {
     auto after = orrery::Put(Bytes(1 << 20, 1));
     ASSERT_TRUE(WaitFor([] { return StoreUsed() >= (1u << 20); }));
   }

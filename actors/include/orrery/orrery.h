@@ -122,7 +122,12 @@ ObjectRef<T> Put(const T& value) {
   char* data = nullptr;
   std::shared_ptr<internal::RefHolder> ref = internal::CreateObject(size, &data);
   if (ref) {
-    internal::PackInto(value, data, size);
+    try {
+      internal::PackInto(value, data, size);
+    } catch (...) {
+      internal::AbandonObject(*ref);
+      throw;
+    }
     internal::SealObject(*ref);
   } else {
     ref = internal::PutBytes(internal::Pack(value));

@@ -36,7 +36,12 @@ ArgSlot MakeArg(A&& a) {
     size_t size = PackedSize(value);
     char* data = nullptr;
     if (auto ref = CreateObject(size, &data)) {
-      PackInto(value, data, size);
+      try {
+        PackInto(value, data, size);
+      } catch (...) {
+        AbandonObject(*ref);  // the call is not submitted: nothing stays in the store
+        throw;
+      }
       SealObject(*ref);
       KeepContained(*ref, nested.Take());
       return ArgSlot{std::string(), std::move(ref), {}};

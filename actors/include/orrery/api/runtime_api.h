@@ -109,6 +109,8 @@ inline constexpr size_t kInlineValueMaxBytes = 100 * 1024;
 // ObjectStoreFullError.
 std::shared_ptr<RefHolder> CreateObject(size_t size, char** data);
 void SealObject(const RefHolder& ref);
+// The object begun could not be written (packing it threw): it is sealed and freed.
+void AbandonObject(const RefHolder& ref);
 
 // Inside a worker running a call: when `size` is above kInlineValueMaxBytes, the call's
 // result is written in place into the node's store (*data; EndStoredResult once written) and
