@@ -155,8 +155,8 @@ void ActorManager::KillOnNode(const ActorEntry& a, const std::string& reason) {
 
 void ActorManager::OnKill(const proto::KillActorMsg& m) {
   Kill(m);
-  // Acknowledged whatever it found: the caller sends it again until then.
-  ctx_.Ack(m.reply_to, m.request_id);
+  // Acknowledged whatever it found, once stored: the caller sends it again until then.
+  ctx_.AckWhenStored(m.reply_to, m.request_id);
 }
 
 void ActorManager::Kill(const proto::KillActorMsg& m) {

@@ -64,11 +64,12 @@ void LeaseManager::Finish(std::map<std::string, LeaseEntry>::iterator it) {
 }
 
 void LeaseManager::OnReturn(const proto::ReturnLeaseMsg& m, double now) {
-  // Acknowledged, whatever it found: the holder sends it again until then.
+  // Acknowledged, whatever it found, once Redis has what it changed: the holder sends it again
+  // until then, so a head restarted before the lease's end was stored hears of it again.
   auto it = leases_.find(m.lease_id);
-  if (it == leases_.end()) return ctx_.Ack(m.reply_to, m.request_id);
+  if (it == leases_.end()) return ctx_.AckWhenStored(m.reply_to, m.request_id);
   Finish(it);
-  ctx_.Ack(m.reply_to, m.request_id);
+  ctx_.AckWhenStored(m.reply_to, m.request_id);
   queue_.ScheduleAll(now);
 }
 

@@ -100,7 +100,7 @@ void PlacementGroupManager::OnWait(const proto::PlacementGroupMsg& m, double now
 void PlacementGroupManager::OnRemove(const proto::PlacementGroupMsg& m, double now) {
   auto it = pgs_.find(m.pg_id);
   if (it == pgs_.end() || it->second.state == PgEntry::kRemoved) {
-    return ctx_.Ack(m.reply_to, m.request_id);
+    return ctx_.AckWhenStored(m.reply_to, m.request_id);
   }
   PgEntry& pg = it->second;
   if (pg.state == PgEntry::kCreated) {
@@ -117,7 +117,7 @@ void PlacementGroupManager::OnRemove(const proto::PlacementGroupMsg& m, double n
   pg.waiters.clear();
   if (on_removed_) on_removed_(m.pg_id);  // its actors die with it
   Persist(pg);
-  ctx_.Ack(m.reply_to, m.request_id);  // a remover that is not answered sends it again
+  ctx_.AckWhenStored(m.reply_to, m.request_id);  // a remover not answered sends it again
   queue_.ScheduleAll(now);
 }
 

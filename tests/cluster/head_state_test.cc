@@ -733,6 +733,39 @@ TEST(HeadStateTest, AnActorTheRestartedHeadNeverHeardOfDiesForItsCaller) {
   orrery::Shutdown();
 }
 
+// A lease returned while Redis is down, then the head killed: the restarted head restores
+// the lease as held, so its CPU stayed taken until the job ended. The return is acknowledged
+// only once stored, so the driver sends it again to the restarted head.
+TEST(HeadStateTest, ALeaseReturnTheHeadTookButNeverStoredIsSentAgain) {
+  orrery_cluster::Cluster cluster;
+  ASSERT_NO_FATAL_FAILURE(StartOneCpuCluster(cluster));
+  std::string release = cluster.dir() + "/release";
+  auto held = orrery::Task(HoldUntil).Remote(release);
+  ASSERT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 0; }));
+  {
+    Redis r(cluster.redis_address());  // granted, and stored as such
+    ASSERT_TRUE(WaitFor([&] {
+      auto leases = r.HGetAll(kPrefix + "leases");
+      if (leases.size() != 1) return false;
+      auto record = json::parse(leases.begin()->second, nullptr, false);
+      return record.is_object() && !record.value("node_id", "").empty();
+    }));
+  }
+  cluster.KillRedis();
+  std::ofstream(release).close();
+  EXPECT_EQ(*orrery::Get(held, 30000), 7);
+  // The idle lease goes back: the head frees its CPU, but cannot store that.
+  ASSERT_TRUE(WaitFor([] { return orrery::AvailableResources()["CPU"] == 1; }));
+  cluster.KillHead();
+  cluster.RestartRedis(/*empty=*/false);
+  cluster.StartHead(0.2, 3);
+  EXPECT_TRUE(WaitFor([] {
+    auto nodes = orrery::Nodes();
+    return nodes.size() == 1 && nodes[0].alive && orrery::AvailableResources()["CPU"] == 1;
+  })) << "the restarted head still holds the returned lease's CPU";
+  orrery::Shutdown();
+}
+
 // A training run's record with metrics entry `index`, as a driver sends it.
 proto::RecordMsg RunRecord(Peer& peer, const std::string& run, int64_t index) {
   proto::RecordMsg m;
