@@ -22,10 +22,25 @@ void HeadContext::Ack(const std::string& to, uint64_t request_id, bool ok, proto
 void HeadContext::AckWhenStored(const std::string& to, uint64_t request_id) const {
   if (to.empty() || !stored_acks->Add(to, request_id)) return;
   store->WhenWritten([acks = stored_acks, outbox = outbox, to, request_id] {
-    acks->Remove(to, request_id);
-    outbox->Send(to, proto::MsgType::kAck,
-                 proto::AckMsg{request_id, true, proto::ErrorKind::kNone, ""});
+    acks->Deliver([acks, outbox, to, request_id] {
+      acks->Remove(to, request_id);
+      outbox->Send(to, proto::MsgType::kAck,
+                   proto::AckMsg{request_id, true, proto::ErrorKind::kNone, ""});
+    });
   });
+}
+
+void StoredAcks::SetPoster(Poster post) {
+  MutexLock lock(&mu_);
+  post_ = std::move(post);
+}
+
+void StoredAcks::Deliver(std::function<void()> send) {
+  {
+    MutexLock lock(&mu_);  // held while posting, so that the poster is not cleared meanwhile
+    if (post_) return post_(std::move(send));
+  }
+  send();
 }
 
 bool StoredAcks::Add(const std::string& to, uint64_t request_id) {

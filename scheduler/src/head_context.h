@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -49,10 +50,18 @@ class StoredAcks {
   bool Add(const std::string& to, uint64_t request_id) EXCLUDES(mu_);
   void Remove(const std::string& to, uint64_t request_id) EXCLUDES(mu_);
   size_t size() const EXCLUDES(mu_);
+  // Where the acknowledgements are sent from: `post` runs its function on the head's inbox
+  // thread, whose sockets are bounded and closed once idle (the store's writer would keep a
+  // socket to every driver it ever answered); none: the thread that learns they are stored.
+  using Poster = std::function<void(std::function<void()>)>;
+  void SetPoster(Poster post) EXCLUDES(mu_);
+  // Runs `send` as SetPoster says.
+  void Deliver(std::function<void()> send) EXCLUDES(mu_);
 
  private:
   mutable Mutex mu_;
   std::set<std::pair<std::string, uint64_t>> waiting_ GUARDED_BY(mu_);
+  Poster post_ GUARDED_BY(mu_);
 };
 
 struct HeadContext {

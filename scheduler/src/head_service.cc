@@ -70,12 +70,15 @@ Status HeadService::Start() {
   if (Status m = StartMetrics(); !m.ok()) return m;
   inbox_.SetTick(100, [this] { Tick(); });
   inbox_.Start([this](transport::Envelope& env) { return Handle(env); }, "orrery-head");
+  m_.ctx.stored_acks->SetPoster(
+      [this](std::function<void()> send) { inbox_.Post(std::move(send)); });
   m_.submissions.SetHeadAddress(inbox_.address());
   LOG_INFO("head listening on " + inbox_.address());
   return Status::Ok();
 }
 
 void HeadService::Stop() {
+  m_.ctx.stored_acks->SetPoster(nullptr);
   inbox_.Stop();
   if (metrics_) metrics_->Stop();
 }
