@@ -9,23 +9,14 @@
 
 #include "core/internal/state_store.h"
 #include "tests/fakes/recording_outbox.h"
+#include "tests/unit/scheduler/head_harness.h"
 
 namespace orrery::scheduler {
 namespace {
 
 using ::orrery::testing::RecordingOutbox;
 
-// A store whose writes are stored only when the test says so.
-class SlowStore final : public InMemoryStateStore {
- public:
-  void WhenWritten(std::function<void()> done) override { waiting.push_back(std::move(done)); }
-  void Store() {
-    auto all = std::move(waiting);
-    waiting.clear();
-    for (auto& done : all) done();
-  }
-  std::vector<std::function<void()>> waiting;
-};
+using testing::SlowStore;
 
 TEST(HeadContextTest, AnAckWaitsForTheStoreAndARequestSentAgainAddsNoSecondWait) {
   auto store = std::make_shared<SlowStore>();
@@ -50,6 +41,26 @@ TEST(HeadContextTest, AnAckWaitsForTheStoreAndARequestSentAgainAddsNoSecondWait)
   EXPECT_EQ(ctx.stored_acks->size(), 0u);
   // Once answered, a request sent again (the answer was lost) is answered again.
   ctx.AckWhenStored("tcp://node", 5);
+  store->Store();
+  EXPECT_EQ(outbox->Count(proto::MsgType::kAck), 1u);
+}
+
+// The head sends them from its inbox thread (HeadService sets the poster): the store's
+// writer only posts them.
+TEST(HeadContextTest, AnAckGoesOutThroughThePosterOnceOneIsSet) {
+  auto store = std::make_shared<SlowStore>();
+  auto outbox = std::make_shared<RecordingOutbox>();
+  HeadContext ctx{store, outbox};
+  std::vector<std::function<void()>> posted;
+  ctx.stored_acks->SetPoster([&](std::function<void()> send) { posted.push_back(send); });
+  ctx.AckWhenStored("tcp://driver", 1);
+  store->Store();
+  EXPECT_EQ(outbox->Count(proto::MsgType::kAck), 0u) << "sent from the store's thread";
+  ASSERT_EQ(posted.size(), 1u);
+  posted[0]();
+  EXPECT_TRUE(outbox->Take<proto::AckMsg>(proto::MsgType::kAck, "tcp://driver"));
+  ctx.stored_acks->SetPoster(nullptr);  // stopped: sent where it is learnt
+  ctx.AckWhenStored("tcp://driver", 2);
   store->Store();
   EXPECT_EQ(outbox->Count(proto::MsgType::kAck), 1u);
 }

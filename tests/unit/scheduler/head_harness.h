@@ -3,6 +3,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,18 @@
 namespace orrery::scheduler::testing {
 
 using ::orrery::testing::RecordingOutbox;
+
+// A store whose writes are stored only when the test says so (Store()).
+class SlowStore final : public InMemoryStateStore {
+ public:
+  void WhenWritten(std::function<void()> done) override { waiting.push_back(std::move(done)); }
+  void Store() {
+    auto all = std::move(waiting);
+    waiting.clear();
+    for (auto& done : all) done();
+  }
+  std::vector<std::function<void()>> waiting;
+};
 
 // The managers of one head, over `store` (a restarted head: a second harness on the same
 // store), wired as a HeadService wires them (HeadManagers), with a recording outbox.

@@ -239,6 +239,36 @@ TEST(LeaseManagerTest, AReturnIsAcknowledgedOnceTheLeaseIsGone) {
   }
 }
 
+// A lease's return, a group's removal and a kill are acknowledged only once stored: a head
+// restarted before would restore the lease as held, the group as created, the actor as live.
+TEST(LeaseManagerTest, AReturnARemovalAndAKillAreAcknowledgedOnceStored) {
+  auto store = std::make_shared<testing::SlowStore>();
+  HeadHarness h(store);
+  h.AddNode({{"CPU", 2}});
+  auto req = h.LeaseRequest(h.AddJob(), {{"CPU", 1}});
+  h.leases.OnRequest(req, 0);
+  auto pg = Group({{{"CPU", 1}}});
+  h.pgs.OnCreate(pg, 0);
+  store->Store();
+  h.outbox->Clear();
+  proto::ReturnLeaseMsg back{req.lease_id, false, 1, "tcp://driver"};
+  h.leases.OnReturn(back, 1);
+  proto::PlacementGroupMsg remove = pg;
+  remove.request_id = 2;
+  h.pgs.OnRemove(remove, 1);
+  proto::KillActorMsg kill;
+  kill.actor_id = ActorId::Random().Binary();
+  kill.request_id = 3;
+  kill.reply_to = "tcp://driver";
+  h.actors.OnKill(kill);
+  EXPECT_EQ(h.outbox->Count(MsgType::kAck), 0u) << "acknowledged before it was stored";
+  store->Store();
+  std::vector<uint64_t> acked;
+  while (auto ack = h.outbox->Take<proto::AckMsg>(MsgType::kAck, "tcp://driver"))
+    acked.push_back(ack->request_id);
+  EXPECT_EQ(acked, (std::vector<uint64_t>{1, 2, 3}));
+}
+
 TEST(PlacementGroupManagerTest, WaitersAreAnsweredOnPlacementOrTimeout) {
   HeadHarness h;
   auto pg = Group({{{"CPU", 2}}});
