@@ -252,6 +252,10 @@ class Runtime {
   Mutex creating_mu_;
   // Objects created in place and not yet sealed: their locations.
   std::map<ObjectId, proto::ObjectLocationMsg> creating_ GUARDED_BY(creating_mu_);
+  // Takes `id` out of creating_: its location, or nullopt when it is not there.
+  std::optional<proto::ObjectLocationMsg> TakeCreating(const ObjectId& id) EXCLUDES(creating_mu_);
+  // Seals, then frees, an object nobody will hear of (both from this thread, so in order).
+  void Discard(const ObjectId& id, const proto::ObjectLocationMsg& location);
   HeadClient head_;
   ArgResolver resolver_;
   ActorSubmitter actors_;

@@ -60,17 +60,20 @@ std::shared_ptr<internal::RefHolder> Runtime::CreateObject(size_t size, char** d
   return internal::MakeRef(id, address());
 }
 
+std::optional<proto::ObjectLocationMsg> Runtime::TakeCreating(const ObjectId& id) {
+  MutexLock lock(&creating_mu_);
+  auto it = creating_.find(id);
+  if (it == creating_.end()) return std::nullopt;
+  proto::ObjectLocationMsg location = std::move(it->second);
+  creating_.erase(it);
+  return location;
+}
+
 void Runtime::SealObject(const internal::RefHolder& ref) {
-  proto::ObjectLocationMsg location;
-  {
-    MutexLock lock(&creating_mu_);
-    auto it = creating_.find(ref.id());
-    if (it == creating_.end()) return;
-    location = std::move(it->second);
-    creating_.erase(it);
-  }
+  auto location = TakeCreating(ref.id());
+  if (!location) return;
   objects_->Seal(ref.id());
-  store_.PutLocation(ref.id(), std::move(location), /*owned=*/true);
+  store_.PutLocation(ref.id(), std::move(*location), /*owned=*/true);
 }
 
 bool Runtime::BeginStoredResult(size_t size, char** data) {
@@ -93,25 +96,19 @@ void Runtime::EndStoredResult() {
   if (t_call_result && t_call_result->stored) objects_->Seal(t_call_result->id);
 }
 
+void Runtime::Discard(const ObjectId& id, const proto::ObjectLocationMsg& location) {
+  objects_->Seal(id);
+  objects_->Free(id, location);
+}
+
 void Runtime::AbandonObject(const internal::RefHolder& ref) {
-  proto::ObjectLocationMsg location;
-  {
-    MutexLock lock(&creating_mu_);
-    auto it = creating_.find(ref.id());
-    if (it == creating_.end()) return;
-    location = std::move(it->second);
-    creating_.erase(it);
-  }
-  objects_->Seal(ref.id());  // then freed, from this thread, so in that order
-  objects_->Free(ref.id(), location);
+  if (auto location = TakeCreating(ref.id())) Discard(ref.id(), *location);
 }
 
 void Runtime::AbandonStoredResult() {
   CallResult* r = t_call_result;
   if (!r || !r->stored) return;
-  // Sealed, then freed (both from this thread, so in that order): nobody will hear of it.
-  objects_->Seal(r->id);
-  objects_->Free(r->id, r->location);
+  Discard(r->id, r->location);
   r->stored = false;
   r->location = proto::ObjectLocationMsg{};
 }

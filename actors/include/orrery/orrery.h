@@ -118,20 +118,8 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_returns, int t
 template <typename T>
 ObjectRef<T> Put(const T& value) {
   internal::ScopedRefCollector nested;  // refs inside the value live as long as it does
-  size_t size = internal::PackedSize(value);
-  char* data = nullptr;
-  std::shared_ptr<internal::RefHolder> ref = internal::CreateObject(size, &data);
-  if (ref) {
-    try {
-      internal::PackInto(value, data, size);
-    } catch (...) {
-      internal::AbandonObject(*ref);
-      throw;
-    }
-    internal::SealObject(*ref);
-  } else {
-    ref = internal::PutBytes(internal::Pack(value));
-  }
+  std::shared_ptr<internal::RefHolder> ref = internal::PackIntoStore(value);
+  if (!ref) ref = internal::PutBytes(internal::Pack(value));
   internal::KeepContained(*ref, nested.Take());
   return ObjectRef<T>(std::move(ref));
 }

@@ -21,6 +21,25 @@ class ActorHandle;
 
 namespace internal {
 
+// Writes `value` once into a new object of the node's store and seals it: its ref, or
+// nullptr when it travels inline (small, or no store on this host). A value whose packing
+// throws leaves nothing in the store.
+template <typename T>
+std::shared_ptr<RefHolder> PackIntoStore(const T& value) {
+  size_t size = PackedSize(value);
+  char* data = nullptr;
+  auto ref = CreateObject(size, &data);
+  if (!ref) return nullptr;
+  try {
+    PackInto(value, data, size);
+  } catch (...) {
+    AbandonObject(*ref);
+    throw;
+  }
+  SealObject(*ref);
+  return ref;
+}
+
 // Packs one argument for a parameter of type P: ObjectRefs become references resolved by
 // the runtime; everything else is converted to P (a compile error if it cannot be) and
 // packed.
@@ -33,16 +52,7 @@ ArgSlot MakeArg(A&& a) {
     const std::decay_t<P>& value = std::forward<A>(a);
     ScopedRefCollector nested;  // refs inside the value live as long as the value is needed
     // A large value goes into the node's store once and travels by reference.
-    size_t size = PackedSize(value);
-    char* data = nullptr;
-    if (auto ref = CreateObject(size, &data)) {
-      try {
-        PackInto(value, data, size);
-      } catch (...) {
-        AbandonObject(*ref);  // the call is not submitted: nothing stays in the store
-        throw;
-      }
-      SealObject(*ref);
+    if (auto ref = PackIntoStore(value)) {
       KeepContained(*ref, nested.Take());
       return ArgSlot{std::string(), std::move(ref), {}};
     }
