@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "actors/src/errors_util.h"
+#include "core/internal/kept_memory.h"
 
 namespace orrery::runtime {
 
@@ -60,6 +61,7 @@ void AsyncCalls::Start(const internal::FunctionEntry& entry, void* instance,
 void AsyncCalls::End(Call& c, std::string* result, std::exception_ptr error) {
   const proto::CallMsg& call = *c.msg;
   c.resolved.ReleaseValues();  // before the reply, as a plain call does (worker.cc Execute)
+  internal::ReclaimLandings();
   if (error) {
     CallFailure f = FailureOf(error);
     hooks_.reply(call, false, f.kind, f.type, f.message, nullptr, nullptr);

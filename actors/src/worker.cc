@@ -17,6 +17,7 @@
 #include "core/internal/call_stats.h"
 #include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
+#include "core/internal/kept_memory.h"
 #include "core/internal/log.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
@@ -399,6 +400,8 @@ class WorkerServer {
         ScopedCallResult scope(&stored);
         result = e->invoke(instance_, oh.get(), nullptr);
       }
+      // Before the reply: the next call's messages would start carving the rooms let go.
+      internal::ReclaimLandings();
       Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored);
       counted.ok = true;
     } catch (...) {

@@ -59,6 +59,25 @@ std::string MergeTunables(const char* user, const char* ours);
 // serialise their threads' allocations).
 std::string WorkerTunables(const char* user);
 
+// The room of a large value that is let go, taken back for the next one (docs/objects.md
+// "Speed"). A large value lands in a new vector at the heap's top; while it lives, small
+// blocks are allocated above it, so once it is freed its room cannot rejoin the top, and the
+// small blocks allocated next carve it (glibc gives a small request the smallest free block
+// that holds it): the next large value no longer fits there and lands in new memory, which
+// the kernel faults in and zeroes again. So the rooms that large values land in
+// (NoteLanding, from fresh_memory.cc) are looked at once the call that received them has let
+// its arguments go (ReclaimLandings): one that is free again is allocated at once and held
+// (parked) until the next large value is about to land (MakeRoomForLanding: serialize.h),
+// which then takes it. Only while freed memory is kept (KeepFreedMemory); what is parked goes
+// back with the rest of what is kept.
+void NoteLanding(void* room, size_t bytes);
+// For each room noted since the last call: taken back and parked where it is free again
+// (a block of its size allocated now starts there), left alone otherwise (the user kept the
+// value). A worker calls it after each call, its arguments let go.
+void ReclaimLandings();
+// The bytes parked now.
+size_t ParkedLandingBytes();
+
 // Counts a copy of a large value (kFreshValueBytes and more) into or out of the process's
 // memory: kept memory is in use (fresh_memory.cc counts its copies).
 void NoteLargeCopy();

@@ -78,6 +78,7 @@ void PrepareFreshMemory(void* p, size_t n) {
   NoteLargeCopy();
   AdviseHugePages(p, n);
   if (!kTouchAhead) return;
+  NoteLanding(p, n);
   auto* bytes = static_cast<volatile char*>(p);
   Split(n, ThreadsFor(n), [bytes](size_t begin, size_t end) {
     for (size_t i = begin; i < end; i += kPage) bytes[i] = 0;
@@ -86,7 +87,10 @@ void PrepareFreshMemory(void* p, size_t n) {
 
 bool CopyIntoRoom(void* room, const void* src, size_t n) {
   if (!kTouchAhead) return false;
-  if (n >= kFreshValueBytes) AdviseHugePages(room, n);
+  if (n >= kFreshValueBytes) {
+    AdviseHugePages(room, n);
+    NoteLanding(room, n);
+  }
   CopyBytes(room, src, n);
   return true;
 }

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/internal/sanitizers.h"
 #include "core/internal/thread_annotations.h"
@@ -49,6 +50,35 @@ constexpr int kGlibcTrimThreshold = 128 * 1024;
 
 Mutex g_mu;  // orders turning keeping on and off
 
+// A room a large value landed in: where it starts and the bytes asked for it.
+struct Room {
+  void* start;
+  size_t bytes;
+};
+// Rooms noted since the last ReclaimLandings (the latest kMaxNotedLandings), and those
+// parked. Leaked: landings may be noted while the process exits.
+constexpr size_t kMaxNotedLandings = 8;
+struct Landings {
+  Mutex mu;
+  std::vector<Room> noted GUARDED_BY(mu);
+  std::vector<Room> parked GUARDED_BY(mu);
+};
+Landings& TheLandings() {
+  static auto* landings = new Landings;
+  return *landings;
+}
+
+// Frees every parked room.
+void UnparkAll() {
+  Landings& l = TheLandings();
+  std::vector<Room> parked;
+  {
+    MutexLock lock(&l.mu);
+    parked.swap(l.parked);
+  }
+  for (const Room& r : parked) std::free(r.start);
+}
+
 bool Enable() {
 #if defined(__GLIBC__)
   if (kSanitized || TunablesSetMalloc(std::getenv("GLIBC_TUNABLES")) || !KeepFreedMemoryWanted())
@@ -71,8 +101,10 @@ size_t FreeHeapBytes() {
 #endif
 }
 
-// Hands what the heap keeps free back to the kernel; whether any went back.
+// Hands what the heap keeps free, parked rooms included, back to the kernel; whether any
+// went back.
 bool GiveBack() {
+  UnparkAll();
 #if defined(__GLIBC__)
   return malloc_trim(0) == 1;
 #else
@@ -117,11 +149,54 @@ void StopKeepingFreedMemory() {
   if (!g_kept.load(std::memory_order_relaxed)) return;
   g_kept.store(false, std::memory_order_release);
 #if defined(__GLIBC__)
+  UnparkAll();
   mallopt(M_MMAP_MAX, kGlibcMmapMax);
   mallopt(M_TRIM_THRESHOLD, kGlibcTrimThreshold);
   malloc_trim(0);
 #endif
 }
+
+void NoteLanding(void* room, size_t bytes) {
+  if (!g_kept.load(std::memory_order_acquire)) return;
+  Landings& l = TheLandings();
+  MutexLock lock(&l.mu);
+  if (l.noted.size() == kMaxNotedLandings) l.noted.erase(l.noted.begin());
+  l.noted.push_back({room, bytes});
+}
+
+void ReclaimLandings() {
+  Landings& l = TheLandings();
+  std::vector<Room> noted;
+  {
+    MutexLock lock(&l.mu);
+    if (l.noted.empty()) return;
+    noted.swap(l.noted);
+  }
+  if (!g_kept.load(std::memory_order_acquire)) return;
+  for (const Room& r : noted) {
+    // Free again: a block of the same size, asked for now, is given that room (the freed
+    // block fits it exactly, or starts a little before it, merged with a free neighbour, or
+    // has rejoined the top). Never read or written: its pages stay as the value left them.
+    void* again = std::malloc(r.bytes);
+    auto at = reinterpret_cast<uintptr_t>(again), start = reinterpret_cast<uintptr_t>(r.start);
+    if (again && at < start + r.bytes && start < at + r.bytes) {
+      MutexLock lock(&l.mu);
+      l.parked.push_back({again, r.bytes});
+    } else {
+      std::free(again);
+    }
+  }
+}
+
+size_t ParkedLandingBytes() {
+  Landings& l = TheLandings();
+  MutexLock lock(&l.mu);
+  size_t bytes = 0;
+  for (const Room& r : l.parked) bytes += r.bytes;
+  return bytes;
+}
+
+void MakeRoomForLanding() { UnparkAll(); }
 
 void NoteLargeCopy() { g_large_copies.fetch_add(1, std::memory_order_relaxed); }
 
@@ -136,7 +211,8 @@ bool KeptMemoryReleaser::ReleaseUnderPressure(double now) {
   if (pressure_checked_at_ >= 0 && now - pressure_checked_at_ < kKeptMemoryPressureCheckS)
     return false;
   pressure_checked_at_ = now;
-  if (!g_kept.load(std::memory_order_acquire) || FreeHeapBytes() < kKeptMemoryMinBytes)
+  if (!g_kept.load(std::memory_order_acquire) ||
+      FreeHeapBytes() + ParkedLandingBytes() < kKeptMemoryMinBytes)
     return false;
   Result<MemoryUsage> usage = usage_->Read();
   if (!usage.ok() || usage.value().Fraction() < kKeptMemoryPressure) return false;
@@ -156,7 +232,7 @@ bool KeptMemoryReleaser::Tick(double now) {
     return false;
   }
   if (released_ || !g_kept.load(std::memory_order_acquire)) return false;
-  if (FreeHeapBytes() < kKeptMemoryMinBytes) return false;
+  if (FreeHeapBytes() + ParkedLandingBytes() < kKeptMemoryMinBytes) return false;
   released_ = true;
   return GiveBack();
 }

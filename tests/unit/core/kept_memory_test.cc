@@ -13,6 +13,9 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <vector>
+
+#include "orrery/api/serialize.h"
 
 namespace orrery::internal {
 namespace {
@@ -125,6 +128,42 @@ TEST(KeptMemoryTest, StoppingGivesWhatWasKeptBackAndMapsLargeBlocksApartAgain) {
   UseAndFree(kBlock);
   EXPECT_GE(MinorFaults() - before, 64) << "a block freed after the stop was kept";
   EXPECT_TRUE(KeepFreedMemory()) << "keeping turns on again";
+}
+
+// The room a large value landed in (a new vector: AssignFresh), once the value is let go, is
+// taken back (ReclaimLandings) and given to the next large value, whatever is allocated in
+// between: here a block of the same size, which the freed room would otherwise fit exactly
+// (small blocks carve it the same way). Before, the next value landed in new memory.
+TEST(KeptMemoryTest, TheRoomOfAValueLetGoIsTheNextValuesWhateverIsAllocatedBetween) {
+  if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
+  constexpr size_t kValue = size_t{32} << 20;
+  std::vector<uint8_t> src(kValue, 5);
+  std::vector<uint8_t> first;
+  ASSERT_TRUE(AssignFresh(first, src.data(), kValue)) << "no fresh landing under a sanitizer";
+  const uint8_t* room = first.data();
+  first = std::vector<uint8_t>();  // the call lets its argument go
+  ReclaimLandings();
+  EXPECT_EQ(ParkedLandingBytes(), kValue);
+  std::unique_ptr<char[]> between(new char[kValue]);
+  EXPECT_NE(static_cast<void*>(between.get()), room) << "the room was not held";
+  std::vector<uint8_t> second;
+  ASSERT_TRUE(AssignFresh(second, src.data(), kValue));
+  EXPECT_EQ(second.data(), room) << "the next value landed in new memory";
+  EXPECT_EQ(ParkedLandingBytes(), 0u);
+  EXPECT_EQ(second[kValue / 2], 5);
+
+  // A value the user keeps is left alone; what is parked goes back with what is kept.
+  ReclaimLandings();
+  EXPECT_EQ(ParkedLandingBytes(), 0u);
+  EXPECT_EQ(second[kValue - 1], 5);
+  second = std::vector<uint8_t>();
+  ASSERT_TRUE(AssignFresh(first, src.data(), kValue));
+  first = std::vector<uint8_t>();
+  ReclaimLandings();
+  EXPECT_EQ(ParkedLandingBytes(), kValue);
+  StopKeepingFreedMemory();
+  EXPECT_EQ(ParkedLandingBytes(), 0u);
+  EXPECT_TRUE(KeepFreedMemory());
 }
 
 TEST(KeptMemoryTest, TheUsersTunablesWinOneByOne) {

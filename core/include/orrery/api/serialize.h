@@ -125,6 +125,10 @@ void PrepareFreshMemory(void* p, size_t n);
 // container annotations may poison it).
 bool CopyIntoRoom(void* room, const void* src, size_t n);
 
+// Called right before a large value's new vector is allocated: lets it take the room an
+// earlier value left (core/internal/kept_memory.h "ReclaimLandings").
+void MakeRoomForLanding();
+
 // Gives `v` room for `n` elements in memory prepared by PrepareFreshMemory when the value is
 // large and `v` has no room yet (a new vector); otherwise leaves it to the vector.
 template <typename V>
@@ -132,6 +136,7 @@ void ReserveFresh(V& v, size_t n) {
   using T = typename V::value_type;
   if (n * sizeof(T) < kFreshValueBytes || v.capacity() >= n) return;
   V fresh(v.get_allocator());  // equal allocators: the swap below is defined for any
+  MakeRoomForLanding();
   fresh.reserve(n);
   PrepareFreshMemory(fresh.data(), n * sizeof(T));
   v.swap(fresh);
@@ -149,6 +154,7 @@ bool AssignFresh(V& v, const void* src, size_t n) {
   static_assert(std::is_trivially_copyable_v<T>);
   if (n * sizeof(T) < kFreshValueBytes || v.capacity() >= n) return false;
   V fresh(v.get_allocator());
+  MakeRoomForLanding();
   fresh.reserve(n);
   if (!CopyIntoRoom(fresh.data(), src, n * sizeof(T))) return false;
   fresh.insert(fresh.end(), fresh.data(), fresh.data() + n);
