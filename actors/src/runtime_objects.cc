@@ -4,6 +4,7 @@
 
 #include "actors/internal/runtime.h"
 #include "actors/src/errors_util.h"
+#include "core/internal/kept_memory.h"
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/text.h"
@@ -214,6 +215,7 @@ void Runtime::ThrowIfWaitsOnOwnActor(const std::vector<ObjectId>& ids, int neede
 }
 
 internal::BytesView Runtime::Get(const internal::RefHolder& ref, int timeout_ms) {
+  internal::ReclaimLandings();  // what the caller let go since its last call (kept_memory.h)
   auto presence = store_.Lookup(ref.id());
   if (presence != ObjectStore::Presence::kReady)
     ThrowIfWaitsOnOwnActor({ref.id()}, 1, timeout_ms, "Get");

@@ -64,17 +64,12 @@ std::string WorkerTunables(const char* user);
 // blocks are allocated above it, so once it is freed its room cannot rejoin the top, and the
 // small blocks allocated next carve it (glibc gives a small request the smallest free block
 // that holds it): the next large value no longer fits there and lands in new memory, which
-// the kernel faults in and zeroes again. So the rooms that large values land in
-// (NoteLanding, from fresh_memory.cc) are looked at once the call that received them has let
-// its arguments go (ReclaimLandings): one that is free again is allocated at once and held
-// (parked) until the next large value is about to land (MakeRoomForLanding: serialize.h),
-// which then takes it. Only while freed memory is kept (KeepFreedMemory); what is parked goes
-// back with the rest of what is kept.
-void NoteLanding(void* room, size_t bytes);
-// For each room noted since the last call: taken back and parked where it is free again
-// (a block of its size allocated now starts there), left alone otherwise (the user kept the
-// value). A worker calls it after each call, its arguments let go.
-void ReclaimLandings();
+// the kernel faults in and zeroes again. So the rooms large values live in are noted, looked
+// at once they are let go and, where free again, held (parked) until the next large value is
+// about to land, or for the room of a result, until the next call's user code is about to
+// run: the functions of serialize.h (NoteLanding, ReclaimLandings, MakeRoomForLanding,
+// MakeRoomForUserCode). Only while freed memory is kept (KeepFreedMemory); what is parked
+// goes back with the rest of what is kept.
 // The bytes parked now.
 size_t ParkedLandingBytes();
 

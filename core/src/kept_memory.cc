@@ -5,6 +5,7 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 
 #include "core/internal/sanitizers.h"
 #include "core/internal/thread_annotations.h"
+#include "orrery/api/serialize.h"
 
 namespace orrery::internal {
 namespace {
@@ -50,15 +52,19 @@ constexpr int kGlibcTrimThreshold = 128 * 1024;
 
 Mutex g_mu;  // orders turning keeping on and off
 
-// A room a large value landed in: where it starts and the bytes asked for it.
+// A room a large value lived in: where it starts, the bytes asked for it, and whether user
+// code made it (a result) or Orrery did (a landing).
 struct Room {
   void* start;
   size_t bytes;
+  bool result;
 };
 // Rooms noted since the last ReclaimLandings (the latest kMaxNotedLandings), and those
 // parked. Leaked: landings may be noted while the process exits.
 constexpr size_t kMaxNotedLandings = 8;
 struct Landings {
+  std::atomic<size_t> noted_count{0};   // noted.size(), read without the lock
+  std::atomic<size_t> parked_count{0};  // parked.size(), read without the lock
   Mutex mu;
   std::vector<Room> noted GUARDED_BY(mu);
   std::vector<Room> parked GUARDED_BY(mu);
@@ -68,16 +74,33 @@ Landings& TheLandings() {
   return *landings;
 }
 
-// Frees every parked room.
-void UnparkAll() {
+// Notes `r` (under l.mu), the latest kMaxNotedLandings kept.
+void NoteLocked(Landings& l, const Room& r) REQUIRES(l.mu) {
+  if (l.noted.size() == kMaxNotedLandings) l.noted.erase(l.noted.begin());
+  l.noted.push_back(r);
+  l.noted_count.store(l.noted.size(), std::memory_order_release);
+}
+
+// Frees the parked rooms: all of them, or (results_only) those of results, which are noted
+// again so that the call's end parks them again if its user code left them free.
+void Unpark(bool results_only) {
   Landings& l = TheLandings();
-  std::vector<Room> parked;
+  if (l.parked_count.load(std::memory_order_acquire) == 0) return;
+  std::vector<Room> freed;
   {
     MutexLock lock(&l.mu);
-    parked.swap(l.parked);
+    auto kept = std::partition(l.parked.begin(), l.parked.end(),
+                               [&](const Room& r) { return results_only && !r.result; });
+    freed.assign(kept, l.parked.end());
+    l.parked.erase(kept, l.parked.end());
+    l.parked_count.store(l.parked.size(), std::memory_order_release);
+    if (results_only) {
+      for (const Room& r : freed) NoteLocked(l, r);
+    }
   }
-  for (const Room& r : parked) std::free(r.start);
+  for (const Room& r : freed) std::free(r.start);
 }
+void UnparkAll() { Unpark(false); }
 
 bool Enable() {
 #if defined(__GLIBC__)
@@ -156,21 +179,21 @@ void StopKeepingFreedMemory() {
 #endif
 }
 
-void NoteLanding(void* room, size_t bytes) {
+void NoteLanding(const void* room, size_t bytes, bool result) {
   if (!g_kept.load(std::memory_order_acquire)) return;
   Landings& l = TheLandings();
   MutexLock lock(&l.mu);
-  if (l.noted.size() == kMaxNotedLandings) l.noted.erase(l.noted.begin());
-  l.noted.push_back({room, bytes});
+  NoteLocked(l, {const_cast<void*>(room), bytes, result});  // compared, never written through
 }
 
 void ReclaimLandings() {
   Landings& l = TheLandings();
+  if (l.noted_count.load(std::memory_order_acquire) == 0) return;
   std::vector<Room> noted;
   {
     MutexLock lock(&l.mu);
-    if (l.noted.empty()) return;
     noted.swap(l.noted);
+    l.noted_count.store(0, std::memory_order_release);
   }
   if (!g_kept.load(std::memory_order_acquire)) return;
   for (const Room& r : noted) {
@@ -181,7 +204,8 @@ void ReclaimLandings() {
     auto at = reinterpret_cast<uintptr_t>(again), start = reinterpret_cast<uintptr_t>(r.start);
     if (again && at < start + r.bytes && start < at + r.bytes) {
       MutexLock lock(&l.mu);
-      l.parked.push_back({again, r.bytes});
+      l.parked.push_back({again, r.bytes, r.result});
+      l.parked_count.store(l.parked.size(), std::memory_order_release);
     } else {
       std::free(again);
     }
@@ -196,7 +220,9 @@ size_t ParkedLandingBytes() {
   return bytes;
 }
 
-void MakeRoomForLanding() { UnparkAll(); }
+void MakeRoomForLanding() { Unpark(false); }
+
+void MakeRoomForUserCode() { Unpark(true); }
 
 void NoteLargeCopy() { g_large_copies.fetch_add(1, std::memory_order_relaxed); }
 

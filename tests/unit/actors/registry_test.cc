@@ -8,11 +8,13 @@
 
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "core/internal/kept_memory.h"
 #include "orrery/api/calls.h"
 #include "orrery/errors.h"
 
@@ -94,6 +96,13 @@ class RegHolder {
  private:
   RegCounted held_{std::vector<int>{1, 2, 3}};
 };
+// Where each vector RegMakeBytes made lives.
+std::vector<const void*> g_made_at;
+std::vector<uint8_t> RegMakeBytes(uint64_t n) {
+  std::vector<uint8_t> b(n, 3);
+  g_made_at.push_back(b.data());
+  return b;
+}
 // What the caller gets for a callable returning a reference: the value's ref.
 static_assert(std::is_same_v<orrery::internal::RemoteResult<const RegCounted&>::type,
                              orrery::ObjectRef<RegCounted>>);
@@ -103,7 +112,7 @@ static_assert(std::is_same_v<orrery::internal::RemoteResult<RegCounted&>::type,
 ORRERY_REMOTE(RegAdd, RegConcat, RegSetSideEffect, RegThrows, RegManhattan, RegCounter::Create,
               RegCounter::CreateFailing, &RegCounter::Inc, &RegCounter::Get, &RegCounter::Reset,
               RegGlobalCounted, RegHolder::Create, &RegHolder::Held, &RegHolder::HeldMutable,
-              &RegHolder::HeldCopy, &RegHolder::Drain);
+              &RegHolder::HeldCopy, &RegHolder::Drain, RegMakeBytes);
 
 // Invokes `entry` with `args` packed as a msgpack array, as a worker would.
 template <typename... A>
@@ -242,6 +251,36 @@ TEST(RegistryTest, AResultReturnedByReferenceIsPackedWithoutACopy) {
   EXPECT_TRUE(static_cast<RegHolder*>(instance)->Held().v.empty());
   EXPECT_EQ(RegCounted::copies, 1);
   MustFind("RegHolder::Create").deleter(instance);
+}
+
+// A large vector a callable returns by value is let go once packed; the worker takes its room
+// back after the call (ReclaimLandings), and the callable's next vector gets that room,
+// whatever was allocated in between (here a block of the same size, which would otherwise
+// have taken it). Before, the next vector landed in new memory.
+TEST(RegistryTest, TheRoomOfAResultLetGoIsTheNextCallsToTake) {
+  if (!orrery::internal::KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept here";
+  constexpr uint64_t kBytes = uint64_t{32} << 20;
+  g_made_at.clear();
+  Invoke(MustFind("RegMakeBytes"), nullptr, nullptr, kBytes);
+  orrery::internal::ReclaimLandings();
+  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), kBytes);
+  // A call in between that makes no large value: its end parks the room again.
+  EXPECT_EQ(Unpack<int>(Invoke(MustFind("RegAdd"), nullptr, nullptr, 2, 3), "r"), 5);
+  orrery::internal::ReclaimLandings();
+  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), kBytes);
+  std::unique_ptr<char[]> between(new char[kBytes]);
+  std::string packed = Invoke(MustFind("RegMakeBytes"), nullptr, nullptr, kBytes);
+  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), 0u) << "held while user code ran";
+  ASSERT_EQ(g_made_at.size(), 2u);
+  // The same room, or one that starts a little before it (merged with a free neighbour).
+  auto apart =
+      std::abs(reinterpret_cast<intptr_t>(g_made_at[1]) - reinterpret_cast<intptr_t>(g_made_at[0]));
+  EXPECT_LT(apart, intptr_t{1} << 20) << "the second vector landed in new memory";
+  EXPECT_EQ(Unpack<std::vector<uint8_t>>(packed, "r").at(kBytes - 1), 3);
+  orrery::internal::ReclaimLandings();
+  orrery::internal::StopKeepingFreedMemory();  // lets go of what the test parked
+  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), 0u);
+  EXPECT_TRUE(orrery::internal::KeepFreedMemory());
 }
 
 TEST(RegistryTest, UserExceptionsPassThrough) {

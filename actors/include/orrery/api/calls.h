@@ -65,6 +65,7 @@ template <typename... Params, typename... As>
 std::vector<ArgSlot> MakeArgs(As&&... as) {
   static_assert(sizeof...(Params) == sizeof...(As),
                 "wrong number of arguments for the remote call");
+  ReclaimLandings();  // what the caller let go since its last call, before it is carved
   std::vector<ArgSlot> slots;
   slots.reserve(sizeof...(As));
   (slots.push_back(MakeArg<Params>(std::forward<As>(as))), ...);

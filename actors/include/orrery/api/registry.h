@@ -142,7 +142,10 @@ std::string PackReturn(R&& r) {
   if constexpr (IsStream<std::decay_t<R>>::value) {
     return DriveStream(std::move(r), [](const auto& v) { return PackResult(v); });
   } else {
-    return PackResult(r);
+    std::string packed = PackResult(r);
+    // A value (not a reference to one the actor keeps) is let go once packed.
+    if constexpr (!std::is_lvalue_reference_v<R>) NoteRoomLetGo(r);
+    return packed;
   }
 }
 
@@ -182,6 +185,7 @@ FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
   } else {
     e.invoke = [f, name](void*, const msgpack::object& args, void**) -> std::string {
       auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+      MakeRoomForUserCode();  // the user's code may take the room a result left
       if constexpr (std::is_void_v<R>) {
         std::apply(f, std::move(tuple));
         return PackNil();
@@ -240,6 +244,7 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...)) {
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
     auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+    MakeRoomForUserCode();  // the user's code may take the room a result left
     C* obj = static_cast<C*>(self);
     if constexpr (std::is_void_v<R>) {
       std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); },
@@ -261,6 +266,7 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...) co
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
     auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+    MakeRoomForUserCode();  // the user's code may take the room a result left
     const C* obj = static_cast<const C*>(self);
     if constexpr (std::is_void_v<R>) {
       std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); },

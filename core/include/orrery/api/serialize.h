@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <msgpack.hpp>
 #include <optional>
 #include <string>
@@ -125,9 +126,38 @@ void PrepareFreshMemory(void* p, size_t n);
 // container annotations may poison it).
 bool CopyIntoRoom(void* room, const void* src, size_t n);
 
-// Called right before a large value's new vector is allocated: lets it take the room an
-// earlier value left (core/internal/kept_memory.h "ReclaimLandings").
+// The rooms of large values, taken back for the next ones once let go (core/internal/
+// kept_memory.h). NoteLanding names a room a large value lives in: a new vector it landed in,
+// or (result) a vector user code made and returned, let go once packed. ReclaimLandings, for
+// each room noted since its last call, takes it back and holds it (parks it) where it is free
+// again (a block of its size allocated now holds it), and leaves it alone otherwise (the
+// value is still kept): a worker calls it after each call, its arguments let go, and a
+// process at each Remote() and Get. MakeRoomForLanding, right before a large value's new
+// vector is allocated, frees every parked room for it to take; MakeRoomForUserCode, right
+// before a call's user code runs, frees those of results (noted again, to be parked again
+// at the call's end if the code left them free).
+void NoteLanding(const void* room, size_t bytes, bool result = false);
+void ReclaimLandings();
 void MakeRoomForLanding();
+void MakeRoomForUserCode();
+
+template <typename V>
+struct IsStdVector : std::false_type {};
+template <typename T, typename A>
+struct IsStdVector<std::vector<T, A>> : std::true_type {};
+
+// Notes the room of `v`, a large vector result about to be let go.
+template <typename V>
+void NoteRoomLetGo(const V& v) {
+  if constexpr (IsStdVector<V>::value) {
+    using T = typename V::value_type;
+    if constexpr (std::is_trivially_copyable_v<T> &&
+                  std::is_same_v<typename V::allocator_type, std::allocator<T>>) {
+      size_t bytes = v.capacity() * sizeof(T);
+      if (bytes >= kFreshValueBytes) NoteLanding(v.data(), bytes, /*result=*/true);
+    }
+  }
+}
 
 // Gives `v` room for `n` elements in memory prepared by PrepareFreshMemory when the value is
 // large and `v` has no room yet (a new vector); otherwise leaves it to the vector.
