@@ -69,8 +69,7 @@ std::string WorkerTunables(const char* user);
 // about to land, or for the room of a result, until the next call's user code is about to
 // run: the functions of serialize.h (NoteLanding, ReclaimLandings, MakeRoomForLanding,
 // MakeRoomForUserCode). Only while freed memory is kept (KeepFreedMemory); what is parked
-// goes back with the rest of what is kept.
-// The bytes parked now.
+// goes back with the rest of what is kept. ParkedLandingBytes: the bytes parked now.
 size_t ParkedLandingBytes();
 
 // Counts a copy of a large value (kFreshValueBytes and more) into or out of the process's

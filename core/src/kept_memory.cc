@@ -74,8 +74,16 @@ Landings& TheLandings() {
   return *landings;
 }
 
-// Notes `r` (under l.mu), the latest kMaxNotedLandings kept.
+// Notes `r` (under l.mu), the latest kMaxNotedLandings kept. A room noted already (an
+// argument returned as the result) is noted once, as a result if either note says so.
 void NoteLocked(Landings& l, const Room& r) REQUIRES(l.mu) {
+  for (Room& n : l.noted) {
+    if (n.start == r.start) {
+      n.bytes = r.bytes;
+      n.result = n.result || r.result;
+      return;
+    }
+  }
   if (l.noted.size() == kMaxNotedLandings) l.noted.erase(l.noted.begin());
   l.noted.push_back(r);
   l.noted_count.store(l.noted.size(), std::memory_order_release);
@@ -100,7 +108,6 @@ void Unpark(bool results_only) {
   }
   for (const Room& r : freed) std::free(r.start);
 }
-void UnparkAll() { Unpark(false); }
 
 bool Enable() {
 #if defined(__GLIBC__)
@@ -127,7 +134,7 @@ size_t FreeHeapBytes() {
 // Hands what the heap keeps free, parked rooms included, back to the kernel; whether any
 // went back.
 bool GiveBack() {
-  UnparkAll();
+  Unpark(/*results_only=*/false);
 #if defined(__GLIBC__)
   return malloc_trim(0) == 1;
 #else
@@ -172,7 +179,7 @@ void StopKeepingFreedMemory() {
   if (!g_kept.load(std::memory_order_relaxed)) return;
   g_kept.store(false, std::memory_order_release);
 #if defined(__GLIBC__)
-  UnparkAll();
+  Unpark(/*results_only=*/false);
   mallopt(M_MMAP_MAX, kGlibcMmapMax);
   mallopt(M_TRIM_THRESHOLD, kGlibcTrimThreshold);
   malloc_trim(0);
@@ -220,9 +227,9 @@ size_t ParkedLandingBytes() {
   return bytes;
 }
 
-void MakeRoomForLanding() { Unpark(false); }
+void MakeRoomForLanding() { Unpark(/*results_only=*/false); }
 
-void MakeRoomForUserCode() { Unpark(true); }
+void MakeRoomForUserCode() { Unpark(/*results_only=*/true); }
 
 void NoteLargeCopy() { g_large_copies.fetch_add(1, std::memory_order_relaxed); }
 

@@ -169,6 +169,26 @@ TEST(KeptMemoryTest, TheRoomOfAValueLetGoIsTheNextValuesWhateverIsAllocatedBetwe
   EXPECT_TRUE(KeepFreedMemory());
 }
 
+// An argument a call returns as its result is one room, noted once, as a result's: the next
+// call's user code gets it (MakeRoomForUserCode), as it would a result's.
+TEST(KeptMemoryTest, AnArgumentReturnedAsTheResultIsOneRoomAResults) {
+  if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
+  constexpr size_t kValue = size_t{32} << 20;
+  std::vector<uint8_t> src(kValue, 5);
+  std::vector<uint8_t> echoed;
+  ASSERT_TRUE(AssignFresh(echoed, src.data(), kValue)) << "no fresh landing under a sanitizer";
+  NoteRoomLetGo(echoed);
+  echoed = std::vector<uint8_t>();
+  ReclaimLandings();
+  EXPECT_EQ(ParkedLandingBytes(), kValue);
+  MakeRoomForUserCode();
+  EXPECT_EQ(ParkedLandingBytes(), 0u) << "parked as an argument's room, not a result's";
+  ReclaimLandings();  // noted again: parked again, the user code having left it free
+  EXPECT_EQ(ParkedLandingBytes(), kValue);
+  MakeRoomForLanding();
+  EXPECT_EQ(ParkedLandingBytes(), 0u);
+}
+
 TEST(KeptMemoryTest, TheUsersTunablesWinOneByOne) {
   EXPECT_EQ(MergeTunables(nullptr, kWorkerTunables), kWorkerTunables);
   EXPECT_EQ(MergeTunables("", kHugePageTunables), kHugePageTunables);
