@@ -130,14 +130,20 @@ TEST(KeptMemoryTest, StoppingGivesWhatWasKeptBackAndMapsLargeBlocksApartAgain) {
   EXPECT_TRUE(KeepFreedMemory()) << "keeping turns on again";
 }
 
+// What the landing tests below land: 32 MiB, a large value.
+constexpr size_t kValue = size_t{32} << 20;
+const std::vector<uint8_t>& LandedSource() {
+  static const std::vector<uint8_t> src(kValue, 5);
+  return src;
+}
+
 // The room a large value landed in (a new vector: AssignFresh), once the value is let go, is
 // taken back (ReclaimLandings) and given to the next large value, whatever is allocated in
 // between: here a block of the same size, which the freed room would otherwise fit exactly
 // (small blocks carve it the same way). Before, the next value landed in new memory.
 TEST(KeptMemoryTest, TheRoomOfAValueLetGoIsTheNextValuesWhateverIsAllocatedBetween) {
   if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
-  constexpr size_t kValue = size_t{32} << 20;
-  std::vector<uint8_t> src(kValue, 5);
+  const std::vector<uint8_t>& src = LandedSource();
   std::vector<uint8_t> first;
   ASSERT_TRUE(AssignFresh(first, src.data(), kValue)) << "no fresh landing under a sanitizer";
   const uint8_t* room = first.data();
@@ -173,8 +179,7 @@ TEST(KeptMemoryTest, TheRoomOfAValueLetGoIsTheNextValuesWhateverIsAllocatedBetwe
 // call's user code gets it (MakeRoomForUserCode), as it would a result's.
 TEST(KeptMemoryTest, AnArgumentReturnedAsTheResultIsOneRoomAResults) {
   if (!KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept in this process";
-  constexpr size_t kValue = size_t{32} << 20;
-  std::vector<uint8_t> src(kValue, 5);
+  const std::vector<uint8_t>& src = LandedSource();
   std::vector<uint8_t> echoed;
   ASSERT_TRUE(AssignFresh(echoed, src.data(), kValue)) << "no fresh landing under a sanitizer";
   NoteRoomLetGo(echoed);
