@@ -103,6 +103,8 @@ std::vector<uint8_t> RegMakeBytes(uint64_t n) {
   g_made_at.push_back(b.data());
   return b;
 }
+uint64_t RegTakeBytes(std::vector<uint8_t> b) { return b.size(); }
+uint64_t RegReadBytes(const std::vector<uint8_t>& b) { return b.size(); }
 // What the caller gets for a callable returning a reference: the value's ref.
 static_assert(std::is_same_v<orrery::internal::RemoteResult<const RegCounted&>::type,
                              orrery::ObjectRef<RegCounted>>);
@@ -112,7 +114,7 @@ static_assert(std::is_same_v<orrery::internal::RemoteResult<RegCounted&>::type,
 ORRERY_REMOTE(RegAdd, RegConcat, RegSetSideEffect, RegThrows, RegManhattan, RegCounter::Create,
               RegCounter::CreateFailing, &RegCounter::Inc, &RegCounter::Get, &RegCounter::Reset,
               RegGlobalCounted, RegHolder::Create, &RegHolder::Held, &RegHolder::HeldMutable,
-              &RegHolder::HeldCopy, &RegHolder::Drain, RegMakeBytes);
+              &RegHolder::HeldCopy, &RegHolder::Drain, RegMakeBytes, RegTakeBytes, RegReadBytes);
 
 // Invokes `entry` with `args` packed as a msgpack array, as a worker would.
 template <typename... A>
@@ -270,7 +272,7 @@ TEST(RegistryTest, TheRoomOfAResultLetGoIsTheNextCallsToTake) {
   EXPECT_EQ(orrery::internal::ParkedLandingBytes(), kBytes);
   std::unique_ptr<char[]> between(new char[kBytes]);
   std::string packed = Invoke(MustFind("RegMakeBytes"), nullptr, nullptr, kBytes);
-  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), 0u) << "held while user code ran";
+  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), kBytes) << "not taken back by the call";
   ASSERT_EQ(g_made_at.size(), 2u);
   // The same room, or one that starts a little before it (merged with a free neighbour).
   auto apart =
@@ -278,6 +280,30 @@ TEST(RegistryTest, TheRoomOfAResultLetGoIsTheNextCallsToTake) {
   EXPECT_LT(apart, intptr_t{1} << 20) << "the second vector landed in new memory";
   EXPECT_EQ(Unpack<std::vector<uint8_t>>(packed, "r").at(kBytes - 1), 3);
   orrery::internal::ReclaimLandings();
+  orrery::internal::StopKeepingFreedMemory();  // lets go of what the test parked
+  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), 0u);
+  EXPECT_TRUE(orrery::internal::KeepFreedMemory());
+}
+
+// The rooms a call's large arguments and result leave are taken back before the call returns
+// (by value or by reference, the arguments the user's code did not keep): what other threads
+// allocate while the worker ends the call cannot carve them. Before, they were only taken
+// back by the worker's ReclaimLandings after the call, and a small block allocated in between
+// by another thread left the next argument to land in new memory.
+TEST(RegistryTest, TheRoomsOfACallsArgumentsAndResultAreTakenBackBeforeItReturns) {
+  if (!orrery::internal::KeepFreedMemory()) GTEST_SKIP() << "freed memory is not kept here";
+  constexpr uint64_t kBytes = uint64_t{32} << 20;
+  const std::vector<uint8_t> value(kBytes, 5);
+  for (const char* name : {"RegTakeBytes", "RegReadBytes"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(Unpack<uint64_t>(Invoke(MustFind(name), nullptr, nullptr, value), "r"), kBytes);
+    EXPECT_EQ(orrery::internal::ParkedLandingBytes(), kBytes);
+    // The next call's argument takes the room: none is parked while its user code runs.
+    EXPECT_EQ(Unpack<uint64_t>(Invoke(MustFind(name), nullptr, nullptr, value), "r"), kBytes);
+    EXPECT_EQ(orrery::internal::ParkedLandingBytes(), kBytes);
+  }
+  Invoke(MustFind("RegMakeBytes"), nullptr, nullptr, kBytes);
+  EXPECT_EQ(orrery::internal::ParkedLandingBytes(), 2 * kBytes) << "an argument's and a result's";
   orrery::internal::StopKeepingFreedMemory();  // lets go of what the test parked
   EXPECT_EQ(orrery::internal::ParkedLandingBytes(), 0u);
   EXPECT_TRUE(orrery::internal::KeepFreedMemory());

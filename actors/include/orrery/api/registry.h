@@ -135,6 +135,12 @@ std::string PackResult(const R& r) {
   return bytes;
 }
 
+// What a method's result is held as while it is packed: a reference as itself (packed from
+// the object it names, with no copy), an rvalue reference as the value it moves out (what
+// `return std::move(member_);` asks for).
+template <typename R>
+using HeldResult = std::conditional_t<std::is_rvalue_reference_v<R>, std::remove_cvref_t<R>, R>;
+
 // Packs what a call returned: a Stream's values are sent one by one (DriveStream) and its
 // result is their number.
 template <typename R>
@@ -144,20 +150,37 @@ std::string PackReturn(R&& r) {
   } else {
     std::string packed = PackResult(r);
     // A value (not a reference to one the actor keeps) is let go once packed.
-    if constexpr (!std::is_lvalue_reference_v<R>) NoteRoomLetGo(r);
+    if constexpr (!std::is_lvalue_reference_v<R>) LetResultGo(r);
     return packed;
   }
 }
 
-// What a method's result is held as while it is packed: a reference as itself (packed from
-// the object it names, with no copy), an rvalue reference as the value it moves out (what
-// `return std::move(member_);` asks for).
-template <typename R>
-using HeldResult = std::conditional_t<std::is_rvalue_reference_v<R>, std::remove_cvref_t<R>, R>;
 // A Stream is driven, so moved from: returned by value only.
 template <typename R>
 inline constexpr bool kStreamByReference =
     std::is_reference_v<R>&& IsStream<std::remove_cvref_t<R>>::value;
+
+// Runs a call: converts its arguments (`convert`), runs the user's code (`run`) on them, lets
+// them go and takes back the rooms of large ones at once (kept_memory.h: memory let go and
+// left free while the call ends would be carved by other threads' small allocations, and the
+// next call's arguments land in new memory), then packs the result.
+template <typename R, typename Convert, typename Run>
+std::string InvokeAndPack(const Convert& convert, Run&& run) {
+  auto call = [&]() -> HeldResult<R> {
+    auto args = convert();
+    MakeRoomForUserCode();  // the user's code may take the room a result left
+    return std::apply(run, std::move(args));
+  };
+  if constexpr (std::is_void_v<R>) {
+    call();
+    ReclaimLandings();
+    return PackNil();
+  } else {
+    HeldResult<R> r = call();
+    ReclaimLandings();
+    return PackReturn(static_cast<HeldResult<R>&&>(r));
+  }
+}
 
 template <typename R, typename... Args>
 FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
@@ -184,14 +207,11 @@ FunctionEntry MakeFunctionEntry(const std::string& name, R (*f)(Args...)) {
     };
   } else {
     e.invoke = [f, name](void*, const msgpack::object& args, void**) -> std::string {
-      auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
-      MakeRoomForUserCode();  // the user's code may take the room a result left
-      if constexpr (std::is_void_v<R>) {
-        std::apply(f, std::move(tuple));
-        return PackNil();
-      } else {
-        return PackReturn(std::apply(f, std::move(tuple)));
-      }
+      return InvokeAndPack<R>(
+          [&] {
+            return ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+          },
+          f);
     };
   }
   return e;
@@ -243,18 +263,12 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...)) {
   static_assert(!kStreamByReference<R>, "a remote method returns its Stream<T> by value");
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
-    auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
-    MakeRoomForUserCode();  // the user's code may take the room a result left
     C* obj = static_cast<C*>(self);
-    if constexpr (std::is_void_v<R>) {
-      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); },
-                 std::move(tuple));
-      return PackNil();
-    } else {
-      return PackReturn(std::apply(
-          [&](auto&&... a) -> HeldResult<R> { return (obj->*m)(std::forward<decltype(a)>(a)...); },
-          std::move(tuple)));
-    }
+    return InvokeAndPack<R>(
+        [&] {
+          return ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+        },
+        [&](auto&&... a) -> HeldResult<R> { return (obj->*m)(std::forward<decltype(a)>(a)...); });
   };
   return e;
 }
@@ -265,18 +279,12 @@ FunctionEntry MakeSyncMethodEntry(const std::string& name, R (C::*m)(Args...) co
   using NonConst = R (C::*)(Args...);
   FunctionEntry e{name, FunctionKind::kMethod, int(sizeof...(Args)), nullptr, nullptr};
   e.invoke = [m, name](void* self, const msgpack::object& args, void**) -> std::string {
-    auto tuple = ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
-    MakeRoomForUserCode();  // the user's code may take the room a result left
     const C* obj = static_cast<const C*>(self);
-    if constexpr (std::is_void_v<R>) {
-      std::apply([&](auto&&... a) { (obj->*m)(std::forward<decltype(a)>(a)...); },
-                 std::move(tuple));
-      return PackNil();
-    } else {
-      return PackReturn(std::apply(
-          [&](auto&&... a) -> HeldResult<R> { return (obj->*m)(std::forward<decltype(a)>(a)...); },
-          std::move(tuple)));
-    }
+    return InvokeAndPack<R>(
+        [&] {
+          return ConvertArgs<Args...>(args, name.c_str(), std::index_sequence_for<Args...>{});
+        },
+        [&](auto&&... a) -> HeldResult<R> { return (obj->*m)(std::forward<decltype(a)>(a)...); });
   };
   (void)sizeof(NonConst);
   return e;

@@ -159,6 +159,17 @@ void NoteRoomLetGo(const V& v) {
   }
 }
 
+// Lets go of `v`, a call's result once packed: a large vector's memory is freed now and its
+// room taken back at once, before another thread's allocation can carve it.
+template <typename V>
+void LetResultGo(V& v) {
+  if constexpr (IsStdVector<V>::value && !std::is_const_v<V>) {
+    NoteRoomLetGo(v);
+    V(v.get_allocator()).swap(v);
+    ReclaimLandings();
+  }
+}
+
 // Gives `v` room for `n` elements in memory prepared by PrepareFreshMemory when the value is
 // large and `v` has no room yet (a new vector); otherwise leaves it to the vector.
 template <typename V>
