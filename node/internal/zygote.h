@@ -20,6 +20,10 @@
 
 namespace orrery::node {
 
+// The folder a worker's stdout and stderr go to (worker-<pid>.out, .err), in a spawn
+// request's environment; in the zygotes' too, where theirs go (zygote-<n>.out, .err).
+inline constexpr char kWorkerLogDirEnv[] = "ORRERY_WORKER_LOG_DIR";
+
 // Entry point of a worker process after fork (never returns).
 using WorkerEntry = void (*)();
 
@@ -34,8 +38,12 @@ class ZygoteClient {
 
   ZygoteClient() = default;
   ~ZygoteClient();
-  // Starts the zygote: the executable argv[0] (an absolute path) with `argv`.
-  Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  // Starts the zygote: the executable argv[0] (an absolute path) with `argv`. Its stdout and
+  // stderr go to `output_stem`.out and .err when given (what the driver's main() prints
+  // before it reaches Init() in the zygote then stays out of the driver's terminal), and are
+  // the node's own otherwise.
+  Status Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               const std::string& output_stem = "");
   // Asks for a worker with extra environment variables; the pid comes back via OnReadable.
   // The request is queued and written as the socket takes it (Flush): the socket holds
   // only a few hundred requests. Unavailable when the queue is full or the zygote is gone.

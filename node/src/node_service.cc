@@ -90,6 +90,7 @@ NodeService::NodeService(NodeOptions options, Outbox& outbox,
   cgroups_ = CgroupTree::Create();
   std::map<std::string, std::string> zygote_env = options_.worker_env;
   if (cgroups_) zygote_env["ORRERY_CGROUP_DIR"] = cgroups_->path();
+  zygote_env[kWorkerLogDirEnv] = options_.log_dir;
   zygotes_ = processes(std::move(zygote_env), std::move(events));
   pool_ = std::make_unique<WorkerPool>(
       WorkerPoolOptions{options_.head_address, id_.Binary(), id_.Hex(), secret_,

@@ -17,6 +17,7 @@
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/runtime_env.h"
+#include "node/internal/zygote.h"
 #include "node/src/worker_pool.h"
 
 namespace orrery::node {
@@ -254,7 +255,7 @@ void WorkerPool::Spawn(Worker& w, const std::vector<std::string>& argv) {
   if (!w.executable.empty()) env["ORRERY_EXECUTABLE_HASH"] = w.executable;
   for (const auto& [k, v] : w.device_env) env[k] = v;
   // The worker writes its stdout and stderr to worker-<pid>.out/.err there (zygote.cc).
-  env["ORRERY_WORKER_LOG_DIR"] = options_.log_dir;
+  env[kWorkerLogDirEnv] = options_.log_dir;
   Status s = processes_.Spawn(argv, req, env);
   if (!s.ok()) {
     by_spawn_.erase(req);

@@ -62,7 +62,7 @@ std::string Describe(int status) {
 // node named (ORRERY_WORKER_LOG_DIR), whose log monitor tails them (docs/logs.md); stdout
 // is line-buffered so lines arrive as they are written. No directory: they stay as they are.
 void RedirectOutput() {
-  const char* dir = std::getenv("ORRERY_WORKER_LOG_DIR");
+  const char* dir = std::getenv(kWorkerLogDirEnv);
   if (!dir || !*dir) return;
   std::string stem = std::string(dir) + "/worker-" + std::to_string(getpid());
   int out = open((stem + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -249,7 +249,8 @@ void ZygoteMain(int fd, WorkerEntry entry) {
 ZygoteClient::~ZygoteClient() { Stop(); }
 
 Status ZygoteClient::Start(const std::vector<std::string>& argv,
-                           const std::map<std::string, std::string>& env) {
+                           const std::map<std::string, std::string>& env,
+                           const std::string& output_stem) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return Status::Internal(std::string("socketpair: ") + std::strerror(errno));
@@ -271,10 +272,20 @@ Status ZygoteClient::Start(const std::vector<std::string>& argv,
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, sv[1], kChildFd);
+  // A file that cannot be opened leaves that stream as the node's.
+  int outputs[2] = {-1, -1};
+  for (int i = 0; i < 2 && !output_stem.empty(); ++i) {
+    std::string path = output_stem + (i == 0 ? ".out" : ".err");
+    outputs[i] = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (outputs[i] >= 0) posix_spawn_file_actions_adddup2(&actions, outputs[i], i + 1);
+  }
   pid_t pid;
   int rc = posix_spawn(&pid, argv.at(0).c_str(), &actions, nullptr, cargv.data(), cenv.data());
   posix_spawn_file_actions_destroy(&actions);
   close(sv[1]);
+  for (int fd : outputs) {
+    if (fd >= 0) close(fd);
+  }
   if (rc != 0) {
     close(sv[0]);
     return Status::Internal(std::string("cannot start the worker zygote: ") + std::strerror(rc));

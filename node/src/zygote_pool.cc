@@ -85,7 +85,12 @@ Result<ZygotePool::Entry*> ZygotePool::Current(const std::vector<std::string>& a
   std::string cgroup = MakeCgroup(id);
   if (cgroup.empty()) env.erase("ORRERY_CGROUP_DIR");
   if (!cgroup.empty()) env["ORRERY_CGROUP_DIR"] = cgroup;
-  Status st = client->Start(argv, env);
+  // The zygote runs the driver's main() up to Init(): what that prints goes to a file in
+  // its workers' log folder, not again to the terminal the node shares with the driver.
+  std::string output;
+  if (auto dir = env.find(kWorkerLogDirEnv); dir != env.end() && !dir->second.empty())
+    output = dir->second + "/zygote-" + std::to_string(id);
+  Status st = client->Start(argv, env, output);
   if (!st.ok()) {
     EndCgroup(cgroup);
     return st;
@@ -93,6 +98,7 @@ Result<ZygotePool::Entry*> ZygotePool::Current(const std::vector<std::string>& a
   auto entry = std::make_unique<Entry>();
   entry->id = id;
   entry->cgroup = cgroup;
+  entry->output = output;
   entry->path = path;
   // What the zygote really runs, should the file have changed since the stat above.
   Result<ExecutableIdentity> running =
@@ -183,7 +189,8 @@ void ZygotePool::Died(Entry* e) {
   int pid = e->client->pid();
   std::string how = e->client->Stop();
   std::string cause = "the worker zygote (pid " + std::to_string(pid) + ") for " + e->path + " " +
-                      (how.empty() ? "is gone" : how);
+                      (how.empty() ? "is gone" : how) +
+                      (e->output.empty() ? "" : " (its output: " + e->output + ".err)");
   LOG_WARN("node: " + cause +
            "; its workers die with it, and the next one needed starts a new zygote");
   std::set<uint64_t> unanswered = e->client->unanswered();

@@ -81,6 +81,7 @@ class ZygotePool final : public WorkerProcesses {
     bool retired = false;
     bool polling_write = false;
     std::string cgroup;  // its workers' cgroups are made here; empty without cgroups
+    std::string output;  // where its stdout and stderr go (.out, .err); empty: the node's
   };
 
   Result<Entry*> Current(const std::vector<std::string>& argv);

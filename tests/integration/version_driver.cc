@@ -1,7 +1,10 @@
 // A small driver built twice with different ORRERY_TEST_VERSION values: creates an actor on
-// the cluster at argv[1] and prints what the actor's code says, "VERSION <n>". Lets
-// ZygoteTest replace an executable at one path by another build and see which code runs.
+// the cluster at argv[1] (its own embedded one for "embedded") and prints what the actor's
+// code says, "VERSION <n>". Lets ZygoteTest replace an executable at one path by another
+// build and see which code runs, and see what a zygote, which runs main() up to Init(),
+// prints.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -20,13 +23,20 @@ class Version {
 ORRERY_REMOTE(Version::Create, &Version::Get);
 
 int main(int argc, char** argv) {
+  // Before the worker check, so that the zygote prints it too; left in stdio's buffer where
+  // stdout is a pipe, as a zygote's fork would find it.
+  std::printf("BEFORE INIT\n");
   orrery::RunWorkerIfRequested(argc, argv);
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s HEAD_ADDRESS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s HEAD_ADDRESS|embedded\n", argv[0]);
     return 2;
   }
   orrery::Config config;
-  config.address = argv[1];
+  if (std::string(argv[1]) == "embedded") {
+    unsetenv("ORRERY_ADDRESS");
+  } else {
+    config.address = argv[1];
+  }
   config.log_level = "warn";
   int rc = 0;
   try {

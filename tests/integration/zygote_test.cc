@@ -184,4 +184,17 @@ TEST(ZygoteTest, ADriverRebuiltAtTheSamePathRunsItsNewCode) {
   std::filesystem::remove_all(dir);
 }
 
+// A zygote runs the driver's main() up to Init(): what that part prints goes to the zygote's
+// file in the node's log folder, not a second time to the driver's output (a pipe here, so
+// the line sat in stdio's buffer when the zygote forked). Before, it came out twice.
+TEST(ZygoteTest, WhatADriverPrintsBeforeInitComesOutOnce) {
+  std::string out = RunDriver(ORRERY_VERSION_DRIVER_1, "embedded");
+  EXPECT_THAT(out, HasSubstr("VERSION 1"));
+  size_t count = 0;
+  for (size_t at = out.find("BEFORE INIT"); at != std::string::npos;
+       at = out.find("BEFORE INIT", at + 1))
+    ++count;
+  EXPECT_EQ(count, 1u) << out;
+}
+
 }  // namespace
