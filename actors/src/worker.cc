@@ -405,6 +405,7 @@ class WorkerServer {
       Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored);
       counted.ok = true;
     } catch (...) {
+      internal::ReclaimLandings();  // a call that failed lets its arguments go too
       ReplyFailure(call, std::current_exception());
     }
   }

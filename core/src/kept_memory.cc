@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <set>
 #include <string>
 #include <string_view>
@@ -193,7 +194,7 @@ void NoteLanding(const void* room, size_t bytes, bool result) {
   NoteLocked(l, {const_cast<void*>(room), bytes, result});  // compared, never written through
 }
 
-void ReclaimLandings() {
+void ReclaimLandings() noexcept {
   Landings& l = TheLandings();
   if (l.noted_count.load(std::memory_order_acquire) == 0) return;
   std::vector<Room> noted;
@@ -211,7 +212,11 @@ void ReclaimLandings() {
     auto at = reinterpret_cast<uintptr_t>(again), start = reinterpret_cast<uintptr_t>(r.start);
     if (again && at < start + r.bytes && start < at + r.bytes) {
       MutexLock lock(&l.mu);
-      l.parked.push_back({again, r.bytes, r.result});
+      try {
+        l.parked.push_back({again, r.bytes, r.result});
+      } catch (const std::bad_alloc&) {
+        std::free(again);
+      }
       l.parked_count.store(l.parked.size(), std::memory_order_release);
     } else {
       std::free(again);

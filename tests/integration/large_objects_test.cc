@@ -13,9 +13,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "core/internal/kept_memory.h"
 #include "orrery/orrery.h"
 #include "test_support.h"
 #include "tests/sanitizers.h"
@@ -60,6 +62,9 @@ class Holder {
   }
   Bytes Give() { return kept_; }
   uint64_t Take(Bytes b) { return b.size(); }
+  uint64_t TakeAndFail(Bytes b) { throw std::runtime_error(std::to_string(b.size()) + " refused"); }
+  // The bytes of let-go rooms this worker holds for its next large values (kept_memory.h).
+  uint64_t Held() { return orrery::internal::ParkedLandingBytes(); }
   // The page faults this worker's process has taken so far.
   int64_t MinorFaults() {
     rusage u{};
@@ -113,8 +118,8 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
 namespace {
 
 ORRERY_REMOTE(SumBytes, SumBuffer, MakeBytes, EchoBytes, Holder::Create, &Holder::Keep,
-              &Holder::Give, &Holder::Take, &Holder::MinorFaults, Packer::Create, &Packer::Make,
-              &Packer::Take);
+              &Holder::Give, &Holder::Take, &Holder::TakeAndFail, &Holder::Held,
+              &Holder::MinorFaults, Packer::Create, &Packer::Make, &Packer::Take);
 
 std::string TempDir(const char* name) {
   std::string dir = "/tmp/orrery-large-objects-" + std::to_string(getpid()) + "-" + name;
@@ -333,13 +338,19 @@ TEST_F(LargeObjectsTest, APutOrArgumentThatFailsToPackLeavesNothingInTheStore) {
   packer.Kill();
 }
 
+// Why a worker here keeps no freed memory (core/internal/kept_memory.h); "" where it does.
+std::string WhyNoMemoryIsKept() {
+  if (orrery_test::kSanitized) return "a sanitizer's allocator keeps no freed memory";
+  if (const char* keep = std::getenv("ORRERY_KEEP_FREED_MEMORY"); keep && std::string(keep) == "0")
+    return "ORRERY_KEEP_FREED_MEMORY=0";
+  return "";
+}
+
 // A worker keeps the memory its large arguments landed in once their calls are done
 // (docs/objects.md "Speed"): after its first calls, the next arguments of that size land
 // there, with no new page.
 TEST_F(LargeObjectsTest, AWorkerReusesTheMemoryItsLastLargeArgumentsLandedIn) {
-  if (orrery_test::kSanitized) GTEST_SKIP() << "a sanitizer's allocator keeps no freed memory";
-  if (const char* keep = std::getenv("ORRERY_KEEP_FREED_MEMORY"); keep && std::string(keep) == "0")
-    GTEST_SKIP() << "ORRERY_KEEP_FREED_MEMORY=0";
+  if (std::string why = WhyNoMemoryIsKept(); !why.empty()) GTEST_SKIP() << why;
   orrery::Init(StoreConfig(1ll << 30, TempDir("kept")));
   const size_t size = size_t(256) << 20;
   Bytes value(size, 1);
@@ -357,6 +368,20 @@ TEST_F(LargeObjectsTest, AWorkerReusesTheMemoryItsLastLargeArgumentsLandedIn) {
     // New memory for 256 MiB faults in 128 huge pages at least (65,536 small ones).
     EXPECT_LT(faults() - before, 64) << "the argument landed in new memory";
   }
+  holder.Kill();
+}
+
+// A call that fails lets its arguments go as one that returns does: the worker holds their
+// rooms for the next large values before it replies. Before, it held none after a failure
+// (0 bytes held at the next call), and the room was carved by whatever came next.
+TEST_F(LargeObjectsTest, AFailedCallsLargeArgumentsLeaveTheirRoomHeld) {
+  if (std::string why = WhyNoMemoryIsKept(); !why.empty()) GTEST_SKIP() << why;
+  orrery::Init(StoreConfig(256ll << 20, TempDir("failed-kept")));
+  const size_t size = size_t(32) << 20;
+  auto holder = orrery::Actor(Holder::Create).Remote();
+  EXPECT_THROW(orrery::Get(holder.Task(&Holder::TakeAndFail).Remote(Bytes(size, 1)), kGetTimeoutMs),
+               orrery::RemoteError);
+  EXPECT_EQ(*orrery::Get(holder.Task(&Holder::Held).Remote(), kGetTimeoutMs), size);
   holder.Kill();
 }
 

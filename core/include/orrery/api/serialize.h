@@ -137,7 +137,7 @@ bool CopyIntoRoom(void* room, const void* src, size_t n);
 // before a call's user code runs, frees those of results (noted again, to be parked again
 // at the call's end if the code left them free).
 void NoteLanding(const void* room, size_t bytes, bool result = false);
-void ReclaimLandings();
+void ReclaimLandings() noexcept;
 void MakeRoomForLanding();
 void MakeRoomForUserCode();
 
