@@ -276,6 +276,13 @@ bool Replaced(const Peer& peer) {
   return !SameFile(StampOf(st, peer.path), peer);
 }
 
+bool Ended(const Peer& peer) {
+  if (peer.path.empty()) return false;
+  struct stat st {};
+  if (lstat(peer.path.c_str(), &st) != 0) return errno == ENOENT;
+  return !SameFile(StampOf(st, peer.path), peer);
+}
+
 bool PeerIsUser(const std::string& peer_address, uid_t uid) {
   // "<host>:<uid>:<gid>:<pid>": libzmq names a Unix-socket peer "localhost" (or nothing)
   // and appends its credentials; the host part holds no colon.

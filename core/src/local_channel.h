@@ -107,6 +107,11 @@ Peer Connect(zmq::socket_t& socket, const std::string& address);
 // TCP).
 bool Replaced(const Peer& peer);
 
+// Whether the process `peer` names has ended: its socket file is gone (a process removes its
+// files as it ends) or another process's now. What a sending socket still holds for it can
+// never be delivered. False over TCP.
+bool Ended(const Peer& peer);
+
 // Whether ZeroMQ's peer address of a Unix-socket connection ("localhost:<uid>:<gid>:<pid>",
 // the credentials from SO_PEERCRED) names the user `uid`.
 bool PeerIsUser(const std::string& peer_address, uid_t uid);

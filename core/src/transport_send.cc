@@ -173,13 +173,18 @@ struct ThreadSockets {
   uint64_t gone_seen = 0;
 
   // Closes the socket to `address` with `linger_ms`, or, when `limits` is given and it
-  // still holds messages, lets it drain (SendLimits::drain_s).
+  // still holds messages, lets it drain (SendLimits::drain_s). One that holds messages for a
+  // process of this host that has ended closes at once: nothing will take them, and
+  // draining would keep its descriptor for drain_s (a head outliving hundreds of short-lived
+  // drivers held dozens past its cap).
   void Close(const std::string& address, int linger_ms, const SendLimits* limits = nullptr) {
     auto it = sockets.find(address);
     if (it == sockets.end()) return;
     CachedSocket& c = it->second;
-    if (limits && limits->drain_s > 0 && limits->max_draining_per_thread > 0 &&
-        c.queue->bytes.load(std::memory_order_relaxed) > 0) {
+    bool holds = c.queue->bytes.load(std::memory_order_relaxed) > 0;
+    if (holds && local::Ended(c.local)) {
+      CloseNow(*c.socket);
+    } else if (limits && limits->drain_s > 0 && limits->max_draining_per_thread > 0 && holds) {
       while (draining.size() >= limits->max_draining_per_thread) DropOldestDraining(*limits);
       double now = MonotonicSeconds();
       draining[address] =

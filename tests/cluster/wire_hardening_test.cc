@@ -322,11 +322,12 @@ TEST_F(WireHardeningTest, DriverChurnKeepsDescriptorsBounded) {
   // daemons run with the defaults), one descriptor each, whatever the number of drivers:
   // the bound is that cap plus a margin for the daemons' other descriptors. Those vary with
   // the machine's load: the connections of drivers that left and that the daemon has not
-  // yet seen close, and sockets evicted while still holding messages (they drain outside the
-  // cap). On a loaded machine they came to 41 (40 was the margin then). The acknowledgements
-  // that wait for Redis go out from the head's inbox thread too: sent from the store's writer,
-  // after every driver's kills and lease returns, they kept a socket to every driver (head
-  // 340 over its start, 112 descriptors a minute later).
+  // yet seen close, and sockets evicted while still holding messages for drivers still there
+  // (they drain outside the cap; those for drivers that ended close at once, where the head
+  // went 340 over its start on a loaded machine before). On a loaded machine they came to 41 (40
+  // was the margin then). The acknowledgements that wait for Redis go out from the head's inbox
+  // thread too: sent from the store's writer, after every driver's kills and lease returns, they
+  // kept a socket to every driver (head 340 over its start, 112 descriptors a minute later).
   const int bound = int(orrery::transport::SendLimits{}.max_sockets_per_thread) + 64;
   EXPECT_LT(head_max - head_base, bound) << "head: " << head_base << " at the start";
   EXPECT_LT(node_max - node_base, bound) << "node: " << node_base << " at the start";

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 #include <zmq.hpp>
@@ -460,6 +461,33 @@ TEST(LocalChannelTest, ALaterInboxAtTheSameAddressGetsOnlyWhatWasSentToIt) {
   }
   later->Stop();
   CloseThreadSockets();
+}
+
+// A socket that gives way (the thread's cap) while it holds a message for a process of this
+// host that has ended, its socket file gone, closes at once: nothing can take the message.
+// Before, it drained outside the cap for drain_s (30 s), a descriptor each: a head that
+// outlived 500 short-lived drivers held up to 84 descriptors past its cap.
+TEST(LocalChannelTest, ASocketHoldingMessagesForAnEndedProcessDoesNotDrain) {
+  if (Dir().empty()) GTEST_SKIP() << "no same-host channel here (ORRERY_LOCAL_CHANNEL=0?)";
+  const SendLimits saved = GetSendLimits();
+  SendLimits limits = saved;
+  limits.max_sockets_per_thread = 1;
+  SetSendLimits(limits);
+  std::thread([] {
+    auto ended = std::make_unique<RecordingInbox>();
+    const std::string address = ended->inbox().address();
+    ASSERT_TRUE(TrySend(address, proto::MsgType::kPing, proto::PingMsg{}).ok());
+    ASSERT_FALSE(ended->WaitForMessage(1).empty());
+    ended.reset();  // its socket file goes with it
+    ASSERT_TRUE(TrySend(address, proto::MsgType::kPing, proto::PingMsg{}).ok());  // held
+    RecordingInbox other;
+    ASSERT_TRUE(TrySend(other.inbox().address(), proto::MsgType::kPing, proto::PingMsg{}).ok());
+    EXPECT_EQ(ThreadSocketCount(), 1u);
+    EXPECT_EQ(ThreadDrainingCount(), 0u) << "the socket to the ended process drains";
+    EXPECT_FALSE(other.WaitForMessage(1).empty());
+    CloseThreadSockets();
+  }).join();
+  SetSendLimits(saved);
 }
 
 TEST_F(LocalDirTest, ASweepRemovesTheFilesOfGoneProcessesAndKeepsTheLiveOnes) {
