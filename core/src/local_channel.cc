@@ -87,6 +87,16 @@ bool SameFile(const Peer& a, const Peer& b) {
   return a.dev == b.dev && a.ino == b.ino && a.ctime_ns == b.ctime_ns;
 }
 
+// What stands at `peer`'s path now, against the file a socket was connected to.
+enum class AtPath { kTcp, kSame, kAnother, kNothing, kUnknown };
+AtPath LookAt(const Peer& peer) {
+  if (peer.path.empty()) return AtPath::kTcp;
+  struct stat st {};
+  if (lstat(peer.path.c_str(), &st) != 0)
+    return errno == ENOENT ? AtPath::kNothing : AtPath::kUnknown;
+  return SameFile(StampOf(st, peer.path), peer) ? AtPath::kSame : AtPath::kAnother;
+}
+
 }  // namespace
 
 // /dev/shm before /tmp/orrery: every worker binds socket files and its end removes them, and
@@ -269,18 +279,11 @@ Peer Connect(zmq::socket_t& socket, const std::string& address) {
   return Peer{};
 }
 
-bool Replaced(const Peer& peer) {
-  if (peer.path.empty()) return false;
-  struct stat st {};
-  if (lstat(peer.path.c_str(), &st) != 0) return false;
-  return !SameFile(StampOf(st, peer.path), peer);
-}
+bool Replaced(const Peer& peer) { return LookAt(peer) == AtPath::kAnother; }
 
 bool Ended(const Peer& peer) {
-  if (peer.path.empty()) return false;
-  struct stat st {};
-  if (lstat(peer.path.c_str(), &st) != 0) return errno == ENOENT;
-  return !SameFile(StampOf(st, peer.path), peer);
+  AtPath now = LookAt(peer);
+  return now == AtPath::kAnother || now == AtPath::kNothing;
 }
 
 bool PeerIsUser(const std::string& peer_address, uid_t uid) {

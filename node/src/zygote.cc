@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,17 +59,29 @@ std::string Describe(int status) {
   }
   return "stopped";
 }
+
+// Opens <stem>.out and .err, appended to, for a process's stdout and stderr: their
+// descriptors, -1 for one that cannot be opened.
+std::array<int, 2> OpenOutputFiles(const std::string& stem) {
+  std::array<int, 2> fds{};
+  for (int i = 0; i < 2; ++i) {
+    std::string path = stem + (i == 0 ? ".out" : ".err");
+    fds[i] = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  return fds;
+}
+
 // In a new worker: stdout and stderr go to worker-<pid>.out and .err in the directory the
 // node named (ORRERY_WORKER_LOG_DIR), whose log monitor tails them (docs/logs.md); stdout
 // is line-buffered so lines arrive as they are written. No directory: they stay as they are.
 void RedirectOutput() {
   const char* dir = std::getenv(kWorkerLogDirEnv);
   if (!dir || !*dir) return;
-  std::string stem = std::string(dir) + "/worker-" + std::to_string(getpid());
-  int out = open((stem + ".out").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  int err = open((stem + ".err").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (out >= 0) dup2(out, 1), close(out);
-  if (err >= 0) dup2(err, 2), close(err);
+  std::array<int, 2> fds =
+      OpenOutputFiles(std::string(dir) + "/worker-" + std::to_string(getpid()));
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i] >= 0) dup2(fds[i], i + 1), close(fds[i]);
+  }
   setvbuf(stdout, nullptr, _IOLBF, 0);
 }
 
@@ -273,10 +286,9 @@ Status ZygoteClient::Start(const std::vector<std::string>& argv,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, sv[1], kChildFd);
   // A file that cannot be opened leaves that stream as the node's.
-  int outputs[2] = {-1, -1};
-  for (int i = 0; i < 2 && !output_stem.empty(); ++i) {
-    std::string path = output_stem + (i == 0 ? ".out" : ".err");
-    outputs[i] = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  std::array<int, 2> outputs{-1, -1};
+  if (!output_stem.empty()) outputs = OpenOutputFiles(output_stem);
+  for (int i = 0; i < 2; ++i) {
     if (outputs[i] >= 0) posix_spawn_file_actions_adddup2(&actions, outputs[i], i + 1);
   }
   pid_t pid;
