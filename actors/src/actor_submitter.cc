@@ -153,7 +153,8 @@ void ActorSubmitter::Dispatch(const ActorId& id, ActorState& a) {
     // The number is spent only once the transport has taken the call: a refused call keeps
     // its place (and the number) for the next try, so the worker never waits for a number
     // that was never sent.
-    Status sent = outbox_.TrySend(a.address, MsgType::kCall, CallFor(id, a, *call), &call->args);
+    Status sent =
+        outbox_.TrySendUnordered(a.address, MsgType::kCall, CallFor(id, a, *call), &call->args);
     if (sent.code() == StatusCode::kUnavailable) {
       a.blocked = true;  // the queue to the actor is full: Tick or a reply resumes
       break;

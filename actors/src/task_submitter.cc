@@ -91,7 +91,7 @@ void TaskSubmitter::SendToLease(TaskKey& k, Lease& l) {
     m.lease_id = l.id;
     LOG_DEBUG("task " + call->function + " " + call->return_id.Hex().substr(0, 8) + " -> " +
               l.worker_address);
-    Status sent = outbox_.TrySend(l.worker_address, MsgType::kCall, m, &call->args);
+    Status sent = outbox_.TrySendUnordered(l.worker_address, MsgType::kCall, m, &call->args);
     if (!sent.ok()) {
       FailCall(store_, *call,
                ObjectError{proto::ErrorKind::kError, "",

@@ -337,7 +337,7 @@ class WorkerServer {
 
   void Reply(const proto::CallMsg& call, bool ok, proto::ErrorKind kind, const std::string& type,
              const std::string& message, const std::string* result,
-             const CallResult* stored = nullptr) {
+             const CallResult* stored = nullptr, transport::Order order = transport::Order::kKept) {
     proto::ReplyMsg r{.object_id = call.object_id,
                       .ok = ok,
                       .error_kind = kind,
@@ -351,7 +351,8 @@ class WorkerServer {
     if (stored && stored->stored) r.location = stored->location;
     if (stored) r.contained = ContainedRefs(stored->contained);
     static const std::string kEmpty;
-    transport::Send(call.reply_to, MsgType::kCallReply, r, result ? result : &kEmpty);
+    transport::SendFrames(call.reply_to, proto::EncodeFrame(MsgType::kCallReply, r),
+                          result ? result : &kEmpty, order);
   }
 
   // Runs `call` of `e` (what it names; null: nothing registered) and replies.
@@ -375,6 +376,7 @@ class WorkerServer {
       return;
     }
     CallResult stored{ObjectId(UniqueId::FromBinary(call.object_id)), call.reply_to};
+    const uint64_t ordered_sends = transport::ThreadOrderedSends();
     Runtime& rt = *Current();
     if (!rt.BeginCall(stored.id)) {
       Reply(call, false, proto::ErrorKind::kTaskCancelledError, "",
@@ -402,17 +404,27 @@ class WorkerServer {
       }
       // Before the reply: the next call's messages would start carving the rooms let go.
       internal::ReclaimLandings();
-      Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored);
+      Reply(call, true, proto::ErrorKind::kNone, "", "", &result, &stored,
+            ReplyOrder(ordered_sends));
       counted.ok = true;
     } catch (...) {
       internal::ReclaimLandings();  // a call that failed lets its arguments go too
-      ReplyFailure(call, std::current_exception());
+      ReplyFailure(call, std::current_exception(), ReplyOrder(ordered_sends));
     }
   }
 
-  void ReplyFailure(const proto::CallMsg& call, std::exception_ptr error) {
+  // A call's reply may overtake its thread's earlier messages (and so take the direct path,
+  // transport::Order) unless the call sent ordered ones while it ran: a stream's values, a
+  // borrow of a ref it keeps, which must reach their peers before the reply.
+  static transport::Order ReplyOrder(uint64_t ordered_sends_before) {
+    return transport::ThreadOrderedSends() == ordered_sends_before ? transport::Order::kAny
+                                                                   : transport::Order::kKept;
+  }
+
+  void ReplyFailure(const proto::CallMsg& call, std::exception_ptr error,
+                    transport::Order order = transport::Order::kKept) {
     CallFailure f = FailureOf(error);
-    Reply(call, false, f.kind, f.type, f.message, nullptr);
+    Reply(call, false, f.kind, f.type, f.message, nullptr, nullptr, order);
   }
 
   std::string worker_id_;

@@ -23,6 +23,13 @@ class Outbox {
   // Fire-and-forget: a drop is logged, rate-limited (transport::SendFrames).
   virtual void SendFrame(const std::string& to, const std::string& frame0,
                          const std::string* payload) = 0;
+  // TrySendFrame for a message that may reach `to` out of order with this thread's others
+  // to it (transport::Order::kAny: a call, which its worker orders by sequence number).
+  [[nodiscard]] virtual Status TrySendUnorderedFrame(const std::string& to,
+                                                     const std::string& frame0,
+                                                     const std::string* payload) {
+    return TrySendFrame(to, frame0, payload);
+  }
   // The peer at `to` is gone for good: drop what is queued for it (transport::MarkPeerGone).
   virtual void MarkPeerGone(const std::string& to) = 0;
 
@@ -30,6 +37,11 @@ class Outbox {
   [[nodiscard]] Status TrySend(const std::string& to, proto::MsgType type, const Meta& meta,
                                const std::string* payload = nullptr) {
     return TrySendFrame(to, proto::EncodeFrame(type, meta), payload);
+  }
+  template <typename Meta>
+  [[nodiscard]] Status TrySendUnordered(const std::string& to, proto::MsgType type,
+                                        const Meta& meta, const std::string* payload = nullptr) {
+    return TrySendUnorderedFrame(to, proto::EncodeFrame(type, meta), payload);
   }
   template <typename Meta>
   void Send(const std::string& to, proto::MsgType type, const Meta& meta,

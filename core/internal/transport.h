@@ -34,6 +34,10 @@
 
 namespace orrery::transport {
 
+namespace direct {
+class Listener;
+}  // namespace direct
+
 // The process-wide ZeroMQ context. Never destroyed (sockets of exiting threads may outlive
 // static destruction), so the process never blocks in zmq_ctx_term at exit.
 zmq::context_t& Context();
@@ -151,6 +155,14 @@ class Inbox {
   // handed off meanwhile (the sockets are no longer this thread's).
   bool Drain(zmq::socket_t& router, std::vector<zmq::message_t>& frames, uint64_t generation);
   void HandleRaw(zmq::socket_t& router, std::vector<zmq::message_t>& frames);
+  // Runs the handler on a well-formed message; a failure is answered with kError through
+  // `router` when the message names its sender's identity, else logged.
+  void Dispatch(zmq::socket_t& router, Envelope& env);
+  // Serves the direct connections whose descriptors `revents` says are readable (up to 1024
+  // messages); false when the loop was handed off meanwhile. *caught_up is cleared when
+  // messages were left for the next pass.
+  bool ServeDirect(const std::vector<zmq::pollitem_t>& items, size_t first, uint64_t generation,
+                   bool* caught_up);
   // Runs `fn` (`what` names it in the log), catching whatever it throws.
   void Guarded(const char* what, const std::function<void()>& fn);
   void ReplyError(zmq::socket_t& router, const std::string& identity, const std::string& message);
@@ -160,6 +172,8 @@ class Inbox {
   std::unique_ptr<zmq::socket_t> router_;
   std::unique_ptr<zmq::socket_t> local_router_;  // the same-host channel; null when off
   std::string local_endpoint_;
+  // The direct path's listener (core/src/direct_channel.h); null when off.
+  std::unique_ptr<direct::Listener> direct_;
   uint64_t handshake_watch_ = 0;  // security::WatchHandshakes
   std::string address_;
   int port_ = 0;
@@ -209,14 +223,27 @@ int64_t QueuedBytes();
 size_t ThreadSocketCount();
 size_t ThreadDrainingCount();
 
+// Whether a message must reach its peer in order with the calling thread's other messages
+// to it (kKept: the default), or may overtake them or be overtaken (kAny: a call, which its
+// worker orders by sequence number; the reply of a call that streamed nothing). A kAny
+// message of at most direct::kMaxMessageBytes to a process of this host goes by the direct
+// path when that peer admitted this thread's connection (core/src/direct_channel.h).
+enum class Order { kKept, kAny };
+
+// How many Order::kKept messages the calling thread has sent so far (to any peer): a message
+// may take Order::kAny without overtaking one of them when this has not moved since the
+// point it must come after.
+uint64_t ThreadOrderedSends();
+
 // Sends frame0 (+ payload) to the inbox at `address` from the calling thread, without
 // blocking. Unavailable, with the message dropped, when the queue to that peer or all
 // queues together are full: a message is queued when it fits under the caps, or when it is
 // the only one queued (so that one large value always goes).
 [[nodiscard]] Status TrySendFrames(const std::string& address, const std::string& frame0,
-                                   const std::string* payload);
+                                   const std::string* payload, Order order = Order::kKept);
 // TrySendFrames for fire-and-forget messages: a drop is logged (rate-limited).
-void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload);
+void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload,
+                Order order = Order::kKept);
 
 template <typename Meta>
 void Send(const std::string& address, proto::MsgType type, const Meta& meta,

@@ -20,6 +20,7 @@
 
 #include "core/internal/security.h"
 #include "core/internal/session_dir.h"
+#include "core/src/direct_channel.h"
 
 namespace orrery::transport::local {
 
@@ -133,7 +134,12 @@ bool ProbePath(const std::string& path, Peer* stamp, time_t stale_after_s) {
   if (stamp != nullptr) *stamp = StampOf(st, path);
   // Is anyone listening, and who? A connect to a listening Unix socket completes at once
   // (or fails with EAGAIN when its backlog is full: then TCP).
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  // The direct path's files (direct_channel.h) take SOCK_SEQPACKET connections.
+  const std::string_view suffix = direct::kSuffix;
+  const bool seqpacket = path.size() > suffix.size() &&
+                         path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  int fd =
+      socket(AF_UNIX, (seqpacket ? SOCK_SEQPACKET : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0 || path.size() > kMaxSocketPath) {
     if (fd >= 0) close(fd);
     return false;
@@ -225,6 +231,7 @@ std::string Resolve(const std::string& tcp_address) { return ResolveStamped(tcp_
 void RemoveIfDead(const std::string& tcp_address) {
   if (std::string endpoint = EndpointOf(tcp_address); !endpoint.empty()) {
     ProbePath(endpoint.substr(6), nullptr, 0);
+    ProbePath(endpoint.substr(6) + direct::kSuffix, nullptr, 0);
   }
 }
 

@@ -11,6 +11,10 @@ class TransportOutboxImpl final : public Outbox {
                       const std::string* payload) override {
     return transport::TrySendFrames(to, frame0, payload);
   }
+  Status TrySendUnorderedFrame(const std::string& to, const std::string& frame0,
+                               const std::string* payload) override {
+    return transport::TrySendFrames(to, frame0, payload, transport::Order::kAny);
+  }
   void SendFrame(const std::string& to, const std::string& frame0,
                  const std::string* payload) override {
     transport::SendFrames(to, frame0, payload);

@@ -10,6 +10,7 @@
 #include "core/internal/log.h"
 #include "core/internal/rate_limit.h"
 #include "core/internal/security.h"
+#include "core/src/direct_channel.h"
 #include "core/src/local_channel.h"
 
 namespace orrery::transport {
@@ -62,6 +63,10 @@ Inbox::~Inbox() {
     local_router_->close();
     local::RemoveOne(local_endpoint_);
   }
+  if (direct_) {
+    local::RemoveOne("ipc://" + direct_->path());
+    direct_.reset();
+  }
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
@@ -92,7 +97,17 @@ void Inbox::BindLocal(const std::string& advertised_host) {
   } catch (const zmq::error_t& e) {
     LOG_WARN("the inbox at " + address_ + " has no same-host channel (" + endpoint +
              "): " + e.what());
+    return;
   }
+  if (!direct::Enabled()) return;
+  auto listener = std::make_unique<direct::Listener>();
+  std::string path = endpoint.substr(6) + direct::kSuffix, why;
+  if (!listener->Listen(path, &why)) {
+    LOG_WARN("the inbox at " + address_ + " has no direct path: " + why);
+    return;
+  }
+  local::RegisterOwn("ipc://" + path);
+  direct_ = std::move(listener);
 }
 
 Status Inbox::Bind(const std::string& host, int port, const std::string& advertise_host) {
@@ -253,6 +268,10 @@ void Inbox::HandleRaw(zmq::socket_t& router, std::vector<zmq::message_t>& frames
     env.payload = std::move(frames[2]);
     env.has_payload = true;
   }
+  Dispatch(router, env);
+}
+
+void Inbox::Dispatch(zmq::socket_t& router, Envelope& env) {
   try {
     Status handled = handler_(env);
     if (!handled.ok()) {
@@ -301,6 +320,42 @@ bool Inbox::Drain(zmq::socket_t& router, std::vector<zmq::message_t>& frames, ui
   return false;
 }
 
+bool Inbox::ServeDirect(const std::vector<zmq::pollitem_t>& items, size_t first,
+                        uint64_t generation, bool* caught_up) {
+  std::vector<bool> readable(items.size() - first);
+  bool any = false;
+  for (size_t i = first; i < items.size(); ++i) {
+    readable[i - first] = (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) != 0;
+    any = any || readable[i - first];
+  }
+  if (!any) return true;
+  bool handed_off = false, more = false;
+  direct_->Serve(
+      readable, 1024,
+      [&](direct::Listener::Message& m) {
+        // Its hello named this protocol version: a header that does not decode is a broken
+        // peer's, logged and dropped like any malformed message.
+        Result<proto::Header> header = proto::DecodeHeader(m.frame0.data(), m.frame0.size());
+        if (!header.ok()) {
+          ReplyError(*router_, "", header.status().message());
+          return true;
+        }
+        Envelope env;
+        env.type = header->type;
+        env.frame0 = zmq::message_t(m.frame0.data(), m.frame0.size());
+        if (m.has_payload) {
+          env.payload = zmq::message_t(m.payload.data(), m.payload.size());
+          env.has_payload = true;
+        }
+        Dispatch(*router_, env);
+        handed_off = generation_.load() != generation;
+        return !handed_off;
+      },
+      &more);
+  if (more) *caught_up = false;
+  return !handed_off;
+}
+
 void Inbox::Loop() {
   t_loop = {this, generation_.load()};
   RunLoop(t_loop.generation);
@@ -310,15 +365,25 @@ void Inbox::RunLoop(uint64_t generation) {
   std::vector<zmq::pollitem_t> items;
   auto next_tick = std::chrono::steady_clock::now() + std::chrono::milliseconds(tick_ms_);
   std::vector<zmq::message_t> frames;
-  // items: the wake fd, the fds added, the router, the same-host channel's router.
+  // items: the wake fd, the fds added, the router, the same-host channel's router, then the
+  // direct path's listener and connections.
   const size_t sockets = local_router_ ? 2 : 1;
+  size_t direct_first = 0;
+  uint64_t direct_seen = 0;
   while (!stop_) {
-    if (items.size() != 1 + fds_.size() + sockets) {  // fds added from the inbox thread
+    // fds added from the inbox thread, direct connections come and gone
+    if (direct_first != 1 + fds_.size() + sockets ||
+        (direct_ && direct_->generation() != direct_seen)) {
       items.clear();
       items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
       for (auto& [fd, cb] : fds_) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
       items.push_back({static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0});
       if (local_router_) items.push_back({static_cast<void*>(*local_router_), 0, ZMQ_POLLIN, 0});
+      direct_first = items.size();
+      if (direct_) {
+        direct_seen = direct_->generation();
+        for (int fd : direct_->fds()) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
+      }
     }
     auto now = std::chrono::steady_clock::now();
     if (tick_changed_.exchange(false)) next_tick = now + std::chrono::milliseconds(tick_ms_);
@@ -349,8 +414,11 @@ void Inbox::RunLoop(uint64_t generation) {
     for (size_t i = 0; i < fds_.size(); ++i)
       if (items[1 + i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
         Guarded("an fd callback", fds_[i].second);
-    // Drain the routers (bounded, so ticks and posted work are not starved).
-    bool caught_up = Drain(*router_, frames, generation);
+    // The direct path first, then the routers (bounded, so ticks and posted work are not
+    // starved).
+    bool caught_up = true;
+    if (direct_ && !ServeDirect(items, direct_first, generation, &caught_up)) return;
+    caught_up = Drain(*router_, frames, generation) && caught_up;
     if (generation_.load() != generation) return;  // handed off: the sockets are not ours
     if (local_router_) {
       caught_up = Drain(*local_router_, frames, generation) && caught_up;

@@ -13,6 +13,8 @@
 #include "core/internal/security.h"
 #include "core/internal/thread_annotations.h"
 #include "core/internal/transport.h"
+#include "core/src/direct_channel.h"
+#include "core/src/drain_probes.h"
 #include "core/src/gone_peers.h"
 #include "core/src/local_channel.h"
 #include "core/src/tsan_handoff.h"
@@ -35,12 +37,9 @@ namespace {
 constexpr int64_t kFrameOverhead = 256;
 // How long a closed socket may still try to deliver what it queued.
 constexpr int kLingerMs = 2000;
-// A draining socket's peer is probed with a connect that gives up after kProbeTimeoutS; its
-// answer is awaited up to kProbeAnswerS past the socket's deadline (the prober's thread may
-// have others queued first). At most kMaxProbeOutcomes answers are kept.
-constexpr double kProbeTimeoutS = 1.0;
+// A draining socket's peer's answer (drain_probes.h) is awaited up to kProbeAnswerS past the
+// socket's deadline (the prober's thread may have others queued first).
 constexpr double kProbeAnswerS = 5.0;
-constexpr size_t kMaxProbeOutcomes = 4096;
 
 Mutex g_limits_mu;
 SendLimits g_limits GUARDED_BY(g_limits_mu);
@@ -107,6 +106,10 @@ struct CachedSocket {
   Status refused;            // the peer's version refusal, once it came
   local::Peer local;         // the Unix socket file it is connected to, if any
   double local_checked = 0;  // when that file was last looked at (local::Replaced)
+  // The direct path to that peer, opened at the first Order::kAny message; null before, and
+  // once it turned out unusable.
+  std::unique_ptr<direct::Sender> direct;
+  bool direct_tried = false;
 };
 
 // A socket that gave way with messages still queued (SendLimits::drain_s).
@@ -118,37 +121,6 @@ struct DrainingSocket {
   bool asked = false;  // a probe of its peer is under way
   local::Peer local;   // CachedSocket::local
 };
-
-// Probes the peers of sockets past their drain deadline, for every thread of the process.
-class DrainProbes {
- public:
-  void Ask(const std::string& address) EXCLUDES(mu_) {
-    {
-      MutexLock lock(&mu_);
-      outcomes_.erase(address);  // an older answer says nothing of now
-    }
-    prober_->Probe(address, address);
-  }
-  // The outcome of the last probe of `address`, once it came.
-  std::optional<ProbeOutcome> Take(const std::string& address) EXCLUDES(mu_) {
-    MutexLock lock(&mu_);
-    if (outcomes_.size() > kMaxProbeOutcomes) outcomes_.clear();  // peers come and go
-    for (auto& [key, outcome] : prober_->Take()) outcomes_[key] = outcome;
-    auto it = outcomes_.find(address);
-    if (it == outcomes_.end()) return std::nullopt;
-    return it->second;  // kept for other threads draining to the same peer
-  }
-
- private:
-  std::unique_ptr<Prober> prober_ = MakeConnectProber(kProbeTimeoutS);
-  Mutex mu_;
-  std::unordered_map<std::string, ProbeOutcome> outcomes_ GUARDED_BY(mu_);
-};
-
-DrainProbes& Probes() {
-  static auto* probes = new DrainProbes();  // never destroyed: threads drain during exit
-  return *probes;
-}
 
 RateLimitedLog g_drain_log;
 
@@ -407,6 +379,30 @@ Status CheckRefused(const std::string& address, CachedSocket& c) {
   return Status::Ok();
 }
 
+// Order::kKept messages the calling thread sent (ThreadOrderedSends).
+thread_local uint64_t t_ordered_sends = 0;
+
+// Sends over `c`'s direct path when it has one that takes the message now.
+bool SentDirectly(CachedSocket& c, const std::string& frame0, const std::string* payload) {
+  if (c.local.path.empty()) return false;
+  if (!c.direct_tried) {
+    c.direct_tried = true;
+    if (direct::Enabled())
+      c.direct = std::make_unique<direct::Sender>(c.local.path + direct::kSuffix);
+  }
+  if (!c.direct) return false;
+  switch (c.direct->Send(frame0, payload)) {
+    case direct::Sender::Outcome::kSent:
+      return true;
+    case direct::Sender::Outcome::kBroken:
+      c.direct.reset();
+      return false;
+    case direct::Sender::Outcome::kNotNow:
+      return false;
+  }
+  return false;
+}
+
 }  // namespace
 
 void SetSendLimits(const SendLimits& limits) {
@@ -429,13 +425,17 @@ size_t ThreadDrainingCount() {
   return Sockets().draining.size();
 }
 
+uint64_t ThreadOrderedSends() { return t_ordered_sends; }
+
 Status TrySendFrames(const std::string& address, const std::string& frame0,
-                     const std::string* payload) {
+                     const std::string* payload, Order order) {
   const SendLimits& limits = Limits();
   auto late = LateLock();
   try {
     CachedSocket& c = SocketFor(address, limits);
     if (Status refused = CheckRefused(address, c); !refused.ok()) return refused;
+    if (order == Order::kAny && SentDirectly(c, frame0, payload)) return Status::Ok();
+    if (order == Order::kKept) ++t_ordered_sends;
     int64_t bytes = int64_t(frame0.size()) + kFrameOverhead +
                     (payload ? int64_t(payload->size()) + kFrameOverhead : 0);
     Status admitted = Admit(address, *c.queue, bytes, limits);
@@ -463,8 +463,9 @@ Status TrySendFrames(const std::string& address, const std::string& frame0,
   }
 }
 
-void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload) {
-  Status s = TrySendFrames(address, frame0, payload);
+void SendFrames(const std::string& address, const std::string& frame0, const std::string* payload,
+                Order order) {
+  Status s = TrySendFrames(address, frame0, payload, order);
   uint64_t suppressed = 0;
   if (!s.ok() && g_drop_log.ShouldLog(&suppressed)) {
     LOG_WARN("dropped a message: " + s.message() + RateLimitedLog::More(suppressed));
