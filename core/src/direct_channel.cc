@@ -77,7 +77,6 @@ bool Listener::Listen(const std::string& path, std::string* why) {
   path_ = path;
   if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
     max_connections_ = std::min<size_t>(kMaxConnections, size_t(rl.rlim_cur) / 8);
-  buffer_.resize(kHeaderBytes + kMaxMessageBytes + 1);
   Refresh();
   return true;
 }
@@ -106,7 +105,9 @@ bool Listener::Admit(const Message& hello) const {
 }
 
 int Listener::ReadOne(Connection& c, Message* m) {
-  iovec iov{buffer_.data(), buffer_.size()};
+  constexpr size_t kBufferBytes = kHeaderBytes + kMaxMessageBytes + 1;
+  if (!buffer_) buffer_.reset(new char[kBufferBytes]);
+  iovec iov{buffer_.get(), kBufferBytes};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -115,14 +116,14 @@ int Listener::ReadOne(Connection& c, Message* m) {
   // 0 bytes: the peer hung up (a sender never sends an empty message). Truncated: larger
   // than any sender sends.
   if (n == 0 || (msg.msg_flags & MSG_TRUNC) != 0 || size_t(n) < kHeaderBytes) return -1;
-  const auto* b = reinterpret_cast<const unsigned char*>(buffer_.data());
+  const auto* b = reinterpret_cast<const unsigned char*>(buffer_.get());
   size_t len = size_t(b[0]) | size_t(b[1]) << 8 | size_t(b[2]) << 16 | size_t(b[3]) << 24;
   unsigned char flag = b[4];
   if (flag > 1 || len > size_t(n) - kHeaderBytes || (flag == 0 && len != size_t(n) - kHeaderBytes))
     return -1;
-  m->frame0.assign(buffer_.data() + kHeaderBytes, len);
+  m->frame0.assign(buffer_.get() + kHeaderBytes, len);
   m->has_payload = flag == 1;
-  m->payload.assign(buffer_.data() + kHeaderBytes + len, size_t(n) - kHeaderBytes - len);
+  m->payload.assign(buffer_.get() + kHeaderBytes + len, size_t(n) - kHeaderBytes - len);
   if (c.admitted) return 1;
   // The first message is the hello: answered, or the connection is closed.
   if (!Admit(*m) || send(c.fd, &kAdmitted, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) return -1;

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,7 +93,9 @@ class Listener {
   std::vector<Connection> conns_;
   std::vector<int> fds_;
   uint64_t generation_ = 0;
-  std::vector<char> buffer_;
+  // Where messages are read into, allocated at the first (most inboxes never get one) and
+  // left unfilled: only the pages a message reaches are touched.
+  std::unique_ptr<char[]> buffer_;
 };
 
 class Sender {
