@@ -139,9 +139,9 @@ TEST(DirectChannelTest, UnorderedMessagesTakeTheDirectPathOnceAdmittedAndNoneIsL
   // before the next: a full connection would send it through ZeroMQ).
   std::string payload(1000, 'x');
   for (size_t i = 0; i < 200; ++i) {
-    ASSERT_TRUE(TrySendFrames(r.inbox().address(), Frame("d" + std::to_string(i)), &payload,
-                              Order::kAny)
-                    .ok());
+    ASSERT_TRUE(
+        TrySendFrames(r.inbox().address(), Frame("d" + std::to_string(i)), &payload, Order::kAny)
+            .ok());
     std::vector<Seen> seen = r.WaitFor(sent + i + 1);
     ASSERT_EQ(seen.size(), sent + i + 1);
     const Seen& s = seen.back();
