@@ -29,6 +29,30 @@ bool AddressOf(const std::string& path, sockaddr_un* addr) {
   return true;
 }
 
+// Writes one message, [header][frame0][payload], without waiting: 1 sent, 0 not now (the
+// connection is full, or the message larger than it takes), -1 the connection is broken.
+int WriteMessage(int fd, std::string_view frame0, const std::string* payload) {
+  const size_t len = frame0.size(), total = len + (payload ? payload->size() : 0);
+  unsigned char header[kHeaderBytes] = {
+      static_cast<unsigned char>(len), static_cast<unsigned char>(len >> 8),
+      static_cast<unsigned char>(len >> 16), static_cast<unsigned char>(len >> 24),
+      static_cast<unsigned char>(payload ? 1 : 0)};
+  iovec iov[3] = {
+      {header, kHeaderBytes},
+      {const_cast<char*>(frame0.data()), len},
+      {payload ? const_cast<char*>(payload->data()) : nullptr, payload ? payload->size() : 0}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = payload ? 3 : 2;
+  ssize_t n = sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n == ssize_t(kHeaderBytes + total)) return 1;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR ||
+                errno == EMSGSIZE)) {
+    return 0;
+  }
+  return -1;
+}
+
 bool PeerIsThisUser(int fd) {
   ucred cred{};
   socklen_t len = sizeof(cred);
@@ -101,7 +125,7 @@ void Listener::Accept() {
 }
 
 bool Listener::Admit(const Message& hello) const {
-  return !hello.has_payload && security::SecretEquals(hello.frame0, Hello());
+  return !hello.has_payload && security::SecretEquals(std::string(hello.frame0), Hello());
 }
 
 int Listener::ReadOne(Connection& c, Message* m) {
@@ -121,9 +145,9 @@ int Listener::ReadOne(Connection& c, Message* m) {
   unsigned char flag = b[4];
   if (flag > 1 || len > size_t(n) - kHeaderBytes || (flag == 0 && len != size_t(n) - kHeaderBytes))
     return -1;
-  m->frame0.assign(buffer_.get() + kHeaderBytes, len);
+  m->frame0 = std::string_view(buffer_.get() + kHeaderBytes, len);
   m->has_payload = flag == 1;
-  m->payload.assign(buffer_.get() + kHeaderBytes + len, size_t(n) - kHeaderBytes - len);
+  m->payload = std::string_view(buffer_.get() + kHeaderBytes + len, size_t(n) - kHeaderBytes - len);
   if (c.admitted) return 1;
   // The first message is the hello: answered, or the connection is closed.
   if (!Admit(*m) || send(c.fd, &kAdmitted, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) return -1;
@@ -170,19 +194,12 @@ size_t Listener::Serve(const std::vector<bool>& readable, size_t budget,
 
 Sender::Sender(const std::string& path) {
   sockaddr_un addr;
-  if (!AddressOf(path, &addr)) return;
+  if (!Enabled() || !AddressOf(path, &addr)) return;
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return;
-  std::string hello = Hello();
-  unsigned char header[kHeaderBytes] = {static_cast<unsigned char>(hello.size()),
-                                        static_cast<unsigned char>(hello.size() >> 8), 0, 0, 0};
-  iovec iov[2] = {{header, kHeaderBytes}, {hello.data(), hello.size()}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
   // A listener whose backlog is full refuses at once (EAGAIN): ZeroMQ then.
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || !PeerIsThisUser(fd) ||
-      sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) != ssize_t(kHeaderBytes + hello.size())) {
+      WriteMessage(fd, Hello(), nullptr) != 1) {
     close(fd);
     return;
   }
@@ -210,24 +227,9 @@ Sender::Outcome Sender::Send(std::string_view frame0, const std::string* payload
   if (!Ready()) return fd_ < 0 ? Outcome::kBroken : Outcome::kNotNow;
   size_t total = frame0.size() + (payload ? payload->size() : 0);
   if (total > kMaxMessageBytes) return Outcome::kNotNow;
-  const size_t len = frame0.size();
-  unsigned char header[kHeaderBytes] = {
-      static_cast<unsigned char>(len), static_cast<unsigned char>(len >> 8),
-      static_cast<unsigned char>(len >> 16), static_cast<unsigned char>(len >> 24),
-      static_cast<unsigned char>(payload ? 1 : 0)};
-  iovec iov[3] = {
-      {header, kHeaderBytes},
-      {const_cast<char*>(frame0.data()), frame0.size()},
-      {payload ? const_cast<char*>(payload->data()) : nullptr, payload ? payload->size() : 0}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = payload ? 3 : 2;
-  ssize_t n = sendmsg(fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n == ssize_t(kHeaderBytes + total)) return Outcome::kSent;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR ||
-                errno == EMSGSIZE)) {
-    return Outcome::kNotNow;
-  }
+  int written = WriteMessage(fd_, frame0, payload);
+  if (written == 1) return Outcome::kSent;
+  if (written == 0) return Outcome::kNotNow;
   close(fd_);  // the peer hung up
   fd_ = -1;
   admitted_ = false;

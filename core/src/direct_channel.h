@@ -60,10 +60,11 @@ class Listener {
   // Bumped whenever fds() changes.
   uint64_t generation() const { return generation_; }
 
-  // One message read from a connection: frame 0 and the payload (has_payload when one came).
+  // One message read from a connection: frame 0 and the payload (has_payload when one
+  // came), in the listener's buffer until its next read.
   struct Message {
-    std::string frame0;
-    std::string payload;
+    std::string_view frame0;
+    std::string_view payload;
     bool has_payload = false;
   };
   // Accepts waiting connections when the listening descriptor is readable, then reads up to
@@ -101,7 +102,8 @@ class Listener {
 class Sender {
  public:
   // Connects to the listener at `path` (the ipc endpoint's file + kSuffix) and sends the
-  // hello; the connection is usable once the listener answered (Ready). Never blocks.
+  // hello; the connection is usable once the listener answered (Ready). Never blocks. With
+  // the path off (Enabled) or no listener there, every Send says kBroken.
   explicit Sender(const std::string& path);
   ~Sender();
   Sender(const Sender&) = delete;

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/internal/log.h"
@@ -322,13 +323,12 @@ bool Inbox::Drain(zmq::socket_t& router, std::vector<zmq::message_t>& frames, ui
 
 bool Inbox::ServeDirect(const std::vector<zmq::pollitem_t>& items, size_t first,
                         uint64_t generation, bool* caught_up) {
+  auto is_readable = [](const zmq::pollitem_t& item) {
+    return (item.revents & (ZMQ_POLLIN | ZMQ_POLLERR)) != 0;
+  };
+  if (std::none_of(items.begin() + long(first), items.end(), is_readable)) return true;
   std::vector<bool> readable(items.size() - first);
-  bool any = false;
-  for (size_t i = first; i < items.size(); ++i) {
-    readable[i - first] = (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR)) != 0;
-    any = any || readable[i - first];
-  }
-  if (!any) return true;
+  for (size_t i = first; i < items.size(); ++i) readable[i - first] = is_readable(items[i]);
   bool handed_off = false, more = false;
   direct_->Serve(
       readable, 1024,

@@ -106,10 +106,8 @@ struct CachedSocket {
   Status refused;            // the peer's version refusal, once it came
   local::Peer local;         // the Unix socket file it is connected to, if any
   double local_checked = 0;  // when that file was last looked at (local::Replaced)
-  // The direct path to that peer, opened at the first Order::kAny message; null before, and
-  // once it turned out unusable.
+  // The direct path to that peer, opened at the first Order::kAny message (null before).
   std::unique_ptr<direct::Sender> direct;
-  bool direct_tried = false;
 };
 
 // A socket that gave way with messages still queued (SendLimits::drain_s).
@@ -385,22 +383,8 @@ thread_local uint64_t t_ordered_sends = 0;
 // Sends over `c`'s direct path when it has one that takes the message now.
 bool SentDirectly(CachedSocket& c, const std::string& frame0, const std::string* payload) {
   if (c.local.path.empty()) return false;
-  if (!c.direct_tried) {
-    c.direct_tried = true;
-    if (direct::Enabled())
-      c.direct = std::make_unique<direct::Sender>(c.local.path + direct::kSuffix);
-  }
-  if (!c.direct) return false;
-  switch (c.direct->Send(frame0, payload)) {
-    case direct::Sender::Outcome::kSent:
-      return true;
-    case direct::Sender::Outcome::kBroken:
-      c.direct.reset();
-      return false;
-    case direct::Sender::Outcome::kNotNow:
-      return false;
-  }
-  return false;
+  if (!c.direct) c.direct = std::make_unique<direct::Sender>(c.local.path + direct::kSuffix);
+  return c.direct->Send(frame0, payload) == direct::Sender::Outcome::kSent;
 }
 
 }  // namespace
