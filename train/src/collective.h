@@ -6,10 +6,15 @@
 // workers must call the collectives in the same order. Results are bit-identical on every
 // worker: small all-reduces reduce in rank order everywhere, large ones use a ring
 // (reduce-scatter then all-gather) in which each segment is reduced once - or, when every
-// worker of the group can map the same shared memory (one host), a reduction through it:
-// each worker copies its part in (but the segment it reduces itself), reduces its segment of
-// every worker's part in one pass, and copies the others' reduced segments out, with two
-// shared-memory barriers per piece (no message on the path).
+// worker of the group can map the same shared memory (one host), without messages: where
+// every worker may read and write every other's memory (cross_memory.h), the workers claim
+// pieces of the vectors one at a time, read a piece from the others' vectors a chunk at a
+// time, fold it with their own and write the result into every vector, between two
+// shared-memory barriers (each byte of a vector read once and written once: the least
+// traffic an all-reduce can have); otherwise each worker
+// copies its part into the shared region (but the segment it reduces itself), reduces its
+// segment of every worker's part in one pass, and copies the others' reduced segments out,
+// with two barriers per piece.
 //
 // Thread-safety: one thread (the loop's) uses a group. Errors (a peer silent for longer
 // than the timeout, a malformed message) throw orrery::TrainingFailedError.
@@ -26,6 +31,7 @@
 #include "orrery/errors.h"
 #include "orrery/status.h"
 #include "orrery/train/context.h"
+#include "train/src/cross_memory.h"
 #include "train/src/shm_region.h"
 
 namespace zmq {
@@ -73,6 +79,10 @@ class CollectiveGroup {
   // ORRERY_COLLECTIVE_SHM=0 is set); all workers must agree, else all use the ring.
   void SetSharedMemory(bool enabled) { shm_wanted_ = enabled; }
   bool UsesSharedMemory() const { return shm_state_ == 1; }
+  // Within shared memory, between the vectors themselves unless this says no (or
+  // ORRERY_COLLECTIVE_CMA=0 is set, or a worker cannot reach another's memory).
+  void SetCrossMemory(bool enabled) { cross_memory_wanted_ = enabled; }
+  bool UsesCrossMemory() const { return shm_state_ == 1 && reducer_ != nullptr; }
 
  private:
   std::vector<std::string> Gather(const void* data, size_t bytes, const char* what);
@@ -82,8 +92,14 @@ class CollectiveGroup {
   void RingAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   void DirectAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   void ShmAllReduce(char* data, size_t count, int dtype, ReduceOp op);
+  void CrossMemoryAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   // Decides, together with every other worker, whether the shared memory path is usable.
   void SetUpShm();
+  // True when every worker can read and write every other's memory (all decide together).
+  bool AgreeOnCrossMemory();
+  // After the first barrier of a call: throws on every worker (after one more barrier) when
+  // a worker's length differs.
+  void CheckLengths(const uint64_t* counts, size_t count);
   // The error of a wait for `whom` that outlasted the timeout, in collective `what`.
   TrainingFailedError TimedOut(const char* what, const std::string& whom) const;
   // Receives one message within `wait` into (h, payload); false when none came. Throws on a
@@ -111,8 +127,12 @@ class CollectiveGroup {
   uint64_t calls_ = 0;  // the collectives the loop called, for messages
   bool shm_wanted_ = true;
   int shm_state_ = 0;  // 0 not tried yet, 1 in use, -1 not usable
-  // The region: the barrier's words at 0, each worker's length (uint64_t) from
-  // kShmCountsOffset, then from shm_header_bytes_ the two regions of size() slots each.
+  // The region: the barrier's words at 0, the failure word (rank + 1 of a worker that
+  // could not reach another's vector) at kShmFailedOffset, the piece counter, each worker's length
+  // (uint64_t) from kShmCountsOffset and its vector's address after them, then from
+  // shm_header_bytes_ the two regions of size() slots each (none between vectors).
+  static constexpr size_t kShmFailedOffset = 8;
+  static constexpr size_t kShmPiecesOffset = 16;  // the next piece to claim, between vectors
   static constexpr size_t kShmCountsOffset = 64;
   std::unique_ptr<ShmRegion> shm_;
   std::unique_ptr<ShmBarrier> shm_barrier_;
@@ -120,6 +140,11 @@ class CollectiveGroup {
   size_t shm_header_bytes_ = 0;
   size_t shm_slot_bytes_ = 0;
   uint64_t shm_piece_ = 0;  // pieces reduced so far: picks the region, alternately
+  bool cross_memory_wanted_ = true;
+  uint64_t cross_memory_probe_ = 0;              // the word the others read and write to try
+  std::unique_ptr<CrossMemoryReducer> reducer_;  // set when the vectors reach each other
+  std::vector<PeerVector> vectors_;  // every worker's process, and its vector in this call
+  uint64_t pieces_claimed_ = 0;      // the piece counter's value when this call began
   // Messages that arrived early: (seq, source rank, part) -> message.
   std::map<std::tuple<uint64_t, int, uint32_t>, std::unique_ptr<zmq::message_t>> early_;
 };

@@ -43,6 +43,50 @@ void DivideTyped(T* d, size_t n, int by) {
   for (size_t i = 0; i < n; ++i) d[i] /= T(by);
 }
 
+// acc[i] = op(acc[i], src[i]) for n elements; src aligned for T.
+template <typename T>
+void Combine(T* acc, const T* src, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      for (size_t i = 0; i < n; ++i) acc[i] += src[i];
+      break;
+    case ReduceOp::kProduct:
+      for (size_t i = 0; i < n; ++i) acc[i] *= src[i];
+      break;
+    case ReduceOp::kMin:
+      for (size_t i = 0; i < n; ++i) acc[i] = std::min(acc[i], src[i]);
+      break;
+    case ReduceOp::kMax:
+      for (size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], src[i]);
+      break;
+  }
+}
+
+template <typename T>
+void FoldTyped(char* out1, char* out2, const std::vector<const char*>& sources, size_t count,
+               ReduceOp op) {
+  constexpr size_t kBlock = 16 * 1024 / sizeof(T);  // stays in the first-level cache
+  alignas(64) T acc[kBlock];
+  bool aligned = true;
+  for (const char* s : sources)
+    aligned = aligned && reinterpret_cast<uintptr_t>(s) % alignof(T) == 0;
+  for (size_t at = 0; at < count; at += kBlock) {
+    const size_t m = std::min(kBlock, count - at), bytes = m * sizeof(T);
+    std::memcpy(acc, sources[0] + at * sizeof(T), bytes);
+    for (size_t p = 1; p < sources.size(); ++p) {
+      const char* src = sources[p] + at * sizeof(T);
+      if (aligned) {
+        Combine(acc, reinterpret_cast<const T*>(src), m, op);
+      } else {
+        ReduceTyped(acc, src, m, op);
+      }
+    }
+    std::memcpy(out1 + at * sizeof(T), acc, bytes);
+    if (out2 != nullptr) std::memcpy(out2 + at * sizeof(T), acc, bytes);
+  }
+}
+
 }  // namespace
 
 size_t ElementSize(int dtype) {
@@ -74,17 +118,17 @@ void Reduce(char* dst, const char* src, size_t n, int dtype, ReduceOp op) {
 
 void Fold(char* out1, char* out2, const std::vector<const char*>& sources, size_t count, int dtype,
           ReduceOp op) {
-  constexpr size_t kBlockBytes = 16 * 1024;  // a multiple of every element size
-  alignas(64) char acc[kBlockBytes];
-  const size_t esize = ElementSize(dtype), bytes = count * esize;
-  for (size_t at = 0; at < bytes; at += kBlockBytes) {
-    size_t len = std::min(kBlockBytes, bytes - at);
-    std::memcpy(acc, sources[0] + at, len);
-    for (size_t p = 1; p < sources.size(); ++p)
-      Reduce(acc, sources[p] + at, len / esize, dtype, op);
-    std::memcpy(out1 + at, acc, len);
-    std::memcpy(out2 + at, acc, len);
+  switch (dtype) {
+    case 0:
+      return FoldTyped<float>(out1, out2, sources, count, op);
+    case 1:
+      return FoldTyped<double>(out1, out2, sources, count, op);
+    case 2:
+      return FoldTyped<int32_t>(out1, out2, sources, count, op);
+    case 3:
+      return FoldTyped<int64_t>(out1, out2, sources, count, op);
   }
+  throw TrainingFailedError("collective: unknown element type " + std::to_string(dtype));
 }
 
 void Divide(char* data, size_t n, int dtype, int by) {

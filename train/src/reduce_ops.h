@@ -16,8 +16,8 @@ size_t ElementSize(int dtype);
 void Reduce(char* dst, const char* src, size_t n, int dtype, ReduceOp op);
 
 // Folds sources[0..) with op in their order, element by element, and writes the result to
-// out1 and out2 (out1 may be one of the sources). Works block by block, so each source is
-// read once and each output written once.
+// out1 and out2 (out1 may be one of the sources; out2 may be null). Works block by block, so each
+// source is read once and each output written once.
 void Fold(char* out1, char* out2, const std::vector<const char*>& sources, size_t count, int dtype,
           ReduceOp op);
 

@@ -1,10 +1,12 @@
 // CollectiveGroup::AllReduce through the public Context API: N = 2, 3, 4 groups in one
 // process (one thread per rank, loopback TCP), every op and element type, small vectors
 // (the direct path) and large ones of an odd length not divisible by N (the ring path in
-// several 1 MB chunks, or the shared-memory path in several pieces), against a serial
-// reduction. Every rank must end with the same bits.
+// several 1 MB chunks, or through shared memory: copied into its slots in several pieces, or
+// between the vectors themselves in pieces claimed by whichever rank comes first), against a
+// serial reduction. Every rank must end with the same bits.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +17,7 @@
 
 #include "tests/unit/train/collective_harness.h"
 #include "train/src/collective.h"
+#include "train/src/cross_memory.h"
 #include "train/src/shm_region.h"
 
 namespace orrery::train {
@@ -96,18 +99,31 @@ bool SharedMemoryUsable() {
   return probe.Create(4096).ok();
 }
 
-// (N, shared memory wanted)
-class AllReduceTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
+// Between vectors needs process_vm_readv and process_vm_writev (here: on this process).
+bool CrossMemoryUsable() {
+  const char* env = std::getenv("ORRERY_COLLECTIVE_CMA");
+  if (env != nullptr && std::string(env) == "0") return false;
+  uint64_t word = 7, seen = 0;
+  return ReadOtherProcess(getpid(), uint64_t(reinterpret_cast<uintptr_t>(&word)), &seen, 8) &&
+         seen == 7;
+}
+
+enum Path { kRing, kSharedCopy, kBetweenVectors };
+
+// (N, path wanted)
+class AllReduceTest : public ::testing::TestWithParam<std::tuple<int, Path>> {
  protected:
   void SetUp() override {
-    if (std::get<1>(GetParam()) && !SharedMemoryUsable()) GTEST_SKIP() << "no usable /dev/shm";
+    if (Shm() && !SharedMemoryUsable()) GTEST_SKIP() << "no usable /dev/shm";
+    if (Cross() && !CrossMemoryUsable()) GTEST_SKIP() << "no process_vm_readv here";
   }
   int N() const { return std::get<0>(GetParam()); }
-  bool Shm() const { return std::get<1>(GetParam()); }
+  bool Shm() const { return std::get<1>(GetParam()) != kRing; }
+  bool Cross() const { return std::get<1>(GetParam()) == kBetweenVectors; }
 
   template <typename T>
   void AllOpsAndSizes() {
-    LocalGroup g(N(), /*timeout_s=*/60, Shm());
+    LocalGroup g(N(), /*timeout_s=*/60, Shm(), Cross());
     uint32_t seed = 1;
     for (ReduceOp op : kAllOps) {
       ExpectAllReduce<T>(g, kSmallCount, op, seed++);
@@ -115,6 +131,7 @@ class AllReduceTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
       ExpectAllReduce<T>(g, LargeCount<T>(), op, seed++);
       for (int r = 0; r < N(); ++r) {
         EXPECT_EQ(g.group(r).UsesSharedMemory(), Shm()) << "rank " << r;
+        EXPECT_EQ(g.group(r).UsesCrossMemory(), Cross()) << "rank " << r;
       }
     }
   }
@@ -128,7 +145,7 @@ TEST_P(AllReduceTest, Int64) { AllOpsAndSizes<int64_t>(); }
 // Vectors just below, at and above the ring threshold, one element and none: the serial
 // result too, whichever path each takes.
 TEST_P(AllReduceTest, SizesAroundTheRingThreshold) {
-  LocalGroup g(N(), 60, Shm());
+  LocalGroup g(N(), 60, Shm(), Cross());
   const size_t at = CollectiveGroup::kRingThresholdBytes / sizeof(double);
   uint32_t seed = 100;
   for (size_t count : {at - 1, at, at + 1, size_t(1), size_t(0)}) {
@@ -137,13 +154,14 @@ TEST_P(AllReduceTest, SizesAroundTheRingThreshold) {
   }
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::tuple<int, bool>>& info) {
-  return "N" + std::to_string(std::get<0>(info.param)) +
-         (std::get<1>(info.param) ? "SharedMemory" : "Ring");
+std::string ParamName(const ::testing::TestParamInfo<std::tuple<int, Path>>& info) {
+  const char* path[] = {"Ring", "SharedMemory", "BetweenVectors"};
+  return "N" + std::to_string(std::get<0>(info.param)) + path[std::get<1>(info.param)];
 }
 
 INSTANTIATE_TEST_SUITE_P(Groups, AllReduceTest,
-                         ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(kRing, kSharedCopy, kBetweenVectors)),
                          ParamName);
 
 TEST(AllReduceSingleWorker, LeavesSumAndDividesAvgByOne) {

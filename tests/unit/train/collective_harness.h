@@ -8,7 +8,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -24,11 +23,14 @@ namespace orrery::train::test_support {
 // N groups bound on 127.0.0.1 and connected to each other.
 class LocalGroup {
  public:
-  explicit LocalGroup(int n, double timeout_s = 30, bool shared_memory = false) {
+  // cross_memory: within shared memory, between the vectors themselves where they can.
+  explicit LocalGroup(int n, double timeout_s = 30, bool shared_memory = false,
+                      bool cross_memory = true) {
     std::vector<std::string> addresses;
     for (int r = 0; r < n; ++r) {
       groups_.push_back(std::make_unique<CollectiveGroup>());
       groups_.back()->SetSharedMemory(shared_memory);
+      groups_.back()->SetCrossMemory(cross_memory);
       auto bound = groups_.back()->Bind("127.0.0.1");
       if (!bound.ok()) throw std::runtime_error("Bind: " + bound.status().message());
       addresses.push_back(bound.value());
@@ -124,20 +126,30 @@ class GroupContext final : public GroupCollectives {
 };
 
 // Deterministic input of `rank` for an all-reduce with `op`: values for which the serial
-// reduction cannot overflow (small factors for kProduct).
+// reduction cannot overflow (small factors for kProduct). A splitmix64 stream: the vectors
+// are megabytes, and the standard engines and distributions cost more than the collectives.
 template <typename T>
 std::vector<T> MakeInput(int rank, size_t count, ReduceOp op, uint32_t seed) {
-  std::mt19937_64 rng(seed * 7919u + uint32_t(rank) * 104729u + uint32_t(op));
+  uint64_t state = uint64_t(seed) * 7919u + uint64_t(rank) * 104729u + uint64_t(op);
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
   std::vector<T> v(count);
   if constexpr (std::is_floating_point_v<T>) {
-    std::uniform_real_distribution<double> any(-1.0, 1.0), factor(0.5, 1.5);
-    for (auto& x : v) x = T(op == ReduceOp::kProduct ? factor(rng) : any(rng));
-  } else {
-    const int64_t big = sizeof(T) == 8 ? int64_t(1) << 40 : 1000;
-    std::uniform_int_distribution<int64_t> any(-big, big), factor(-2, 3);
     for (auto& x : v) {
-      int64_t f = factor(rng);
-      x = T(op == ReduceOp::kProduct ? (f == 0 ? 1 : f) : any(rng));
+      const double unit = double(next() >> 11) * 0x1.0p-53;  // [0, 1)
+      x = T(op == ReduceOp::kProduct ? 0.5 + unit : 2 * unit - 1);
+    }
+  } else {
+    const uint64_t big = sizeof(T) == 8 ? uint64_t(1) << 40 : 1000;
+    for (auto& x : v) {
+      const uint64_t z = next();
+      const int64_t f = int64_t(z % 6) - 2;  // -2 .. 3
+      x = T(op == ReduceOp::kProduct ? (f == 0 ? 1 : f)
+                                     : int64_t(z % (2 * big + 1)) - int64_t(big));
     }
   }
   return v;
