@@ -164,6 +164,29 @@ INSTANTIATE_TEST_SUITE_P(Groups, AllReduceTest,
                                             ::testing::Values(kRing, kSharedCopy, kBetweenVectors)),
                          ParamName);
 
+// One worker that may not reach the others' memory (here: told not to; on a host, a kernel
+// that refuses it) makes the whole group copy through the shared region, with the same
+// results; and many calls in a row between vectors (the piece counter only grows) stay right.
+TEST(AllReduceBetweenVectors, OneWorkerWithoutItMakesAllCopy) {
+  if (!SharedMemoryUsable() || !CrossMemoryUsable()) GTEST_SKIP() << "no shared memory here";
+  LocalGroup g(3, 60, /*shared_memory=*/true, /*cross_memory=*/true);
+  g.group(1).SetCrossMemory(false);
+  ExpectAllReduce<float>(g, LargeCount<float>(), ReduceOp::kSum, 7);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(g.group(r).UsesSharedMemory()) << "rank " << r;
+    EXPECT_FALSE(g.group(r).UsesCrossMemory()) << "rank " << r;
+  }
+}
+
+TEST(AllReduceBetweenVectors, ManyCallsInARow) {
+  if (!SharedMemoryUsable() || !CrossMemoryUsable()) GTEST_SKIP() << "no shared memory here";
+  LocalGroup g(4, 60, /*shared_memory=*/true, /*cross_memory=*/true);
+  const size_t counts[] = {CollectiveGroup::kRingThresholdBytes / 4 + 1, 3 << 20, 70001};
+  for (uint32_t call = 0; call < 12; ++call)
+    ExpectAllReduce<int32_t>(g, counts[call % 3], call % 2 ? ReduceOp::kMax : ReduceOp::kSum, call);
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(g.group(r).UsesCrossMemory()) << "rank " << r;
+}
+
 TEST(AllReduceSingleWorker, LeavesSumAndDividesAvgByOne) {
   LocalGroup g(1);
   std::vector<double> v{1.5, -2.0, 3.25};
