@@ -6,11 +6,11 @@
 #include <unistd.h>
 
 #include <climits>
-#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "test_support.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace {
 
@@ -35,21 +35,11 @@ ORRERY_REMOTE(EnvAndFolder, EnvActor::Create, &EnvActor::Show);
 using orrery_test::kGetTimeoutMs;
 
 // A folder holding marker.txt, removed at the end.
-class TempFolder {
+class TempFolder : public orrery::testing::TempDir {
  public:
-  TempFolder() {
-    char tmpl[] = "/tmp/orrery-runtime-env-XXXXXX";
-    path_ = mkdtemp(tmpl) ? tmpl : "";
-    std::ofstream(path_ + "/marker.txt") << "shipped\n";
+  TempFolder() : TempDir("orrery-runtime-env") {
+    if (!path().empty()) std::ofstream(path() + "/marker.txt") << "shipped\n";
   }
-  ~TempFolder() {
-    std::remove((path_ + "/marker.txt").c_str());
-    rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 TEST(RuntimeEnvTest, ATaskRunsWithItsVariablesAndFolder) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "tests/fakes/temp_dir.h"
 #include "tests/integration/train_loop_checks.h"
 
 namespace fs = std::filesystem;
@@ -354,9 +355,7 @@ double AvailableCpu() { return ResourceOr0(orrery::AvailableResources(), "CPU");
 class TrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/orrery_train_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed";
     ASSERT_TRUE(WaitFor([] { return AvailableCpu() == kTestCpus; }))
         << "CPUs still in use before the test: " << AvailableCpu();
   }
@@ -365,14 +364,12 @@ class TrainTest : public ::testing::Test {
     EXPECT_TRUE(WaitFor([] { return AvailableCpu() == kTestCpus; }))
         << "the trainer left CPUs in use: " << AvailableCpu() << " of " << kTestCpus
         << " available";
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   train::RunConfig Run(const std::string& name) const {
     train::RunConfig run;
     run.name = name;
-    run.storage_path = dir_ + "/results";
+    run.storage_path = dir_.path() + "/results";
     run.verbose = 0;
     return run;
   }
@@ -385,7 +382,7 @@ class TrainTest : public ::testing::Test {
     return r.error ? r.error->what() : "(no error)";
   }
 
-  std::string dir_;
+  orrery::testing::TempDir dir_{"orrery_train_test"};
 };
 
 // ------------------------------------------------------------------ the tests
@@ -404,7 +401,7 @@ TEST_F(TrainTest, FourCpuWorkersGetDistinctRanksAndTheGlooEnvironment) {
   EXPECT_EQ(result.num_failures, 0);
   EXPECT_FALSE(result.checkpoint.has_value());
   EXPECT_FALSE(result.run_id.empty());
-  EXPECT_EQ(result.path, dir_ + "/results/ranks");
+  EXPECT_EQ(result.path, dir_.path() + "/results/ranks");
 }
 
 TEST_F(TrainTest, LoopConfigReachesEveryWorkerAndEveryReportIsKeptInOrder) {
@@ -436,11 +433,11 @@ TEST_F(TrainTest, CheckpointsKeepTheBestByScoreAndTheLatestOnDisk) {
   // Best by loss: step 2 (1.0), then step 4 (2.0); step 6 stays as the latest.
   std::vector<double> losses{5.0, 1.0, 4.0, 2.0, 3.0, 6.0};
   train::TorchTrainer trainer(CheckpointLoop, Cpus(3), run, {},
-                              {{"losses", losses}, {"scratch", dir_ + "/scratch"}});
+                              {{"losses", losses}, {"scratch", dir_.path() + "/scratch"}});
   train::Result result = trainer.Fit();
   ASSERT_FALSE(result.error) << ErrorText(result);
   ASSERT_EQ(result.metrics_history.size(), 6u);
-  const std::string run_path = dir_ + "/results/ckpt";
+  const std::string run_path = dir_.path() + "/results/ckpt";
   EXPECT_EQ(result.path, run_path);
 
   // best_checkpoints: best first, each with the metrics reported with it.
@@ -478,8 +475,9 @@ TEST_F(TrainTest, AKilledWorkerRestartsTheGroupFromTheLatestCheckpoint) {
   train::RunConfig run = Run("resume");
   run.failure_config.max_failures = 2;
   run.checkpoint_config.num_to_keep = 1;
-  train::TorchTrainer trainer(ResumeLoop, Cpus(2), run, {},
-                              {{"steps", 10}, {"kill_at", 5}, {"scratch", dir_ + "/scratch"}});
+  train::TorchTrainer trainer(
+      ResumeLoop, Cpus(2), run, {},
+      {{"steps", 10}, {"kill_at", 5}, {"scratch", dir_.path() + "/scratch"}});
   train::Result result = trainer.Fit();
   ASSERT_FALSE(result.error) << ErrorText(result);
   EXPECT_EQ(result.num_failures, 1);
@@ -589,7 +587,7 @@ TEST_F(TrainTest, InfeasibleWorkersFailAtOnceAndBadConfigsThrowBeforeReserving) 
   tpu_without.resources_per_worker = {{"TPU", 4}};
   EXPECT_THROW(train::TorchTrainer(NeverStartedLoop, tpu_without, Run("tpu")).Fit(),
                orrery::ConfigError);
-  EXPECT_FALSE(fs::exists(dir_ + "/results")) << "no run was started";
+  EXPECT_FALSE(fs::exists(dir_.path() + "/results")) << "no run was started";
   EXPECT_EQ(AvailableCpu(), kTestCpus) << "nothing was reserved";
 }
 

@@ -6,30 +6,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include "tests/fakes/temp_dir.h"
 
 namespace orrery::cli {
 namespace {
 
 class ReadyFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/orrery_ready_file_test_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed"; }
   std::string Read(const std::string& path) {
     std::ifstream in(path);
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
-  std::string dir_;
+  orrery::testing::TempDir dir_{"orrery_ready_file_test"};
 };
 
 TEST_F(ReadyFileTest, WrittenWithoutSchemeReadBackAndPrivate) {
-  std::string path = dir_ + "/head.ready";
+  std::string path = dir_.path() + "/head.ready";
   ASSERT_TRUE(WriteReadyFile(path, "tcp://127.0.0.1:40123", 40123, {{"node_id", "ab"}}).ok());
   auto info = ParseReadyFile(Read(path));
   ASSERT_TRUE(info.ok()) << info.status().message();
@@ -42,7 +39,8 @@ TEST_F(ReadyFileTest, WrittenWithoutSchemeReadBackAndPrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   // Renamed into place: no temporary file is left beside it.
   int entries = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir_)) entries += e.exists() ? 1 : 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_.path()))
+    entries += e.exists() ? 1 : 0;
   EXPECT_EQ(entries, 1);
 }
 
@@ -60,7 +58,7 @@ TEST_F(ReadyFileTest, MalformedContentIsRejected) {
 }
 
 TEST_F(ReadyFileTest, WaitReturnsAFileOfThisProcessAndRefusesAnotherPid) {
-  std::string path = dir_ + "/node.ready", log = dir_ + "/node.log";
+  std::string path = dir_.path() + "/node.ready", log = dir_.path() + "/node.log";
   std::ofstream(log) << "first\nsecond\nthe reason\n";
   ASSERT_TRUE(WriteReadyFile(path, "127.0.0.1:9", 9).ok());
   auto info = WaitForReadyFile(path, getpid(), log, "the node", 1000);
@@ -75,12 +73,12 @@ TEST_F(ReadyFileTest, WaitReturnsAFileOfThisProcessAndRefusesAnotherPid) {
 }
 
 TEST_F(ReadyFileTest, LogTailKeepsTheLastLines) {
-  std::string log = dir_ + "/x.log";
+  std::string log = dir_.path() + "/x.log";
   std::ofstream out(log);
   for (int i = 0; i < 50; ++i) out << "line " << i << "\n";
   out.close();
   EXPECT_EQ(LogTail(log, 2), "  line 48\n  line 49\n");
-  EXPECT_EQ(LogTail(dir_ + "/missing.log"), "");
+  EXPECT_EQ(LogTail(dir_.path() + "/missing.log"), "");
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
+
+#include "tests/fakes/temp_dir.h"
 
 namespace orrery::accel {
 namespace {
@@ -17,19 +20,19 @@ namespace fs = std::filesystem;
 
 class FakeHost {
  public:
+  // Thrown, not a gtest assertion (this is a constructor): without a folder, File() and
+  // Dir() would write under the real /.
   FakeHost() {
-    char tmpl[] = "/tmp/orrery_sysroot_XXXXXX";
-    root_ = mkdtemp(tmpl);
+    if (root_.path().empty()) throw std::runtime_error("mkdtemp failed for the fake sysroot");
   }
-  ~FakeHost() { fs::remove_all(root_); }
   void File(const std::string& path, const std::string& content = "") {
-    fs::create_directories(fs::path(root_ + path).parent_path());
-    std::ofstream(root_ + path) << content;
+    fs::create_directories(fs::path(root_.path() + path).parent_path());
+    std::ofstream(root_.path() + path) << content;
   }
-  void Dir(const std::string& path) { fs::create_directories(root_ + path); }
+  void Dir(const std::string& path) { fs::create_directories(root_.path() + path); }
   void Executable(const std::string& path, const std::string& script) {
     File(path, script);
-    chmod((root_ + path).c_str(), 0755);
+    chmod((root_.path() + path).c_str(), 0755);
   }
   Env WithEnv(std::map<std::string, std::string> vars) const {
     return [vars](const std::string& k) {
@@ -37,10 +40,10 @@ class FakeHost {
       return it == vars.end() ? std::string() : it->second;
     };
   }
-  const std::string& root() const { return root_; }
+  const std::string& root() const { return root_.path(); }
 
  private:
-  std::string root_;
+  orrery::testing::TempDir root_{"orrery_sysroot"};
 };
 
 // One host of a v4-16 slice: four chips, Google vendor.

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/fakes/temp_dir.h"
+
 namespace orrery::node {
 namespace {
 
@@ -116,25 +118,17 @@ TEST(Tighter, TheLargerFractionInUseWins) {
 
 class FakeSysroot : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/orrery_memmon_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
+  void SetUp() override { ASSERT_FALSE(root_.path().empty()) << "mkdtemp failed"; }
   void Write(const std::string& path, const std::string& text) {
-    std::filesystem::create_directories(std::filesystem::path(root_ + path).parent_path());
-    std::ofstream(root_ + path) << text;
+    std::filesystem::create_directories(std::filesystem::path(root_.path() + path).parent_path());
+    std::ofstream(root_.path() + path) << text;
   }
-  std::string root_;
+  orrery::testing::TempDir root_{"orrery_memmon_test"};
 };
 
 TEST_F(FakeSysroot, HostOnly) {
   Write("/proc/meminfo", kMeminfo);
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->source, "host");
   EXPECT_EQ(u->used_bytes, 12 * kGiB);
@@ -146,7 +140,7 @@ TEST_F(FakeSysroot, CgroupV2LimitBindsWhenCloserToFull) {
   Write("/sys/fs/cgroup/memory.max", "2147483648\n");
   Write("/sys/fs/cgroup/memory.current", "2040109465\n");  // 95% of 2 GiB
   Write("/sys/fs/cgroup/memory.stat", "inactive_file 0\n");
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->source, "cgroup v2");
   EXPECT_EQ(u->total_bytes, 2 * kGiB);
@@ -157,7 +151,7 @@ TEST_F(FakeSysroot, CgroupV2WithoutLimitLeavesTheHost) {
   Write("/proc/meminfo", kMeminfo);
   Write("/sys/fs/cgroup/memory.max", "max\n");
   Write("/sys/fs/cgroup/memory.current", "100\n");
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->source, "host");
 }
@@ -167,7 +161,7 @@ TEST_F(FakeSysroot, CgroupV1) {
   Write("/sys/fs/cgroup/memory/memory.limit_in_bytes", "1073741824\n");
   Write("/sys/fs/cgroup/memory/memory.usage_in_bytes", "1073741824\n");
   Write("/sys/fs/cgroup/memory/memory.stat", "total_inactive_file 107374182\n");
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->source, "cgroup v1");
   EXPECT_EQ(u->total_bytes, kGiB);
@@ -197,7 +191,7 @@ TEST_F(FakeSysroot, ALimitOnAnAncestorCgroupApplies) {
   Write("/sys/fs/cgroup/ctr/app/memory.current", "100\n");
   Write("/sys/fs/cgroup/ctr/memory.max", "1073741824\n");
   Write("/sys/fs/cgroup/ctr/memory.current", "1020054732\n");  // 95%
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->source, "cgroup v2");
   EXPECT_EQ(u->total_bytes, kGiB);
@@ -210,7 +204,7 @@ TEST_F(FakeSysroot, CgroupV1OfThisProcess) {
   Write("/sys/fs/cgroup/memory/memory.usage_in_bytes", "1\n");
   Write("/sys/fs/cgroup/memory/process_api/abc/memory.limit_in_bytes", "2147483648\n");
   Write("/sys/fs/cgroup/memory/process_api/abc/memory.usage_in_bytes", "2147483648\n");
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->source, "cgroup v1");
   EXPECT_EQ(u->total_bytes, 2 * kGiB);
@@ -220,16 +214,16 @@ TEST_F(FakeSysroot, CgroupV1OfThisProcess) {
 TEST_F(FakeSysroot, CgroupWithoutMeminfoStillReads) {
   Write("/sys/fs/cgroup/memory.max", "1073741824\n");
   Write("/sys/fs/cgroup/memory.current", "536870912\n");
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   ASSERT_TRUE(u.ok()) << u.status().message();
   EXPECT_EQ(u->source, "cgroup v2");
 }
 
 TEST_F(FakeSysroot, NothingReadableIsUnavailable) {
-  auto u = SystemMemoryReader(root_).Read();
+  auto u = SystemMemoryReader(root_.path()).Read();
   EXPECT_EQ(u.status().code(), StatusCode::kUnavailable);
   Write("/proc/meminfo", "garbage\n");
-  u = SystemMemoryReader(root_).Read();
+  u = SystemMemoryReader(root_.path()).Read();
   EXPECT_EQ(u.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(u.status().message(), HasSubstr("MemTotal"));
 }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "tests/fakes/temp_dir.h"
 #include "tests/fakes/tpu_host.h"
 
 namespace orrery::node {
@@ -27,9 +28,8 @@ class FakeHost : public ::testing::Test {
       const char* v = std::getenv(name);
       saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
     }
-    char tmpl[] = "/tmp/orrery_node_options_XXXXXX";
-    root_ = mkdtemp(tmpl);
-    setenv("ORRERY_SYSROOT", root_.c_str(), 1);
+    ASSERT_FALSE(root_.path().empty()) << "mkdtemp failed";
+    setenv("ORRERY_SYSROOT", root_.path().c_str(), 1);
     unsetenv("ORRERY_DEVICE_TYPE");
   }
   void TearDown() override {
@@ -40,12 +40,11 @@ class FakeHost : public ::testing::Test {
         unsetenv(name.c_str());
       }
     }
-    std::filesystem::remove_all(root_);
   }
   // Four TPU chips (Google's vendor id), as docs/accelerators.md "Detection" reads them.
-  void AddTpuChips() { ::orrery::testing::MakeTpuHostRoot(root_); }
+  void AddTpuChips() { ::orrery::testing::MakeTpuHostRoot(root_.path()); }
 
-  std::string root_;
+  orrery::testing::TempDir root_{"orrery_node_options"};
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 

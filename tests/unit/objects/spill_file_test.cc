@@ -5,10 +5,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "tests/fakes/temp_dir.h"
 
 namespace orrery::objects {
 namespace {
@@ -18,9 +19,9 @@ using ::testing::HasSubstr;
 
 // What a reader of a spill file is told when its bytes are really gone: why, by name.
 TEST(SpillFileTest, AReaderOfABrokenSpillFileIsToldWhy) {
-  char tmpl[] = "/tmp/orrery-spill-file-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string dir = tmpl, path = dir + "/spilled";
+  orrery::testing::TempDir tmp("orrery-spill-file-test");
+  ASSERT_FALSE(tmp.path().empty()) << "mkdtemp failed";
+  std::string dir = tmp.path(), path = dir + "/spilled";
   EXPECT_EQ(ReadSpillFile(path, 10).status().code(), StatusCode::kNotFound);
   EXPECT_THAT(ReadSpillFile(path, 10).status().message(), HasSubstr("missing"));
   std::ofstream(path) << "12345";
@@ -34,13 +35,12 @@ TEST(SpillFileTest, AReaderOfABrokenSpillFileIsToldWhy) {
   auto ok = ReadSpillFile(path, 5);
   ASSERT_TRUE(ok.ok()) << ok.status().message();
   EXPECT_EQ(**ok, "12345");
-  fs::remove_all(dir);
 }
 
 TEST(SpillFileTest, AFailedWriteLeavesNothing) {
-  char tmpl[] = "/tmp/orrery-spill-file-test-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string dir = tmpl;
+  orrery::testing::TempDir tmp("orrery-spill-file-test");
+  ASSERT_FALSE(tmp.path().empty()) << "mkdtemp failed";
+  std::string dir = tmp.path();
   Status s = WriteSpillFile(dir + "/gone/spilled", "abc", 3);  // no such directory
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr("cannot create spill file " + dir + "/gone/spilled"));
@@ -49,7 +49,6 @@ TEST(SpillFileTest, AFailedWriteLeavesNothing) {
   auto back = ReadSpillFile(dir + "/spilled", 3);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(**back, "abc");
-  fs::remove_all(dir);
 }
 
 }  // namespace
