@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,13 +79,19 @@ std::vector<std::string> ChildEnvironment(const EntrypointRun& run, const std::s
   return out;
 }
 
-// The listening socket in a private directory of its own; removed with it.
+constexpr char kSocketFolderPrefix[] = "orrery-train-";
+
+// The listening socket in a private directory of its own (named by this process, so that a
+// later run can tell it was left by a process that is gone); removed with it.
 struct Listener {
   std::string dir, path;
   int fd = -1;
   Listener() {
-    char tmpl[] = "/tmp/orrery-train-XXXXXX";
-    if (!mkdtemp(tmpl)) throw Error(std::string("cannot make a directory: ") + strerror(errno));
+    RemoveEndedSocketFolders("/tmp");
+    std::string tmpl =
+        "/tmp/" + std::string(kSocketFolderPrefix) + std::to_string(getpid()) + "-XXXXXX";
+    if (!mkdtemp(tmpl.data()))
+      throw Error(std::string("cannot make a directory: ") + strerror(errno));
     dir = tmpl;
     path = dir + "/train.sock";
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -106,6 +113,30 @@ struct Listener {
     std::filesystem::remove_all(dir, ec);
   }
 };
+
+}  // namespace
+
+void RemoveEndedSocketFolders(const std::string& root) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kSocketFolderPrefix, 0) != 0) continue;
+    const std::string rest = name.substr(sizeof(kSocketFolderPrefix) - 1);
+    const size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos || dash > 9 ||
+        rest.find_first_not_of("0123456789") != dash)
+      continue;
+    const pid_t pid = pid_t(std::stol(rest.substr(0, dash)));
+    struct stat st {};
+    if (lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+      continue;
+    if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to ask
+    std::error_code gone;
+    std::filesystem::remove_all(entry.path(), gone);
+  }
+}
+
+namespace {
 
 // Reads lines from a descriptor without blocking; a line past `max` is cut there.
 struct LineReader {

@@ -41,6 +41,12 @@ void RunEntrypoint(Context& ctx, const EntrypointRun& run);
 // without the newline.
 std::string AnswerRequest(Context& ctx, const std::string& line);
 
+// Removes the socket folders (`<root>/orrery-train-<pid>-XXXXXX`) that this user's workers
+// left when they were killed (a group torn down SIGKILLs its workers, so no destructor ran):
+// those whose process no longer exists. Each run calls it for /tmp before making its own;
+// exposed for tests. Anything not a folder of this user is left alone.
+void RemoveEndedSocketFolders(const std::string& root);
+
 // Where the Python module orrery_train is: $ORRERY_PYTHON_PATH, else <dir of this
 // library>/../share/orrery/python, else the configured prefix's, else the source tree's.
 std::string PythonModuleDir();

@@ -2,13 +2,18 @@
 // protocol"): AnswerRequest against a recording Context. Every request gets one JSON object
 // back; malformed and hostile lines get an "error" and change nothing.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "orrery/errors.h"
+#include "tests/fakes/temp_dir.h"
 #include "train/src/entrypoint_process.h"
 
 namespace orrery::train::internal {
@@ -104,6 +109,41 @@ TEST(LineProtocolTest, DeepNestingIsAnErrorNotACrash) {
   json j = Ask(ctx, deep);
   EXPECT_TRUE(j.contains("error") || j.value("ok", false)) << j.dump().substr(0, 200);
   EXPECT_TRUE(ctx.reports.empty() || ctx.reports[0].first.empty());
+}
+
+// The socket folders of workers that were killed go at the next run; a live process's, names
+// that are not such folders, files and symbolic links stay (and a link's target with them).
+TEST(SocketFolders, OnlyThoseOfEndedProcessesAreRemoved) {
+  namespace fs = std::filesystem;
+  orrery::testing::TempDir root("orrery_socket_folders");
+  ASSERT_FALSE(root.path().empty());
+  pid_t ended = fork();
+  ASSERT_GE(ended, 0);
+  if (ended == 0) _exit(0);
+  ASSERT_EQ(waitpid(ended, nullptr, 0), ended);
+  const std::string dead = "orrery-train-" + std::to_string(ended) + "-";
+  const fs::path r(root.path());
+  fs::create_directories(r / (dead + "abcdef"));
+  std::ofstream(r / (dead + "abcdef") / "train.sock") << "x";
+  fs::create_directories(r / ("orrery-train-" + std::to_string(getpid()) + "-live00"));
+  fs::create_directories(r / "orrery-train-Ab12Cd");  // the old names, without a pid
+  fs::create_directories(r / "orrery-train-12a-bcdefg");
+  fs::create_directories(r / "orrery-train--123456");
+  std::ofstream(r / (dead + "file00")) << "x";
+  fs::create_directories(r / "elsewhere");
+  std::ofstream(r / "elsewhere" / "keep") << "x";
+  fs::create_directory_symlink(r / "elsewhere", r / (dead + "link00"));
+
+  RemoveEndedSocketFolders(root.path());
+  EXPECT_FALSE(fs::exists(r / (dead + "abcdef")));
+  EXPECT_TRUE(fs::exists(r / ("orrery-train-" + std::to_string(getpid()) + "-live00")));
+  EXPECT_TRUE(fs::exists(r / "orrery-train-Ab12Cd"));
+  EXPECT_TRUE(fs::exists(r / "orrery-train-12a-bcdefg"));
+  EXPECT_TRUE(fs::exists(r / "orrery-train--123456"));
+  EXPECT_TRUE(fs::exists(r / (dead + "file00")));
+  EXPECT_TRUE(fs::is_symlink(r / (dead + "link00")));
+  EXPECT_TRUE(fs::exists(r / "elsewhere" / "keep"));
+  RemoveEndedSocketFolders(root.path() + "/no such folder");  // nothing to read: no error
 }
 
 }  // namespace
