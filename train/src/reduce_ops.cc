@@ -11,38 +11,6 @@ namespace orrery::train {
 
 namespace {
 
-template <typename T>
-void ReduceTyped(T* dst, const char* src_bytes, size_t n, ReduceOp op) {
-  // The source may sit at any address inside a message: read it through memcpy.
-  constexpr size_t kBlock = 4096;
-  T tmp[kBlock];
-  for (size_t at = 0; at < n; at += kBlock) {
-    size_t m = std::min(kBlock, n - at);
-    std::memcpy(tmp, src_bytes + at * sizeof(T), m * sizeof(T));
-    T* d = dst + at;
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        for (size_t i = 0; i < m; ++i) d[i] += tmp[i];
-        break;
-      case ReduceOp::kProduct:
-        for (size_t i = 0; i < m; ++i) d[i] *= tmp[i];
-        break;
-      case ReduceOp::kMin:
-        for (size_t i = 0; i < m; ++i) d[i] = std::min(d[i], tmp[i]);
-        break;
-      case ReduceOp::kMax:
-        for (size_t i = 0; i < m; ++i) d[i] = std::max(d[i], tmp[i]);
-        break;
-    }
-  }
-}
-
-template <typename T>
-void DivideTyped(T* d, size_t n, int by) {
-  for (size_t i = 0; i < n; ++i) d[i] /= T(by);
-}
-
 // acc[i] = op(acc[i], src[i]) for n elements; src aligned for T.
 template <typename T>
 void Combine(T* acc, const T* src, size_t n, ReduceOp op) {
@@ -61,6 +29,23 @@ void Combine(T* acc, const T* src, size_t n, ReduceOp op) {
       for (size_t i = 0; i < n; ++i) acc[i] = std::max(acc[i], src[i]);
       break;
   }
+}
+
+template <typename T>
+void ReduceTyped(T* dst, const char* src_bytes, size_t n, ReduceOp op) {
+  // The source may sit at any address inside a message: read it through memcpy.
+  constexpr size_t kBlock = 4096;
+  T tmp[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    size_t m = std::min(kBlock, n - at);
+    std::memcpy(tmp, src_bytes + at * sizeof(T), m * sizeof(T));
+    Combine(dst + at, tmp, m, op);
+  }
+}
+
+template <typename T>
+void DivideTyped(T* d, size_t n, int by) {
+  for (size_t i = 0; i < n; ++i) d[i] /= T(by);
 }
 
 template <typename T>
