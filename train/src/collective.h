@@ -95,8 +95,11 @@ class CollectiveGroup {
   void CrossMemoryAllReduce(char* data, size_t count, int dtype, ReduceOp op);
   // Decides, together with every other worker, whether the shared memory path is usable.
   void SetUpShm();
-  // True when every worker can read and write every other's memory (all decide together).
-  bool AgreeOnCrossMemory();
+  // True when every worker wants to and can read and write every other's memory (all decide
+  // together; every worker calls it, wanting or not).
+  bool AgreeOnCrossMemory(bool want);
+  // True when `ok` is true on every worker (one collective).
+  bool AllAgree(bool ok);
   // After the first barrier of a call: throws on every worker (after one more barrier) when
   // a worker's length differs.
   void CheckLengths(const uint64_t* counts, size_t count);

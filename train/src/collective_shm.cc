@@ -25,8 +25,15 @@ bool TurnedOff(const char* variable) {
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the piece counter is a plain word");
 
-bool CollectiveGroup::AgreeOnCrossMemory() {
-  bool ok = cross_memory_wanted_ && !TurnedOff("ORRERY_COLLECTIVE_CMA");
+bool CollectiveGroup::AllAgree(bool ok) {
+  const char flag = ok ? 1 : 0;
+  bool all = true;
+  for (const auto& f : Gather(&flag, 1, "AllReduce")) all = all && f.size() == 1 && f[0] == 1;
+  return all;
+}
+
+bool CollectiveGroup::AgreeOnCrossMemory(bool want) {
+  bool ok = want && cross_memory_wanted_ && !TurnedOff("ORRERY_COLLECTIVE_CMA");
   // Every worker offers one word of its memory (its process, the word's address, its value);
   // every other one reads it and writes it back.
   cross_memory_probe_ = 0x6f72726572790000ull + uint64_t(rank_);
@@ -49,17 +56,15 @@ bool CollectiveGroup::AgreeOnCrossMemory() {
     ok = ReadOtherProcess(vectors_[p].pid, theirs[1], &seen, sizeof(seen)) && seen == theirs[2] &&
          WriteOtherProcess(vectors_[p].pid, &seen, theirs[1], sizeof(seen));
   }
-  const char flag = ok ? 1 : 0;
-  bool all = true;
-  for (const auto& f : Gather(&flag, 1, "AllReduce")) all = all && f.size() == 1 && f[0] == 1;
-  return all;
+  return AllAgree(ok);
 }
 
 void CollectiveGroup::SetUpShm() {
   const bool want = shm_wanted_ && !TurnedOff("ORRERY_COLLECTIVE_SHM");
   // Between vectors, the region holds only the barrier, the failure word and every
-  // worker's length and address; otherwise two regions of slots follow the header.
-  const bool cross = want && AgreeOnCrossMemory();
+  // worker's length and address; otherwise two regions of slots follow the header. Every
+  // worker takes part in each agreement, whatever it wants, so all call the same collectives.
+  const bool cross = AgreeOnCrossMemory(want);
   size_t slot = cross ? 0 : (kShmRegionBytes / size_t(size())) & ~size_t(63);
   size_t header = (kShmCountsOffset + 16 * size_t(size()) + 4095) & ~size_t(4095);
   size_t total = header + 2 * slot * size_t(size());
@@ -78,9 +83,7 @@ void CollectiveGroup::SetUpShm() {
     shm_ = std::make_unique<ShmRegion>();
     ok = shm_->Open(rank0_name, total).ok();
   }
-  char flag = ok ? 1 : 0;
-  bool all = true;
-  for (const auto& f : Gather(&flag, 1, "AllReduce")) all = all && f.size() == 1 && f[0] == 1;
+  const bool all = AllAgree(ok);
   if (shm_ && rank_ == 0) shm_->Unlink();  // everyone has it mapped, or gave up
   if (!all) shm_.reset();
   shm_state_ = all ? 1 : -1;

@@ -178,6 +178,16 @@ TEST(AllReduceBetweenVectors, OneWorkerWithoutItMakesAllCopy) {
   }
 }
 
+// One worker that does not want shared memory at all makes the whole group go round the
+// ring: every worker takes part in every agreement, so none is left a collective behind.
+TEST(AllReduceBetweenVectors, OneWorkerWithoutSharedMemoryMakesAllUseTheRing) {
+  LocalGroup g(3, /*timeout_s=*/20, /*shared_memory=*/true, /*cross_memory=*/true);
+  g.group(2).SetSharedMemory(false);
+  ExpectAllReduce<double>(g, LargeCount<double>(), ReduceOp::kSum, 11);
+  ExpectAllReduce<int64_t>(g, LargeCount<int64_t>(), ReduceOp::kMax, 12);
+  for (int r = 0; r < 3; ++r) EXPECT_FALSE(g.group(r).UsesSharedMemory()) << "rank " << r;
+}
+
 TEST(AllReduceBetweenVectors, ManyCallsInARow) {
   if (!SharedMemoryUsable() || !CrossMemoryUsable()) GTEST_SKIP() << "no shared memory here";
   LocalGroup g(4, 60, /*shared_memory=*/true, /*cross_memory=*/true);
