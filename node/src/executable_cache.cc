@@ -126,11 +126,20 @@ void ExecutableCache::Request(const std::string& key, proto::BinaryMsg ask,
   if (waiting.empty()) {
     // The nonce makes the head's the only reply that counts.
     ask.request_id = RandomNonce();
-    nonce_[key] = ask.request_id;
-    asked_at_[key] = MonotonicSeconds();
+    double now = MonotonicSeconds();
     outbox_.Send(head_address_, proto::MsgType::kFetchBinary, ask);
+    asked_[key] = Asked{std::move(ask), now, now + kFirstResendS, kFirstResendS};
   }
   waiting.push_back(waiter);
+}
+
+void ExecutableCache::Resend(double now) {
+  for (auto& [key, asked] : asked_) {
+    if (now < asked.next_send) continue;
+    asked.gap = std::min(2 * asked.gap, kMaxResendGapS);
+    asked.next_send = now + asked.gap;
+    outbox_.Send(head_address_, proto::MsgType::kFetchBinary, asked.ask);
+  }
 }
 
 void ExecutableCache::Await(const std::string& hash, const std::string& path,
@@ -174,8 +183,8 @@ std::string ExecutableCache::WorkingFolder(const proto::RuntimeEnvMsg& env,
 
 std::vector<std::pair<std::string, ExecutableCache::Fetched>> ExecutableCache::Expire(double now) {
   std::vector<std::pair<std::string, Fetched>> out;
-  for (auto it = asked_at_.begin(); it != asked_at_.end();) {
-    if (now - it->second < kFetchTimeoutS) {
+  for (auto it = asked_.begin(); it != asked_.end();) {
+    if (now - it->second.asked_at < kFetchTimeoutS) {
       ++it;
       continue;
     }
@@ -186,8 +195,7 @@ std::vector<std::pair<std::string, ExecutableCache::Fetched>> ExecutableCache::E
     f.error = "the head did not answer within " + std::to_string(int(kFetchTimeoutS)) + " s";
     out.emplace_back(f.package ? key.substr(std::strlen(kPackageKey)) : key, std::move(f));
     awaiting_.erase(key);
-    nonce_.erase(key);
-    it = asked_at_.erase(it);
+    it = asked_.erase(it);
   }
   return out;
 }
@@ -195,17 +203,17 @@ std::vector<std::pair<std::string, ExecutableCache::Fetched>> ExecutableCache::E
 Result<ExecutableCache::Fetched> ExecutableCache::OnReply(const proto::BinaryMsg& m,
                                                           std::string bytes) {
   std::string key = (m.package ? kPackageKey : "") + m.hash;
-  auto nonce = nonce_.find(key);
-  if (nonce == nonce_.end() || nonce->second != m.request_id) {
+  auto asked = asked_.find(key);
+  if (asked == asked_.end() || asked->second.ask.request_id != m.request_id) {
     uint64_t suppressed = 0;
-    if (stray_reply_log.ShouldLog(&suppressed)) {
+    if (!answered_.Contains(m.request_id) && stray_reply_log.ShouldLog(&suppressed)) {
       LOG_WARN("node: dropped a kBinaryReply that answers no request of this node" +
                RateLimitedLog::More(suppressed));
     }
     return Status::NotFound("a kBinaryReply that answers no request of this node");
   }
-  nonce_.erase(nonce);
-  asked_at_.erase(key);
+  answered_.Add(m.request_id);
+  asked_.erase(asked);
   Fetched out;
   out.package = m.package;
   out.waiters = std::move(awaiting_[key]);

@@ -21,6 +21,7 @@
 #include "core/internal/folder_pack.h"
 #include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
+#include "core/internal/recent_ids.h"
 #include "node/src/zygote_pool.h"
 #include "orrery/status.h"
 
@@ -85,8 +86,16 @@ class ExecutableCache {
   void SetInUse(std::function<bool(const std::string& folder)> in_use) {
     in_use_ = std::move(in_use);
   }
+  // Sends again, with the same nonce, each request the head has not answered: first
+  // kFirstResendS after it went out, then at gaps that double up to kMaxResendGapS. A request
+  // sent as the head stops is lost with its connection, and its waiters (a lease's worker, a
+  // job) would otherwise wait out kFetchTimeoutS. A reply to a request answered already is
+  // dropped.
+  void Resend(double now);
+  static constexpr double kFirstResendS = 1;
+  static constexpr double kMaxResendGapS = 16;
   // The requests the head has not answered within kFetchTimeoutS of `now` (a reply it
-  // could not queue, a head that restarted): each fails its waiters, with its hash.
+  // could not queue, a head that never came back): each fails its waiters, with its hash.
   std::vector<std::pair<std::string, Fetched>> Expire(double now);
   static constexpr double kFetchTimeoutS = 120;
 
@@ -120,8 +129,16 @@ class ExecutableCache {
   bool RemoveCopy(const std::string& folder);
 
   std::map<std::string, std::vector<std::string>> awaiting_;  // key -> waiters
-  std::map<std::string, uint64_t> nonce_;   // key -> request id of the head's expected reply
-  std::map<std::string, double> asked_at_;  // key -> when its request went out (monotonic)
+  // A request out to the head, and when it is sent again (Resend).
+  struct Asked {
+    proto::BinaryMsg ask;  // its request_id is the nonce of the head's expected reply
+    double asked_at = 0;   // first sent (monotonic): Expire counts from here
+    double next_send = 0;
+    double gap = kFirstResendS;
+  };
+  std::map<std::string, Asked> asked_;  // key -> its request out
+  // Nonces of requests answered: a reply to one of their resends is dropped without a word.
+  RecentIds<uint64_t> answered_{256};
   size_t max_unpacked_ = kMaxUnpacked;
   std::function<bool(const std::string&)> in_use_;
   std::set<std::string> vouched_;

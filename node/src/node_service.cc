@@ -340,6 +340,7 @@ void NodeService::Deliver(const std::string& hash, const ExecutableCache::Fetche
 
 void NodeService::Tick() {
   CheckMemory();
+  cache_.Resend(Now());
   for (const auto& [hash, fetched] : cache_.Expire(Now())) Deliver(hash, fetched);
   jobs_->Check();
   if (cgroups_) cgroups_->Sweep();

@@ -272,6 +272,27 @@ void KillHard(int pid) {
   waitpid(pid, &status, 0);
 }
 
+bool StopProcess(int pid, int timeout_ms) {
+  if (kill(pid, SIGSTOP) != 0) return false;
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  return WaitFor(
+      [&] {
+        std::error_code ec;
+        for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+          std::ifstream stat(task.path() / "stat");
+          std::string line;
+          std::getline(stat, line);
+          // The state follows the command name, which is in parentheses and may hold spaces.
+          size_t end = line.rfind(") ");
+          if (end == std::string::npos || end + 2 >= line.size()) continue;  // the thread ended
+          char state = line[end + 2];
+          if (state != 'T' && state != 't' && state != 'Z' && state != 'X') return false;
+        }
+        return !ec;
+      },
+      timeout_ms);
+}
+
 std::string CliPath() { return ORRERY_CLI_PATH; }
 
 Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {

@@ -77,6 +77,10 @@ std::string LogTail(const std::string& log, int lines = 20);
 int Spawn(const std::vector<std::string>& argv, const std::string& log,
           const std::vector<std::pair<std::string, std::string>>& env = {});
 void KillHard(int pid);
+// Sends SIGSTOP to `pid` and waits until every thread of it has stopped: kill() returns
+// before they have, and on a busy machine a thread may run on for a while, serving what the
+// caller meant to reach a stopped process. False when they have not stopped within timeout_ms.
+bool StopProcess(int pid, int timeout_ms = 20000);
 // Writes a fake TPU host under `root` (for ORRERY_SYSROOT): four Google chips.
 using ::orrery::testing::MakeTpuHostRoot;
 std::string CliPath();

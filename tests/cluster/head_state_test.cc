@@ -45,6 +45,19 @@ namespace {
 
 const std::string kPrefix = "orrery:default:";
 
+// Every test here starts its own cluster and runtime. One that stops early (a failed ASSERT,
+// a Get that timed out) skips its orrery::Shutdown(), and each later test would then fail at
+// orrery::Init() ("already called") instead of running: each ends with the runtime shut down.
+class ShutdownAfterEachTest : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    if (orrery::IsInitialized()) orrery::Shutdown();
+  }
+};
+const bool kShutdownAfterEachTest = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new ShutdownAfterEachTest);
+  return true;
+}();
+
 // Blocks until `path` exists: holds its lease for as long as the test wants.
 int HoldUntil(std::string path) {
   while (!std::filesystem::exists(path)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -571,12 +584,13 @@ TEST(HeadStateTest, HeadRestartKeepsGrantedLeases) {
   orrery::Shutdown();
 }
 
-// The bytes waiting unread in the stopped head's sockets for this process's connections to
-// `head` (host:port): what this process sent that the head's kernel holds for it.
-long UnreadByTheHead(const std::string& head) {
+// The bytes waiting unread in the stopped head's sockets for the connections of process
+// `pid` (this one by default) to `head` (host:port): what it sent that the head's kernel
+// holds for it.
+long UnreadByTheHead(const std::string& head, const std::string& pid = "self") {
   int port = std::stoi(head.substr(head.rfind(':') + 1));
-  std::set<std::string> own;  // this process's socket inodes
-  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+  std::set<std::string> own;  // the process's socket inodes
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + pid + "/fd")) {
     std::error_code ec;
     std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
     if (!ec && target.rfind("socket:[", 0) == 0) own.insert(target.substr(8, target.size() - 9));
@@ -598,7 +612,7 @@ long UnreadByTheHead(const std::string& head) {
     rows.push_back({port_of(local), port_of(remote),
                     std::stol(queues.substr(queues.find(':') + 1), nullptr, 16), inode});
   }
-  std::set<int> ours;  // this process's ports of its connections to the head
+  std::set<int> ours;  // the process's ports of its connections to the head
   for (const auto& r : rows)
     if (r.remote == port && own.count(r.inode)) ours.insert(r.local);
   long unread = 0;
@@ -612,7 +626,7 @@ long UnreadByTheHead(const std::string& head) {
 // TCP, whose queues /proc/net/tcp shows (the same-host channel's Unix sockets do not).
 template <typename Submit>
 void LoseToTheHead(orrery_cluster::Cluster& cluster, Submit submit) {
-  ASSERT_EQ(kill(cluster.head_pid(), SIGSTOP), 0);
+  ASSERT_TRUE(orrery_cluster::StopProcess(cluster.head_pid()));
   long before = UnreadByTheHead(cluster.head_address());
   submit();
   EXPECT_TRUE(WaitFor([&] { return UnreadByTheHead(cluster.head_address()) > before; }))
@@ -640,6 +654,47 @@ TEST(HeadStateTest, ALeaseRequestLostWithTheHeadIsAskedForAgain) {
   orrery::Shutdown();
 }
 
+// A lease granted just as the head stops: the node, told to start a worker for it, asks the
+// head to vouch for the driver's executable, and that question dies unread with the head.
+// The node asks again and the restarted head answers, so the task runs (the node used to
+// wait 120 s for the answer, and the task with it).
+TEST(HeadStateTest, ALeaseGrantedAsTheHeadStopsRunsOnceItRestarts) {
+  OverTcp tcp;
+  orrery_cluster::Cluster cluster;
+  // Health checks slow enough that the node, stopped below, is never suspected meanwhile
+  // (the head would hold the lease back from it).
+  cluster.StartHead(1.0, 30);
+  int node = cluster.AddNode("", "", 1);
+  orrery::Config c;
+  c.address = cluster.head_address();
+  orrery::Init(c);
+  ASSERT_TRUE(WaitFor([] { return orrery::Nodes().size() == 1; }));
+  std::string release = cluster.dir() + "/release";
+  std::ofstream(release).close();
+  // The grant waits in the stopped node's socket while the head stops in turn.
+  ASSERT_TRUE(orrery_cluster::StopProcess(node));
+  auto task = orrery::Task(HoldUntil).Remote(release);
+  {
+    Redis r(cluster.redis_address());
+    ASSERT_TRUE(WaitFor([&] {
+      auto leases = r.HGetAll(kPrefix + "leases");
+      if (leases.size() != 1) return false;
+      auto record = json::parse(leases.begin()->second, nullptr, false);
+      return record.is_object() && !record.value("node_id", "").empty();
+    })) << "the head never granted the lease";
+  }
+  ASSERT_TRUE(orrery_cluster::StopProcess(cluster.head_pid()));
+  long before = UnreadByTheHead(cluster.head_address(), std::to_string(node));
+  ASSERT_EQ(kill(node, SIGCONT), 0);
+  EXPECT_TRUE(WaitFor([&] {
+    return UnreadByTheHead(cluster.head_address(), std::to_string(node)) > before;
+  })) << "the node sent the head nothing";
+  cluster.KillHead();
+  cluster.StartHead(1.0, 30);  // as before: the node heartbeats at the first head's period
+  EXPECT_EQ(*orrery::Get(task, 30000), 7);
+  orrery::Shutdown();
+}
+
 // An actor created as the head stops: its creation dies unread with the head. The driver
 // sends it again until the head acknowledges it, and the actor answers.
 TEST(HeadStateTest, AnActorCreationLostWithTheHeadIsSentAgain) {
@@ -661,7 +716,7 @@ TEST(HeadStateTest, AnActorStartReportedAsTheHeadStopsIsReportedAgain) {
   const std::string& dir = cluster.dir();
   auto gated = orrery::Actor(Gated::Create).Remote(dir);
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(dir + "/started"); }));
-  ASSERT_EQ(kill(cluster.head_pid(), SIGSTOP), 0);
+  ASSERT_TRUE(orrery_cluster::StopProcess(cluster.head_pid()));
   std::ofstream(dir + "/open").close();
   ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(dir + "/constructed"); }));
   cluster.KillHead();

@@ -212,6 +212,56 @@ TEST_F(ExecutableCacheTest, AFetchTheHeadDoesNotAnswerFailsItsWaiters) {
   EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), 3u);
 }
 
+// A fetch sent as the head stops dies with its connection: it is sent again, with the same
+// nonce, at gaps that grow, until a reply answers it; a reply to a resend after that is
+// dropped. Before, the lease's worker waited out kFetchTimeoutS (120 s) for a question the
+// restarted head never heard.
+TEST_F(ExecutableCacheTest, AFetchNotAnsweredIsSentAgainUntilTheHeadAnswers) {
+  ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
+  std::string path = Write("app", "local program");
+  std::string hash = HashBytes("local program");
+  double start = MonotonicSeconds();
+  cache.Await(hash, path, "worker-1", "tcp://node");
+  cache.Resend(start);  // not yet due
+  ASSERT_EQ(outbox_.Count(MsgType::kFetchBinary), 1u);
+  // Sent again 1 s after, then 2 s and 4 s after that, each time with the same request.
+  std::vector<double> due;
+  for (double t = start; t < start + 8; t += 0.25) {
+    size_t before = outbox_.Count(MsgType::kFetchBinary);
+    cache.Resend(t);
+    if (outbox_.Count(MsgType::kFetchBinary) > before) due.push_back(t - start);
+  }
+  ASSERT_EQ(due.size(), 3u);
+  EXPECT_NEAR(due[0], ExecutableCache::kFirstResendS, 0.3);
+  EXPECT_NEAR(due[1], 3, 0.3);
+  EXPECT_NEAR(due[2], 7, 0.3);
+  auto asks = outbox_.Sent(MsgType::kFetchBinary);
+  for (const auto& a : asks) {
+    EXPECT_EQ(a.address, "tcp://head");
+    EXPECT_EQ(a.As<proto::BinaryMsg>().request_id, asks[0].As<proto::BinaryMsg>().request_id);
+    EXPECT_FALSE(a.As<proto::BinaryMsg>().want_bytes);
+  }
+  // The gap stops growing at kMaxResendGapS.
+  size_t before = outbox_.Count(MsgType::kFetchBinary);
+  cache.Resend(start + 100);
+  cache.Resend(start + 100 + ExecutableCache::kMaxResendGapS - 0.5);
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), before + 1);
+  cache.Resend(start + 100 + ExecutableCache::kMaxResendGapS);
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), before + 2);
+
+  auto ask = asks[0].As<proto::BinaryMsg>();
+  auto fetched = cache.OnReply(Answer(ask), "");
+  ASSERT_TRUE(fetched.ok());
+  EXPECT_EQ(fetched.value().waiters, (std::vector<std::string>{"worker-1"}));
+  EXPECT_TRUE(cache.Vouched(hash));
+  // Answered: the head's reply to a resend finds nothing, and nothing is sent again.
+  EXPECT_EQ(cache.OnReply(Answer(ask), "").status().code(), StatusCode::kNotFound);
+  before = outbox_.Count(MsgType::kFetchBinary);
+  cache.Resend(start + 1000);
+  EXPECT_EQ(outbox_.Count(MsgType::kFetchBinary), before);
+  EXPECT_TRUE(cache.Expire(start + 1000).empty());
+}
+
 TEST_F(ExecutableCacheTest, UnpackedCopiesAreBoundedTheLeastRecentlyUsedNotInUseGoingFirst) {
   ExecutableCache cache(outbox_, "tcp://head", (dir_ / "cache").string());
   cache.SetUnpackedLimit(2);
