@@ -70,7 +70,12 @@ struct JobEventMsg {
   int pid = 0;
   int exit_code = 0;  // kExited: the exit status, or 128 + the signal that killed it
   std::string cause;  // how it ended or why it could not start, for people
-  MSGPACK_DEFINE(kind, submission_id, node_id, node_secret, pid, exit_code, cause);
+  // The head acknowledges the event (kAck to reply_to, this request_id) once stored; the
+  // node sends it again until then (node/src/head_events.h).
+  uint64_t request_id = 0;
+  std::string reply_to;
+  MSGPACK_DEFINE(kind, submission_id, node_id, node_secret, pid, exit_code, cause, request_id,
+                 reply_to);
 };
 
 // CLI -> head (kStopJob, answered kAck) and head -> node (kStopJob): stop a submitted job.

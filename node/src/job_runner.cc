@@ -75,7 +75,8 @@ void JobRunner::SendEvent(const std::string& submission_id, proto::JobEventKind 
   ev.pid = pid;
   ev.exit_code = exit_code;
   ev.cause = cause;
-  outbox_.Send(options_.head_address, MsgType::kJobEvent, ev);
+  if (kind != proto::JobEventKind::kStarted) ended_.Add(submission_id);
+  events_.Send(std::move(ev), MonotonicSeconds());
 }
 
 void JobRunner::OnStart(const proto::StartJobMsg& m, const std::string& reply_to) {
@@ -83,7 +84,8 @@ void JobRunner::OnStart(const proto::StartJobMsg& m, const std::string& reply_to
     LOG_WARN("node: ignored a job start with a malformed submission id");
     return;
   }
-  if (jobs_.count(m.submission_id)) return;  // a resend: it runs already
+  // A resend: it runs, or ran, already.
+  if (jobs_.count(m.submission_id) || ended_.Contains(m.submission_id)) return;
   auto refuse = [&](const std::string& why) {
     SendEvent(m.submission_id, proto::JobEventKind::kFailedToStart, 0, -1, why);
   };

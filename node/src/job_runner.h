@@ -2,7 +2,9 @@
 // head to run here, started from the executable the head vouched for (checked by SHA-256,
 // fetched through the ExecutableCache when this host lacks it), watched until they exit, and
 // stopped on request (SIGTERM to the driver's process group, SIGKILL after a grace period).
-// Every start, refusal and exit is reported to the head (kJobEvent) through the Outbox.
+// Every start, refusal and exit is reported to the head (kJobEvent) through the Outbox, and
+// sent again until the head acknowledges it (head_events.h): a job that exits while the head
+// is down is reported to the restarted head.
 //
 // Not thread-safe: used on the node's inbox thread only.
 #pragma once
@@ -12,7 +14,9 @@
 
 #include "core/internal/outbox.h"
 #include "core/internal/protocol.h"
+#include "core/internal/recent_ids.h"
 #include "node/src/executable_cache.h"
+#include "node/src/head_events.h"
 #include "node/src/log_monitor.h"
 #include "node/src/process_cgroup.h"
 
@@ -38,8 +42,16 @@ class JobRunner {
   JobRunner(const JobRunner&) = delete;
   JobRunner& operator=(const JobRunner&) = delete;
 
-  // Where the drivers' log files are tailed from; none before the node starts.
-  void SetLogs(LogMonitor* logs) { logs_ = logs; }
+  // Where the drivers' log files are tailed from, and the node's inbox, where the head
+  // acknowledges the jobs' events; neither before the node starts.
+  void SetNode(const std::string& address, LogMonitor* logs) {
+    events_.SetReplyTo(address);
+    logs_ = logs;
+  }
+  // The head's kAck for request `request_id`: true when it was a job event's (it is done).
+  bool OnEventAck(uint64_t request_id) { return events_.OnAck(request_id); }
+  // Sends again the events the head has not acknowledged for HeadEvents::kResendS.
+  void ResendEvents(double now) { events_.Resend(now); }
   // Where each driver gets a cgroup of its own (job-<submission id>), killed with everything
   // in it when the driver exits or is stopped; null: none (only the driver's process group
   // is signalled then).
@@ -47,7 +59,8 @@ class JobRunner {
 
   // kStartJob: starts the driver, or asks the head for its executable (answering to
   // `reply_to`, the node's inbox) first; a request it cannot run is reported to the head as
-  // kFailedToStart. A resend of a running job is ignored.
+  // kFailedToStart. A resend of a job that runs, or of one of the last kEndedKept that
+  // ended here, is ignored (the head sends a start again until it hears the job started).
   void OnStart(const proto::StartJobMsg& m, const std::string& reply_to);
   void OnStop(const proto::StopJobMsg& m);
   // The executable or working_dir package with this hash was fetched (error empty) or could
@@ -95,7 +108,10 @@ class JobRunner {
   ExecutableCache& executables_;
   LogMonitor* logs_ = nullptr;
   CgroupTree* cgroups_ = nullptr;
-  std::map<std::string, JobProcess> jobs_;  // by submission id
+  HeadEvents events_{outbox_, options_.head_address, "a job event"};
+  static constexpr size_t kEndedKept = 4096;
+  RecentIds<std::string> ended_{kEndedKept};  // submission ids that ended or were refused
+  std::map<std::string, JobProcess> jobs_;    // by submission id
 };
 
 }  // namespace orrery::node

@@ -128,7 +128,7 @@ Status NodeService::Start(int register_timeout_ms) {
   lo.rotate_backups = options_.log_rotate_backups;
   logs_ = std::make_unique<LogMonitor>(lo, outbox_);
   logs_->Start();
-  jobs_->SetLogs(logs_.get());
+  jobs_->SetNode(inbox_.address(), logs_.get());
   ObjectPlaneOptions po;
   po.node_id = id_;
   po.bind_host = options_.bind_host;
@@ -311,7 +311,9 @@ Status NodeService::Dispatch(const transport::Envelope& env) {
 Status NodeService::OnHeadAck(const transport::Envelope& env) {
   proto::AckMsg ack;
   if (Status d = env.Decode(&ack); !d.ok()) return d;
-  if (ack.request_id != 0 && pool_->OnEventAck(ack.request_id)) return Status::Ok();
+  if (ack.request_id != 0 &&
+      (pool_->OnEventAck(ack.request_id) || jobs_->OnEventAck(ack.request_id)))
+    return Status::Ok();
   (void)head_.OnAck(ack);  // a refusal is the head's answer (HeadLink acts on it), not an error
   return Status::Ok();
 }
@@ -347,6 +349,7 @@ void NodeService::Tick() {
   RenderMetrics(Now());
   pool_->Replenish(Now());
   pool_->ResendEvents(Now());
+  jobs_->ResendEvents(Now());
   // The tick may be the memory monitor's, shorter than the heartbeat's period: refresh the
   // heartbeat on the tick nearest to its period, never later. The heartbeat thread sends
   // the latest one every period even when this loop is held up.

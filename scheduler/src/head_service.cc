@@ -159,6 +159,9 @@ void HeadService::RegisterHandlers() {
     int node = m_.nodes.Index(m.node_id);
     if (node < 0 || !m_.nodes.FromNode(m.node_id, m.node_secret, "job event", false)) return;
     m_.submissions.OnJobEvent(m, node, WallSeconds());
+    // As a worker event's: acknowledged once what it changed is stored (a resend changes
+    // nothing), so that a job's exit reaches a head restarted meanwhile.
+    m_.ctx.AckWhenStored(m.reply_to, m.request_id);
   });
   On<proto::LogBatchMsg>(MsgType::kLogBatch, [this](const auto& m, E&) {
     int node = m_.nodes.IndexOfHex(m.node_id);

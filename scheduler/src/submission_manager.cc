@@ -1,6 +1,7 @@
 #include "scheduler/src/submission_manager.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/internal/file_hash.h"
@@ -133,6 +134,12 @@ void SubmissionManager::Start(Submission& s, int node, double wall_now) {
   s.node = node;
   Subtract(nodes_.available(node), s.spec.resources);
   s.reserved = true;
+  SendStart(s, wall_now);
+  s.message = "starting on node " + nodes_.HexId(node).substr(0, 12);
+  Persist(s);
+}
+
+void SubmissionManager::SendStart(Submission& s, double wall_now) {
   proto::StartJobMsg start;
   start.submission_id = s.spec.submission_id;
   start.argv = s.spec.argv;
@@ -146,15 +153,18 @@ void SubmissionManager::Start(Submission& s, int node, double wall_now) {
   start.working_dir_id = s.spec.runtime_env.working_dir_id;
   start.env["ORRERY_ADDRESS"] = head;
   start.env["ORRERY_SUBMISSION_ID"] = s.spec.submission_id;
-  ctx_.outbox->Send(nodes_.address(node), MsgType::kStartJob, start);
-  s.message = "starting on node " + nodes_.HexId(node).substr(0, 12);
-  (void)wall_now;
-  Persist(s);
+  ctx_.outbox->Send(nodes_.address(s.node), MsgType::kStartJob, start);
+  s.start_sent = wall_now;
 }
 
 void SubmissionManager::Tick(double wall_now) {
   for (auto& [id, s] : subs_) {
-    if (s.state != SubmissionState::kPending || s.node >= 0 || s.stop_requested) continue;
+    if (s.state != SubmissionState::kPending || s.stop_requested) continue;
+    if (s.node >= 0) {
+      if (nodes_.alive(s.node) && std::abs(wall_now - s.start_sent) >= kStartResendS)
+        SendStart(s, wall_now);
+      continue;
+    }
     int node = PickNode(s);
     if (node >= 0) Start(s, node, wall_now);
   }

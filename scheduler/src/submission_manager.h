@@ -32,7 +32,8 @@ struct Submission {
   bool reserved = false;                                 // spec.resources are taken from the node's
   double submit_time = 0, start_time = 0, end_time = 0;  // wall clock
   std::string message;
-  std::string job_id;  // hex, once its driver registered
+  std::string job_id;     // hex, once its driver registered
+  double start_sent = 0;  // wall clock: when kStartJob last went to its node (0: never here)
 };
 
 class SubmissionManager {
@@ -41,6 +42,10 @@ class SubmissionManager {
   static constexpr size_t kMaxSubmissions = 10000;
   // The most text one log stream entry holds.
   static constexpr size_t kMaxLogEntryBytes = 16 << 10;
+  // A job sent to its node but not reported started is sent again this often (the node
+  // ignores a start for a job it runs or ran): a kStartJob sent as the head stops dies with
+  // it, and the restarted head sends it again on its first tick.
+  static constexpr double kStartResendS = 2;
 
   SubmissionManager(HeadContext ctx, NodeManager& nodes, JobManager& jobs)
       : ctx_(std::move(ctx)), nodes_(nodes), jobs_(jobs) {}
@@ -52,7 +57,8 @@ class SubmissionManager {
   void OnStop(const proto::StopJobMsg& m, double wall_now);
   // A node's report (its secret already checked by the caller): started, exited, failed.
   void OnJobEvent(const proto::JobEventMsg& m, int node, double wall_now);
-  // Starts pending submissions that now fit somewhere.
+  // Starts pending submissions that now fit somewhere, and sends again the kStartJob of
+  // those their node has not reported started for kStartResendS.
   void Tick(double wall_now);
   // Node `i` died: what ran there FAILED.
   void NodeDied(int i, const std::string& cause, double wall_now);
@@ -68,6 +74,8 @@ class SubmissionManager {
   // The node to run `s` on, -1 when none fits now.
   int PickNode(const Submission& s) const;
   void Start(Submission& s, int node, double wall_now);
+  // Sends kStartJob for `s` to its node.
+  void SendStart(Submission& s, double wall_now);
   void End(Submission& s, SubmissionState state, const std::string& message, double wall_now);
   void Persist(const Submission& s);
   void Evict();

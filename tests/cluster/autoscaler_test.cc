@@ -66,15 +66,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 // Runs the CLI, returning {exit code, stdout+stderr}.
-std::pair<int, std::string> RunCli(const std::string& args) {
-  std::string cmd = orrery_cluster::CliPath() + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using orrery_cluster::RunCli;
 
 int NodesOfGroup(const std::string& group) {
   int n = 0;

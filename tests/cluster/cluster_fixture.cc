@@ -295,6 +295,17 @@ bool StopProcess(int pid, int timeout_ms) {
 
 std::string CliPath() { return ORRERY_CLI_PATH; }
 
+std::pair<int, std::string> RunCli(const std::string& args) {
+  std::string cmd = CliPath() + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, "popen failed: " + std::string(strerror(errno))};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
 Cluster::Cluster() : spawner_(std::make_unique<Spawner>()) {
   char tmpl[] = "/tmp/orrery_cluster_test_XXXXXX";
   dir_ = mkdtemp(tmpl);

@@ -84,6 +84,9 @@ bool StopProcess(int pid, int timeout_ms = 20000);
 // Writes a fake TPU host under `root` (for ORRERY_SYSROOT): four Google chips.
 using ::orrery::testing::MakeTpuHostRoot;
 std::string CliPath();
+// Runs `orrery ARGS` (a shell word list) to its end: its exit code (-1 when a signal ended
+// it) and its stdout and stderr together.
+std::pair<int, std::string> RunCli(const std::string& args);
 
 class Cluster {
  public:

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -832,6 +833,43 @@ proto::RecordMsg RunRecord(Peer& peer, const std::string& run, int64_t index) {
   m.stream_index = index;
   m.stream_json = json{{"iteration", std::to_string(index + 1)}}.dump();
   return m;
+}
+
+// A submitted job whose driver exits while the head is stopped: the node's report of the
+// exit dies unread with the head. The node sends it again until acknowledged, so the
+// restarted head records the job SUCCEEDED (it stayed RUNNING for good).
+TEST(HeadStateTest, AJobThatEndsWhileTheHeadIsDownEndsOnceItRestarts) {
+  orrery_cluster::Cluster cluster;
+  cluster.StartHead(0.2, 3);
+  cluster.AddNode("", "", 1);
+  std::string release = cluster.dir() + "/release";
+  auto [code, out] = orrery_cluster::RunCli(
+      "job submit --no-wait --address " + cluster.head_address() + " -- /bin/sh -c 'while [ ! -e " +
+      release + " ]; do sleep 0.05; done'");
+  ASSERT_EQ(code, 0) << out;
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(out, found, std::regex("job_[0-9a-f]{16}"))) << out;
+  std::string id = found.str();
+  Redis r(cluster.redis_address());
+  json record;
+  auto state_is = [&](const std::string& state) {
+    record = json::parse(r.HGet(kPrefix + "submissions", id), nullptr, false);
+    return record.is_object() && record.value("state", "") == state;
+  };
+  ASSERT_TRUE(WaitFor([&] { return state_is("RUNNING") && record.value("pid", 0) > 0; }))
+      << "job " << id << ": " << record.dump();
+  int pid = record.value("pid", 0);
+
+  ASSERT_TRUE(orrery_cluster::StopProcess(cluster.head_pid()));
+  std::ofstream(release).close();
+  // Reaped by its node, which reports the exit in the same step.
+  ASSERT_TRUE(WaitFor([&] { return !std::filesystem::exists("/proc/" + std::to_string(pid)); }))
+      << "the driver did not end";
+  cluster.KillHead();
+  cluster.StartHead(0.2, 3);
+  EXPECT_TRUE(WaitFor([&] { return state_is("SUCCEEDED"); }))
+      << "the restarted head has the job " << record.dump();
+  EXPECT_EQ(record.value("exit_code", -1), 0);
 }
 
 TEST(HeadStateTest, HeadRestartAppendsNoStreamEntryTwice) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/internal/clock.h"
 #include "core/internal/file_hash.h"
 #include "tests/fakes/recording_outbox.h"
 
@@ -53,6 +54,35 @@ TEST_F(JobRunnerTest, WhatCannotBeRunIsReportedAndNotRun) {
     EXPECT_NE(ev->cause.find(why), std::string::npos) << ev->cause;
   }
   EXPECT_EQ(outbox.Count(MsgType::kFetchBinary), 0u);
+}
+
+// A job's event that dies with a stopping head (its exit, say) is sent again until the head
+// acknowledges it: before, the restarted head had the job RUNNING for good.
+TEST_F(JobRunnerTest, AnEventIsSentAgainUntilTheHeadAcknowledgesIt) {
+  jobs.SetNode("tcp://node", nullptr);
+  auto empty = Job("job_lost");
+  empty.argv.clear();
+  jobs.OnStart(empty, "tcp://node");
+  auto first = Event();
+  ASSERT_TRUE(first);
+  EXPECT_NE(first->request_id, 0u);
+  EXPECT_EQ(first->reply_to, "tcp://node");
+  double now = MonotonicSeconds();
+  jobs.ResendEvents(now + HeadEvents::kResendS / 2);
+  EXPECT_FALSE(Event()) << "sent again before kResendS";
+  jobs.ResendEvents(now + HeadEvents::kResendS);
+  auto again = Event();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->request_id, first->request_id);
+  EXPECT_EQ(again->submission_id, "job_lost");
+  EXPECT_EQ(again->kind, int(proto::JobEventKind::kFailedToStart));
+  EXPECT_FALSE(jobs.OnEventAck(first->request_id + 1)) << "another request's answer";
+  EXPECT_TRUE(jobs.OnEventAck(first->request_id));
+  jobs.ResendEvents(now + 10 * HeadEvents::kResendS);
+  EXPECT_FALSE(Event()) << "sent again once acknowledged";
+  // The head sends a start again until it hears of the job: one that ended here is ignored.
+  jobs.OnStart(empty, "tcp://node");
+  EXPECT_FALSE(Event()) << "a resent start was handled again";
 }
 
 TEST_F(JobRunnerTest, AMalformedSubmissionIdIsIgnored) {

@@ -87,6 +87,31 @@ TEST_F(SubmissionManagerTest, AJobRunsOnANodeAndEndsWithItsExitCode) {
   EXPECT_EQ(Record(h, "job_0123456789abcdef")["exit_code"], 3);
 }
 
+// A kStartJob sent as the head stops dies with it: the head sends it again every
+// kStartResendS until the node reports the job started (the node ignores a start of a job
+// it runs or ran), and never once it has.
+TEST_F(SubmissionManagerTest, AStartIsSentAgainUntilTheNodeReportsTheJobStarted) {
+  HeadHarness h(nullptr, dir_.string());
+  std::string node = h.AddNode({{"CPU", 2}});
+  Submit(h, Request());  // at 100
+  auto first = h.outbox->Take<proto::StartJobMsg>(MsgType::kStartJob);
+  ASSERT_TRUE(first);
+  h.submissions.Tick(100 + SubmissionManager::kStartResendS / 2);
+  EXPECT_FALSE(h.outbox->Take<proto::StartJobMsg>(MsgType::kStartJob)) << "sent again too soon";
+  h.submissions.Tick(100 + SubmissionManager::kStartResendS);
+  auto again = h.outbox->Take<proto::StartJobMsg>(MsgType::kStartJob, h.nodes.address(0));
+  ASSERT_TRUE(again) << "not sent again";
+  EXPECT_EQ(again->submission_id, first->submission_id);
+  EXPECT_EQ(again->argv, first->argv);
+  EXPECT_EQ(Record(h, "job_0123456789abcdef")["state"], "PENDING");
+
+  proto::JobEventMsg ev{
+      int(proto::JobEventKind::kStarted), "job_0123456789abcdef", node, "", 42, 0, ""};
+  h.submissions.OnJobEvent(ev, h.nodes.Index(node), 103);
+  h.submissions.Tick(200);
+  EXPECT_FALSE(h.outbox->Take<proto::StartJobMsg>(MsgType::kStartJob)) << "sent once started";
+}
+
 TEST_F(SubmissionManagerTest, AWorkingDirPackageIsAskedForStoredAndServedToNodes) {
   HeadHarness h(nullptr, dir_.string());
   std::string node = h.AddNode({{"CPU", 2}});
