@@ -172,8 +172,9 @@ void NodeDeathLoop(train::Context& ctx) {
     std::vector<int64_t> one{1};
     ctx.AllReduce(one);
     if (first_attempt && step == 3 && ctx.WorldRank() == 1) {
-      // The node dies only once the trainer has kept a checkpoint of this attempt: a node
-      // killed before that would restart the group from nothing, as a first attempt again.
+      // The node dies only once the trainer has kept a checkpoint of this attempt (the test
+      // waits for the run's record to list one): a node killed before that would restart the
+      // group from nothing, as a first attempt again.
       auto kept = [&] {
         for (const auto& e : fs::directory_iterator(ctx.RunPath()))
           if (e.path().filename().string().rfind("checkpoint_", 0) == 0) return true;
@@ -214,6 +215,8 @@ const std::string kPrefix = "orrery:default:";
 class TrainClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // A test before this suite that stopped early (a failed ASSERT) left its runtime up.
+    if (orrery::IsInitialized()) orrery::Shutdown();
     cluster_ = new orrery_cluster::Cluster();
     cluster_->StartHead(0.2, 3);
     for (const char* slice : {"slice-a", "slice-b"}) {
@@ -522,9 +525,26 @@ TEST(TrainNodeDeathTest, ANodeKilledMidRunRestartsTheGroupOnTheOthersFromTheChec
   train::Result result;
   std::thread fit([&] { result = train::TorchTrainer(NodeDeathLoop, s, run, torch).Fit(); });
 
-  // Kill -9 the node that rank 1 runs on, once it says where it is.
+  // Kill -9 the node that rank 1 runs on, once it says where it is and the trainer has kept
+  // a checkpoint (the run's record lists it). Rank 0 writes a checkpoint's directory when it
+  // reports, before the trainer has fetched rank 1's report of that step: on a busy machine
+  // a node killed then restarted the group from nothing, as a first attempt whose rank 1
+  // waited again to be killed (rank 0's next all-reduce timed out after 60 s).
   std::string marker = cluster.dir() + "/results/node_death/doomed_node";
   bool marked = WaitFor([&] { return fs::exists(marker); }, 60000);
+  Redis redis(cluster.redis_address());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& [id, text] : redis.HGetAll(kPrefix + "train_runs")) {
+          auto record = json::parse(text, nullptr, false);
+          if (record.is_object() && record.contains("checkpoints") &&
+              record["checkpoints"].is_array() && !record["checkpoints"].empty())
+            return true;
+        }
+        return false;
+      },
+      30000))
+      << "the trainer kept no checkpoint";
   std::string node_id;
   if (marked) std::ifstream(marker) >> node_id;
   int pid = -1;
